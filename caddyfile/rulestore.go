@@ -1,0 +1,163 @@
+package caddyfile
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+
+	"github.com/sluicegw/sluice/rulestore"
+)
+
+// parseRulestore parses the global option:
+//
+//	rulestore {
+//		redis <url> | redis { url|addrs|master_name|cluster|username|password|db|tls|dial_timeout|read_timeout|write_timeout ... }
+//		prefix <string>
+//		resync <duration>
+//		rate_limit|circuit_breaker|gray|binding <id> { <field> <value...> ... }
+//	}
+func parseRulestore(d *caddyfile.Dispenser, _ any) (any, error) {
+	app := new(rulestore.App)
+	d.Next() // option name
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		switch opt := d.Val(); opt {
+		case "redis":
+			cfg, err := parseRedis(d)
+			if err != nil {
+				return nil, err
+			}
+			app.Redis = cfg
+		case "prefix":
+			if !d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			app.Prefix = d.Val()
+		case "resync":
+			if !d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			dur, err := caddy.ParseDuration(d.Val())
+			if err != nil || dur <= 0 {
+				return nil, d.Errf("resync: want a positive duration, got %q", d.Val())
+			}
+			app.Resync = caddy.Duration(dur)
+		default:
+			kind, ok := rulestore.ParseKind(opt)
+			if !ok {
+				return nil, d.Errf("unknown rulestore option %q (want redis, prefix, resync, rate_limit, circuit_breaker, gray, binding)", opt)
+			}
+			if !d.NextArg() {
+				return nil, d.Errf("%s needs an id", opt)
+			}
+			id := d.Val()
+			if err := rulestore.ValidID(id); err != nil {
+				return nil, d.Errf("%s: %v", opt, err)
+			}
+			fields, err := rulestore.UnmarshalFields(d, kind, id)
+			if err != nil {
+				return nil, err
+			}
+			m := staticRules(app, kind)
+			if _, dup := (*m)[id]; dup {
+				return nil, d.Errf("%s rule %q declared twice", opt, id)
+			}
+			if *m == nil {
+				*m = map[string]rulestore.Fields{}
+			}
+			(*m)[id] = fields
+		}
+	}
+	return httpcaddyfile.App{Name: "rulestore", Value: caddyconfig.JSON(app, nil)}, nil
+}
+
+func staticRules(app *rulestore.App, k rulestore.Kind) *map[string]rulestore.Fields {
+	switch k {
+	case rulestore.RateLimit:
+		return &app.RateLimit
+	case rulestore.CircuitBreaker:
+		return &app.CircuitBreaker
+	case rulestore.Gray:
+		return &app.Gray
+	default:
+		return &app.Binding
+	}
+}
+
+func parseRedis(d *caddyfile.Dispenser) (*rulestore.RedisConfig, error) {
+	cfg := new(rulestore.RedisConfig)
+	if d.NextArg() {
+		cfg.URL = d.Val()
+		if d.NextArg() {
+			return nil, d.ArgErr()
+		}
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		opt := d.Val()
+		args := d.RemainingArgs()
+		one := func() (string, error) {
+			if len(args) != 1 {
+				return "", d.Errf("redis %s: want one value", opt)
+			}
+			return args[0], nil
+		}
+		var err error
+		switch opt {
+		case "url":
+			cfg.URL, err = one()
+		case "addrs":
+			if len(args) == 0 {
+				return nil, d.Errf("redis addrs: want one or more host:port")
+			}
+			cfg.Addrs = args
+		case "master_name":
+			cfg.MasterName, err = one()
+		case "cluster":
+			cfg.Cluster = true
+		case "tls":
+			cfg.TLS = true
+		case "username":
+			cfg.Username, err = one()
+		case "password":
+			cfg.Password, err = one()
+		case "db":
+			var v string
+			if v, err = one(); err == nil {
+				if cfg.DB, err = strconv.Atoi(v); err != nil || cfg.DB < 0 {
+					return nil, d.Errf("redis db: want a number >= 0, got %q", v)
+				}
+			}
+		case "dial_timeout", "read_timeout", "write_timeout":
+			var v string
+			if v, err = one(); err == nil {
+				var dur time.Duration
+				if dur, err = caddy.ParseDuration(v); err != nil || dur <= 0 {
+					return nil, d.Errf("redis %s: want a positive duration, got %q", opt, v)
+				}
+				switch opt {
+				case "dial_timeout":
+					cfg.DialTimeout = caddy.Duration(dur)
+				case "read_timeout":
+					cfg.ReadTimeout = caddy.Duration(dur)
+				default:
+					cfg.WriteTimeout = caddy.Duration(dur)
+				}
+			}
+		default:
+			return nil, d.Errf("unknown redis option %q", opt)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if cfg.URL == "" && len(cfg.Addrs) == 0 {
+		return nil, d.Errf("redis: give a URL or addrs")
+	}
+	return cfg, nil
+}

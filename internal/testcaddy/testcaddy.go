@@ -1,0 +1,283 @@
+// Package testcaddy runs real Caddy for tests: in this process from a
+// Caddyfile (fast, one instance at a time), or as a subprocess built from
+// ./cmd/caddy (several instances, reloads, kill and restart).
+package testcaddy
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+
+	// Caddy's standard modules and all of Sluice, as in the built binary.
+	_ "github.com/caddyserver/caddy/v2/modules/standard"
+)
+
+// FreePort returns a free loopback TCP port.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Adapt turns a Caddyfile into Caddy's JSON config.
+func Adapt(caddyfile string) ([]byte, error) {
+	cfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(caddyfile),
+		map[string]any{"filename": "Caddyfile"})
+	return cfg, err
+}
+
+// Validate adapts and provisions a Caddyfile without starting it, as
+// `caddy validate` does, and returns the error a user would see.
+func Validate(caddyfile string) error {
+	cfgJSON, err := Adapt(caddyfile)
+	if err != nil {
+		return err
+	}
+	var cfg caddy.Config
+	if err := caddy.StrictUnmarshalJSON(cfgJSON, &cfg); err != nil {
+		return err
+	}
+	return caddy.Validate(&cfg)
+}
+
+var inProcess sync.Mutex
+
+// Run loads a Caddyfile into this process's Caddy and stops it when the test
+// ends. Only one runs at a time per process (Caddy is a process singleton);
+// the Caddyfile should set `admin localhost:<port>` from FreePort and
+// `persist_config off`, or use Header to get both.
+func Run(t testing.TB, caddyfile string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs real Caddy; skipped under -short")
+	}
+	cfgJSON, err := Adapt(caddyfile)
+	if err != nil {
+		t.Fatalf("adapt Caddyfile: %v\n%s", err, caddyfile)
+	}
+	inProcess.Lock()
+	if err := caddy.Load(cfgJSON, true); err != nil {
+		inProcess.Unlock()
+		t.Fatalf("load config: %v\n%s", err, caddyfile)
+	}
+	t.Cleanup(func() {
+		caddy.Stop()
+		inProcess.Unlock()
+	})
+}
+
+// Reload replaces the running in-process config, as `caddy reload` does.
+func Reload(t testing.TB, caddyfile string) {
+	t.Helper()
+	cfgJSON, err := Adapt(caddyfile)
+	if err != nil {
+		t.Fatalf("adapt Caddyfile: %v", err)
+	}
+	if err := caddy.Load(cfgJSON, true); err != nil {
+		t.Fatalf("reload config: %v", err)
+	}
+}
+
+// Options returns a global-options block body that pins the admin endpoint to
+// a free port and keeps Caddy from writing state outside the test.
+func Options(t testing.TB) string {
+	return fmt.Sprintf("admin localhost:%d\n\tpersist_config off\n\tstorage file_system %s",
+		FreePort(t), t.TempDir())
+}
+
+// Get sends a GET with optional headers given as "Name: value" strings.
+func Get(t testing.TB, url string, headers ...string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range headers {
+		name, value, _ := strings.Cut(h, ":")
+		req.Header.Set(strings.TrimSpace(name), strings.TrimSpace(value))
+	}
+	return Do(t, req)
+}
+
+var client = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+
+// Do sends a request and reads the whole body.
+func Do(t testing.TB, req *http.Request) (*http.Response, string) {
+	t.Helper()
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", req.Method, req.URL, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("read body: %v", err)
+	}
+	return resp, string(body)
+}
+
+// Eventually polls cond until it holds or the deadline passes.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Process is Caddy running as a subprocess of the test.
+type Process struct {
+	AdminPort int
+	Log       *bytes.Buffer
+
+	t    testing.TB
+	dir  string
+	cmd  *exec.Cmd
+	done chan struct{}
+	mu   sync.Mutex
+}
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// Binary builds ./cmd/caddy once per test run and returns its path.
+func Binary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		_, file, _, _ := runtime.Caller(0)
+		root := filepath.Join(filepath.Dir(file), "..", "..")
+		dir, err := os.MkdirTemp("", "sluice-caddy-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "caddy")
+		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/caddy")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build ./cmd/caddy: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// Start runs the built Caddy on a Caddyfile whose global block must contain
+// `admin localhost:{{admin}}`; {{admin}} is replaced by a free port.
+func Start(t testing.TB, caddyfile string) *Process {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs real Caddy; skipped under -short")
+	}
+	p := &Process{t: t, dir: t.TempDir(), AdminPort: FreePort(t), Log: new(bytes.Buffer)}
+	p.start(caddyfile)
+	t.Cleanup(p.Stop)
+	return p
+}
+
+func (p *Process) expand(caddyfile string) string {
+	return strings.ReplaceAll(caddyfile, "{{admin}}", strconv.Itoa(p.AdminPort))
+}
+
+func (p *Process) start(caddyfile string) {
+	p.t.Helper()
+	path := filepath.Join(p.dir, "Caddyfile")
+	if err := os.WriteFile(path, []byte(p.expand(caddyfile)), 0o644); err != nil {
+		p.t.Fatal(err)
+	}
+	cmd := exec.Command(Binary(p.t), "run", "--config", path, "--adapter", "caddyfile")
+	cmd.Env = append(os.Environ(), "HOME="+p.dir, "XDG_DATA_HOME="+p.dir, "XDG_CONFIG_HOME="+p.dir)
+	cmd.Stdout, cmd.Stderr = p.writer(), p.writer()
+	if err := cmd.Start(); err != nil {
+		p.t.Fatal(err)
+	}
+	p.cmd, p.done = cmd, make(chan struct{})
+	go func(done chan struct{}) { cmd.Wait(); close(done) }(p.done)
+	Eventually(p.t, 20*time.Second, "caddy admin endpoint", func() bool {
+		select {
+		case <-p.done:
+			p.t.Fatalf("caddy exited:\n%s", p.Logs())
+		default:
+		}
+		resp, err := http.Get(fmt.Sprintf("http://localhost:%d/config/", p.AdminPort))
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+}
+
+type lockedWriter struct{ p *Process }
+
+func (w lockedWriter) Write(b []byte) (int, error) {
+	w.p.mu.Lock()
+	defer w.p.mu.Unlock()
+	return w.p.Log.Write(b)
+}
+
+func (p *Process) writer() io.Writer { return lockedWriter{p} }
+
+// Logs returns what Caddy has logged so far.
+func (p *Process) Logs() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.Log.String()
+}
+
+// Reload posts a new Caddyfile to the admin API, as `caddy reload` does.
+func (p *Process) Reload(caddyfile string) error {
+	url := fmt.Sprintf("http://localhost:%d/load", p.AdminPort)
+	resp, err := http.Post(url, "text/caddyfile", strings.NewReader(p.expand(caddyfile)))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("reload: %s: %s", resp.Status, body)
+	}
+	return nil
+}
+
+// Stop kills the process and waits for it.
+func (p *Process) Stop() {
+	if p.cmd == nil {
+		return
+	}
+	p.cmd.Process.Kill()
+	<-p.done
+	p.cmd = nil
+}
+
+// Restart stops the process and starts it again on the same Caddyfile.
+func (p *Process) Restart(caddyfile string) {
+	p.Stop()
+	p.start(caddyfile)
+}

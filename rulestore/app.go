@@ -1,0 +1,220 @@
+// Package rulestore is the Caddy app that holds Sluice's rules: static rules
+// from the config, overlaid by rules kept in Redis and followed live through
+// Pub/Sub. Handlers read rules from local memory only.
+package rulestore
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+)
+
+func init() {
+	caddy.RegisterModule(new(App))
+}
+
+// App is the rulestore app. Without Redis it serves its static rules alone.
+type App struct {
+	// Redis to load rules from and follow. Optional.
+	Redis *RedisConfig `json:"redis,omitempty"`
+	// Prefix namespaces every key, channel and the stream.
+	Prefix string `json:"prefix,omitempty"`
+	// Resync is the period of the full reconciliation with Redis (default 30s).
+	Resync caddy.Duration `json:"resync,omitempty"`
+
+	// Static rules, by id. Same field names as the Redis hashes.
+	RateLimit      map[string]Fields `json:"rate_limit,omitempty"`
+	CircuitBreaker map[string]Fields `json:"circuit_breaker,omitempty"`
+	Gray           map[string]Fields `json:"gray,omitempty"`
+	Binding        map[string]Fields `json:"binding,omitempty"`
+
+	static  layer
+	source  *redisSource // nil without Redis
+	poolKey string
+	logger  *zap.Logger
+	missing sync.Map // "kind/id" already warned about
+}
+
+// CaddyModule returns the Caddy module information.
+func (*App) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "rulestore",
+		New: func() caddy.Module { return new(App) },
+	}
+}
+
+// Rule is one validated rule as the store holds it.
+type Rule struct {
+	Kind   Kind
+	ID     string
+	Fields Fields
+	// Value is the typed value the kind's parser returned.
+	Value any
+	// Source is "static" or "redis".
+	Source string
+}
+
+// layer holds rules by kind, then id. A published layer is never mutated.
+type layer [numKinds]map[string]*Rule
+
+func (l *layer) get(k Kind, id string) *Rule {
+	if k >= numKinds {
+		return nil
+	}
+	return l[k][id]
+}
+
+// clone copies the top level and the map of kind k, ready for a change to k.
+func (l *layer) clone(k Kind) *layer {
+	n := *l
+	m := make(map[string]*Rule, len(l[k])+1)
+	for id, r := range l[k] {
+		m[id] = r
+	}
+	n[k] = m
+	return &n
+}
+
+// Provision validates the static rules and prepares the Redis source. It
+// does not connect: Provision also runs for `caddy validate`.
+func (a *App) Provision(ctx caddy.Context) error {
+	a.logger = ctx.Logger()
+	for _, k := range Kinds() {
+		a.static[k] = make(map[string]*Rule)
+		for id, f := range a.staticFields(k) {
+			v, err := Parse(k, id, f)
+			if err != nil {
+				return fmt.Errorf("static %s rule %q: %w", k, id, err)
+			}
+			a.static[k][id] = &Rule{Kind: k, ID: id, Fields: f, Value: v, Source: "static"}
+		}
+	}
+	if a.Redis == nil {
+		return nil
+	}
+	if a.Resync == 0 {
+		a.Resync = caddy.Duration(30 * time.Second)
+	}
+	src, key, err := acquireSource(a.Redis, a.Prefix, time.Duration(a.Resync), a.logger)
+	if err != nil {
+		return err
+	}
+	a.source, a.poolKey = src, key
+	return nil
+}
+
+func (a *App) staticFields(k Kind) map[string]Fields {
+	switch k {
+	case RateLimit:
+		return a.RateLimit
+	case CircuitBreaker:
+		return a.CircuitBreaker
+	case Gray:
+		return a.Gray
+	default:
+		return a.Binding
+	}
+}
+
+// Start begins following Redis. It never blocks on Redis: until the first
+// load completes, lookups answer from the static rules.
+func (a *App) Start() error {
+	if a.source != nil {
+		a.source.start()
+	} else {
+		a.logger.Info("no redis configured: serving the rules declared in the config only")
+	}
+	return nil
+}
+
+// Stop does nothing: the Redis source is shared with the next config
+// generation and released in Cleanup, so a reload loses no update.
+func (a *App) Stop() error { return nil }
+
+// Cleanup releases this generation's hold on the shared Redis source.
+func (a *App) Cleanup() error {
+	if a.source != nil {
+		_, err := sources.Delete(a.poolKey)
+		return err
+	}
+	return nil
+}
+
+// Lookup returns the rule of kind k with this id, or nil. A Redis rule
+// overrides a static rule of the same id while it exists. It reads local
+// memory only, takes no lock and does not allocate.
+func (a *App) Lookup(k Kind, id string) *Rule {
+	if a.source != nil {
+		if r := a.source.snapshot().get(k, id); r != nil {
+			return r
+		}
+	}
+	return a.static.get(k, id)
+}
+
+// Route returns the binding of a route, or nil.
+func (a *App) Route(route string) *RouteBinding {
+	if r := a.Lookup(Binding, route); r != nil {
+		return r.Value.(*RouteBinding)
+	}
+	return nil
+}
+
+// HasRedis reports whether rules may arrive from Redis after start-up.
+func (a *App) HasRedis() bool { return a.source != nil }
+
+// Require checks at provision time that a handler's rule (or route binding)
+// exists. Without Redis a missing id is a typo and an error; with Redis the
+// rule may arrive later, so it is only a warning.
+func (a *App) Require(k Kind, id string) error {
+	if a.Lookup(k, id) != nil {
+		return nil
+	}
+	if a.source == nil {
+		return fmt.Errorf("no %s rule %q: declare it in the global rulestore block or configure redis", k, id)
+	}
+	a.WarnMissing(k, id)
+	return nil
+}
+
+// WarnMissing logs once per id that a handler refers to a rule the store
+// does not hold yet; requests pass through until it arrives.
+func (a *App) WarnMissing(k Kind, id string) {
+	if _, seen := a.missing.LoadOrStore(k.String()+"/"+id, struct{}{}); !seen {
+		a.logger.Warn("rule not found; requests pass through until it arrives",
+			zap.String("kind", k.String()), zap.String("id", id))
+	}
+}
+
+// Rules returns every rule of kind k currently in force, Redis over static.
+func (a *App) Rules(k Kind) map[string]*Rule {
+	out := make(map[string]*Rule)
+	for id, r := range a.static[k] {
+		out[id] = r
+	}
+	if a.source != nil {
+		for id, r := range a.source.snapshot()[k] {
+			out[id] = r
+		}
+	}
+	return out
+}
+
+// Get loads the rulestore app from a Caddy context; handlers call it in
+// Provision. A config without a rulestore block gets an empty static store.
+func Get(ctx caddy.Context) (*App, error) {
+	v, err := ctx.App("rulestore")
+	if err != nil {
+		return nil, err
+	}
+	return v.(*App), nil
+}
+
+var (
+	_ caddy.App          = (*App)(nil)
+	_ caddy.Provisioner  = (*App)(nil)
+	_ caddy.CleanerUpper = (*App)(nil)
+)

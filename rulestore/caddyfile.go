@@ -1,0 +1,41 @@
+package rulestore
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+)
+
+// UnmarshalFields reads a block of `field value...` lines into Fields and
+// validates them as a rule of kind k. The dispenser must be at the token that
+// opens the block. A bad field fails with the file and line of that field.
+// Several values on one line are joined by a space (e.g. failure_statuses).
+func UnmarshalFields(d *caddyfile.Dispenser, k Kind, id string) (Fields, error) {
+	f := Fields{}
+	lines := map[string]caddyfile.Token{}
+	start := d.Token()
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		name := d.Val()
+		tok := d.Token()
+		if _, dup := f[name]; dup {
+			return nil, d.Errf("%s rule %q: field %s given twice", k, id, name)
+		}
+		args := d.RemainingArgs()
+		if len(args) == 0 {
+			return nil, d.Errf("%s rule %q: field %s needs a value", k, id, name)
+		}
+		f[name] = strings.Join(args, " ")
+		lines[name] = tok
+	}
+	if _, err := Parse(k, id, f); err != nil {
+		var fe *FieldError
+		if errors.As(err, &fe) {
+			if tok, ok := lines[fe.Field]; ok {
+				return nil, caddyfile.NewDispenser([]caddyfile.Token{tok}).Errf("%s rule %q: %v", k, id, err)
+			}
+		}
+		return nil, caddyfile.NewDispenser([]caddyfile.Token{start}).Errf("%s rule %q: %v", k, id, err)
+	}
+	return f, nil
+}

@@ -1,0 +1,86 @@
+package rulestore
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+)
+
+// Fields are a rule's raw fields. They have the same names and syntax in the
+// Caddyfile, in JSON and in the Redis hash, so a rule can be copied between
+// the three unchanged.
+type Fields map[string]string
+
+// UnmarshalJSON accepts string, number and boolean values, so JSON configs
+// can write "qps": 100 as naturally as "qps": "100".
+func (f *Fields) UnmarshalJSON(b []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	out := make(Fields, len(raw))
+	for k, v := range raw {
+		v = bytes.TrimSpace(v)
+		var s string
+		switch {
+		case len(v) > 0 && v[0] == '"':
+			if err := json.Unmarshal(v, &s); err != nil {
+				return fmt.Errorf("field %s: %v", k, err)
+			}
+		case bytes.Equal(v, []byte("true")), bytes.Equal(v, []byte("false")):
+			s = string(v)
+		default:
+			if _, err := strconv.ParseFloat(string(v), 64); err != nil {
+				return fmt.Errorf("field %s: want a string, number or boolean, got %s", k, v)
+			}
+			s = string(v)
+		}
+		out[k] = s
+	}
+	*f = out
+	return nil
+}
+
+// Names returns the field names in sorted order, for stable messages.
+func (f Fields) Names() []string {
+	names := make([]string, 0, len(f))
+	for k := range f {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Equal reports whether two field sets are identical.
+func (f Fields) Equal(g Fields) bool {
+	if len(f) != len(g) {
+		return false
+	}
+	for k, v := range f {
+		if w, ok := g[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// FieldError says which field of a rule is wrong and why.
+type FieldError struct {
+	Field  string
+	Value  string
+	Reason string
+}
+
+func (e *FieldError) Error() string {
+	if e.Value == "" {
+		return fmt.Sprintf("field %s: %s", e.Field, e.Reason)
+	}
+	return fmt.Sprintf("field %s=%q: %s", e.Field, e.Value, e.Reason)
+}
+
+// Errorf builds a FieldError for field with the value it had in fields.
+func (f Fields) Errorf(field, format string, args ...any) error {
+	return &FieldError{Field: field, Value: f[field], Reason: fmt.Sprintf(format, args...)}
+}
