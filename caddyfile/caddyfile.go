@@ -19,10 +19,11 @@ func init() {
 	// rate limit -> circuit breaker -> gray route, after authentication (so
 	// a user id is known) and before handle/route blocks and reverse_proxy,
 	// so `handle @v2 { reverse_proxy ... }` sees the gray decision and the
-	// breaker sees the proxy's outcome.
-	httpcaddyfile.RegisterDirectiveOrder("ratelimit", httpcaddyfile.After, "forward_auth")
-	httpcaddyfile.RegisterDirectiveOrder("circuitbreaker", httpcaddyfile.After, "ratelimit")
-	httpcaddyfile.RegisterDirectiveOrder("grayroute", httpcaddyfile.After, "circuitbreaker")
+	// breaker sees the proxy's outcome. Only standard directives can anchor
+	// the order; each insert before request_header lands after the last.
+	httpcaddyfile.RegisterDirectiveOrder("ratelimit", httpcaddyfile.Before, "request_header")
+	httpcaddyfile.RegisterDirectiveOrder("circuitbreaker", httpcaddyfile.Before, "request_header")
+	httpcaddyfile.RegisterDirectiveOrder("grayroute", httpcaddyfile.Before, "request_header")
 
 	httpcaddyfile.RegisterGlobalOption("rulestore", parseRulestore)
 }

@@ -12,7 +12,7 @@ mkdir -p "$(dirname "$OUTPUT")"
 export XCADDY_SKIP_CLEANUP=0 CGO_ENABLED="${CGO_ENABLED:-0}"
 go run "github.com/caddyserver/xcaddy/cmd/xcaddy@${XCADDY_VERSION}" build "$CADDY_VERSION" \
 	--output "$OUTPUT" \
-	--with "github.com/sluicegw/sluice=$(pwd)"
+	--with "github.com/sluicegw/sluice@v0.0.0-00010101000000-000000000000=$(pwd)"
 
 "$OUTPUT" version
 for m in http.handlers.ratelimit http.handlers.circuitbreaker http.handlers.grayroute rulestore; do
