@@ -1,20 +1,71 @@
-// Package grayroute is Sluice's http.handlers.grayroute module.
+// Package grayroute is Sluice's http.handlers.grayroute module: canary
+// routing by tag and weight, deterministic per user on every instance. It
+// decides a version and hands it to Caddy (a variable, placeholders and a
+// request header); Caddy's own reverse_proxy does the proxying.
 package grayroute
 
 import (
+	"fmt"
 	"net/http"
+	"net/textproto"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/sluicegw/sluice/circuitbreaker"
+	"github.com/sluicegw/sluice/rulestore"
 )
 
 func init() {
 	caddy.RegisterModule(new(Handler))
 }
 
-// Handler is the grayroute HTTP handler.
-type Handler struct{}
+// VarName is the Caddy variable holding the decided version, readable as
+// {http.vars.gray_version} and by the vars matcher.
+const VarName = "gray_version"
+
+// Defaults.
+const (
+	DefaultVersion = "v1"
+	DefaultHeader  = "X-Target-Version"
+)
+
+// Handler decides which version serves a request. Rules are evaluated in
+// order; the first whose tag matches decides between its target and fallback
+// versions. A request that matches no rule gets DefaultVersion.
+type Handler struct {
+	// Rules in evaluation order: ids of gray rules in the rule store, or
+	// inline rules (an id with fields).
+	Rules []RuleRef `json:"rules,omitempty"`
+	// Route takes the ordered gray list of a route binding instead of Rules.
+	Route string `json:"route,omitempty"`
+	// DefaultVersion for requests no rule matches (default v1).
+	DefaultVersion string `json:"default_version,omitempty"`
+	// Header is the request header that carries the version to the upstream
+	// (default X-Target-Version); "off" sets none.
+	Header string `json:"header,omitempty"`
+
+	store      *rulestore.App
+	logger     *zap.Logger
+	header     string // canonical, "" when off
+	defaultAny any
+	inline     []*Rule // parallel to Rules; nil for store references
+	defaultCtr prometheus.Counter
+	now        func() time.Time
+	isOpen     func(ruleID, key string) bool
+}
+
+// RuleRef is one entry of a handler's rule list.
+type RuleRef struct {
+	ID string `json:"id"`
+	// Inline fields make this a local rule. A rule of the same id in the rule
+	// store (from Redis) replaces it while it exists.
+	Inline rulestore.Fields `json:"inline,omitempty"`
+}
 
 // CaddyModule returns the Caddy module information.
 func (*Handler) CaddyModule() caddy.ModuleInfo {
@@ -24,16 +75,166 @@ func (*Handler) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
+// Provision resolves the rule store, parses inline rules and registers metrics.
+func (h *Handler) Provision(ctx caddy.Context) error {
+	h.logger = ctx.Logger()
+	h.now, h.isOpen = time.Now, circuitbreaker.IsOpen
+	store, err := rulestore.Get(ctx)
+	if err != nil {
+		return err
+	}
+	h.store = store
+	if h.DefaultVersion == "" {
+		h.DefaultVersion = DefaultVersion
+	}
+	if h.Header == "" {
+		h.Header = DefaultHeader
+	}
+	if h.Header != "off" {
+		h.header = textproto.CanonicalMIMEHeaderKey(h.Header)
+	}
+	h.defaultAny = h.DefaultVersion
+
+	h.inline = make([]*Rule, len(h.Rules))
+	for i, ref := range h.Rules {
+		if ref.Inline == nil {
+			if err := store.Require(rulestore.Gray, ref.ID); err != nil {
+				return err
+			}
+			continue
+		}
+		v, err := rulestore.Parse(rulestore.Gray, ref.ID, ref.Inline)
+		if err != nil {
+			return fmt.Errorf("inline gray rule %q: %w", ref.ID, err)
+		}
+		if r := store.Lookup(rulestore.Gray, ref.ID); r != nil && r.Source == "static" {
+			return fmt.Errorf("gray rule %q is declared both inline and in the global rulestore block", ref.ID)
+		}
+		h.inline[i] = v.(*Rule)
+	}
+	if h.Route != "" {
+		if err := store.Require(rulestore.Binding, h.Route); err != nil {
+			return err
+		}
+		if b := store.Route(h.Route); b != nil {
+			for _, id := range b.Gray {
+				if err := store.Require(rulestore.Gray, id); err != nil {
+					return fmt.Errorf("route %q: %w", h.Route, err)
+				}
+			}
+		}
+	}
+
+	if err := initMetrics(ctx.GetMetricsRegistry()); err != nil {
+		return err
+	}
+	h.defaultCtr = metrics.requests.WithLabelValues("", h.DefaultVersion)
+	return nil
+}
+
+// Validate checks the configuration.
+func (h *Handler) Validate() error {
+	if err := ValidVersion(h.DefaultVersion); err != nil {
+		return fmt.Errorf("default_version: %v", err)
+	}
+	if h.Route != "" && len(h.Rules) > 0 {
+		return fmt.Errorf("give either a route or rules, not both")
+	}
+	if h.Route == "" && len(h.Rules) == 0 {
+		return fmt.Errorf("no gray rules: give rule ids, inline rules or a route")
+	}
+	seen := map[string]bool{}
+	for _, ref := range h.Rules {
+		if err := rulestore.ValidID(ref.ID); err != nil {
+			return err
+		}
+		if seen[ref.ID] {
+			return fmt.Errorf("gray rule %q listed twice", ref.ID)
+		}
+		seen[ref.ID] = true
+	}
+	return nil
+}
+
+// ServeHTTP decides the version, hands it over and calls the next handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	version, versionAny, ruleAny := h.decide(r)
+	caddyhttp.SetVar(r.Context(), VarName, versionAny)
+	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
+		repl.Set("http.grayroute.version", versionAny)
+		repl.Set("http.grayroute.rule", ruleAny)
+	}
+	if h.header != "" {
+		// Overwrites whatever the client sent: the version is never trusted
+		// from the request.
+		r.Header[h.header] = []string{version}
+	}
 	return next.ServeHTTP(w, r)
 }
 
-// ParseCaddyfile parses the grayroute directive.
-func ParseCaddyfile(hp httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
-	h := new(Handler)
-	for hp.Next() {
-		for hp.NextBlock(0) {
+// decide returns the version for r, boxed for Caddy, and the deciding rule
+// id ("" when no rule matched).
+func (h *Handler) decide(r *http.Request) (version string, versionAny, ruleAny any) {
+	if h.Route != "" {
+		b := h.store.Route(h.Route)
+		if b == nil {
+			h.store.WarnMissing(rulestore.Binding, h.Route)
+		} else {
+			for _, id := range b.Gray {
+				if g := h.rule(id, nil); g != nil && g.Matches(r) {
+					return h.apply(g, r)
+				}
+			}
+		}
+	} else {
+		for i := range h.Rules {
+			if g := h.rule(h.Rules[i].ID, h.inline[i]); g != nil && g.Matches(r) {
+				return h.apply(g, r)
+			}
 		}
 	}
-	return h, nil
+	h.defaultCtr.Inc()
+	return h.DefaultVersion, h.defaultAny, ""
 }
+
+// rule returns the current rule for id: the store's, else the inline one.
+func (h *Handler) rule(id string, inline *Rule) *Rule {
+	if r := h.store.Lookup(rulestore.Gray, id); r != nil {
+		return r.Value.(*Rule)
+	}
+	if inline == nil {
+		h.store.WarnMissing(rulestore.Gray, id)
+	}
+	return inline
+}
+
+// apply splits a matching request between the rule's target and fallback.
+func (h *Handler) apply(g *Rule, r *http.Request) (string, any, any) {
+	canary, random := g.Canary(r, h.now)
+	if random {
+		metrics.random.WithLabelValues(g.ID).Inc()
+		if ce := h.logger.Check(zapcore.DebugLevel, "no hash key resolved; version chosen at random"); ce != nil {
+			ce.Write(zap.String("rule", g.ID), zap.String("hash_key", g.HashKey.String()))
+		}
+	}
+	if canary && g.FallbackOnOpen != "" && h.isOpen(g.FallbackOnOpen, g.Target) {
+		canary = false
+	}
+	fallback, fallbackAny := g.Fallback, g.fallbackAny
+	if fallback == "" {
+		fallback, fallbackAny = h.DefaultVersion, h.defaultAny
+	}
+	ctrs := g.countersFor(fallback)
+	if canary {
+		ctrs.target.Inc()
+		return g.Target, g.targetAny, g.idAny
+	}
+	ctrs.fallback.Inc()
+	return fallback, fallbackAny, g.idAny
+}
+
+var (
+	_ caddy.Provisioner           = (*Handler)(nil)
+	_ caddy.Validator             = (*Handler)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
+)

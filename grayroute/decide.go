@@ -1,0 +1,49 @@
+package grayroute
+
+import (
+	"math/rand/v2"
+	"net/http"
+	"time"
+)
+
+// Matches reports whether the request carries the rule's tag with a
+// matching value. A rule without a tag matches every request.
+func (g *Rule) Matches(r *http.Request) bool {
+	if g.Tag == "" {
+		return true
+	}
+	v, ok := TagValue(r, g.Source, g.Tag, g.tagHeader)
+	return ok && g.Value.Match(v)
+}
+
+// Threshold is the effective weight at now in basis points: the rule's
+// weight, capped by its ramp if it has one. So a ramp raises the weight over
+// time, and setting weight lower (even 0) holds or stops a ramp at once.
+func (g *Rule) Threshold(now func() time.Time) uint32 {
+	t := g.Weight
+	if g.Ramp != nil {
+		if rt := g.Ramp.At(now()); rt < t {
+			t = rt
+		}
+	}
+	return t
+}
+
+// Canary decides whether a matching request goes to the target version.
+// The choice is a stable hash of the rule id and the request's hash key;
+// only when no key resolves is it random (random reports that).
+func (g *Rule) Canary(r *http.Request, now func() time.Time) (canary, random bool) {
+	t := g.Threshold(now)
+	if t == 0 {
+		return false, false
+	}
+	if t >= Buckets {
+		return true, false
+	}
+	var buf [128]byte
+	key, ok := g.HashKey.Append(buf[:0], r)
+	if !ok {
+		return rand.Uint32N(Buckets) < t, true
+	}
+	return InCanary(Bucket(g.ID, key), t), false
+}

@@ -1,0 +1,188 @@
+package grayroute
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+)
+
+// Source is where a rule looks for its tag.
+type Source uint8
+
+const (
+	// SourceAny looks in the header, then the query, then the cookies, and
+	// uses the first non-empty value found.
+	SourceAny Source = iota
+	SourceHeader
+	SourceQuery
+	SourceCookie
+)
+
+// ParseSource parses header|query|cookie|any.
+func ParseSource(s string) (Source, error) {
+	switch s {
+	case "any", "":
+		return SourceAny, nil
+	case "header":
+		return SourceHeader, nil
+	case "query":
+		return SourceQuery, nil
+	case "cookie":
+		return SourceCookie, nil
+	}
+	return 0, fmt.Errorf("want header, query, cookie or any")
+}
+
+// TagValue finds the tag's value in the request without allocating in the
+// common case. header must be the canonical form of the tag
+// (textproto.CanonicalMIMEHeaderKey); query and cookie names are exact.
+func TagValue(r *http.Request, src Source, tag, header string) (string, bool) {
+	if src == SourceAny || src == SourceHeader {
+		if v := r.Header[header]; len(v) > 0 && v[0] != "" {
+			return v[0], true
+		}
+	}
+	if src == SourceAny || src == SourceQuery {
+		if v, ok := queryValue(r.URL.RawQuery, tag); ok && v != "" {
+			return v, true
+		}
+	}
+	if src == SourceAny || src == SourceCookie {
+		for _, line := range r.Header["Cookie"] {
+			if v, ok := cookieValue(line, tag); ok && v != "" {
+				return v, true
+			}
+		}
+	}
+	return "", false
+}
+
+// queryValue returns the first value of name in a raw query, unescaping only
+// when the pair is escaped (which allocates).
+func queryValue(raw, name string) (string, bool) {
+	for raw != "" {
+		var pair string
+		pair, raw, _ = strings.Cut(raw, "&")
+		k, v, _ := strings.Cut(pair, "=")
+		if strings.ContainsAny(k, "%+") {
+			var err error
+			if k, err = url.QueryUnescape(k); err != nil {
+				continue
+			}
+		}
+		if k != name {
+			continue
+		}
+		if strings.ContainsAny(v, "%+") {
+			u, err := url.QueryUnescape(v)
+			if err != nil {
+				return "", false
+			}
+			v = u
+		}
+		return v, true
+	}
+	return "", false
+}
+
+// cookieValue returns the value of the cookie name in one Cookie header line.
+func cookieValue(line, name string) (string, bool) {
+	for line != "" {
+		var part string
+		part, line, _ = strings.Cut(line, ";")
+		k, v, _ := strings.Cut(strings.TrimSpace(part), "=")
+		if k != name {
+			continue
+		}
+		if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+			v = v[1 : len(v)-1]
+		}
+		return v, true
+	}
+	return "", false
+}
+
+type matchKind uint8
+
+const (
+	matchPresent matchKind = iota // any non-empty value
+	matchExact
+	matchList
+	matchPrefix
+	matchRegex
+)
+
+// ValueMatcher is a compiled match_value:
+//
+//	(absent) or *      any non-empty value
+//	beta               exactly "beta"
+//	a,b,c              one of the list
+//	prefix:beta-       starts with "beta-"
+//	regex:^beta-\d+$   matches the regular expression (RE2)
+//	exact:a,b          exactly "a,b" (escape hatch for values with commas or a prefix word)
+//
+// Matching is case-sensitive.
+type ValueMatcher struct {
+	kind   matchKind
+	values []string
+	re     *regexp.Regexp
+}
+
+// ParseValueMatcher compiles a match_value.
+func ParseValueMatcher(s string) (ValueMatcher, error) {
+	s = strings.TrimSpace(s)
+	switch {
+	case s == "" || s == "*":
+		return ValueMatcher{kind: matchPresent}, nil
+	case strings.HasPrefix(s, "exact:"):
+		return ValueMatcher{kind: matchExact, values: []string{strings.TrimPrefix(s, "exact:")}}, nil
+	case strings.HasPrefix(s, "prefix:"):
+		p := strings.TrimPrefix(s, "prefix:")
+		if p == "" {
+			return ValueMatcher{}, fmt.Errorf("empty prefix")
+		}
+		return ValueMatcher{kind: matchPrefix, values: []string{p}}, nil
+	case strings.HasPrefix(s, "regex:"):
+		re, err := regexp.Compile(strings.TrimPrefix(s, "regex:"))
+		if err != nil {
+			return ValueMatcher{}, fmt.Errorf("bad regular expression: %v", err)
+		}
+		return ValueMatcher{kind: matchRegex, re: re}, nil
+	case strings.Contains(s, ","):
+		var vals []string
+		for _, v := range strings.Split(s, ",") {
+			if v = strings.TrimSpace(v); v != "" {
+				vals = append(vals, v)
+			}
+		}
+		if len(vals) == 0 {
+			return ValueMatcher{}, fmt.Errorf("empty list")
+		}
+		return ValueMatcher{kind: matchList, values: vals}, nil
+	}
+	return ValueMatcher{kind: matchExact, values: []string{s}}, nil
+}
+
+// Match reports whether a (non-empty) tag value matches.
+func (m *ValueMatcher) Match(v string) bool {
+	switch m.kind {
+	case matchPresent:
+		return true
+	case matchExact:
+		return v == m.values[0]
+	case matchList:
+		for _, x := range m.values {
+			if v == x {
+				return true
+			}
+		}
+		return false
+	case matchPrefix:
+		return strings.HasPrefix(v, m.values[0])
+	case matchRegex:
+		return m.re.MatchString(v)
+	}
+	return false
+}

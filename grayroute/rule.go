@@ -1,0 +1,133 @@
+package grayroute
+
+import (
+	"fmt"
+	"net/textproto"
+	"strings"
+	"sync/atomic"
+
+	"github.com/sluicegw/sluice/internal/handlerkit"
+	"github.com/sluicegw/sluice/rulestore"
+)
+
+func init() {
+	rulestore.RegisterParser(rulestore.Gray, func(id string, f rulestore.Fields) (any, error) {
+		return ParseRule(id, f)
+	})
+}
+
+// DefaultHashKey buckets by the X-User-Id header, else the client IP.
+const DefaultHashKey = "userId"
+
+// Rule is a validated gray rule: the typed form of a gray:rule:<id> hash.
+type Rule struct {
+	ID string
+	// Tag is the header, query parameter or cookie to match; "" matches every
+	// request (a weight-only canary).
+	Tag       string
+	tagHeader string // canonical header form of Tag
+	Source    Source
+	Value     ValueMatcher
+	// Target is the canary version; Fallback the version for matching traffic
+	// outside the weight ("" = the handler's default_version).
+	Target, Fallback string
+	// Weight in basis points (0..Buckets).
+	Weight         uint32
+	HashKey        handlerkit.Key
+	Ramp           *Ramp
+	FallbackOnOpen string // circuit breaker rule id, or ""
+
+	// Boxed once here, so handing a version to Caddy's vars and replacer on
+	// the request path does not allocate.
+	idAny, targetAny, fallbackAny any
+	// counters caches this rule's metric series; a changed rule is a new *Rule.
+	counters atomic.Pointer[ruleCounters]
+}
+
+// ParseRule validates a gray rule's fields. Errors name the field.
+func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
+	g := &Rule{ID: id, Weight: Buckets}
+	var err error
+	for _, name := range f.Names() {
+		v := strings.TrimSpace(f[name])
+		switch name {
+		case "match_tag":
+			if v != "*" {
+				if strings.ContainsAny(v, " \t;=,&") {
+					return nil, f.Errorf(name, "not a valid header, query or cookie name")
+				}
+				g.Tag = v
+			}
+		case "match_value":
+			if g.Value, err = ParseValueMatcher(v); err != nil {
+				return nil, f.Errorf(name, "%v", err)
+			}
+		case "match_source":
+			if g.Source, err = ParseSource(v); err != nil {
+				return nil, f.Errorf(name, "%v", err)
+			}
+		case "target_version":
+			if err := ValidVersion(v); err != nil {
+				return nil, f.Errorf(name, "%v", err)
+			}
+			g.Target = v
+		case "fallback_version":
+			if err := ValidVersion(v); err != nil {
+				return nil, f.Errorf(name, "%v", err)
+			}
+			g.Fallback = v
+		case "weight":
+			if g.Weight, err = ParseWeight(v); err != nil {
+				return nil, f.Errorf(name, "%v", err)
+			}
+		case "hash_key":
+			if g.HashKey, err = handlerkit.ParseKey(v); err != nil {
+				return nil, f.Errorf(name, "%v", err)
+			}
+		case "ramp":
+			if g.Ramp, err = ParseRamp(v); err != nil {
+				return nil, f.Errorf(name, "%v", err)
+			}
+		case "fallback_on_open":
+			if err := rulestore.ValidID(v); err != nil {
+				return nil, f.Errorf(name, "want a circuit breaker rule id: %v", err)
+			}
+			g.FallbackOnOpen = v
+		default:
+			return nil, f.Errorf(name, "unknown field (want match_tag, match_value, match_source, target_version, weight, fallback_version, hash_key, ramp, fallback_on_open)")
+		}
+	}
+	if g.Target == "" {
+		return nil, f.Errorf("target_version", "required")
+	}
+	if g.Tag == "" && f["match_value"] != "" && f["match_value"] != "*" {
+		return nil, f.Errorf("match_value", "needs a match_tag")
+	}
+	if g.HashKey.IsZero() {
+		g.HashKey, _ = handlerkit.ParseKey(DefaultHashKey)
+	}
+	g.tagHeader = textproto.CanonicalMIMEHeaderKey(g.Tag)
+	g.idAny, g.targetAny, g.fallbackAny = g.ID, g.Target, g.Fallback
+	return g, nil
+}
+
+// MaxVersionLength bounds a version name.
+const MaxVersionLength = 64
+
+// ValidVersion accepts letters, digits and . _ - up to 64 bytes, so a version
+// is safe in a header, a variable, a log line and a metric label.
+func ValidVersion(v string) error {
+	if v == "" {
+		return fmt.Errorf("empty version")
+	}
+	if len(v) > MaxVersionLength {
+		return fmt.Errorf("version longer than %d bytes", MaxVersionLength)
+	}
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("character %q not allowed in a version (use letters, digits, . _ -)", c)
+		}
+	}
+	return nil
+}
