@@ -1,20 +1,53 @@
-// Package ratelimit is Sluice's http.handlers.ratelimit module.
+// Package ratelimit is Sluice's http.handlers.ratelimit module: token bucket
+// and sliding window limits per key, in-flight caps, shadow mode, with rules
+// from the rule store (static or Redis) or declared inline.
 package ratelimit
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
+	"sync/atomic"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/sluicegw/sluice/internal/handlerkit"
+	"github.com/sluicegw/sluice/rulestore"
 )
 
 func init() {
 	caddy.RegisterModule(new(Handler))
 }
 
-// Handler is the ratelimit HTTP handler.
-type Handler struct{}
+// Handler limits requests by a rate_limit rule. Exactly one of Rule, Route
+// and Fields says which.
+type Handler struct {
+	// Rule is the id of a rate_limit rule in the rule store.
+	Rule string `json:"rule,omitempty"`
+	// Route names a route binding; its rate_limit field names the rule.
+	Route string `json:"route,omitempty"`
+	// Fields declare the rule inline, with the rule store's field names.
+	// Identical inline rules share one quota (their id is a hash of them).
+	Fields rulestore.Fields `json:"fields,omitempty"`
+
+	app    *rulestore.App
+	holder *handlerkit.Holder[*limiter]
+	fixed  *limiter // for Rule and Fields
+	inline *Rule
+	routed atomic.Pointer[routedLimiter]
+	logger *zap.Logger
+}
+
+type routedLimiter struct {
+	id  string
+	lim *limiter
+}
+
+// limiters holds every rule id's state across config generations.
+var limiters = handlerkit.NewShared[*limiter]()
 
 // CaddyModule returns the Caddy module information.
 func (*Handler) CaddyModule() caddy.ModuleInfo {
@@ -24,16 +57,266 @@ func (*Handler) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
+// Provision loads the rule store and this handler's limiter.
+func (h *Handler) Provision(ctx caddy.Context) error {
+	h.logger = ctx.Logger()
+	if err := h.Validate(); err != nil {
+		return err
+	}
+	app, err := rulestore.Get(ctx)
+	if err != nil {
+		return err
+	}
+	h.app = app
+	initMetrics(ctx.GetMetricsRegistry())
+	h.holder = limiters.Holder(func(id string) *limiter { return newLimiter(id, nil) })
+	switch {
+	case h.Rule != "":
+		if err := app.Require(rulestore.RateLimit, h.Rule); err != nil {
+			return err
+		}
+		h.fixed = h.holder.Get(h.Rule)
+	case h.Route != "":
+		if err := app.Require(rulestore.Binding, h.Route); err != nil {
+			return err
+		}
+	default:
+		id := InlineID(h.Fields)
+		r, err := ParseRule(id, h.Fields)
+		if err != nil {
+			return fmt.Errorf("inline rate_limit rule: %w", err)
+		}
+		h.fixed = h.holder.Get(id)
+		h.inline = h.fixed.intern(r)
+	}
+	return nil
+}
+
+// Validate checks that exactly one rule source is given.
+func (h *Handler) Validate() error {
+	n := 0
+	for _, set := range []bool{h.Rule != "", h.Route != "", len(h.Fields) > 0} {
+		if set {
+			n++
+		}
+	}
+	if n != 1 {
+		return errors.New("ratelimit: give exactly one of rule <id>, route <name> or inline rule fields")
+	}
+	if h.Rule != "" {
+		return rulestore.ValidID(h.Rule)
+	}
+	if h.Route != "" {
+		return rulestore.ValidID(h.Route)
+	}
+	return nil
+}
+
+// Cleanup drops this handler's hold on the shared limiters.
+func (h *Handler) Cleanup() error {
+	if h.holder != nil {
+		h.holder.Release()
+	}
+	return nil
+}
+
+// current returns the rule in force for this handler and its limiter, or
+// nil when there is none (the request then passes).
+func (h *Handler) current() (*Rule, *limiter) {
+	if h.inline != nil {
+		return h.inline, h.fixed
+	}
+	id, lim := h.Rule, h.fixed
+	if h.Route != "" {
+		b := h.app.Route(h.Route)
+		if b == nil {
+			h.app.WarnMissing(rulestore.Binding, h.Route)
+			return nil, nil
+		}
+		if b.RateLimit == "" {
+			return nil, nil // the route is bound to no rate limit
+		}
+		id = b.RateLimit
+		if c := h.routed.Load(); c != nil && c.id == id {
+			lim = c.lim
+		} else {
+			lim = h.holder.Get(id)
+			h.routed.Store(&routedLimiter{id: id, lim: lim})
+		}
+	}
+	rr := h.app.Lookup(rulestore.RateLimit, id)
+	if rr == nil {
+		h.app.WarnMissing(rulestore.RateLimit, id)
+		return nil, nil
+	}
+	return rr.Value.(*Rule), lim
+}
+
+// ServeHTTP decides the request: pass it on, or answer for the limiter.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	rule, lim := h.current()
+	if rule == nil {
+		return next.ServeHTTP(w, r)
+	}
+	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	var buf [160]byte
+	key, ok := rule.Key.Append(buf[:0], r)
+	if !ok {
+		switch {
+		case rule.EmptyKeyStatus != 0:
+			return h.denyEmptyKey(w, rule, lim, repl)
+		case rule.emptyLiteral != "":
+			key = append(key[:0], rule.emptyLiteral...)
+		default:
+			if key, ok = rule.EmptyKey.Append(key[:0], r); !ok {
+				return h.denyEmptyKey(w, rule, lim, repl)
+			}
+		}
+	}
+	eng := lim.engine(rule)
+	d := eng.Take(rule, key, lim.now())
+	if repl != nil {
+		repl.Set("http.ratelimit.rule", rule.ID)
+		repl.Set("http.ratelimit.key", string(key))
+		repl.Set("http.ratelimit.remaining", d.Remaining)
+		repl.Set("http.ratelimit.limit", d.Limits.quota)
+	}
+	if rule.Headers {
+		setHeaders(w.Header(), rule, &d)
+	}
+	if !d.OK() {
+		if !rule.Shadow {
+			return h.reject(w, rule, lim, &d, repl)
+		}
+		lim.counters.shadow.Inc()
+		if repl != nil {
+			repl.Set("http.ratelimit.result", "shadow_rejected")
+		}
+		if c := h.logger.Check(zap.InfoLevel, "shadow rule would reject"); c != nil {
+			c.Write(zap.String("rule", rule.ID), zap.ByteString("key", key), zap.String("reason", d.Reason.String()))
+		}
+		return next.ServeHTTP(w, r)
+	}
+	lim.counters.allowed.Inc()
+	if repl != nil {
+		repl.Set("http.ratelimit.result", "allowed")
+	}
+	if d.slot != nil || d.total {
+		return serveHolding(w, r, next, eng, d)
+	}
 	return next.ServeHTTP(w, r)
 }
 
-// ParseCaddyfile parses the ratelimit directive.
-func ParseCaddyfile(hp httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
-	h := new(Handler)
-	for hp.Next() {
-		for hp.NextBlock(0) {
+// serveHolding serves a request that holds an in-flight slot and frees the
+// slot however the request ends: response done, error, panic or client gone
+// (the proxy returns when the request's context is cancelled).
+func serveHolding(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, eng Engine, d Decision) error {
+	defer eng.Release(&d)
+	return next.ServeHTTP(w, r)
+}
+
+func setHeaders(hdr http.Header, rule *Rule, d *Decision) {
+	l := d.Limits
+	rem := strconv.FormatInt(d.Remaining, 10)
+	reset := d.Reset
+	if !d.OK() && d.RetryAfter > reset {
+		reset = d.RetryAfter
+	}
+	hdr["X-Ratelimit-Limit"] = []string{strconv.FormatInt(l.quota, 10)}
+	hdr["X-Ratelimit-Remaining"] = []string{rem}
+	hdr["Ratelimit-Policy"] = []string{l.policy}
+	hdr["Ratelimit"] = []string{`"` + rule.ID + `";r=` + rem + ";t=" + strconv.FormatInt(ceilSeconds(reset), 10)}
+}
+
+// ceilSeconds rounds a wait in ns up to whole seconds.
+func ceilSeconds(ns int64) int64 {
+	if ns <= 0 {
+		return 0
+	}
+	return (ns + 1e9 - 1) / 1e9
+}
+
+func (h *Handler) reject(w http.ResponseWriter, rule *Rule, lim *limiter, d *Decision, repl *caddy.Replacer) error {
+	status, name := rule.Status, "rate_limited"
+	retry := ceilSeconds(d.RetryAfter)
+	if d.Reason != RateLimited {
+		status, name = rule.ConcurrencyStatus, "too_many_in_flight"
+		retry = 1 // a slot frees when a request ends; a short hint
+		lim.counters.concurrency.Inc()
+	} else {
+		lim.counters.rejected.Inc()
+	}
+	if retry < 1 {
+		retry = 1
+	}
+	w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
+	if repl != nil {
+		repl.Set("http.ratelimit.result", name)
+		repl.Set("http.ratelimit.retry_after", retry)
+	}
+	if rule.HandleErrors {
+		return caddyhttp.Error(status, fmt.Errorf("%s by rule %s", name, rule.ID))
+	}
+	body := `{"error":"` + name + `","rule":"` + rule.ID + `","retry_after":` + strconv.FormatInt(retry, 10) + "}"
+	if rule.Body != "" {
+		body = rule.Body
+		if repl != nil {
+			body = repl.ReplaceKnown(body, "")
 		}
 	}
-	return h, nil
+	writeBody(w, status, body)
+	return nil
 }
+
+func (h *Handler) denyEmptyKey(w http.ResponseWriter, rule *Rule, lim *limiter, repl *caddy.Replacer) error {
+	lim.counters.emptyKey.Inc()
+	status := rule.EmptyKeyStatus
+	if status == 0 {
+		status = http.StatusForbidden
+	}
+	if repl != nil {
+		repl.Set("http.ratelimit.rule", rule.ID)
+		repl.Set("http.ratelimit.result", "empty_key")
+	}
+	if rule.HandleErrors {
+		return caddyhttp.Error(status, fmt.Errorf("empty rate limit key for rule %s", rule.ID))
+	}
+	writeBody(w, status, `{"error":"empty_key","rule":"`+rule.ID+`"}`)
+	return nil
+}
+
+// writeBody answers with a JSON content type when the body looks like JSON.
+func writeBody(w http.ResponseWriter, status int, body string) {
+	ct := "text/plain; charset=utf-8"
+	for i := 0; i < len(body); i++ {
+		if c := body[i]; c != ' ' && c != '\n' && c != '\t' && c != '\r' {
+			if c == '{' || c == '[' {
+				ct = "application/json"
+			}
+			break
+		}
+	}
+	w.Header().Set("Content-Type", ct)
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(body))
+}
+
+func (r Reason) String() string {
+	switch r {
+	case RateLimited:
+		return "rate"
+	case TooManyInFlight:
+		return "max_concurrent"
+	case TooManyInFlightTotal:
+		return "max_concurrent_total"
+	}
+	return "allowed"
+}
+
+var (
+	_ caddy.Provisioner           = (*Handler)(nil)
+	_ caddy.Validator             = (*Handler)(nil)
+	_ caddy.CleanerUpper          = (*Handler)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
+)

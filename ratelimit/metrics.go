@@ -1,0 +1,103 @@
+package ratelimit
+
+import (
+	"errors"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics, registered on each config's registry (ctx.GetMetricsRegistry):
+//
+//	sluice_ratelimit_requests_total{rule,result}  result: allowed, rejected,
+//	    shadow_rejected, concurrency_rejected, empty_key_rejected
+//	sluice_ratelimit_keys{rule}       keys tracked now
+//	sluice_ratelimit_in_flight{rule}  requests admitted and not finished
+//	    (counted for rules with max_concurrent or max_concurrent_total)
+var metrics = struct {
+	once     sync.Once
+	requests *prometheus.CounterVec
+	gauges   gaugeCollector
+}{}
+
+func initMetrics(reg *prometheus.Registry) {
+	metrics.once.Do(func() {
+		metrics.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sluice", Subsystem: "ratelimit", Name: "requests_total",
+			Help: "Rate limit decisions by rule and result.",
+		}, []string{"rule", "result"})
+	})
+	if reg == nil {
+		return
+	}
+	for _, c := range []prometheus.Collector{metrics.requests, &metrics.gauges} {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				panic(err)
+			}
+		}
+	}
+}
+
+// ruleCounters are one rule's counters, looked up once per rule id so the
+// request path only adds to them.
+type ruleCounters struct {
+	allowed, rejected, shadow, concurrency, emptyKey prometheus.Counter
+}
+
+func countersFor(rule string) *ruleCounters {
+	initMetrics(nil)
+	c := metrics.requests
+	return &ruleCounters{
+		allowed:     c.WithLabelValues(rule, "allowed"),
+		rejected:    c.WithLabelValues(rule, "rejected"),
+		shadow:      c.WithLabelValues(rule, "shadow_rejected"),
+		concurrency: c.WithLabelValues(rule, "concurrency_rejected"),
+		emptyKey:    c.WithLabelValues(rule, "empty_key_rejected"),
+	}
+}
+
+// gaugeCollector reports the live limiters' key and in-flight counts when
+// scraped, so the request path does no gauge bookkeeping.
+type gaugeCollector struct{}
+
+var (
+	keysDesc = prometheus.NewDesc("sluice_ratelimit_keys",
+		"Keys whose rate limit state is tracked, by rule.", []string{"rule"}, nil)
+	inFlightDesc = prometheus.NewDesc("sluice_ratelimit_in_flight",
+		"Requests admitted by a rule with a concurrency cap and not finished yet.", []string{"rule"}, nil)
+
+	liveMu sync.Mutex
+	live   = map[*limiter]struct{}{}
+)
+
+func registerLimiter(l *limiter) {
+	liveMu.Lock()
+	live[l] = struct{}{}
+	liveMu.Unlock()
+}
+
+func unregisterLimiter(l *limiter) {
+	liveMu.Lock()
+	delete(live, l)
+	liveMu.Unlock()
+}
+
+func (*gaugeCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- keysDesc
+	ch <- inFlightDesc
+}
+
+func (*gaugeCollector) Collect(ch chan<- prometheus.Metric) {
+	liveMu.Lock()
+	defer liveMu.Unlock()
+	for l := range live {
+		s := l.state.Load()
+		if s == nil {
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(keysDesc, prometheus.GaugeValue, float64(s.engine.Keys()), l.id)
+		ch <- prometheus.MustNewConstMetric(inFlightDesc, prometheus.GaugeValue, float64(s.engine.InFlight()), l.id)
+	}
+}

@@ -1,0 +1,397 @@
+package ratelimit
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicegw/sluice/internal/handlerkit"
+	"github.com/sluicegw/sluice/rulestore"
+)
+
+func init() {
+	rulestore.RegisterParser(rulestore.RateLimit, func(id string, f rulestore.Fields) (any, error) {
+		return ParseRule(id, f)
+	})
+}
+
+// LimitType is a rule's engine.
+type LimitType uint8
+
+const (
+	TokenBucket LimitType = iota
+	SlidingWindow
+)
+
+func (t LimitType) String() string {
+	if t == SlidingWindow {
+		return "sliding_window"
+	}
+	return "token_bucket"
+}
+
+// Defaults.
+const (
+	DefaultMaxKeys = 100_000
+	DefaultStatus  = http.StatusTooManyRequests
+	DefaultKey     = "ip"
+)
+
+// Rule is a validated rate_limit rule. Its fields have the same names in the
+// Caddyfile, in JSON and in the Redis hash rate_limit:rule:<id>.
+type Rule struct {
+	ID   string
+	Type LimitType
+	// Limits for every key without an override.
+	Limits Limits
+	// Overrides by resolved key ("user:42", "tenant:acme:/api").
+	Overrides map[string]*Limits
+	Key       handlerkit.Key
+	// Cost of one request in tokens (requested_tokens).
+	Cost int64
+	// MaxConcurrent caps requests in flight per key; MaxConcurrentTotal
+	// across all keys of the rule. 0 means no cap.
+	MaxConcurrent      int32
+	MaxConcurrentTotal int64
+	// EmptyKeyStatus is the status for requests whose key is empty; 0 means
+	// EmptyKey (a fallback key) is used instead.
+	EmptyKeyStatus int
+	EmptyKey       handlerkit.Key
+	emptyLiteral   string // a named fallback key, "empty:<name>"
+
+	Shadow            bool
+	MaxKeys           int
+	Status            int
+	ConcurrencyStatus int
+	Headers           bool
+	Body              string // "" means the default JSON body
+	HandleErrors      bool
+	Scope             string
+
+	// idle is how long a key may go unseen before its state equals a fresh
+	// one (a full bucket, an empty window), so expiring it loses nothing.
+	idle int64
+}
+
+// Limits are the numbers of one quota.
+type Limits struct {
+	QPS    float64
+	Burst  float64 // token bucket capacity
+	Window int64   // sliding window size, ns
+	Max    float64 // sliding window: requests per window (qps × window)
+
+	// Advertised in headers: RateLimit-Policy q and w, precomputed.
+	quota  int64
+	window int64 // seconds
+	policy string
+}
+
+var knownFields = []string{
+	"limit_type", "qps", "burst", "window_size", "key_resolver", "requested_tokens",
+	"max_concurrent", "max_concurrent_total", "on_empty_key", "shadow", "overrides",
+	"max_keys", "status", "concurrency_status", "headers", "body", "handle_errors", "scope",
+}
+
+// ParseRule validates a rate_limit rule's fields. Errors are
+// *rulestore.FieldError naming the field.
+func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
+	r := &Rule{ID: id, Cost: 1, MaxKeys: DefaultMaxKeys, Status: DefaultStatus,
+		ConcurrencyStatus: DefaultStatus, Headers: true, EmptyKeyStatus: http.StatusForbidden, Scope: "local"}
+	for _, name := range f.Names() {
+		if !contains(knownFields, name) {
+			return nil, f.Errorf(name, "unknown field (want one of %s)", strings.Join(knownFields, ", "))
+		}
+	}
+	var err error
+	get := func(name string) (string, bool) {
+		v, ok := f[name]
+		return strings.TrimSpace(v), ok
+	}
+
+	if v, ok := get("limit_type"); ok {
+		switch strings.ToLower(v) {
+		case "token_bucket":
+			r.Type = TokenBucket
+		case "sliding_window":
+			r.Type = SlidingWindow
+		default:
+			return nil, f.Errorf("limit_type", "want token_bucket or sliding_window")
+		}
+	}
+	v, ok := get("qps")
+	if !ok {
+		return nil, f.Errorf("qps", "required: requests per second")
+	}
+	if r.Limits.QPS, err = strconv.ParseFloat(v, 64); err != nil || !(r.Limits.QPS > 0) || math.IsInf(r.Limits.QPS, 0) {
+		return nil, f.Errorf("qps", "want a number > 0")
+	}
+	if v, ok := get("burst"); ok {
+		if r.Type != TokenBucket {
+			return nil, f.Errorf("burst", "applies to limit_type token_bucket only")
+		}
+		b, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || b < 0 {
+			return nil, f.Errorf("burst", "want a whole number >= 0 (0 means one second's worth of qps)")
+		}
+		r.Limits.Burst = float64(b)
+	}
+	if v, ok := get("window_size"); ok {
+		if r.Type != SlidingWindow {
+			return nil, f.Errorf("window_size", "applies to limit_type sliding_window only")
+		}
+		w, err := parseSeconds(v)
+		if err != nil {
+			return nil, f.Errorf("window_size", "%v", err)
+		}
+		r.Limits.Window = w
+	}
+	if v, ok := get("requested_tokens"); ok {
+		if r.Cost, err = strconv.ParseInt(v, 10, 64); err != nil || r.Cost < 1 {
+			return nil, f.Errorf("requested_tokens", "want a whole number >= 1")
+		}
+	}
+	if field, err := r.finish(&r.Limits); err != nil {
+		return nil, f.Errorf(field, "%v", err)
+	}
+
+	keySpec, ok := get("key_resolver")
+	if !ok {
+		keySpec = DefaultKey
+	}
+	if r.Key, err = handlerkit.ParseKey(keySpec); err != nil {
+		return nil, f.Errorf("key_resolver", "%v", err)
+	}
+	if v, ok := get("max_concurrent"); ok {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || n < 0 {
+			return nil, f.Errorf("max_concurrent", "want a whole number >= 0 (0 = no cap)")
+		}
+		r.MaxConcurrent = int32(n)
+	}
+	if v, ok := get("max_concurrent_total"); ok {
+		if r.MaxConcurrentTotal, err = strconv.ParseInt(v, 10, 64); err != nil || r.MaxConcurrentTotal < 0 {
+			return nil, f.Errorf("max_concurrent_total", "want a whole number >= 0 (0 = no cap)")
+		}
+	}
+	if v, ok := get("on_empty_key"); ok {
+		if err := r.parseEmptyKey(v); err != nil {
+			return nil, f.Errorf("on_empty_key", "%v", err)
+		}
+	}
+	for _, b := range []struct {
+		name string
+		dst  *bool
+	}{{"shadow", &r.Shadow}, {"headers", &r.Headers}, {"handle_errors", &r.HandleErrors}} {
+		if v, ok := get(b.name); ok {
+			if *b.dst, err = parseBool(v); err != nil {
+				return nil, f.Errorf(b.name, "want true or false")
+			}
+		}
+	}
+	if v, ok := get("max_keys"); ok {
+		if r.MaxKeys, err = strconv.Atoi(v); err != nil || r.MaxKeys < 1 {
+			return nil, f.Errorf("max_keys", "want a whole number >= 1")
+		}
+	}
+	for _, s := range []struct {
+		name string
+		dst  *int
+	}{{"status", &r.Status}, {"concurrency_status", &r.ConcurrencyStatus}} {
+		if v, ok := get(s.name); ok {
+			if *s.dst, err = strconv.Atoi(v); err != nil || *s.dst < 400 || *s.dst > 599 {
+				return nil, f.Errorf(s.name, "want an HTTP status 400-599")
+			}
+		}
+	}
+	if v, ok := f["body"]; ok {
+		r.Body = v
+	}
+	if v, ok := get("scope"); ok {
+		switch strings.ToLower(v) {
+		case "local":
+		case "cluster":
+			return nil, f.Errorf("scope", "cluster scope is not supported in this build yet (use local)")
+		default:
+			return nil, f.Errorf("scope", "want local or cluster")
+		}
+	}
+	if v, ok := get("overrides"); ok {
+		if err := r.parseOverrides(v); err != nil {
+			return nil, f.Errorf("overrides", "%v", err)
+		}
+	}
+	r.idle = r.Limits.idle(r.Type)
+	for _, l := range r.Overrides {
+		r.idle = max(r.idle, l.idle(r.Type))
+	}
+	return r, nil
+}
+
+// finish fills defaults of l and checks it against the request cost; an
+// error comes with the field to blame.
+func (r *Rule) finish(l *Limits) (string, error) {
+	switch r.Type {
+	case TokenBucket:
+		if l.Burst == 0 {
+			l.Burst = math.Ceil(l.QPS)
+		}
+		if float64(r.Cost) > l.Burst {
+			return "requested_tokens", fmt.Errorf("%d exceeds burst %g: no request could ever pass", r.Cost, l.Burst)
+		}
+		l.quota = int64(l.Burst)
+		l.window = int64(math.Ceil(l.Burst / l.QPS))
+	case SlidingWindow:
+		if l.Window == 0 {
+			l.Window = int64(time.Second)
+		}
+		l.Max = math.Floor(l.QPS*float64(l.Window)/1e9 + 1e-9)
+		if l.Max < 1 {
+			return "qps", fmt.Errorf("qps × window_size = %g allows no request; raise qps or window_size", l.QPS*float64(l.Window)/1e9)
+		}
+		if float64(r.Cost) > l.Max {
+			return "requested_tokens", fmt.Errorf("%d exceeds qps × window_size = %g: no request could ever pass", r.Cost, l.Max)
+		}
+		l.quota = int64(l.Max)
+		l.window = int64(math.Ceil(float64(l.Window) / 1e9))
+	}
+	l.policy = `"` + r.ID + `";q=` + strconv.FormatInt(l.quota, 10) + ";w=" + strconv.FormatInt(l.window, 10)
+	return "", nil
+}
+
+// idle is how long until an untouched key's state equals a fresh one.
+func (l *Limits) idle(t LimitType) int64 {
+	if t == SlidingWindow {
+		return 2 * l.Window
+	}
+	return ceilNanos(l.Burst / l.QPS)
+}
+
+// parseEmptyKey reads `deny [status]` or a fallback key: a preset or
+// placeholder expression, or a plain name for one shared named key.
+func (r *Rule) parseEmptyKey(v string) error {
+	words := strings.Fields(v)
+	if len(words) > 0 && strings.EqualFold(words[0], "deny") {
+		r.EmptyKeyStatus = http.StatusForbidden
+		if len(words) > 2 {
+			return fmt.Errorf("want deny [status]")
+		}
+		if len(words) == 2 {
+			s, err := strconv.Atoi(words[1])
+			if err != nil || s < 400 || s > 599 {
+				return fmt.Errorf("deny status: want an HTTP status 400-599")
+			}
+			r.EmptyKeyStatus = s
+		}
+		return nil
+	}
+	r.EmptyKeyStatus = 0
+	if len(words) == 1 && !strings.Contains(v, "{") {
+		if _, err := handlerkit.ParseKey(v); err != nil {
+			if rulestore.ValidID(v) != nil {
+				return fmt.Errorf("want deny [status], a key preset, a placeholder expression or a plain name")
+			}
+			r.emptyLiteral = "empty:" + v
+			return nil
+		}
+	}
+	k, err := handlerkit.ParseKey(v)
+	if err != nil {
+		return err
+	}
+	r.EmptyKey = k
+	return nil
+}
+
+// parseOverrides reads "key=qps[/burst]" items separated by commas or
+// spaces; the key is the resolved key with its prefix, e.g. user:42.
+func (r *Rule) parseOverrides(v string) error {
+	items := strings.FieldsFunc(v, func(c rune) bool { return c == ',' || c == ' ' || c == '\t' || c == '\n' })
+	if len(items) == 0 {
+		return fmt.Errorf("empty (want key=qps[/burst], ...)")
+	}
+	r.Overrides = make(map[string]*Limits, len(items))
+	for _, it := range items {
+		i := strings.LastIndexByte(it, '=')
+		if i <= 0 {
+			return fmt.Errorf("%q: want key=qps[/burst]", it)
+		}
+		key, nums := it[:i], it[i+1:]
+		if _, dup := r.Overrides[key]; dup {
+			return fmt.Errorf("key %q given twice", key)
+		}
+		l := &Limits{Window: r.Limits.Window}
+		qs, bs, hasBurst := strings.Cut(nums, "/")
+		q, err := strconv.ParseFloat(qs, 64)
+		if err != nil || !(q > 0) || math.IsInf(q, 0) {
+			return fmt.Errorf("%q: qps: want a number > 0", it)
+		}
+		l.QPS = q
+		if hasBurst {
+			if r.Type != TokenBucket {
+				return fmt.Errorf("%q: a burst applies to token_bucket only", it)
+			}
+			b, err := strconv.ParseInt(bs, 10, 64)
+			if err != nil || b < 1 {
+				return fmt.Errorf("%q: burst: want a whole number >= 1", it)
+			}
+			l.Burst = float64(b)
+		}
+		if field, err := r.finish(l); err != nil {
+			return fmt.Errorf("%q: %s: %v", it, field, err)
+		}
+		r.Overrides[key] = l
+	}
+	return nil
+}
+
+// InlineID names an inline rule by a hash of its fields, so identical inline
+// rules (in any site or route) share one quota, and a changed one gets fresh
+// counters.
+func InlineID(f rulestore.Fields) string {
+	h := sha256.New()
+	for _, name := range f.Names() {
+		h.Write([]byte(name))
+		h.Write([]byte{0})
+		h.Write([]byte(f[name]))
+		h.Write([]byte{0})
+	}
+	return "inline:" + hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+func parseSeconds(v string) (int64, error) {
+	if s, err := strconv.ParseFloat(v, 64); err == nil {
+		if !(s > 0) || s > 366*24*3600 {
+			return 0, fmt.Errorf("want seconds > 0")
+		}
+		return int64(s * 1e9), nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("want seconds (e.g. 10) or a duration (e.g. 1m)")
+	}
+	return int64(d), nil
+}
+
+func parseBool(v string) (bool, error) {
+	switch strings.ToLower(v) {
+	case "on", "yes":
+		return true, nil
+	case "off", "no":
+		return false, nil
+	}
+	return strconv.ParseBool(v)
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,56 @@
+package ratelimit
+
+import "math"
+
+// tokenBucket is one key's token bucket: tokens refill at rate per second up
+// to burst, and a request spends n of them. Times are int64 nanoseconds from
+// the caller's clock, so the bucket is plain arithmetic: no clock reads, no
+// allocation, 16 bytes per key. The caller serialises access.
+type tokenBucket struct {
+	tokens float64 // tokens held at time last
+	last   int64   // ns of the last update; 0 means a new, full bucket
+}
+
+// take spends n tokens at now if the bucket holds them. It returns whether it
+// did, the whole tokens left afterwards, and when refused, the wait in ns
+// until n tokens will be there (assuming no other spending meanwhile).
+// n must not exceed burst (the rule parser guarantees it), else the wait
+// would be infinite.
+func (b *tokenBucket) take(now int64, rate, burst, n float64) (ok bool, left float64, wait int64) {
+	b.refill(now, rate, burst)
+	if b.tokens >= n {
+		b.tokens -= n
+		return true, math.Floor(b.tokens), 0
+	}
+	return false, math.Floor(b.tokens), ceilNanos((n - b.tokens) / rate)
+}
+
+// refill brings the bucket up to date at now. A clock that steps back (it
+// cannot with a monotonic clock, but be safe) refills nothing.
+func (b *tokenBucket) refill(now int64, rate, burst float64) {
+	if b.last == 0 {
+		b.tokens, b.last = burst, now
+		return
+	}
+	if now > b.last {
+		b.tokens += float64(now-b.last) * rate / 1e9
+		b.last = now
+	}
+	// Also clips a bucket whose rule was just lowered.
+	if b.tokens > burst {
+		b.tokens = burst
+	}
+}
+
+// untilFull is the wait in ns until the bucket is full again.
+func (b *tokenBucket) untilFull(rate, burst float64) int64 {
+	if b.tokens >= burst {
+		return 0
+	}
+	return ceilNanos((burst - b.tokens) / rate)
+}
+
+// ceilNanos converts seconds to whole nanoseconds, rounding up.
+func ceilNanos(seconds float64) int64 {
+	return int64(math.Ceil(seconds * 1e9))
+}
