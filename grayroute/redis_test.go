@@ -1,0 +1,94 @@
+package grayroute_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicegw/sluice/internal/redistest"
+	"github.com/sluicegw/sluice/internal/testcaddy"
+)
+
+func TestRuleChangedInRedisMidTraffic(t *testing.T) {
+	rds := redistest.Start(t)
+	rc := rds.Client()
+	ctx := context.Background()
+	addr, url := site(t)
+	testcaddy.Run(t, fmt.Sprintf(`{
+	%s
+	rulestore {
+		redis %s
+	}
+}
+%s {
+	grayroute checkout-canary
+	%s
+}`, testcaddy.Options(t), rds.URL(), addr, echoSite))
+
+	// Traffic from 50 users runs throughout; every request must succeed.
+	var (
+		stop     atomic.Bool
+		failures atomic.Int64
+		wg       sync.WaitGroup
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; !stop.Load(); i++ {
+			req, _ := http.NewRequest(http.MethodGet, url, nil)
+			req.Header.Set("X-User-Id", fmt.Sprintf("u%d", i%50))
+			resp, err := client.Do(req)
+			if err != nil || resp.StatusCode != 200 {
+				failures.Add(1)
+			}
+			if resp != nil {
+				resp.Body.Close()
+			}
+		}
+	}()
+	defer func() {
+		stop.Store(true)
+		wg.Wait()
+		if n := failures.Load(); n > 0 {
+			t.Errorf("%d requests failed during the rule changes", n)
+		}
+	}()
+
+	// The rule does not exist yet: requests pass with the default version.
+	if got := version(get(t, url, "X-User-Id: u1")); got != "v1" {
+		t.Fatalf("rule not in Redis yet: got %s, want the default v1", got)
+	}
+
+	push := func(fields ...any) {
+		t.Helper()
+		if err := rc.HSet(ctx, "gray:rule:checkout-canary", fields...).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := rc.Publish(ctx, "gateway:rules:gray", "checkout-canary").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	allOn := func(want string) func() bool {
+		return func() bool {
+			for i := range 50 {
+				if version(get(t, url, fmt.Sprintf("X-User-Id: u%d", i))) != want {
+					return false
+				}
+			}
+			return true
+		}
+	}
+
+	push("target_version", "v2", "weight", "100")
+	testcaddy.Eventually(t, 10*time.Second, "weight 100 from Redis to send every user to v2", allOn("v2"))
+
+	push("weight", "0")
+	testcaddy.Eventually(t, 10*time.Second, "weight 0 from Redis to send every user back to v1", allOn("v1"))
+
+	push("weight", "100", "target_version", "v3")
+	testcaddy.Eventually(t, 10*time.Second, "target_version v3 from Redis", allOn("v3"))
+}
