@@ -11,19 +11,28 @@ import (
 	"github.com/sluicegw/sluice/internal/testcaddy"
 )
 
-// config builds a Caddyfile: the global options (plus extra global lines)
-// and one site per body, each answering "ok" after its directives.
-func config(t *testing.T, global string, sites ...string) (string, []string) {
+// caddyfile builds a Caddyfile: the test's global options (admin on
+// adminPort) plus extra global lines, and one site per body. It returns the
+// Caddyfile and the sites' URLs.
+type setup struct {
+	cfg       string
+	urls      []string
+	adminPort int
+}
+
+func caddyfile(t *testing.T, global string, sites ...string) setup {
 	t.Helper()
+	s := setup{adminPort: testcaddy.FreePort(t)}
 	var b strings.Builder
-	fmt.Fprintf(&b, "{\n\t%s\n%s\n}\n", testcaddy.Options(t), global)
-	var urls []string
-	for _, s := range sites {
+	fmt.Fprintf(&b, "{\n\tadmin localhost:%d\n\tpersist_config off\n\tstorage file_system %s\n%s\n}\n",
+		s.adminPort, t.TempDir(), global)
+	for _, body := range sites {
 		port := testcaddy.FreePort(t)
-		urls = append(urls, fmt.Sprintf("http://127.0.0.1:%d", port))
-		fmt.Fprintf(&b, "http://127.0.0.1:%d {\n%s\n\trespond \"ok\"\n}\n", port, s)
+		s.urls = append(s.urls, fmt.Sprintf("http://127.0.0.1:%d", port))
+		fmt.Fprintf(&b, "http://127.0.0.1:%d {\n%s\n}\n", port, body)
 	}
-	return b.String(), urls
+	s.cfg = b.String()
+	return s
 }
 
 func status(t *testing.T, url string, headers ...string) int {
@@ -32,16 +41,27 @@ func status(t *testing.T, url string, headers ...string) int {
 	return resp.StatusCode
 }
 
+// expect sends requests and checks their statuses in order.
+func expect(t *testing.T, url string, want []int, headers ...string) {
+	t.Helper()
+	for i, w := range want {
+		if got := status(t, url, headers...); got != w {
+			t.Fatalf("%s %v request %d: status %d, want %d (sequence %v)", url, headers, i+1, got, w, want)
+		}
+	}
+}
+
 func TestInlineTokenBucketBurstAndRejection(t *testing.T) {
-	cfg, urls := config(t, "", `
+	s := caddyfile(t, "", `
 	ratelimit {
 		qps 0.01
 		burst 3
 		key_resolver global
-	}`)
-	testcaddy.Run(t, cfg)
+	}
+	respond "ok"`)
+	testcaddy.Run(t, s.cfg)
 	for i := 0; i < 3; i++ {
-		resp, body := testcaddy.Get(t, urls[0])
+		resp, body := testcaddy.Get(t, s.urls[0])
 		if resp.StatusCode != 200 || body != "ok" {
 			t.Fatalf("request %d: %d %q, want 200 ok", i+1, resp.StatusCode, body)
 		}
@@ -52,7 +72,7 @@ func TestInlineTokenBucketBurstAndRejection(t *testing.T) {
 			t.Errorf("X-RateLimit-Limit %q, want 3", got)
 		}
 	}
-	resp, body := testcaddy.Get(t, urls[0])
+	resp, body := testcaddy.Get(t, s.urls[0])
 	if resp.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("4th request: %d, want 429", resp.StatusCode)
 	}
@@ -74,4 +94,163 @@ func TestInlineTokenBucketBurstAndRejection(t *testing.T) {
 	if rl := resp.Header.Get("RateLimit"); !strings.Contains(rl, ";r=0;t=") {
 		t.Errorf("RateLimit %q", rl)
 	}
+}
+
+func TestSlidingWindowInCaddy(t *testing.T) {
+	s := caddyfile(t, "", `
+	ratelimit {
+		limit_type SLIDING_WINDOW
+		qps 0.1
+		window_size 60
+		key_resolver global
+		headers off
+	}
+	respond "ok"`)
+	testcaddy.Run(t, s.cfg)
+	expect(t, s.urls[0], []int{200, 200, 200, 200, 200, 200, 429})
+	resp, _ := testcaddy.Get(t, s.urls[0])
+	if resp.Header.Get("X-RateLimit-Limit") != "" || resp.Header.Get("RateLimit") != "" {
+		t.Errorf("headers off, got %v", resp.Header)
+	}
+	if resp.Header.Get("Retry-After") == "" {
+		t.Error("no Retry-After on a rejection")
+	}
+}
+
+// Two routes bound to one rule share its quota; another rule is separate;
+// `ratelimit <id>`, `rule <id>` and `route <name>` all reach the same rule.
+func TestRoutesBoundToOneRuleShareOneQuota(t *testing.T) {
+	s := caddyfile(t, `
+	rulestore {
+		rate_limit svc {
+			qps 0.01
+			burst 4
+			key_resolver global
+		}
+		rate_limit other {
+			qps 0.01
+			burst 1
+			key_resolver global
+		}
+		binding orders {
+			rate_limit svc
+		}
+		binding invoices {
+			rate_limit svc
+		}
+	}`,
+		"ratelimit { \n route orders \n }\n respond \"ok\"",
+		"ratelimit { \n route invoices \n }\n respond \"ok\"",
+		"ratelimit svc\n respond \"ok\"",
+		"ratelimit {\n rule other\n }\n respond \"ok\"")
+	testcaddy.Run(t, s.cfg)
+	expect(t, s.urls[0], []int{200, 200})
+	expect(t, s.urls[1], []int{200, 200})
+	expect(t, s.urls[2], []int{429}) // 4 used across the two routes
+	expect(t, s.urls[0], []int{429})
+	expect(t, s.urls[3], []int{200, 429}) // its own quota
+}
+
+func TestPerKeyOverrides(t *testing.T) {
+	s := caddyfile(t, "", `
+	ratelimit {
+		qps 0.01
+		burst 2
+		key_resolver userId
+		overrides "user:vip=0.01/5, user:tiny=0.01/1"
+	}
+	respond "ok"`)
+	testcaddy.Run(t, s.cfg)
+	expect(t, s.urls[0], []int{200, 200, 200, 200, 200, 429}, "X-User-Id: vip")
+	expect(t, s.urls[0], []int{200, 200, 429}, "X-User-Id: bob")
+	expect(t, s.urls[0], []int{200, 429}, "X-User-Id: tiny")
+	resp, _ := testcaddy.Get(t, s.urls[0], "X-User-Id: vip")
+	if got := resp.Header.Get("X-RateLimit-Limit"); got != "5" {
+		t.Errorf("vip X-RateLimit-Limit %q, want 5", got)
+	}
+}
+
+// userId falls back to the client IP, and a user id that looks like an IP
+// never shares the IP's bucket.
+func TestKeyFallbackNeverCollides(t *testing.T) {
+	s := caddyfile(t, "", `
+	ratelimit {
+		qps 0.01
+		burst 1
+		key_resolver userId
+	}
+	respond "ok"`)
+	testcaddy.Run(t, s.cfg)
+	expect(t, s.urls[0], []int{200, 429}, "X-User-Id: 127.0.0.1")
+	expect(t, s.urls[0], []int{200, 429}) // ip:127.0.0.1, its own bucket
+	expect(t, s.urls[0], []int{200}, "X-User-Id: alice")
+}
+
+func TestCompositeKey(t *testing.T) {
+	s := caddyfile(t, "", `
+	ratelimit {
+		qps 0.01
+		burst 1
+		key_resolver {http.request.header.X-Tenant-Id}:{http.request.uri.path}
+	}
+	respond "ok"`)
+	testcaddy.Run(t, s.cfg)
+	expect(t, s.urls[0]+"/a", []int{200, 429}, "X-Tenant-Id: acme")
+	expect(t, s.urls[0]+"/b", []int{200, 429}, "X-Tenant-Id: acme")
+	expect(t, s.urls[0]+"/a", []int{200}, "X-Tenant-Id: globex")
+	// No tenant: the default empty-key policy denies with 403.
+	resp, body := testcaddy.Get(t, s.urls[0]+"/a")
+	if resp.StatusCode != 403 || !strings.Contains(body, `"error":"empty_key"`) {
+		t.Fatalf("no tenant: %d %q, want 403 empty_key", resp.StatusCode, body)
+	}
+}
+
+func TestEmptyKeyPolicies(t *testing.T) {
+	site := func(policy string) string {
+		return fmt.Sprintf(`
+	ratelimit {
+		qps 0.01
+		burst 1
+		key_resolver {http.request.header.X-Api-Key}
+		%s
+	}
+	respond "ok"`, policy)
+	}
+	s := caddyfile(t, "", site(""), site("on_empty_key deny 401"), site("on_empty_key anonymous"), site("on_empty_key ip"))
+	testcaddy.Run(t, s.cfg)
+	expect(t, s.urls[0], []int{403, 403})
+	expect(t, s.urls[1], []int{401})
+	// One named bucket for every key-less request: drained, not bypassed.
+	expect(t, s.urls[2], []int{200, 429})
+	expect(t, s.urls[2], []int{200}, "X-Api-Key: k1")
+	expect(t, s.urls[3], []int{200, 429})
+}
+
+func TestSpoofedForwardedForIgnoredUnlessTrusted(t *testing.T) {
+	site := `
+	ratelimit {
+		qps 0.01
+		burst 1
+		key_resolver ip
+	}
+	respond "ok"`
+	s := caddyfile(t, "", site)
+	testcaddy.Run(t, s.cfg)
+	expect(t, s.urls[0], []int{200}, "X-Forwarded-For: 1.1.1.1")
+	// An untrusted peer's X-Forwarded-For does not make a new client.
+	expect(t, s.urls[0], []int{429}, "X-Forwarded-For: 2.2.2.2")
+}
+
+func TestForwardedForFromTrustedProxy(t *testing.T) {
+	site := `
+	ratelimit {
+		qps 0.01
+		burst 1
+		key_resolver ip
+	}
+	respond "{client_ip}"`
+	s := caddyfile(t, "\tservers {\n\t\ttrusted_proxies static 127.0.0.1/8\n\t}", site)
+	testcaddy.Run(t, s.cfg)
+	expect(t, s.urls[0], []int{200, 429}, "X-Forwarded-For: 1.1.1.1")
+	expect(t, s.urls[0], []int{200, 429}, "X-Forwarded-For: 2.2.2.2")
 }
