@@ -77,13 +77,23 @@ func (*Handler) CaddyModule() caddy.ModuleInfo {
 
 // Provision resolves the rule store, parses inline rules and registers metrics.
 func (h *Handler) Provision(ctx caddy.Context) error {
-	h.logger = ctx.Logger()
-	h.now, h.isOpen = time.Now, circuitbreaker.IsOpen
 	store, err := rulestore.Get(ctx)
 	if err != nil {
 		return err
 	}
-	h.store = store
+	return h.setup(store, ctx.GetMetricsRegistry(), ctx.Logger())
+}
+
+// setup is Provision without a Caddy context, so tests and benchmarks can
+// build a handler on a bare store.
+func (h *Handler) setup(store *rulestore.App, reg *prometheus.Registry, logger *zap.Logger) error {
+	h.store, h.logger = store, logger
+	if h.now == nil {
+		h.now = time.Now
+	}
+	if h.isOpen == nil {
+		h.isOpen = circuitbreaker.IsOpen
+	}
 	if h.DefaultVersion == "" {
 		h.DefaultVersion = DefaultVersion
 	}
@@ -125,7 +135,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		}
 	}
 
-	if err := initMetrics(ctx.GetMetricsRegistry()); err != nil {
+	if err := initMetrics(reg); err != nil {
 		return err
 	}
 	h.defaultCtr = metrics.requests.WithLabelValues("", h.DefaultVersion)

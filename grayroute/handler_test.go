@@ -1,0 +1,91 @@
+package grayroute
+
+import (
+	"fmt"
+	"net/http/httptest"
+	"testing"
+
+	"go.uber.org/zap"
+
+	"github.com/sluicegw/sluice/rulestore"
+)
+
+// newHandler builds a handler on an empty store with inline rules.
+func newHandler(t testing.TB, rules ...RuleRef) *Handler {
+	t.Helper()
+	h := &Handler{Rules: rules}
+	if err := h.setup(&rulestore.App{}, nil, zap.NewNop()); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func TestFallbackOnOpenAsksTheBreakerForTheTargetVersion(t *testing.T) {
+	h := newHandler(t, RuleRef{ID: "canary", Inline: rulestore.Fields{
+		"target_version": "v2", "fallback_version": "v1", "fallback_on_open": "v2-breaker"}})
+	open := false
+	var asked [2]string
+	h.isOpen = func(rule, key string) bool { asked = [2]string{rule, key}; return open }
+
+	r := httptest.NewRequest("GET", "/", nil)
+	if v, _, _ := h.decide(r); v != "v2" {
+		t.Fatalf("breaker closed: got %s, want v2", v)
+	}
+	if asked != [2]string{"v2-breaker", "v2"} {
+		t.Errorf("asked IsOpen%v, want (v2-breaker, v2)", asked)
+	}
+	open = true
+	if v, _, rule := h.decide(r); v != "v1" || rule != "canary" {
+		t.Fatalf("breaker open: got %s by %v, want v1 by canary", v, rule)
+	}
+}
+
+func TestFallbackDefaultsToDefaultVersion(t *testing.T) {
+	h := newHandler(t, RuleRef{ID: "canary", Inline: rulestore.Fields{"target_version": "v2", "weight": "0"}})
+	h2 := &Handler{Rules: h.Rules, DefaultVersion: "stable"}
+	if err := h2.setup(&rulestore.App{}, nil, zap.NewNop()); err != nil {
+		t.Fatal(err)
+	}
+	r := httptest.NewRequest("GET", "/", nil)
+	if v, _, _ := h.decide(r); v != "v1" {
+		t.Errorf("got %s, want v1", v)
+	}
+	if v, _, _ := h2.decide(r); v != "stable" {
+		t.Errorf("got %s, want stable", v)
+	}
+}
+
+func benchmarkDecide(b *testing.B, n int) {
+	var refs []RuleRef
+	for i := 0; i < n-1; i++ { // rules the request does not match
+		refs = append(refs, RuleRef{ID: fmt.Sprintf("r%d", i), Inline: rulestore.Fields{
+			"target_version": "v2", "match_tag": fmt.Sprintf("X-Tag-%d", i), "match_value": "yes"}})
+	}
+	refs = append(refs, RuleRef{ID: "last", Inline: rulestore.Fields{
+		"target_version": "v2", "weight": "20", "match_tag": "X-Beta", "match_value": "on,yes"}})
+	h := newHandler(b, refs...)
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Set("X-Beta", "yes")
+	r.Header.Set("X-User-Id", "user-1234567")
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			h.decide(r)
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			r := r.Clone(r.Context())
+			for pb.Next() {
+				h.decide(r)
+			}
+		})
+	})
+}
+
+func BenchmarkDecide1Rule(b *testing.B)   { benchmarkDecide(b, 1) }
+func BenchmarkDecide20Rules(b *testing.B) { benchmarkDecide(b, 20) }
