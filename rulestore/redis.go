@@ -1,44 +1,72 @@
 package rulestore
 
 import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 )
-
-// RedisConfig says how to reach Redis: standalone, Sentinel or Cluster.
-type RedisConfig struct {
-	// URL is redis://[user:password@]host:port[/db], or rediss:// for TLS.
-	URL string `json:"url,omitempty"`
-	// Addrs lists several nodes: Cluster seeds, or Sentinels with MasterName.
-	Addrs      []string `json:"addrs,omitempty"`
-	MasterName string   `json:"master_name,omitempty"`
-	Cluster    bool     `json:"cluster,omitempty"`
-	Username   string   `json:"username,omitempty"`
-	Password   string   `json:"password,omitempty"`
-	DB         int      `json:"db,omitempty"`
-	TLS        bool     `json:"tls,omitempty"`
-	// Timeouts; defaults 1s each, so a dead or hung Redis is noticed fast.
-	DialTimeout  caddy.Duration `json:"dial_timeout,omitempty"`
-	ReadTimeout  caddy.Duration `json:"read_timeout,omitempty"`
-	WriteTimeout caddy.Duration `json:"write_timeout,omitempty"`
-}
 
 // sources shares one Redis source per connection settings across config
 // generations, so a reload keeps the subscription and loses no update.
 var sources = caddy.NewUsagePool()
 
+// streamPollInterval is how often the change log is read for entries the
+// subscription may have missed.
+const streamPollInterval = time.Second
+
+// redisSource follows the rules kept in Redis. One goroutine (run) owns all
+// writes; readers load the current layer atomically.
 type redisSource struct {
-	snap   atomic.Pointer[layer]
-	logger *zap.Logger
-	once   sync.Once
+	names   keyNames
+	resync  time.Duration
+	timeout time.Duration
+	client  redis.UniversalClient
+	logger  *zap.Logger
+	snap    atomic.Pointer[layer]
+
+	startOnce sync.Once
+	cancel    context.CancelFunc
+	done      chan struct{}
+
+	status sourceStatus
+
+	// Owned by the run goroutine.
+	epoch    string          // the marker value this store has seen
+	retained map[ruleRef]bool // rules kept after Redis lost its data
+	streamID string          // last change-log entry read
+	down     bool            // last attempt failed (log transitions once)
+}
+
+type ruleRef struct {
+	kind Kind
+	id   string
+}
+
+// sourceStatus is what the store reports about its Redis connection.
+type sourceStatus struct {
+	connected  atomic.Bool
+	lastResync atomic.Int64 // unix nanoseconds
+	resyncs    atomic.Int64
+	rejected   atomic.Int64
 }
 
 func acquireSource(cfg *RedisConfig, prefix string, resync time.Duration, logger *zap.Logger) (*redisSource, string, error) {
+	opts, err := cfg.Options()
+	if err != nil {
+		return nil, "", err
+	}
 	b, _ := json.Marshal(struct {
 		R      *RedisConfig
 		P      string
@@ -46,7 +74,14 @@ func acquireSource(cfg *RedisConfig, prefix string, resync time.Duration, logger
 	}{cfg, prefix, resync})
 	key := string(b)
 	v, _, err := sources.LoadOrNew(key, func() (caddy.Destructor, error) {
-		s := &redisSource{logger: logger}
+		s := &redisSource{
+			names:    keyNames{prefix: prefix},
+			resync:   resync,
+			timeout:  opts.ReadTimeout,
+			client:   redis.NewUniversalClient(opts), // connects lazily
+			logger:   logger.With(zap.Strings("redis", opts.Addrs)),
+			retained: map[ruleRef]bool{},
+		}
 		s.snap.Store(new(layer))
 		return s, nil
 	})
@@ -57,5 +92,448 @@ func acquireSource(cfg *RedisConfig, prefix string, resync time.Duration, logger
 }
 
 func (s *redisSource) snapshot() *layer { return s.snap.Load() }
-func (s *redisSource) start()           {}
-func (s *redisSource) Destruct() error  { return nil }
+
+// start begins following Redis in the background; later calls do nothing.
+func (s *redisSource) start() {
+	s.startOnce.Do(func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		s.cancel, s.done = cancel, make(chan struct{})
+		go s.run(ctx)
+	})
+}
+
+// Destruct stops following Redis once no config generation uses it.
+func (s *redisSource) Destruct() error {
+	if s.cancel != nil {
+		s.cancel()
+		<-s.done
+	}
+	return s.client.Close()
+}
+
+// run keeps a session with Redis open, reconnecting with backoff and
+// jitter. Every new session starts with a full resync, so nothing published
+// while disconnected is lost.
+func (s *redisSource) run(ctx context.Context) {
+	defer close(s.done)
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		connected, err := s.session(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if connected {
+			backoff = 100 * time.Millisecond
+		}
+		if !s.down {
+			s.down = true
+			s.status.connected.Store(false)
+			s.logger.Warn("redis unavailable: serving the last good rules, retrying in the background",
+				zap.Error(err))
+		}
+		wait := backoff/2 + mrand.N(backoff/2+1)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+// session subscribes, then loads everything, then applies changes until the
+// connection fails. Subscribing first means no change made during the load
+// is missed. connected reports whether the session got that far.
+func (s *redisSource) session(ctx context.Context) (connected bool, err error) {
+	channels := make([]string, 0, numKinds)
+	for _, k := range Kinds() {
+		channels = append(channels, s.names.Channel(k))
+	}
+	ps := s.client.Subscribe(ctx, channels...)
+	defer ps.Close()
+	if err := s.awaitSubscriptions(ctx, ps, len(channels)); err != nil {
+		return false, err
+	}
+	if err := s.fullResync(ctx, "connected"); err != nil {
+		return false, err
+	}
+	if s.down || !s.status.connected.Load() {
+		s.logger.Info("redis connected: following rule changes")
+	}
+	s.down = false
+	s.status.connected.Store(true)
+
+	nextResync := time.Now().Add(s.resync)
+	nextPoll := time.Now().Add(streamPollInterval)
+	lastHeard, pingSent := time.Now(), time.Time{}
+	for {
+		msg, err := ps.ReceiveTimeout(ctx, streamPollInterval)
+		now := time.Now()
+		switch {
+		case err != nil && !isTimeout(err):
+			return true, err
+		case err != nil:
+			// Idle: a hung Redis (SIGSTOP, blackholed) never closes the
+			// connection, so check it answers a ping in time.
+			if !pingSent.IsZero() && now.Sub(pingSent) > s.timeout+streamPollInterval {
+				return true, errors.New("redis stopped answering pings")
+			}
+			if pingSent.IsZero() && now.Sub(lastHeard) >= streamPollInterval {
+				if err := ps.Ping(ctx); err != nil {
+					return true, err
+				}
+				pingSent = now
+			}
+		default:
+			lastHeard, pingSent = now, time.Time{}
+			switch m := msg.(type) {
+			case *redis.Message:
+				if err := s.onMessage(ctx, m); err != nil {
+					return true, err
+				}
+			case *redis.Subscription:
+				// go-redis resubscribed after a reconnect of its own:
+				// messages may have been missed in between.
+				if m.Kind == "subscribe" && m.Count == len(channels) {
+					if err := s.fullResync(ctx, "resubscribed"); err != nil {
+						return true, err
+					}
+				}
+			}
+		}
+		if now.After(nextPoll) {
+			if err := s.pollStream(ctx); err != nil {
+				return true, err
+			}
+			nextPoll = now.Add(streamPollInterval)
+		}
+		if now.After(nextResync) {
+			if err := s.fullResync(ctx, "periodic"); err != nil {
+				return true, err
+			}
+			nextResync = now.Add(s.resync)
+		}
+	}
+}
+
+func (s *redisSource) awaitSubscriptions(ctx context.Context, ps *redis.PubSub, n int) error {
+	for confirmed := 0; confirmed < n; {
+		msg, err := ps.ReceiveTimeout(ctx, s.timeout)
+		if err != nil {
+			return err
+		}
+		if sub, ok := msg.(*redis.Subscription); ok && sub.Kind == "subscribe" {
+			confirmed++
+		}
+	}
+	return nil
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// onMessage applies one published change: the message is the rule id, and
+// the store re-reads that one key.
+func (s *redisSource) onMessage(ctx context.Context, m *redis.Message) error {
+	kind, ok := s.names.parseChannel(m.Channel)
+	if !ok {
+		return nil
+	}
+	if err := ValidID(m.Payload); err != nil {
+		s.logger.Warn("ignoring message: not a rule id",
+			zap.String("channel", m.Channel), zap.String("payload", clip(m.Payload)), zap.Error(err))
+		return nil
+	}
+	return s.refresh(ctx, kind, m.Payload)
+}
+
+// refresh re-reads one rule: present means upsert, absent means delete.
+func (s *redisSource) refresh(ctx context.Context, k Kind, id string) error {
+	key := s.names.RuleKey(k, id)
+	fields, err := s.client.HGetAll(ctx, key).Result()
+	if err != nil {
+		return err
+	}
+	if len(fields) == 0 {
+		s.remove(k, id)
+		return nil
+	}
+	s.upsert(k, id, Fields(fields))
+	return nil
+}
+
+func (s *redisSource) upsert(k Kind, id string, f Fields) {
+	cur := s.snap.Load()
+	old := cur.get(k, id)
+	delete(s.retained, ruleRef{k, id})
+	if old != nil && old.Fields.Equal(f) {
+		return
+	}
+	r, ok := s.parse(k, id, f, old)
+	if !ok {
+		return
+	}
+	next := cur.clone(k)
+	next[k][id] = r
+	s.snap.Store(next)
+	s.logger.Info("rule updated", zap.String("key", s.names.RuleKey(k, id)))
+}
+
+func (s *redisSource) remove(k Kind, id string) {
+	cur := s.snap.Load()
+	delete(s.retained, ruleRef{k, id})
+	if cur.get(k, id) == nil {
+		return
+	}
+	next := cur.clone(k)
+	delete(next[k], id)
+	s.snap.Store(next)
+	s.logger.Info("rule deleted", zap.String("key", s.names.RuleKey(k, id)))
+}
+
+// parse validates a rule read from Redis. A bad rule is logged with its key,
+// field and reason, and the last good version (old) stays in force.
+func (s *redisSource) parse(k Kind, id string, f Fields, old *Rule) (*Rule, bool) {
+	v, err := Parse(k, id, f)
+	if err != nil {
+		s.status.rejected.Add(1)
+		var fe *FieldError
+		field := ""
+		if errors.As(err, &fe) {
+			field = fe.Field
+		}
+		s.logger.Error("rule rejected: keeping the last good version",
+			zap.String("key", s.names.RuleKey(k, id)), zap.String("field", field),
+			zap.Bool("has_last_good", old != nil), zap.Error(err))
+		return nil, false
+	}
+	return &Rule{Kind: k, ID: id, Fields: f, Value: v, Source: "redis"}, true
+}
+
+// fullResync reloads every rule from Redis and reconciles it with what is
+// held: new and changed rules are applied, rules gone from Redis are dropped,
+// unless Redis lost its data (see checkEpoch).
+func (s *redisSource) fullResync(ctx context.Context, reason string) error {
+	start := time.Now()
+	if err := s.checkEpoch(ctx); err != nil {
+		return err
+	}
+	// Note the change log's tail first: entries appended during the scan are
+	// read again by the next poll, which is harmless.
+	if err := s.streamTail(ctx); err != nil {
+		return err
+	}
+	keys, err := s.scanRuleKeys(ctx)
+	if err != nil {
+		return err
+	}
+	hashes, err := s.readHashes(ctx, keys)
+	if err != nil {
+		return err
+	}
+	cur := s.snap.Load()
+	var next layer
+	var added, updated, removed, rejected int
+	for _, k := range Kinds() {
+		next[k] = make(map[string]*Rule, len(hashes[k]))
+		for id, f := range hashes[k] {
+			old := cur.get(k, id)
+			delete(s.retained, ruleRef{k, id})
+			switch {
+			case old != nil && old.Fields.Equal(f):
+				next[k][id] = old // same pointer: handlers see no change
+			default:
+				r, ok := s.parse(k, id, f, old)
+				if !ok {
+					rejected++
+					if old != nil {
+						next[k][id] = old
+					}
+					continue
+				}
+				if old == nil {
+					added++
+				} else {
+					updated++
+				}
+				next[k][id] = r
+			}
+		}
+		for id, old := range cur[k] {
+			if _, ok := next[k][id]; ok {
+				continue
+			}
+			if s.retained[ruleRef{k, id}] {
+				next[k][id] = old
+				continue
+			}
+			removed++
+		}
+	}
+	s.snap.Store(&next)
+	s.status.lastResync.Store(time.Now().UnixNano())
+	s.status.resyncs.Add(1)
+	total := 0
+	for _, m := range next {
+		total += len(m)
+	}
+	log := s.logger.Debug
+	if reason != "periodic" || added+updated+removed+rejected > 0 {
+		log = s.logger.Info
+	}
+	log("resynced rules from redis", zap.String("reason", reason), zap.Int("rules", total),
+		zap.Int("added", added), zap.Int("updated", updated), zap.Int("removed", removed),
+		zap.Int("rejected", rejected), zap.Int("retained", len(s.retained)),
+		zap.Duration("took", time.Since(start)))
+	return nil
+}
+
+// checkEpoch detects a Redis that lost its data. The store keeps a random
+// marker key in Redis; if it vanished or changed since last seen, Redis was
+// restarted empty (or flushed): that is not an operator deleting rules, so
+// every rule held now is retained until it is rewritten or deleted one by one.
+func (s *redisSource) checkEpoch(ctx context.Context) error {
+	key := s.names.Epoch()
+	marker, err := s.client.Get(ctx, key).Result()
+	if err != nil && err != redis.Nil {
+		return err
+	}
+	if marker == "" {
+		var b [8]byte
+		rand.Read(b[:])
+		if err := s.client.SetNX(ctx, key, hex.EncodeToString(b[:]), 0).Err(); err != nil {
+			return err
+		}
+		if marker, err = s.client.Get(ctx, key).Result(); err != nil {
+			return err
+		}
+	}
+	if s.epoch != "" && marker != s.epoch {
+		held := 0
+		for _, k := range Kinds() {
+			for id := range s.snap.Load()[k] {
+				s.retained[ruleRef{k, id}] = true
+				held++
+			}
+		}
+		s.logger.Error("redis lost its data (epoch marker missing or changed): keeping every rule held in memory; "+
+			"rewrite them to Redis to make them durable again, or DEL+PUBLISH to delete one",
+			zap.String("marker", key), zap.Int("retained", held))
+	}
+	s.epoch = marker
+	return nil
+}
+
+// scanRuleKeys lists every rule key with SCAN (never KEYS), on every master
+// of a cluster.
+func (s *redisSource) scanRuleKeys(ctx context.Context) ([]string, error) {
+	seen := map[string]bool{}
+	var mu sync.Mutex
+	scan := func(ctx context.Context, c redis.Cmdable) error {
+		for _, k := range Kinds() {
+			it := c.Scan(ctx, 0, s.names.pattern(k), 1000).Iterator()
+			for it.Next(ctx) {
+				mu.Lock()
+				seen[it.Val()] = true
+				mu.Unlock()
+			}
+			if err := it.Err(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var err error
+	if cc, ok := s.client.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return scan(ctx, c) })
+	} else {
+		err = scan(ctx, s.client)
+	}
+	keys := make([]string, 0, len(seen))
+	for k := range seen {
+		keys = append(keys, k)
+	}
+	return keys, err
+}
+
+// readHashes reads rule hashes in pipelined batches, by kind and id.
+func (s *redisSource) readHashes(ctx context.Context, keys []string) ([numKinds]map[string]Fields, error) {
+	var out [numKinds]map[string]Fields
+	for k := range out {
+		out[k] = map[string]Fields{}
+	}
+	const batch = 500
+	for i := 0; i < len(keys); i += batch {
+		chunk := keys[i:min(i+batch, len(keys))]
+		pipe := s.client.Pipeline()
+		cmds := make([]*redis.MapStringStringCmd, len(chunk))
+		for j, key := range chunk {
+			cmds[j] = pipe.HGetAll(ctx, key)
+		}
+		if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+			return out, err
+		}
+		for j, key := range chunk {
+			k, id, ok := s.names.parseKey(key)
+			fields := cmds[j].Val()
+			if !ok || len(fields) == 0 {
+				continue // deleted since the scan, or not a rule key
+			}
+			if ValidID(id) != nil {
+				s.logger.Warn("ignoring rule key with an invalid id", zap.String("key", clip(key)))
+				continue
+			}
+			out[k][id] = Fields(fields)
+		}
+	}
+	return out, nil
+}
+
+// streamTail remembers the newest change-log entry.
+func (s *redisSource) streamTail(ctx context.Context) error {
+	entries, err := s.client.XRevRangeN(ctx, s.names.Stream(), "+", "-", 1).Result()
+	if err != nil && err != redis.Nil {
+		return err
+	}
+	s.streamID = "0-0"
+	if len(entries) > 0 {
+		s.streamID = entries[0].ID
+	}
+	return nil
+}
+
+// pollStream applies change-log entries newer than the last one read. It
+// catches changes written through Sluice whose publish was missed.
+func (s *redisSource) pollStream(ctx context.Context) error {
+	for {
+		entries, err := s.client.XRangeN(ctx, s.names.Stream(), "("+s.streamID, "+", 500).Result()
+		if err != nil && err != redis.Nil {
+			return err
+		}
+		for _, e := range entries {
+			s.streamID = e.ID
+			typ, _ := e.Values["type"].(string)
+			id, _ := e.Values["id"].(string)
+			k, ok := ParseKind(typ)
+			if !ok || ValidID(id) != nil {
+				continue
+			}
+			if err := s.refresh(ctx, k, id); err != nil {
+				return err
+			}
+		}
+		if len(entries) < 500 {
+			return nil
+		}
+	}
+}
+
+// clip shortens untrusted text for a log line.
+func clip(s string) string {
+	if len(s) > 64 {
+		return fmt.Sprintf("%.64s… (%d bytes)", s, len(s))
+	}
+	return s
+}

@@ -73,10 +73,19 @@ func Run(t testing.TB, caddyfile string) {
 	if err != nil {
 		t.Fatalf("adapt Caddyfile: %v\n%s", err, caddyfile)
 	}
+	RunJSON(t, cfgJSON)
+}
+
+// RunJSON loads a JSON config into this process's Caddy, like Run.
+func RunJSON(t testing.TB, cfgJSON []byte) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs real Caddy; skipped under -short")
+	}
 	inProcess.Lock()
 	if err := caddy.Load(cfgJSON, true); err != nil {
 		inProcess.Unlock()
-		t.Fatalf("load config: %v\n%s", err, caddyfile)
+		t.Fatalf("load config: %v\n%s", err, cfgJSON)
 	}
 	t.Cleanup(func() {
 		caddy.Stop()

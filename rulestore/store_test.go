@@ -1,0 +1,519 @@
+package rulestore
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicegw/sluice/internal/redistest"
+	"github.com/sluicegw/sluice/internal/testcaddy"
+)
+
+// The store's own tests run without the handler packages, so they register
+// a small parser for rate_limit rules: qps must be a number > 0.
+func init() {
+	RegisterParser(RateLimit, func(id string, f Fields) (any, error) {
+		for _, name := range f.Names() {
+			switch name {
+			case "qps":
+				q, err := strconv.ParseFloat(f[name], 64)
+				if err != nil || q <= 0 {
+					return nil, f.Errorf(name, "want a number > 0")
+				}
+			case "limit_type", "burst", "key_resolver":
+			default:
+				return nil, f.Errorf(name, "unknown field")
+			}
+		}
+		if f["qps"] == "" {
+			return nil, f.Errorf("qps", "required")
+		}
+		return f["qps"], nil
+	})
+}
+
+// instance is an in-process Caddy running only the rulestore app, with its
+// log written to a file the test can read.
+type instance struct {
+	t       *testing.T
+	admin   int
+	logPath string
+	cfg     map[string]any
+}
+
+func runStore(t *testing.T, store map[string]any) *instance {
+	t.Helper()
+	in := &instance{t: t, admin: testcaddy.FreePort(t), logPath: filepath.Join(t.TempDir(), "caddy.log")}
+	in.cfg = store
+	testcaddy.RunJSON(t, in.json(store))
+	return in
+}
+
+func (in *instance) json(store map[string]any) []byte {
+	cfg := map[string]any{
+		"admin": map[string]any{"listen": fmt.Sprintf("localhost:%d", in.admin), "config": map[string]any{"persist": false}},
+		"logging": map[string]any{"logs": map[string]any{"default": map[string]any{
+			"level":   "DEBUG",
+			"writer":  map[string]any{"output": "file", "filename": in.logPath},
+			"encoder": map[string]any{"format": "json"},
+		}}},
+		"apps": map[string]any{"rulestore": store},
+	}
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		in.t.Fatal(err)
+	}
+	return b
+}
+
+func (in *instance) reload(store map[string]any) {
+	in.t.Helper()
+	if err := caddy.Load(in.json(store), true); err != nil {
+		in.t.Fatalf("reload: %v", err)
+	}
+}
+
+// rule asks the admin API for a rule; ok is false on 404.
+func (in *instance) rule(kind, id string) (v ruleView, ok bool) {
+	in.t.Helper()
+	resp, err := http.Get(fmt.Sprintf("http://localhost:%d/sluice/rules/%s/%s", in.admin, kind, id))
+	if err != nil {
+		in.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound {
+		return v, false
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+		in.t.Fatal(err)
+	}
+	return v, true
+}
+
+func (in *instance) status() Status {
+	in.t.Helper()
+	resp, err := http.Get(fmt.Sprintf("http://localhost:%d/sluice/store", in.admin))
+	if err != nil {
+		in.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st Status
+	json.NewDecoder(resp.Body).Decode(&st)
+	return st
+}
+
+// waitQPS waits until the rule is in force with this qps ("" = absent).
+func (in *instance) waitQPS(id, qps string) {
+	in.t.Helper()
+	testcaddy.Eventually(in.t, 10*time.Second, fmt.Sprintf("rule %s qps=%q", id, qps), func() bool {
+		v, ok := in.rule("rate_limit", id)
+		if qps == "" {
+			return !ok
+		}
+		return ok && v.Fields["qps"] == qps
+	})
+}
+
+func (in *instance) logs() string {
+	b, _ := os.ReadFile(in.logPath)
+	return string(b)
+}
+
+func (in *instance) waitLog(substrs ...string) {
+	in.t.Helper()
+	testcaddy.Eventually(in.t, 10*time.Second, fmt.Sprintf("log line with %q", substrs), func() bool {
+		for _, line := range strings.Split(in.logs(), "\n") {
+			all := true
+			for _, s := range substrs {
+				all = all && strings.Contains(line, s)
+			}
+			if all {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+func redisStore(url string) map[string]any {
+	return map[string]any{"redis": map[string]any{"url": url}, "resync": "30s"}
+}
+
+func push(t *testing.T, c redis.Cmdable, id string, fields ...any) {
+	t.Helper()
+	ctx := context.Background()
+	if err := c.HSet(ctx, "rate_limit:rule:"+id, fields...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Publish(ctx, "gateway:rules:rate_limit", id).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestStaticRulesWithoutRedis(t *testing.T) {
+	in := runStore(t, map[string]any{"rate_limit": map[string]any{"order_api": map[string]any{"qps": 100, "limit_type": "token_bucket"}}})
+	v, ok := in.rule("rate_limit", "order_api")
+	if !ok || v.Source != "static" || v.Fields["qps"] != "100" {
+		t.Fatalf("static rule: got %+v, %v", v, ok)
+	}
+	if st := in.status(); st.Redis || st.Rules["rate_limit"] != 1 {
+		t.Fatalf("status = %+v", st)
+	}
+	if !strings.Contains(in.logs(), "no redis configured") {
+		t.Fatal("no log line saying redis is not in use")
+	}
+}
+
+func TestBadStaticRuleFailsValidation(t *testing.T) {
+	b, _ := json.Marshal(map[string]any{"apps": map[string]any{"rulestore": map[string]any{
+		"rate_limit": map[string]any{"order_api": map[string]any{"qps": -1}}}}})
+	var cfg caddy.Config
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	err := caddy.Validate(&cfg)
+	if err == nil || !strings.Contains(err.Error(), `order_api`) || !strings.Contains(err.Error(), "field qps") {
+		t.Fatalf("want an error naming the rule and field, got %v", err)
+	}
+}
+
+func TestPublishUpdatesAndDeletes(t *testing.T) {
+	r := redistest.Start(t)
+	c := r.Client()
+	in := runStore(t, map[string]any{
+		"redis":      map[string]any{"url": r.URL()},
+		"rate_limit": map[string]any{"order_api": map[string]any{"qps": 100}},
+	})
+	push(t, c, "order_api", "limit_type", "TOKEN_BUCKET", "qps", "7")
+	in.waitQPS("order_api", "7")
+	if v, _ := in.rule("rate_limit", "order_api"); v.Source != "redis" {
+		t.Fatalf("source = %s, want redis (Redis overrides static)", v.Source)
+	}
+	push(t, c, "new_api", "qps", "3")
+	in.waitQPS("new_api", "3")
+
+	c.Del(context.Background(), "rate_limit:rule:new_api")
+	c.Publish(context.Background(), "gateway:rules:rate_limit", "new_api")
+	in.waitQPS("new_api", "")
+
+	// Deleting the Redis copy of a rule brings the static one back.
+	c.Del(context.Background(), "rate_limit:rule:order_api")
+	c.Publish(context.Background(), "gateway:rules:rate_limit", "order_api")
+	in.waitQPS("order_api", "100")
+}
+
+func TestBadRuleKeepsLastGood(t *testing.T) {
+	r := redistest.Start(t)
+	c := r.Client()
+	in := runStore(t, redisStore(r.URL()))
+	push(t, c, "order_api", "qps", "5")
+	in.waitQPS("order_api", "5")
+
+	push(t, c, "order_api", "qps", "-3")
+	in.waitLog("rule rejected", "rate_limit:rule:order_api", `"field":"qps"`)
+	if v, _ := in.rule("rate_limit", "order_api"); v.Fields["qps"] != "5" {
+		t.Fatalf("bad update replaced the rule: %+v", v)
+	}
+	// A later good update still applies.
+	push(t, c, "order_api", "qps", "6")
+	in.waitQPS("order_api", "6")
+}
+
+func TestGarbageOnChannelChangesNothing(t *testing.T) {
+	r := redistest.Start(t)
+	c := r.Client()
+	in := runStore(t, redisStore(r.URL()))
+	push(t, c, "a", "qps", "1")
+	in.waitQPS("a", "1")
+	ctx := context.Background()
+	c.Publish(ctx, "gateway:rules:rate_limit", strings.Repeat("x", 1<<20))
+	c.Publish(ctx, "gateway:rules:rate_limit", "\x00\xff binary")
+	c.Publish(ctx, "gateway:rules:rate_limit", "no_such_rule")
+	in.waitLog("ignoring message")
+	push(t, c, "b", "qps", "2")
+	in.waitQPS("b", "2")
+	if v, ok := in.rule("rate_limit", "a"); !ok || v.Fields["qps"] != "1" {
+		t.Fatalf("rule a changed: %+v %v", v, ok)
+	}
+}
+
+func TestRedisDownAtStartup(t *testing.T) {
+	r := redistest.Start(t)
+	r.Kill()
+	st := redisStore(r.URL())
+	st["resync"] = "1s"
+	st["rate_limit"] = map[string]any{"static_api": map[string]any{"qps": 9}}
+	in := runStore(t, st)
+	in.waitQPS("static_api", "9")
+	in.waitLog("redis unavailable")
+	r.Restart()
+	// Written without PUBLISH: found by the first load or the periodic resync.
+	r.Client().HSet(context.Background(), "rate_limit:rule:late", "qps", "4")
+	in.waitQPS("late", "4")
+	if st := in.status(); !st.Connected {
+		t.Fatalf("status %+v: not connected", st)
+	}
+}
+
+func TestRedisHungAtStartup(t *testing.T) {
+	r := redistest.Start(t)
+	r.Client().HSet(context.Background(), "rate_limit:rule:waiting", "qps", "4")
+	r.Pause()
+	in := runStore(t, map[string]any{
+		"redis":      map[string]any{"url": r.URL()},
+		"rate_limit": map[string]any{"static_api": map[string]any{"qps": 9}},
+	})
+	in.waitQPS("static_api", "9") // serving at once, not blocked on Redis
+	in.waitLog("redis unavailable")
+	if _, ok := in.rule("rate_limit", "waiting"); ok {
+		t.Fatal("rule loaded from a paused Redis")
+	}
+	r.Resume()
+	in.waitQPS("waiting", "4")
+}
+
+// proxy is a TCP proxy between Caddy and Redis that the test can cut, to
+// disconnect one instance while Redis stays up.
+type proxy struct {
+	ln    net.Listener
+	to    string
+	mu    sync.Mutex
+	conns []net.Conn
+	up    bool
+}
+
+func startProxy(t *testing.T, to string) *proxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{ln: ln, to: to, up: true}
+	t.Cleanup(func() { ln.Close(); p.cut() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.mu.Lock()
+			if !p.up {
+				p.mu.Unlock()
+				c.Close()
+				continue
+			}
+			u, err := net.Dial("tcp", to)
+			if err != nil {
+				p.mu.Unlock()
+				c.Close()
+				continue
+			}
+			p.conns = append(p.conns, c, u)
+			p.mu.Unlock()
+			go func() { io.Copy(u, c); u.Close() }()
+			go func() { io.Copy(c, u); c.Close() }()
+		}
+	}()
+	return p
+}
+
+func (p *proxy) addr() string { return p.ln.Addr().String() }
+
+func (p *proxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.up = false
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+func (p *proxy) restore() {
+	p.mu.Lock()
+	p.up = true
+	p.mu.Unlock()
+}
+
+func TestChangesWhileDisconnectedAreApplied(t *testing.T) {
+	r := redistest.Start(t)
+	c := r.Client()
+	p := startProxy(t, r.Addr)
+	in := runStore(t, redisStore("redis://"+p.addr()))
+	push(t, c, "a", "qps", "1")
+	push(t, c, "gone", "qps", "1")
+	in.waitQPS("a", "1")
+	in.waitQPS("gone", "1")
+
+	p.cut()
+	in.waitLog("redis unavailable")
+	// Published while this instance cannot hear it: the messages are lost.
+	push(t, c, "a", "qps", "2")
+	push(t, c, "b", "qps", "3")
+	c.Del(context.Background(), "rate_limit:rule:gone")
+	c.Publish(context.Background(), "gateway:rules:rate_limit", "gone")
+
+	p.restore()
+	in.waitQPS("a", "2")
+	in.waitQPS("b", "3")
+	in.waitQPS("gone", "")
+}
+
+func TestRedisRestartedEmptyKeepsRules(t *testing.T) {
+	r := redistest.Start(t)
+	c := r.Client()
+	in := runStore(t, redisStore(r.URL()))
+	push(t, c, "a", "qps", "1")
+	push(t, c, "b", "qps", "2")
+	in.waitQPS("a", "1")
+	in.waitQPS("b", "2")
+
+	r.Restart() // no persistence: comes back empty
+	in.waitLog("redis lost its data")
+	in.waitLog("resynced rules from redis", `"retained":2`)
+	if _, ok := in.rule("rate_limit", "a"); !ok {
+		t.Fatal("rule a dropped after Redis lost its data")
+	}
+	// Rules pushed after the loss apply; a deliberate delete still deletes.
+	push(t, c, "c", "qps", "3")
+	in.waitQPS("c", "3")
+	c.Publish(context.Background(), "gateway:rules:rate_limit", "b")
+	in.waitQPS("b", "")
+	if _, ok := in.rule("rate_limit", "a"); !ok {
+		t.Fatal("rule a dropped")
+	}
+}
+
+func TestChangeLogCatchesMissedPublish(t *testing.T) {
+	r := redistest.Start(t)
+	c := r.Client()
+	in := runStore(t, redisStore(r.URL()))
+	in.waitLog("resynced rules from redis")
+	ctx := context.Background()
+	// A writer that appends to the change log but whose PUBLISH was lost.
+	c.HSet(ctx, "rate_limit:rule:via_stream", "qps", "8")
+	c.XAdd(ctx, &redis.XAddArgs{Stream: "gateway:rules", MaxLen: 10000, Approx: true,
+		Values: map[string]any{"type": "rate_limit", "id": "via_stream", "op": "upsert"}})
+	in.waitQPS("via_stream", "8")
+}
+
+func TestReloadKeepsFollowingAndMovesOnAddressChange(t *testing.T) {
+	r1 := redistest.Start(t)
+	r2 := redistest.Start(t)
+	in := runStore(t, redisStore(r1.URL()))
+	push(t, r1.Client(), "a", "qps", "1")
+	in.waitQPS("a", "1")
+
+	// Same settings, other static rules: the subscription carries on.
+	same := redisStore(r1.URL())
+	same["rate_limit"] = map[string]any{"s": map[string]any{"qps": 5}}
+	in.reload(same)
+	push(t, r1.Client(), "a", "qps", "2")
+	in.waitQPS("a", "2")
+	in.waitQPS("s", "5")
+
+	in.reload(redisStore(r2.URL()))
+	push(t, r2.Client(), "b", "qps", "3")
+	in.waitQPS("b", "3")
+	in.waitQPS("a", "") // r2 has no rule a
+}
+
+func TestPrefixNamespacesEverything(t *testing.T) {
+	r := redistest.Start(t)
+	c := r.Client()
+	st := redisStore(r.URL())
+	st["prefix"] = "tenant1:"
+	in := runStore(t, st)
+	ctx := context.Background()
+	push(t, c, "other", "qps", "1") // unprefixed: another namespace
+	c.HSet(ctx, "tenant1:rate_limit:rule:mine", "qps", "2")
+	c.Publish(ctx, "tenant1:gateway:rules:rate_limit", "mine")
+	in.waitQPS("mine", "2")
+	if _, ok := in.rule("rate_limit", "other"); ok {
+		t.Fatal("an unprefixed rule leaked into the prefixed store")
+	}
+}
+
+func TestBindingsFollowRedis(t *testing.T) {
+	r := redistest.Start(t)
+	c := r.Client()
+	in := runStore(t, redisStore(r.URL()))
+	ctx := context.Background()
+	c.HSet(ctx, "gateway:binding:order_route", "rate_limit", "order_api", "gray", "a, b")
+	c.Publish(ctx, "gateway:rules:binding", "order_route")
+	testcaddy.Eventually(t, 10*time.Second, "binding", func() bool {
+		v, ok := in.rule("binding", "order_route")
+		return ok && v.Fields["rate_limit"] == "order_api"
+	})
+	app := inProcessApp(t)
+	b := app.Route("order_route")
+	if b == nil || b.RateLimit != "order_api" || strings.Join(b.Gray, ",") != "a,b" {
+		t.Fatalf("binding = %+v", b)
+	}
+}
+
+func TestCluster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	c := cl.Client(t)
+	in := runStore(t, map[string]any{"redis": map[string]any{"addrs": cl.Addrs(), "cluster": true}})
+	ctx := context.Background()
+	// Written before any publish, spread over slots on every master.
+	for i := 0; i < 30; i++ {
+		c.HSet(ctx, fmt.Sprintf("rate_limit:rule:r%d", i), "qps", "1")
+	}
+	testcaddy.Eventually(t, 15*time.Second, "30 rules loaded from every master", func() bool {
+		return in.status().Rules["rate_limit"] == 30
+	})
+	push(t, c, "r7", "qps", "9")
+	in.waitQPS("r7", "9")
+}
+
+func inProcessApp(t testing.TB) *App {
+	v, err := caddy.ActiveContext().AppIfConfigured("rulestore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v.(*App)
+}
+
+func TestFieldsJSONAcceptsNumbersAndBools(t *testing.T) {
+	var f Fields
+	if err := json.Unmarshal([]byte(`{"qps": 100, "shadow": true, "key_resolver": "userId", "burst": 1.5}`), &f); err != nil {
+		t.Fatal(err)
+	}
+	want := Fields{"qps": "100", "shadow": "true", "key_resolver": "userId", "burst": "1.5"}
+	if !f.Equal(want) {
+		t.Fatalf("got %v", f)
+	}
+	if err := json.Unmarshal([]byte(`{"qps": [1]}`), &f); err == nil {
+		t.Fatal("array value accepted")
+	}
+}
+
+func TestValidID(t *testing.T) {
+	for _, ok := range []string{"order_api", "a.b-c:d", "X1"} {
+		if err := ValidID(ok); err != nil {
+			t.Errorf("%q rejected: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "a b", "a/b", "*", strings.Repeat("a", MaxIDLength+1), "é"} {
+		if err := ValidID(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+var _ = bytes.NewReader
