@@ -71,7 +71,7 @@ func TestMatchSources(t *testing.T) {
 	qry := mustRule(t, "r", rulestore.Fields{"target_version": "v2", "match_tag": "X-Beta", "match_value": "yes", "match_source": "query"})
 	ck := mustRule(t, "r", rulestore.Fields{"target_version": "v2", "match_tag": "X-Beta", "match_value": "yes", "match_source": "cookie"})
 	for _, c := range []struct {
-		r                  *http.Request
+		r                 *http.Request
 		any, hdr, qry, ck bool
 	}{
 		{req("yes", "", ""), true, true, false, false},
