@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -91,4 +94,51 @@ func TestRuleChangedInRedisMidTraffic(t *testing.T) {
 
 	push("weight", "100", "target_version", "v3")
 	testcaddy.Eventually(t, 10*time.Second, "target_version v3 from Redis", allOn("v3"))
+}
+
+func TestRampScriptMovesCanaryTo100(t *testing.T) {
+	if _, err := exec.LookPath("redis-cli"); err != nil {
+		t.Skip("redis-cli not installed")
+	}
+	rds := redistest.Start(t)
+	addr, url := site(t)
+	testcaddy.Run(t, fmt.Sprintf(`{
+	%s
+	rulestore {
+		redis %s
+	}
+}
+%s {
+	grayroute checkout-canary
+	%s
+}`, testcaddy.Options(t), rds.URL(), addr, echoSite))
+
+	host, port, _ := strings.Cut(rds.Addr, ":")
+	run := func(steps string) {
+		t.Helper()
+		cmd := exec.Command("sh", "../examples/canary-ramp/ramp.sh", "checkout-canary", steps)
+		cmd.Env = append(os.Environ(), "PAUSE=0", "TARGET=v2", "REDIS_HOST="+host, "REDIS_PORT="+port)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("ramp.sh: %v\n%s", err, out)
+		}
+	}
+	users := func(want string, n int) func() bool {
+		return func() bool {
+			c := 0
+			for i := range 200 {
+				if version(get(t, url, fmt.Sprintf("X-User-Id: u%d", i))) == want {
+					c++
+				}
+			}
+			return c == n
+		}
+	}
+	run("0")
+	testcaddy.Eventually(t, 10*time.Second, "weight 0: nobody on v2", users("v2", 0))
+	run("0 10 50 100")
+	testcaddy.Eventually(t, 10*time.Second, "weight 100: everyone on v2", users("v2", 200))
+	if w := rds.Client().HGet(context.Background(), "gray:rule:checkout-canary", "weight").Val(); w != "100" {
+		t.Errorf("weight in Redis = %q, want 100", w)
+	}
 }

@@ -40,7 +40,7 @@ func TestBadCaddyfileFailsValidateWithLineAndReason(t *testing.T) {
 				}
 			}
 			if strings.Contains(err.Error(), ", at :0") {
-				t.Errorf("the error lost its file and line: rulestore.UnmarshalFields builds its error from a fresh Dispenser without calling Next(), so Errf sees no token")
+				t.Errorf("the error lost its file and line")
 			}
 		})
 	}
