@@ -142,3 +142,50 @@ func TestRampScriptMovesCanaryTo100(t *testing.T) {
 		t.Errorf("weight in Redis = %q, want 100", w)
 	}
 }
+
+func TestRouteBindingOrderFromRedis(t *testing.T) {
+	rds := redistest.Start(t)
+	rc := rds.Client()
+	ctx := context.Background()
+	addr, url := site(t)
+	testcaddy.Run(t, fmt.Sprintf(`{
+	%s
+	rulestore {
+		redis %s
+		gray to-v2 {
+			match_tag      X-Beta
+			target_version v2
+		}
+		gray to-v3 {
+			match_tag      X-Beta
+			target_version v3
+		}
+		binding checkout {
+			gray to-v2,to-v3
+		}
+	}
+}
+%s {
+	grayroute {
+		route checkout
+	}
+	%s
+}`, testcaddy.Options(t), rds.URL(), addr, echoSite))
+
+	if got := get(t, url, "X-Beta: 1"); got != "v2|v2|to-v2|v2" {
+		t.Fatalf("static binding to-v2,to-v3: got %q, want the first rule to decide", got)
+	}
+	if got := version(get(t, url)); got != "v1" {
+		t.Fatalf("no tag: got %s, want v1", got)
+	}
+	// Reverse the order in Redis: the binding applies to the next requests.
+	if err := rc.HSet(ctx, "gateway:binding:checkout", "gray", "to-v3,to-v2").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Publish(ctx, "gateway:rules:binding", "checkout").Err(); err != nil {
+		t.Fatal(err)
+	}
+	testcaddy.Eventually(t, 10*time.Second, "the binding's new order from Redis", func() bool {
+		return get(t, url, "X-Beta: 1") == "v3|v3|to-v3|v3"
+	})
+}
