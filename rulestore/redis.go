@@ -43,10 +43,10 @@ type redisSource struct {
 	status sourceStatus
 
 	// Owned by the run goroutine.
-	epoch    string          // the marker value this store has seen
+	epoch    string           // the marker value this store has seen
 	retained map[ruleRef]bool // rules kept after Redis lost its data
-	streamID string          // last change-log entry read
-	down     bool            // last attempt failed (log transitions once)
+	streamID string           // last change-log entry read
+	down     bool             // last attempt failed (log transitions once)
 }
 
 type ruleRef struct {

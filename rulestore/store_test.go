@@ -468,12 +468,19 @@ func TestBindingsFollowRedis(t *testing.T) {
 func TestCluster(t *testing.T) {
 	cl := redistest.StartCluster(t, 3)
 	c := cl.Client(t)
-	in := runStore(t, map[string]any{"redis": map[string]any{"addrs": cl.Addrs(), "cluster": true}})
 	ctx := context.Background()
-	// Written before any publish, spread over slots on every master.
+	// Written before the store starts, spread over slots on every master.
 	for i := 0; i < 30; i++ {
-		c.HSet(ctx, fmt.Sprintf("rate_limit:rule:r%d", i), "qps", "1")
+		if err := c.HSet(ctx, fmt.Sprintf("rate_limit:rule:r%d", i), "qps", "1").Err(); err != nil {
+			t.Fatal(err)
+		}
 	}
+	in := runStore(t, map[string]any{"redis": map[string]any{"addrs": cl.Addrs(), "cluster": true}})
+	defer func() {
+		if t.Failed() {
+			t.Log(in.logs())
+		}
+	}()
 	testcaddy.Eventually(t, 15*time.Second, "30 rules loaded from every master", func() bool {
 		return in.status().Rules["rate_limit"] == 30
 	})
