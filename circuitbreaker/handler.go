@@ -1,20 +1,48 @@
-// Package circuitbreaker is Sluice's http.handlers.circuitbreaker module.
+// Package circuitbreaker is Sluice's http.handlers.circuitbreaker module: a
+// closed / open / half-open circuit breaker per rule (and optionally per key
+// value) in front of the rest of the route.
 package circuitbreaker
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyevents"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/sluicegw/sluice/internal/handlerkit"
+	"github.com/sluicegw/sluice/rulestore"
 )
 
 func init() {
 	caddy.RegisterModule(new(Handler))
 }
 
-// Handler is the circuitbreaker HTTP handler.
-type Handler struct{}
+// Handler guards the rest of the route with a circuit breaker. Exactly one
+// of Rule, Route and Inline names the rule.
+type Handler struct {
+	// Rule is the id of a circuit_breaker rule in the rule store.
+	Rule string `json:"rule,omitempty"`
+	// Route names a route binding whose circuit_breaker field gives the rule.
+	Route string `json:"route,omitempty"`
+	// Inline is a rule given in place, with the same fields as the store's.
+	Inline rulestore.Fields `json:"inline,omitempty"`
+
+	store  *rulestore.App
+	inline *Rule
+	holder *handlerkit.Holder[*ruleState]
+	logger *zap.Logger
+	hooks  *hooks
+}
 
 // CaddyModule returns the Caddy module information.
 func (*Handler) CaddyModule() caddy.ModuleInfo {
@@ -24,22 +52,270 @@ func (*Handler) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	return next.ServeHTTP(w, r)
-}
-
-// ParseCaddyfile parses the circuitbreaker directive.
-func ParseCaddyfile(hp httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
-	h := new(Handler)
-	for hp.Next() {
-		for hp.NextBlock(0) {
+// Provision loads the rule store, parses an inline rule and registers the
+// metrics.
+func (h *Handler) Provision(ctx caddy.Context) error {
+	h.logger = ctx.Logger()
+	store, err := rulestore.Get(ctx)
+	if err != nil {
+		return err
+	}
+	h.store = store
+	n := 0
+	for _, set := range []bool{h.Rule != "", h.Route != "", len(h.Inline) > 0} {
+		if set {
+			n++
 		}
 	}
-	return h, nil
+	if n != 1 {
+		return fmt.Errorf("circuitbreaker: give exactly one of rule, route or inline fields")
+	}
+	switch {
+	case h.Rule != "":
+		if err := store.Require(rulestore.CircuitBreaker, h.Rule); err != nil {
+			return fmt.Errorf("circuitbreaker: %w", err)
+		}
+	case h.Route != "":
+		if err := store.Require(rulestore.Binding, h.Route); err != nil {
+			return fmt.Errorf("circuitbreaker: %w", err)
+		}
+	default:
+		id := inlineID(h.Inline)
+		v, err := rulestore.Parse(rulestore.CircuitBreaker, id, h.Inline)
+		if err != nil {
+			return fmt.Errorf("circuitbreaker: inline rule: %w", err)
+		}
+		h.inline = v.(*Rule)
+	}
+	if err := registerMetrics(ctx.GetMetricsRegistry()); err != nil {
+		return err
+	}
+	hk := &hooks{ctx: ctx, logger: h.logger}
+	if app, err := ctx.App("events"); err == nil {
+		hk.events, _ = app.(*caddyevents.App)
+	}
+	h.hooks = hk
+	current.Store(hk)
+	h.holder = shared.Holder(newRuleState)
+	// Take hold of the rule's state now, while the previous config still
+	// holds it, so a reload keeps the breakers.
+	if id := h.ruleID(); id != "" {
+		h.holder.Get(id)
+	}
+	return nil
 }
 
-// IsOpen reports whether the breaker of rule ruleID is open (or forced open)
-// for the given key: key is the breaker key's resolved value for keyed rules
-// (e.g. "v2" for `key {http.vars.gray_version}`) and is ignored for rules
-// without a key. grayroute's fallback_on_open calls it.
-func IsOpen(ruleID, key string) bool { return false }
+// ruleID is the id of the rule in force, if it is known at provision time.
+func (h *Handler) ruleID() string {
+	switch {
+	case h.inline != nil:
+		return h.inline.ID
+	case h.Route != "":
+		if b := h.store.Route(h.Route); b != nil {
+			return b.CircuitBreaker
+		}
+		return ""
+	}
+	return h.Rule
+}
+
+// inlineID names an inline rule's state by its fields, so a reload with
+// the same inline rule keeps its breaker.
+func inlineID(f rulestore.Fields) string {
+	hash := sha256.New()
+	for _, name := range f.Names() {
+		fmt.Fprintf(hash, "%s=%s\x00", name, f[name])
+	}
+	return "inline-" + hex.EncodeToString(hash.Sum(nil)[:8])
+}
+
+// Cleanup releases this config's hold on the shared breakers.
+func (h *Handler) Cleanup() error {
+	if h.holder != nil {
+		h.holder.Release()
+	}
+	current.CompareAndSwap(h.hooks, nil)
+	return nil
+}
+
+// rule returns the rule in force for this request, or nil to pass through.
+func (h *Handler) rule() *Rule {
+	if h.inline != nil {
+		return h.inline
+	}
+	id := h.Rule
+	if h.Route != "" {
+		b := h.store.Route(h.Route)
+		if b == nil {
+			h.store.WarnMissing(rulestore.Binding, h.Route)
+			return nil
+		}
+		if id = b.CircuitBreaker; id == "" {
+			return nil
+		}
+	}
+	r := h.store.Lookup(rulestore.CircuitBreaker, id)
+	if r == nil {
+		h.store.WarnMissing(rulestore.CircuitBreaker, id)
+		return nil
+	}
+	return r.Value.(*Rule)
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	rule := h.rule()
+	if rule == nil {
+		return next.ServeHTTP(w, r)
+	}
+	st := h.holder.Get(rule.ID)
+	st.use(rule)
+	if rule.Settings.Mode == ModeDisabled {
+		return next.ServeHTTP(w, r)
+	}
+
+	// With a key, the breaker is the key value's; a key that is still empty
+	// (set by a later handler, e.g. grayroute's {http.vars.gray_version}) is
+	// resolved again once the call is done.
+	var repl *caddy.Replacer
+	b := st.def
+	if rule.Key != "" {
+		repl, _ = r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+		if repl != nil {
+			b = st.forKey(repl.ReplaceKnown(rule.Key, ""))
+		}
+	}
+	keyLater := rule.Key != "" && repl != nil && b == st.def
+
+	ticket, ok, retryAfter := b.Allow()
+	if !ok {
+		st.metrics.rejected.Inc()
+		return h.reject(w, r, rule, b, retryAfter)
+	}
+
+	var start time.Time
+	if rule.SlowCallDuration > 0 {
+		start = time.Now()
+	}
+	sw := &statusWriter{ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: w}}
+	done := false
+	record := func(o Outcome) {
+		slow := rule.SlowCallDuration > 0 && time.Since(start) >= rule.SlowCallDuration
+		if keyLater {
+			if kb := st.forKey(repl.ReplaceKnown(rule.Key, "")); kb != b {
+				b.Record(ticket, Ignored, false)
+				kb.Observe(o, slow)
+				return
+			}
+		}
+		b.Record(ticket, o, slow)
+	}
+	// A panic below still records its outcome, exactly once, then goes on.
+	defer func() {
+		if !done {
+			record(failureUnlessCanceled(r))
+		}
+	}()
+	err := next.ServeHTTP(sw, r)
+	done = true
+	record(outcome(r, rule, sw.status, err))
+	return err
+}
+
+// outcome classifies a finished call.
+func outcome(r *http.Request, rule *Rule, status int, err error) Outcome {
+	if errors.Is(r.Context().Err(), context.Canceled) {
+		return Ignored // the client went away: not the downstream's fault
+	}
+	if err != nil {
+		code := http.StatusInternalServerError
+		var he caddyhttp.HandlerError
+		if errors.As(err, &he) && he.StatusCode != 0 {
+			code = he.StatusCode
+		}
+		// Errors are dial failures, timeouts, 502/503/504 from
+		// reverse_proxy...; a 4xx error (e.g. a missing file) is not.
+		if code >= 500 || rule.Failures.Has(code) {
+			return Failure
+		}
+		return Success
+	}
+	if rule.Failures.Has(status) {
+		return Failure
+	}
+	return Success
+}
+
+func failureUnlessCanceled(r *http.Request) Outcome {
+	if errors.Is(r.Context().Err(), context.Canceled) {
+		return Ignored
+	}
+	return Failure
+}
+
+// reject writes the open response, or hands the request to handle_errors.
+func (h *Handler) reject(w http.ResponseWriter, r *http.Request, rule *Rule, b *Breaker, retryAfter time.Duration) error {
+	state := b.State().String()
+	if state == "closed" {
+		state = "ramping"
+	}
+	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	if repl != nil {
+		repl.Set("http.circuitbreaker.state", state)
+		repl.Set("http.circuitbreaker.rule", rule.ID)
+	}
+	if retryAfter > 0 {
+		secs := (retryAfter + time.Second - 1) / time.Second
+		w.Header().Set("Retry-After", strconv.FormatInt(int64(secs), 10))
+	}
+	if rule.HandleErrors {
+		return caddyhttp.Error(rule.Status, fmt.Errorf("circuit breaker %s is %s", rule.ID, state))
+	}
+	hdr := w.Header()
+	for name, vals := range rule.Headers {
+		for _, v := range vals {
+			if repl != nil {
+				v = repl.ReplaceKnown(v, "")
+			}
+			hdr.Add(name, v)
+		}
+	}
+	body := rule.Body
+	if repl != nil {
+		body = repl.ReplaceKnown(body, "")
+	}
+	if body != "" && hdr.Get("Content-Type") == "" {
+		hdr.Set("Content-Type", "text/plain; charset=utf-8")
+	}
+	w.WriteHeader(rule.Status)
+	_, err := io.WriteString(w, body)
+	if err != nil && h.logger != nil {
+		h.logger.Debug("writing open response", zap.Error(err))
+	}
+	return nil
+}
+
+// statusWriter remembers the response status.
+type statusWriter struct {
+	caddyhttp.ResponseWriterWrapper
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 && code >= 200 {
+		w.status = code
+	}
+	w.ResponseWriterWrapper.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriterWrapper.Write(p)
+}
+
+var (
+	_ caddy.Provisioner           = (*Handler)(nil)
+	_ caddy.CleanerUpper          = (*Handler)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
+)

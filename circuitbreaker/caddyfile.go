@@ -1,0 +1,120 @@
+package circuitbreaker
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/sluicegw/sluice/rulestore"
+)
+
+// ParseCaddyfile parses the circuitbreaker directive.
+func ParseCaddyfile(hp httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	h := new(Handler)
+	err := h.UnmarshalCaddyfile(hp.Dispenser)
+	return h, err
+}
+
+// UnmarshalCaddyfile reads:
+//
+//	circuitbreaker [<matcher>] <rule-id>
+//	circuitbreaker [<matcher>] {
+//		rule <id> | route <name> | <rule fields...>
+//		header <name> <value>   # repeatable; the open response's headers
+//	}
+func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // directive name
+	if d.NextArg() {
+		h.Rule = d.Val()
+		if err := rulestore.ValidID(h.Rule); err != nil {
+			return d.Errf("circuitbreaker: %v", err)
+		}
+		if d.NextArg() {
+			return d.ArgErr()
+		}
+		if d.NextBlock(0) {
+			return d.Err("circuitbreaker: give a rule id or a block, not both")
+		}
+		return nil
+	}
+	start := d.Token()
+	fields := rulestore.Fields{}
+	lines := map[string]caddyfile.Token{}
+	var headers []string
+	for d.NextBlock(0) {
+		name, tok := d.Val(), d.Token()
+		args := d.RemainingArgs()
+		switch name {
+		case "rule", "route":
+			if len(args) != 1 {
+				return d.Errf("circuitbreaker: %s wants one value", name)
+			}
+			if err := rulestore.ValidID(args[0]); err != nil {
+				return d.Errf("circuitbreaker: %s: %v", name, err)
+			}
+			if h.Rule != "" || h.Route != "" {
+				return d.Err("circuitbreaker: give one rule or route")
+			}
+			if name == "rule" {
+				h.Rule = args[0]
+			} else {
+				h.Route = args[0]
+			}
+			continue
+		case "header":
+			// Each header line adds to the headers field.
+			if len(args) < 2 {
+				return d.Err("circuitbreaker: header wants <name> <value>")
+			}
+			headers = append(headers, args[0]+": "+strings.Join(args[1:], " "))
+			if _, ok := lines["headers"]; !ok {
+				lines["headers"] = tok
+			}
+			continue
+		}
+		if len(args) == 0 {
+			return d.Errf("circuitbreaker: field %s needs a value", name)
+		}
+		if _, dup := fields[name]; dup {
+			return d.Errf("circuitbreaker: field %s given twice", name)
+		}
+		fields[name] = strings.Join(args, " ")
+		lines[name] = tok
+	}
+	if len(headers) > 0 {
+		if _, dup := fields["headers"]; dup {
+			return errAt(lines["headers"], "circuitbreaker: use headers or header lines, not both")
+		}
+		fields["headers"] = strings.Join(headers, "; ")
+	}
+	switch {
+	case (h.Rule != "" || h.Route != "") && len(fields) > 0:
+		return d.Err("circuitbreaker: a rule or route cannot be combined with inline fields")
+	case h.Rule == "" && h.Route == "" && len(fields) == 0:
+		return errAt(start, "circuitbreaker: give a rule id, a rule, a route or inline fields")
+	case len(fields) == 0:
+		return nil
+	}
+	if _, err := ParseRule("inline", fields); err != nil {
+		tok := start
+		var fe *rulestore.FieldError
+		if errors.As(err, &fe) {
+			if t, ok := lines[fe.Field]; ok {
+				tok = t
+			}
+		}
+		return errAt(tok, "circuitbreaker: "+err.Error())
+	}
+	h.Inline = fields
+	return nil
+}
+
+// errAt makes an error that names tok's file and line.
+func errAt(tok caddyfile.Token, msg string) error {
+	d := caddyfile.NewDispenser([]caddyfile.Token{tok})
+	d.Next()
+	return d.Err(msg)
+}

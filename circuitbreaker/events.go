@@ -1,0 +1,80 @@
+package circuitbreaker
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyevents"
+	"go.uber.org/zap"
+)
+
+// hooks are where transitions are reported: the logger and events app of
+// the newest config. Breakers outlive configs, so they read it at the time
+// of the transition rather than keeping their creator's.
+type hooks struct {
+	ctx    caddy.Context
+	logger *zap.Logger
+	events *caddyevents.App // nil if unavailable
+}
+
+var current atomic.Pointer[hooks]
+
+// Event names emitted on transitions.
+const (
+	EventOpen     = "circuit_open"
+	EventHalfOpen = "circuit_half_open"
+	EventClosed   = "circuit_closed"
+)
+
+// onTransition returns the transition callback of the breaker for key.
+func (st *ruleState) onTransition(key string, exported bool) func(Transition) {
+	return func(tr Transition) {
+		st.metrics.transition(key, exported, tr.To)
+		h := current.Load()
+		if h == nil {
+			return
+		}
+		fields := []zap.Field{
+			zap.String("rule", st.id), zap.String("from", tr.From.String()),
+			zap.String("to", tr.To.String()), zap.String("reason", tr.Reason),
+		}
+		if key != "" {
+			fields = append(fields, zap.String("key", key))
+		}
+		if tr.To == StateOpen {
+			fields = append(fields, zap.Duration("open_for", tr.OpenFor), zap.Int("trips", tr.Trips))
+		}
+		h.logger.Warn("circuit breaker state change", fields...)
+
+		name := EventClosed
+		switch tr.To {
+		case StateOpen, StateForcedOpen:
+			name = EventOpen
+		case StateHalfOpen:
+			name = EventHalfOpen
+		}
+		if h.events == nil || !h.events.ShouldEmit(name) {
+			return
+		}
+		data := map[string]any{
+			"rule": st.id, "key": key, "from": tr.From.String(), "to": tr.To.String(),
+			"reason": tr.Reason, "open_for_seconds": tr.OpenFor.Seconds(),
+		}
+		// Event handlers run synchronously and may be slow (exec, http):
+		// never on the request's goroutine.
+		go h.events.Emit(h.ctx, name, data)
+	}
+}
+
+var tooManyKeys sync.Map
+
+func logTooManyKeys(id string) {
+	if _, seen := tooManyKeys.LoadOrStore(id, true); seen {
+		return
+	}
+	if h := current.Load(); h != nil {
+		h.logger.Warn("circuit breaker rule reached its key limit; further keys share the rule's default breaker",
+			zap.String("rule", id), zap.Int("max_keys", MaxKeys))
+	}
+}

@@ -1,0 +1,586 @@
+package circuitbreaker_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	_ "github.com/sluicegw/sluice/caddyfile"
+	"github.com/sluicegw/sluice/circuitbreaker"
+	"github.com/sluicegw/sluice/internal/testcaddy"
+)
+
+// upstream is a backend the test can make succeed, fail, hang or drop.
+type upstream struct {
+	*httptest.Server
+	hits     atomic.Int64
+	inFlight atomic.Int64
+	mu       sync.Mutex
+	mode     string        // ok, 500, hang, slow, drop
+	release  chan struct{} // closes to let hanging requests go
+}
+
+func newUpstream(t *testing.T) *upstream {
+	u := &upstream{mode: "ok", release: make(chan struct{})}
+	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u.hits.Add(1)
+		u.inFlight.Add(1)
+		defer u.inFlight.Add(-1)
+		mode := r.Header.Get("X-Mode")
+		if mode == "" {
+			u.mu.Lock()
+			mode = u.mode
+			u.mu.Unlock()
+		}
+		switch mode {
+		case "500":
+			http.Error(w, "upstream broke", 500)
+		case "hang":
+			u.mu.Lock()
+			rel := u.release
+			u.mu.Unlock()
+			select {
+			case <-rel:
+				fmt.Fprint(w, "released")
+			case <-r.Context().Done():
+			}
+		case "slow":
+			time.Sleep(150 * time.Millisecond)
+			fmt.Fprint(w, "slow ok")
+		case "drop":
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+		default:
+			fmt.Fprint(w, "ok")
+		}
+	}))
+	t.Cleanup(func() { u.releaseAll(); u.Close() })
+	return u
+}
+
+func (u *upstream) set(mode string) {
+	u.mu.Lock()
+	u.mode = mode
+	u.mu.Unlock()
+}
+
+func (u *upstream) releaseAll() {
+	u.mu.Lock()
+	close(u.release)
+	u.release = make(chan struct{})
+	u.mu.Unlock()
+}
+
+func (u *upstream) hostPort() string { return strings.TrimPrefix(u.URL, "http://") }
+
+// site runs Caddy with one site on a free port: global is extra global
+// options, body the site's directives. It returns the site's URL.
+func site(t *testing.T, global, body string) (string, string) {
+	t.Helper()
+	port := testcaddy.FreePort(t)
+	cf := fmt.Sprintf("{\n\t%s\n%s\n}\nhttp://127.0.0.1:%d {\n%s\n}\n", testcaddy.Options(t), global, port, body)
+	testcaddy.Run(t, cf)
+	return fmt.Sprintf("http://127.0.0.1:%d", port), cf
+}
+
+func get(t *testing.T, url string, headers ...string) (int, http.Header, string) {
+	t.Helper()
+	resp, body := testcaddy.Get(t, url, headers...)
+	return resp.StatusCode, resp.Header, body
+}
+
+// expectOpen checks that a request is refused by the breaker without
+// reaching the upstream.
+func expectOpen(t *testing.T, u *upstream, url string, headers ...string) http.Header {
+	t.Helper()
+	before := u.hits.Load()
+	code, hdr, body := get(t, url, headers...)
+	if code != 503 {
+		t.Fatalf("want the breaker's 503, got %d %q", code, body)
+	}
+	if n := u.hits.Load(); n != before {
+		t.Fatalf("an open breaker let a request reach the upstream")
+	}
+	return hdr
+}
+
+func TestConsecutiveFailuresOpenAtThreshold(t *testing.T) {
+	u := newUpstream(t)
+	u.set("500")
+	url, _ := site(t, "", fmt.Sprintf(`
+	circuitbreaker {
+		failure_threshold 3
+		open_duration 30s
+	}
+	reverse_proxy %s`, u.hostPort()))
+	for i := 1; i <= 3; i++ {
+		if code, _, body := get(t, url); code != 500 || body != "upstream broke\n" {
+			t.Fatalf("request %d: got %d %q, want the upstream's 500", i, code, body)
+		}
+	}
+	hdr := expectOpen(t, u, url)
+	if ra, _ := strconv.Atoi(hdr.Get("Retry-After")); ra < 29 || ra > 30 {
+		t.Fatalf("Retry-After = %q, want about 30", hdr.Get("Retry-After"))
+	}
+	if u.hits.Load() != 3 {
+		t.Fatalf("upstream hits = %d, want 3", u.hits.Load())
+	}
+}
+
+func TestSuccessResetsConsecutiveFailures(t *testing.T) {
+	u := newUpstream(t)
+	url, _ := site(t, "", fmt.Sprintf(`
+	circuitbreaker {
+		failure_threshold 3
+	}
+	reverse_proxy %s`, u.hostPort()))
+	for range 3 {
+		get(t, url, "X-Mode: 500")
+		get(t, url, "X-Mode: 500")
+		get(t, url) // a success breaks the run
+	}
+	if code, _, _ := get(t, url, "X-Mode: 500"); code != 500 {
+		t.Fatalf("got %d, want the upstream's 500 (breaker should be closed)", code)
+	}
+}
+
+func TestFailureRateRespectsMinRequests(t *testing.T) {
+	u := newUpstream(t)
+	url, _ := site(t, "", fmt.Sprintf(`
+	circuitbreaker {
+		failure_threshold 0
+		window 10
+		failure_rate 50
+		min_requests 6
+	}
+	reverse_proxy %s`, u.hostPort()))
+	// 4 failures of 5 calls: 80%%, but under min_requests.
+	for _, mode := range []string{"500", "500", "500", "500", "ok"} {
+		get(t, url, "X-Mode: "+mode)
+	}
+	if code, _, _ := get(t, url); code != 200 { // sixth call: 4/6 = 66% -> trips after it
+		t.Fatalf("sixth call: got %d, want 200", code)
+	}
+	expectOpen(t, u, url)
+}
+
+func TestFailureRateTimeWindow(t *testing.T) {
+	u := newUpstream(t)
+	url, _ := site(t, "", fmt.Sprintf(`
+	circuitbreaker {
+		failure_threshold 0
+		window 1m
+		failure_rate 40
+		min_requests 5
+	}
+	reverse_proxy %s`, u.hostPort()))
+	for _, mode := range []string{"ok", "500", "ok", "ok"} {
+		get(t, url, "X-Mode: "+mode)
+	}
+	get(t, url, "X-Mode: 500") // 2 of 5 = 40%
+	expectOpen(t, u, url)
+}
+
+func TestSlowCallRate(t *testing.T) {
+	u := newUpstream(t)
+	url, _ := site(t, "", fmt.Sprintf(`
+	circuitbreaker {
+		window 4
+		min_requests 4
+		slow_call_duration 100ms
+		slow_call_rate 50
+	}
+	reverse_proxy %s`, u.hostPort()))
+	get(t, url, "X-Mode: slow")
+	get(t, url)
+	get(t, url)
+	if code, _, _ := get(t, url, "X-Mode: slow"); code != 200 { // 2 of 4 slow: trips after it
+		t.Fatalf("got %d, want 200", code)
+	}
+	expectOpen(t, u, url)
+}
+
+// trip opens a breaker with failure_threshold n by sending n failures.
+func trip(t *testing.T, url string, n int, headers ...string) {
+	t.Helper()
+	for range n {
+		get(t, url, append(headers, "X-Mode: 500")...)
+	}
+}
+
+func TestHalfOpenAdmitsOnlyProbesThenCloses(t *testing.T) {
+	u := newUpstream(t)
+	url, _ := site(t, "", fmt.Sprintf(`
+	circuitbreaker {
+		failure_threshold 2
+		open_duration 300ms
+		half_open_requests 2
+		success_threshold 2
+	}
+	reverse_proxy %s`, u.hostPort()))
+	trip(t, url, 2)
+	expectOpen(t, u, url)
+	u.set("hang")
+	// Once the open time is over, exactly two probes reach the upstream.
+	testcaddy.Eventually(t, 10*time.Second, "a probe admitted", func() bool {
+		go http.Get(url)
+		time.Sleep(20 * time.Millisecond)
+		return u.inFlight.Load() > 0
+	})
+	testcaddy.Eventually(t, 5*time.Second, "two probes in flight", func() bool {
+		go http.Get(url)
+		time.Sleep(20 * time.Millisecond)
+		return u.inFlight.Load() >= 2
+	})
+	for range 5 {
+		expectOpen(t, u, url) // probe slots are taken
+	}
+	if n := u.inFlight.Load(); n != 2 {
+		t.Fatalf("%d probes reached the upstream, want 2", n)
+	}
+	u.set("ok")
+	u.releaseAll()
+	testcaddy.Eventually(t, 5*time.Second, "probes done", func() bool { return u.inFlight.Load() == 0 })
+	testcaddy.Eventually(t, 5*time.Second, "breaker closed", func() bool {
+		code, _, _ := get(t, url)
+		return code == 200
+	})
+	for range 5 {
+		if code, _, _ := get(t, url); code != 200 {
+			t.Fatalf("closed breaker refused: %d", code)
+		}
+	}
+}
+
+func TestHalfOpenFailureReopensWithLongerOpenTime(t *testing.T) {
+	u := newUpstream(t)
+	url, _ := site(t, "", fmt.Sprintf(`
+	circuitbreaker {
+		failure_threshold 1
+		open_duration 1s
+		max_open_duration 10s
+	}
+	reverse_proxy %s`, u.hostPort()))
+	trip(t, url, 1)
+	hdr := expectOpen(t, u, url)
+	if ra := hdr.Get("Retry-After"); ra != "1" {
+		t.Fatalf("first trip Retry-After = %q, want 1", ra)
+	}
+	u.set("500")
+	hits := u.hits.Load()
+	testcaddy.Eventually(t, 5*time.Second, "half-open probe", func() bool {
+		get(t, url)
+		return u.hits.Load() > hits
+	})
+	// The probe failed: open again, for twice as long.
+	hdr = expectOpen(t, u, url)
+	if ra := hdr.Get("Retry-After"); ra != "2" {
+		t.Fatalf("second trip Retry-After = %q, want 2", ra)
+	}
+}
+
+func TestWhatCountsAsFailure(t *testing.T) {
+	dead := testcaddy.FreePort(t) // nothing listens: dial errors
+	cases := []struct {
+		name, proxy string
+		prep        func(u *upstream)
+		headers     []string
+	}{
+		{name: "dial error", proxy: fmt.Sprintf("reverse_proxy 127.0.0.1:%d", dead)},
+		{name: "timeout", proxy: "reverse_proxy %s {\n\t\ttransport http {\n\t\t\tresponse_header_timeout 100ms\n\t\t}\n\t}", headers: []string{"X-Mode: hang"}},
+		{name: "connection closed", proxy: "reverse_proxy %s", headers: []string{"X-Mode: drop"}},
+		{name: "5xx", proxy: "reverse_proxy %s", headers: []string{"X-Mode: 500"}},
+		{name: "panic", proxy: "route {\n\t\tcbtest_panic\n\t}"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			u := newUpstream(t)
+			proxy := c.proxy
+			if strings.Contains(proxy, "%s") {
+				proxy = fmt.Sprintf(proxy, u.hostPort())
+			}
+			url, _ := site(t, "", fmt.Sprintf(`
+	route {
+		circuitbreaker {
+			failure_threshold 2
+		}
+		%s
+	}`, proxy))
+			for range 2 {
+				req, _ := http.NewRequest("GET", url, nil)
+				for _, h := range c.headers {
+					k, v, _ := strings.Cut(h, ": ")
+					req.Header.Set(k, v)
+				}
+				if resp, err := http.DefaultClient.Do(req); err == nil {
+					if resp.StatusCode < 500 {
+						t.Fatalf("got %d, want a failure", resp.StatusCode)
+					}
+					resp.Body.Close()
+				}
+			}
+			expectOpen(t, u, url)
+		})
+	}
+}
+
+func TestClientCancelIsNotAFailure(t *testing.T) {
+	u := newUpstream(t)
+	u.set("hang")
+	url, _ := site(t, "", fmt.Sprintf(`
+	circuitbreaker {
+		failure_threshold 3
+	}
+	reverse_proxy %s`, u.hostPort()))
+	for range 5 {
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+		go func() {
+			testcaddy.Eventually(t, 5*time.Second, "request reached upstream", func() bool { return u.inFlight.Load() > 0 })
+			cancel()
+		}()
+		if _, err := http.DefaultClient.Do(req); err == nil {
+			t.Fatal("cancelled request succeeded")
+		}
+		testcaddy.Eventually(t, 5*time.Second, "upstream saw the cancel", func() bool { return u.inFlight.Load() == 0 })
+	}
+	u.set("ok")
+	trip(t, url, 2) // two real failures: under the threshold of 3
+	if code, _, _ := get(t, url); code != 200 {
+		t.Fatalf("got %d: client cancels were counted as failures", code)
+	}
+}
+
+func TestRoutesWithDifferentRulesAreIndependent(t *testing.T) {
+	u := newUpstream(t)
+	url, _ := site(t, `
+	rulestore {
+		circuit_breaker a {
+			failure_threshold 2
+		}
+		circuit_breaker b {
+			failure_threshold 2
+		}
+	}`, fmt.Sprintf(`
+	handle /a* {
+		circuitbreaker a
+		reverse_proxy %[1]s
+	}
+	handle /b* {
+		circuitbreaker {
+			rule b
+		}
+		reverse_proxy %[1]s
+	}`, u.hostPort()))
+	trip(t, url+"/a", 2)
+	expectOpen(t, u, url+"/a")
+	if code, _, _ := get(t, url+"/b"); code != 200 {
+		t.Fatalf("route b got %d: a's failures leaked into b", code)
+	}
+	if !circuitbreaker.IsOpen("a", "") || circuitbreaker.IsOpen("b", "") {
+		t.Fatal("IsOpen disagrees with what clients see")
+	}
+}
+
+func TestPerKeyIsolation(t *testing.T) {
+	u := newUpstream(t)
+	url, _ := site(t, `
+	rulestore {
+		circuit_breaker canary {
+			failure_threshold 2
+			key {http.request.header.X-Version}
+		}
+	}`, fmt.Sprintf(`
+	circuitbreaker canary
+	reverse_proxy %s`, u.hostPort()))
+	trip(t, url, 2, "X-Version: v2")
+	expectOpen(t, u, url, "X-Version: v2")
+	if code, _, _ := get(t, url, "X-Version: v1"); code != 200 {
+		t.Fatalf("v1 got %d: v2's breaker affected v1", code)
+	}
+	if code, _, _ := get(t, url); code != 200 {
+		t.Fatalf("keyless request got %d", code)
+	}
+	if !circuitbreaker.IsOpen("canary", "v2") || circuitbreaker.IsOpen("canary", "v1") || circuitbreaker.IsOpen("canary", "") {
+		t.Fatal("IsOpen per key is wrong")
+	}
+}
+
+// A key set by a later handler (as grayroute sets {http.vars.gray_version})
+// is resolved after the call, and the outcome counts for that key.
+func TestKeyResolvedAfterTheCall(t *testing.T) {
+	u := newUpstream(t)
+	url, _ := site(t, `
+	rulestore {
+		circuit_breaker late {
+			failure_threshold 2
+			key {http.vars.version}
+		}
+	}`, fmt.Sprintf(`
+	route {
+		circuitbreaker late
+		vars version {http.request.header.X-Version}
+		reverse_proxy %s
+	}`, u.hostPort()))
+	trip(t, url, 2, "X-Version: v2")
+	if !circuitbreaker.IsOpen("late", "v2") {
+		t.Fatal("v2's failures did not open v2's breaker")
+	}
+	if circuitbreaker.IsOpen("late", "") || circuitbreaker.IsOpen("late", "v1") {
+		t.Fatal("v2's failures opened another breaker")
+	}
+	if code, _, _ := get(t, url, "X-Version: v1"); code != 200 {
+		t.Fatalf("v1 got %d", code)
+	}
+}
+
+func TestForcedStates(t *testing.T) {
+	u := newUpstream(t)
+	for _, c := range []struct {
+		state    string
+		wantCode int
+		reaches  bool
+	}{
+		{"force_open", 503, false},
+		{"force_closed", 500, true},
+		{"disabled", 500, true},
+	} {
+		t.Run(c.state, func(t *testing.T) {
+			url, _ := site(t, "", fmt.Sprintf(`
+	circuitbreaker {
+		failure_threshold 1
+		state %s
+	}
+	reverse_proxy %s`, c.state, u.hostPort()))
+			for range 5 {
+				before := u.hits.Load()
+				code, hdr, _ := get(t, url, "X-Mode: 500")
+				if code != c.wantCode || (u.hits.Load() > before) != c.reaches {
+					t.Fatalf("got %d (reached upstream: %v), want %d (%v)", code, u.hits.Load() > before, c.wantCode, c.reaches)
+				}
+				if c.state == "force_open" && hdr.Get("Retry-After") != "" {
+					t.Fatalf("force_open sent Retry-After %q", hdr.Get("Retry-After"))
+				}
+			}
+		})
+	}
+}
+
+func TestOpenResponseIsConfigurable(t *testing.T) {
+	u := newUpstream(t)
+	url, _ := site(t, "", fmt.Sprintf(`
+	circuitbreaker {
+		failure_threshold 1
+		status 429
+		body "{\"error\":\"{http.circuitbreaker.rule} is {http.circuitbreaker.state}\"}"
+		header Content-Type application/json
+		header X-Fallback 1
+	}
+	reverse_proxy %s`, u.hostPort()))
+	trip(t, url, 1)
+	code, hdr, body := get(t, url)
+	if code != 429 || hdr.Get("Content-Type") != "application/json" || hdr.Get("X-Fallback") != "1" || hdr.Get("Retry-After") == "" {
+		t.Fatalf("got %d %v", code, hdr)
+	}
+	if !strings.HasPrefix(body, `{"error":"inline-`) || !strings.HasSuffix(body, ` is open"}`) {
+		t.Fatalf("body = %q", body)
+	}
+}
+
+func TestHandleErrorsFallback(t *testing.T) {
+	u := newUpstream(t)
+	url, _ := site(t, `
+	rulestore {
+		circuit_breaker orders {
+			failure_threshold 1
+			handle_errors true
+		}
+	}`, fmt.Sprintf(`
+	circuitbreaker orders
+	reverse_proxy %s
+	handle_errors 503 {
+		respond "fallback: {http.circuitbreaker.rule} {http.circuitbreaker.state}" 200
+	}`, u.hostPort()))
+	trip(t, url, 1)
+	before := u.hits.Load()
+	code, _, body := get(t, url)
+	if code != 200 || body != "fallback: orders open" || u.hits.Load() != before {
+		t.Fatalf("got %d %q", code, body)
+	}
+}
+
+func TestReloadKeepsOpenBreakerOpen(t *testing.T) {
+	u := newUpstream(t)
+	url, cf := site(t, `
+	rulestore {
+		circuit_breaker r {
+			failure_threshold 2
+			open_duration 1m
+		}
+	}`, fmt.Sprintf(`
+	circuitbreaker r
+	reverse_proxy %s`, u.hostPort()))
+	trip(t, url, 2)
+	expectOpen(t, u, url)
+	// Same rule with a changed threshold: the state is kept.
+	testcaddy.Reload(t, strings.Replace(cf, "failure_threshold 2", "failure_threshold 5", 1))
+	hdr := expectOpen(t, u, url)
+	if ra, _ := strconv.Atoi(hdr.Get("Retry-After")); ra < 50 {
+		t.Fatalf("Retry-After %q after reload: the open time restarted or was lost", hdr.Get("Retry-After"))
+	}
+}
+
+func TestValidateErrors(t *testing.T) {
+	for _, c := range []struct{ body, want string }{
+		{"circuitbreaker {\n\t\tfailure_threshold 3\n\t\tfailure_rate 150\n\t}", "Caddyfile:7"},
+		{"circuitbreaker {\n\t\tfailure_treshold 3\n\t}", "failure_treshold"},
+		{"circuitbreaker {\n\t\twindow 10\n\t\tfailure_rate 50\n\t\tmin_requests 20\n\t}", "min_requests"},
+		{"circuitbreaker {\n\t\tstate sometimes\n\t}", "state"},
+		{"circuitbreaker {\n\t\tfailure_statuses 500-400\n\t}", "failure_statuses"},
+		{"circuitbreaker nosuchrule", `no circuit_breaker rule "nosuchrule"`},
+		{"circuitbreaker a b", "Caddyfile:5"},
+	} {
+		cf := fmt.Sprintf("{\n\tadmin off\n}\nhttp://127.0.0.1:1 {\n\t%s\n\trespond ok\n}\n", c.body)
+		err := testcaddy.Validate(cf)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s:\ngot error %v, want it to contain %q", c.body, err, c.want)
+		}
+	}
+	// The field's own line is named.
+	err := testcaddy.Validate("{\n\tadmin off\n}\nhttp://127.0.0.1:1 {\n\tcircuitbreaker {\n\t\tfailure_threshold 3\n\t\tfailure_rate 150\n\t}\n}\n")
+	if err == nil || !strings.Contains(err.Error(), "Caddyfile:7") || !strings.Contains(err.Error(), "failure_rate") {
+		t.Errorf("got %v, want Caddyfile:7 and failure_rate", err)
+	}
+}
+
+// panicHandler panics, standing for a buggy handler downstream.
+type panicHandler struct{}
+
+func (panicHandler) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "http.handlers.cbtest_panic", New: func() caddy.Module { return panicHandler{} }}
+}
+
+func (panicHandler) ServeHTTP(http.ResponseWriter, *http.Request, caddyhttp.Handler) error {
+	panic("downstream bug")
+}
+
+func init() {
+	caddy.RegisterModule(panicHandler{})
+	httpcaddyfile.RegisterHandlerDirective("cbtest_panic", func(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+		h.Next()
+		return panicHandler{}, nil
+	})
+}

@@ -1,0 +1,90 @@
+package circuitbreaker
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// maxKeyMetrics bounds the per-key series of one rule; further keys of the
+// rule are not exported (the default breaker and the first keys are).
+const maxKeyMetrics = 100
+
+var metrics = struct {
+	once        sync.Once
+	state       *prometheus.GaugeVec
+	transitions *prometheus.CounterVec
+	rejected    *prometheus.CounterVec
+}{}
+
+func initMetrics() {
+	metrics.once.Do(func() {
+		const ns, sub = "sluice", "circuitbreaker"
+		metrics.state = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: ns, Subsystem: sub, Name: "state",
+			Help: "Breaker state: 0 closed, 1 open, 2 half_open, 3 forced_open, 4 forced_closed, 5 disabled.",
+		}, []string{"rule", "key"})
+		metrics.transitions = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "transitions_total",
+			Help: "State changes, by the state entered.",
+		}, []string{"rule", "to"})
+		metrics.rejected = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "rejected_total",
+			Help: "Requests refused because the breaker was open, its half-open probes were taken, or its ramp held them back.",
+		}, []string{"rule"})
+	})
+}
+
+// registerMetrics adds the collectors to a config's registry; a second
+// registration (another handler, or a reload on the same registry) is fine.
+func registerMetrics(reg *prometheus.Registry) error {
+	initMetrics()
+	if reg == nil {
+		return nil
+	}
+	for _, c := range []prometheus.Collector{metrics.state, metrics.transitions, metrics.rejected} {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// ruleMetrics are one rule's series, resolved once so the request path
+// does no label lookups.
+type ruleMetrics struct {
+	id       string
+	rejected prometheus.Counter
+	keys     atomic.Int64 // keyed series handed out so far
+}
+
+func newRuleMetrics(id string) *ruleMetrics {
+	initMetrics()
+	return &ruleMetrics{id: id, rejected: metrics.rejected.WithLabelValues(id)}
+}
+
+// exportKey reports whether a new key of the rule gets a state series.
+func (m *ruleMetrics) exportKey() bool { return m.keys.Add(1) <= maxKeyMetrics }
+
+func (m *ruleMetrics) setState(key string, s State) {
+	metrics.state.WithLabelValues(m.id, key).Set(float64(s))
+}
+
+func (m *ruleMetrics) transition(key string, exported bool, to State) {
+	metrics.transitions.WithLabelValues(m.id, to.String()).Inc()
+	if exported {
+		m.setState(key, to)
+	}
+}
+
+// delete drops the rule's series when no config uses it any more.
+func (m *ruleMetrics) delete() {
+	metrics.state.DeletePartialMatch(prometheus.Labels{"rule": m.id})
+	metrics.transitions.DeletePartialMatch(prometheus.Labels{"rule": m.id})
+	metrics.rejected.DeleteLabelValues(m.id)
+}

@@ -1,0 +1,314 @@
+package circuitbreaker
+
+import (
+	"net/http"
+	"net/textproto"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/sluicegw/sluice/rulestore"
+)
+
+func init() {
+	rulestore.RegisterParser(rulestore.CircuitBreaker, func(id string, f rulestore.Fields) (any, error) {
+		return ParseRule(id, f)
+	})
+}
+
+// Rule is a validated circuit_breaker rule. Its fields have the same names
+// in the Caddyfile, in JSON and in the Redis hash circuit_breaker:rule:<id>.
+type Rule struct {
+	ID       string
+	Settings Settings
+	// SlowCallDuration marks a call slow when it takes at least this long.
+	SlowCallDuration time.Duration
+	// Failures are the response statuses that count as failures.
+	Failures StatusSet
+	// Key is a placeholder expression: one breaker per resolved value.
+	Key string
+
+	// The open response.
+	Status       int
+	Body         string
+	Headers      http.Header
+	HandleErrors bool
+}
+
+// Defaults of the seed design.
+const (
+	DefaultFailureThreshold = 10
+	DefaultSuccessThreshold = 5
+	DefaultOpenDuration     = 30 * time.Second
+	DefaultHalfOpenRequests = 1
+	DefaultWindowCount      = 100
+	DefaultMinRequests      = 10
+	DefaultStatus           = http.StatusServiceUnavailable
+)
+
+// fieldNames lists every field, for the unknown-field message.
+const fieldNames = "failure_threshold, success_threshold, open_duration, max_open_duration, window, " +
+	"failure_rate, min_requests, slow_call_duration, slow_call_rate, failure_statuses, half_open_requests, " +
+	"ramp_duration, key, state, status, body, headers, header, handle_errors"
+
+// ParseRule validates a rule's fields.
+func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
+	r := &Rule{
+		ID: id,
+		Settings: Settings{
+			FailureThreshold: DefaultFailureThreshold,
+			SuccessThreshold: DefaultSuccessThreshold,
+			OpenDuration:     DefaultOpenDuration,
+			HalfOpenRequests: DefaultHalfOpenRequests,
+		},
+		Status:  DefaultStatus,
+		Headers: http.Header{},
+	}
+	r.Failures.AddRange(500, 599)
+	s := &r.Settings
+	minSet, windowSet := false, false
+	for _, name := range f.Names() {
+		v := strings.TrimSpace(f[name])
+		var err error
+		switch name {
+		case "failure_threshold":
+			s.FailureThreshold, err = intField(f, name, 0)
+		case "success_threshold":
+			s.SuccessThreshold, err = intField(f, name, 1)
+		case "half_open_requests":
+			s.HalfOpenRequests, err = intField(f, name, 1)
+		case "min_requests":
+			s.MinRequests, err = intField(f, name, 1)
+			minSet = true
+		case "open_duration":
+			s.OpenDuration, err = durationField(f, name, false)
+		case "max_open_duration":
+			s.MaxOpenDuration, err = durationField(f, name, true)
+		case "slow_call_duration":
+			r.SlowCallDuration, err = durationField(f, name, false)
+		case "ramp_duration":
+			s.RampDuration, err = durationField(f, name, true)
+		case "window":
+			windowSet = true
+			if n, e := strconv.Atoi(v); e == nil {
+				if n < 1 || n > 1_000_000 {
+					return nil, f.Errorf(name, "a call count must be 1 to 1000000")
+				}
+				s.WindowCount = n
+			} else if d, e := caddy.ParseDuration(v); e == nil && d > 0 {
+				s.WindowDuration = d
+			} else {
+				return nil, f.Errorf(name, "want a duration with a unit (e.g. 60s) or a call count (e.g. 100)")
+			}
+		case "failure_rate":
+			s.FailureRate, err = percentField(f, name)
+		case "slow_call_rate":
+			s.SlowCallRate, err = percentField(f, name)
+		case "failure_statuses":
+			r.Failures = StatusSet{}
+			err = r.Failures.Parse(v)
+			if err != nil {
+				err = f.Errorf(name, "%v", err)
+			}
+		case "key":
+			if !strings.Contains(v, "{") {
+				return nil, f.Errorf(name, "want a placeholder expression such as {http.vars.gray_version}")
+			}
+			r.Key = v
+		case "state":
+			switch v {
+			case "auto":
+				s.Mode = ModeAuto
+			case "force_open":
+				s.Mode = ModeForceOpen
+			case "force_closed":
+				s.Mode = ModeForceClosed
+			case "disabled":
+				s.Mode = ModeDisabled
+			default:
+				return nil, f.Errorf(name, "want auto, force_open, force_closed or disabled")
+			}
+		case "status":
+			r.Status, err = strconv.Atoi(v)
+			if err != nil || r.Status < 200 || r.Status > 599 {
+				return nil, f.Errorf(name, "want an HTTP status 200-599")
+			}
+		case "body":
+			r.Body = f[name]
+		case "headers":
+			err = parseHeaders(r.Headers, v)
+			if err != nil {
+				err = f.Errorf(name, "%v", err)
+			}
+		case "header":
+			hname, hval, _ := strings.Cut(v, " ")
+			if !validHeaderName(hname) {
+				return nil, f.Errorf(name, "want <name> <value>")
+			}
+			r.Headers.Add(hname, strings.TrimSpace(hval))
+		case "handle_errors":
+			r.HandleErrors, err = strconv.ParseBool(v)
+			if err != nil {
+				return nil, f.Errorf(name, "want true or false")
+			}
+		default:
+			return nil, f.Errorf(name, "unknown field (want %s)", fieldNames)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if s.MaxOpenDuration > 0 && s.MaxOpenDuration < s.OpenDuration {
+		return nil, f.Errorf("max_open_duration", "must not be shorter than open_duration (%v)", s.OpenDuration)
+	}
+	if s.SlowCallRate > 0 && r.SlowCallDuration == 0 {
+		return nil, f.Errorf("slow_call_rate", "needs slow_call_duration")
+	}
+	if r.SlowCallDuration > 0 && s.SlowCallRate == 0 {
+		return nil, f.Errorf("slow_call_duration", "needs slow_call_rate")
+	}
+	if s.hasWindow() {
+		if !windowSet {
+			s.WindowCount = DefaultWindowCount
+		}
+		if !minSet {
+			s.MinRequests = DefaultMinRequests
+			if s.WindowCount > 0 {
+				s.MinRequests = min(s.MinRequests, s.WindowCount)
+			}
+		}
+		if s.WindowCount > 0 && s.MinRequests > s.WindowCount {
+			return nil, f.Errorf("min_requests", "larger than the window of %d calls: the rate could never trip", s.WindowCount)
+		}
+	} else if windowSet || minSet {
+		field := "window"
+		if !windowSet {
+			field = "min_requests"
+		}
+		return nil, f.Errorf(field, "has no effect without failure_rate or slow_call_rate")
+	}
+	return r, nil
+}
+
+func intField(f rulestore.Fields, name string, lowest int) (int, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(f[name]))
+	if err != nil || n < lowest || n > 1_000_000 {
+		return 0, f.Errorf(name, "want a whole number from %d to 1000000", lowest)
+	}
+	return n, nil
+}
+
+// durationField accepts Go durations (500ms, 30s) or a bare number of
+// milliseconds.
+func durationField(f rulestore.Fields, name string, zeroOK bool) (time.Duration, error) {
+	v := strings.TrimSpace(f[name])
+	var d time.Duration
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		d = time.Duration(n) * time.Millisecond
+	} else if d, err = caddy.ParseDuration(v); err != nil {
+		return 0, f.Errorf(name, "want a duration such as 500ms or 30s, or a number of milliseconds")
+	}
+	if d < 0 || (d == 0 && !zeroOK) {
+		return 0, f.Errorf(name, "must be positive")
+	}
+	return d, nil
+}
+
+func percentField(f rulestore.Fields, name string) (float64, error) {
+	v := strings.TrimSuffix(strings.TrimSpace(f[name]), "%")
+	p, err := strconv.ParseFloat(v, 64)
+	if err != nil || p <= 0 || p > 100 {
+		return 0, f.Errorf(name, "want a percentage above 0 and at most 100")
+	}
+	return p, nil
+}
+
+// parseHeaders reads "Name: value; Name: value". A segment that does not
+// start with "Name:" continues the previous value, so
+// "Content-Type: text/plain; charset=utf-8" stays one header.
+func parseHeaders(h http.Header, v string) error {
+	var name, val string
+	flush := func() {
+		if name != "" {
+			h.Add(name, strings.TrimSpace(val))
+		}
+	}
+	for seg := range strings.SplitSeq(v, ";") {
+		n, rest, ok := strings.Cut(seg, ":")
+		if ok && validHeaderName(strings.TrimSpace(n)) {
+			flush()
+			name, val = strings.TrimSpace(n), rest
+			continue
+		}
+		if name == "" {
+			if strings.TrimSpace(seg) == "" {
+				continue
+			}
+			return errHeaders
+		}
+		val += ";" + seg
+	}
+	flush()
+	return nil
+}
+
+var errHeaders = errString(`want "Name: value; Name: value"`)
+
+type errString string
+
+func (e errString) Error() string { return string(e) }
+
+func validHeaderName(n string) bool {
+	if n == "" {
+		return false
+	}
+	for i := 0; i < len(n); i++ {
+		c := n[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return textproto.CanonicalMIMEHeaderKey(n) != ""
+}
+
+// StatusSet is a set of HTTP status codes (0-639), tested without allocating.
+type StatusSet [10]uint64
+
+// Has reports whether code is in the set.
+func (s *StatusSet) Has(code int) bool {
+	return code >= 0 && code < 640 && s[code/64]&(1<<(code%64)) != 0
+}
+
+// AddRange adds the codes from lo to hi inclusive.
+func (s *StatusSet) AddRange(lo, hi int) {
+	for c := lo; c <= hi; c++ {
+		s[c/64] |= 1 << (c % 64)
+	}
+}
+
+// Parse adds codes given as "500-599 429", "5xx" or "502,503".
+func (s *StatusSet) Parse(v string) error {
+	words := strings.FieldsFunc(v, func(r rune) bool { return r == ' ' || r == ',' })
+	if len(words) == 0 {
+		return errString("want status codes and ranges, e.g. 500-599 429")
+	}
+	for _, w := range words {
+		lo, hi, isRange := strings.Cut(w, "-")
+		if len(w) == 3 && (w[1:] == "xx" || w[1:] == "XX") {
+			lo, hi, isRange = w[:1]+"00", w[:1]+"99", true
+		}
+		a, err1 := strconv.Atoi(lo)
+		b := a
+		var err2 error
+		if isRange {
+			b, err2 = strconv.Atoi(hi)
+		}
+		if err1 != nil || err2 != nil || a < 100 || b > 599 || a > b {
+			return errString("bad status or range " + strconv.Quote(w) + " (want codes 100-599, e.g. 500-599 429 or 5xx)")
+		}
+		s.AddRange(a, b)
+	}
+	return nil
+}

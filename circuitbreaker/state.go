@@ -1,0 +1,138 @@
+package circuitbreaker
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sluicegw/sluice/internal/handlerkit"
+)
+
+// MaxKeys bounds the keyed breakers of one rule; calls with further keys
+// share the rule's default breaker, so clients cannot grow memory unbounded.
+const MaxKeys = 10000
+
+// maxKeyLength: longer key values are stored by their hash.
+const maxKeyLength = 256
+
+var (
+	// shared keeps each rule id's breakers across config reloads.
+	shared = handlerkit.NewShared[*ruleState]()
+	// byID indexes the live rule states for IsOpen, without a lock.
+	byID sync.Map // rule id -> *ruleState
+)
+
+// ruleState is the breakers of one rule id: the default one, and one per
+// key value when the rule has a key.
+type ruleState struct {
+	id      string
+	rule    atomic.Pointer[Rule] // the rule last applied
+	def     *Breaker
+	keys    sync.Map // key value -> *Breaker
+	nkeys   atomic.Int64
+	mu      sync.Mutex // serialises applying a rule and adding keys
+	metrics *ruleMetrics
+}
+
+func newRuleState(id string) *ruleState {
+	st := &ruleState{id: id, metrics: newRuleMetrics(id)}
+	st.def = NewBreaker(Settings{SuccessThreshold: 1, OpenDuration: 1, HalfOpenRequests: 1}, nil, st.onTransition("", true))
+	byID.Store(id, st)
+	return st
+}
+
+// Destruct runs when no config uses the rule id any more.
+func (st *ruleState) Destruct() error {
+	byID.CompareAndDelete(st.id, st)
+	st.metrics.delete()
+	return nil
+}
+
+// use makes sure the breakers run with rule r. A changed rule is a new
+// pointer, so the common case is one atomic load and a compare.
+func (st *ruleState) use(r *Rule) {
+	if st.rule.Load() == r {
+		return
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if cur := st.rule.Load(); cur != nil && cur.Settings == r.Settings {
+		st.rule.Store(r) // same thresholds (e.g. a reload): nothing to apply
+		return
+	}
+	st.rule.Store(r)
+	st.def.SetSettings(r.Settings)
+	st.keys.Range(func(_, b any) bool {
+		b.(*Breaker).SetSettings(r.Settings)
+		return true
+	})
+	st.metrics.setState("", st.def.State())
+}
+
+// forKey returns the breaker for a resolved key value; the default breaker
+// for an empty value or once MaxKeys is reached.
+func (st *ruleState) forKey(v string) *Breaker {
+	if v == "" {
+		return st.def
+	}
+	if len(v) > maxKeyLength {
+		v = hashKey(v)
+	}
+	if b, ok := st.keys.Load(v); ok {
+		return b.(*Breaker)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if b, ok := st.keys.Load(v); ok {
+		return b.(*Breaker)
+	}
+	if st.nkeys.Load() >= MaxKeys {
+		logTooManyKeys(st.id)
+		return st.def
+	}
+	r := st.rule.Load()
+	exported := st.metrics.exportKey()
+	b := NewBreaker(r.Settings, nil, st.onTransition(v, exported))
+	st.keys.Store(v, b)
+	st.nkeys.Add(1)
+	if exported {
+		st.metrics.setState(v, b.State())
+	}
+	return b
+}
+
+// lookup returns the breaker for a key value without creating it.
+func (st *ruleState) lookup(v string) *Breaker {
+	r := st.rule.Load()
+	if r == nil || r.Key == "" || v == "" {
+		return st.def
+	}
+	if len(v) > maxKeyLength {
+		v = hashKey(v)
+	}
+	if b, ok := st.keys.Load(v); ok {
+		return b.(*Breaker)
+	}
+	return nil
+}
+
+func hashKey(v string) string {
+	sum := sha256.Sum256([]byte(v))
+	return "sha256:" + hex.EncodeToString(sum[:16])
+}
+
+// IsOpen reports whether the breaker of rule ruleID is open or forced open.
+// For a rule with a key, key is the key's resolved value (e.g. "v2" for
+// `key {http.vars.gray_version}`); it is ignored for rules without a key. A
+// rule or key no request has used yet is not open. It reads local memory
+// only, takes no lock and does not allocate. grayroute's fallback_on_open
+// calls it.
+func IsOpen(ruleID, key string) bool {
+	v, ok := byID.Load(ruleID)
+	if !ok {
+		return false
+	}
+	b := v.(*ruleState).lookup(key)
+	return b != nil && b.IsOpen()
+}
