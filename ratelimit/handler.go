@@ -176,10 +176,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	eng := lim.engine(rule)
 	d := eng.Take(rule, key, lim.now())
 	if repl != nil {
-		repl.Set("http.ratelimit.rule", rule.ID)
+		repl.Set("http.ratelimit.rule", rule.idAny)
 		repl.Set("http.ratelimit.key", string(key))
 		repl.Set("http.ratelimit.remaining", d.Remaining)
-		repl.Set("http.ratelimit.limit", d.Limits.quota)
+		repl.Set("http.ratelimit.limit", d.Limits.quotaAny)
 	}
 	if rule.Headers {
 		setHeaders(w.Header(), rule, &d)
@@ -222,7 +222,7 @@ func setHeaders(hdr http.Header, rule *Rule, d *Decision) {
 	if !d.OK() && d.RetryAfter > reset {
 		reset = d.RetryAfter
 	}
-	hdr["X-Ratelimit-Limit"] = []string{strconv.FormatInt(l.quota, 10)}
+	hdr["X-Ratelimit-Limit"] = []string{l.quotaStr}
 	hdr["X-Ratelimit-Remaining"] = []string{rem}
 	hdr["Ratelimit-Policy"] = []string{l.policy}
 	hdr["Ratelimit"] = []string{`"` + rule.ID + `";r=` + rem + ";t=" + strconv.FormatInt(ceilSeconds(reset), 10)}

@@ -73,6 +73,8 @@ type Rule struct {
 	HandleErrors      bool
 	Scope             string
 
+	idAny any // ID boxed once for the placeholder
+
 	// idle is how long a key may go unseen before its state equals a fresh
 	// one (a full bucket, an empty window), so expiring it loses nothing.
 	idle int64
@@ -86,9 +88,11 @@ type Limits struct {
 	Max    float64 // sliding window: requests per window (qps × window)
 
 	// Advertised in headers: RateLimit-Policy q and w, precomputed.
-	quota  int64
-	window int64 // seconds
-	policy string
+	quota    int64
+	window   int64 // seconds
+	policy   string
+	quotaStr string
+	quotaAny any // boxed once, so setting the placeholder does not allocate
 }
 
 var knownFields = []string{
@@ -225,6 +229,7 @@ func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
 			return nil, f.Errorf("overrides", "%v", err)
 		}
 	}
+	r.idAny = r.ID
 	r.idle = r.Limits.idle(r.Type)
 	for _, l := range r.Overrides {
 		r.idle = max(r.idle, l.idle(r.Type))
@@ -259,6 +264,8 @@ func (r *Rule) finish(l *Limits) (string, error) {
 		l.quota = int64(l.Max)
 		l.window = int64(math.Ceil(float64(l.Window) / 1e9))
 	}
+	l.quotaStr = strconv.FormatInt(l.quota, 10)
+	l.quotaAny = l.quota
 	l.policy = `"` + r.ID + `";q=` + strconv.FormatInt(l.quota, 10) + ";w=" + strconv.FormatInt(l.window, 10)
 	return "", nil
 }
