@@ -1,0 +1,26 @@
+# The two commands of the README:
+#   make run   builds Caddy with Sluice (xcaddy) and serves examples/Caddyfile
+#   make test  installs what the tests need and runs them all
+.PHONY: run build test test-short bench vet
+
+SLUICE_REDIS ?= redis://127.0.0.1:6379
+export SLUICE_REDIS
+
+run: build
+	@scripts/run-example.sh
+
+build:
+	./xcaddy/build.sh
+
+test:
+	./scripts/ensure-redis.sh
+	@unformatted="$$(gofmt -l .)"; if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	go vet ./...
+	go test -race -count=1 -timeout 30m ./...
+
+# Unit tests only: no Redis, no Caddy.
+test-short:
+	go test -short ./...
+
+bench:
+	./scripts/bench.sh
