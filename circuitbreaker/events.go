@@ -61,9 +61,38 @@ func (st *ruleState) onTransition(key string, exported bool) func(Transition) {
 			"rule": st.id, "key": key, "from": tr.From.String(), "to": tr.To.String(),
 			"reason": tr.Reason, "open_for_seconds": tr.OpenFor.Seconds(),
 		}
-		// Event handlers run synchronously and may be slow (exec, http):
-		// never on the request's goroutine.
-		go h.events.Emit(h.ctx, name, data)
+		emit(pendingEvent{h, name, data})
+	}
+}
+
+type pendingEvent struct {
+	hooks *hooks
+	name  string
+	data  map[string]any
+}
+
+var (
+	eventQueue chan pendingEvent
+	eventsOnce sync.Once
+)
+
+// emit hands an event to the dispatcher without blocking: event handlers
+// run synchronously and may be slow (exec, http calls), so they never run
+// on a request's goroutine. One dispatcher keeps the events in order; if
+// it falls 1024 events behind, further events are dropped and logged.
+func emit(e pendingEvent) {
+	eventsOnce.Do(func() {
+		eventQueue = make(chan pendingEvent, 1024)
+		go func() {
+			for e := range eventQueue {
+				e.hooks.events.Emit(e.hooks.ctx, e.name, e.data)
+			}
+		}()
+	})
+	select {
+	case eventQueue <- e:
+	default:
+		e.hooks.logger.Warn("circuit breaker event dropped: event handlers are too slow", zap.String("event", e.name))
 	}
 }
 

@@ -1,0 +1,76 @@
+package circuitbreaker
+
+import (
+	"testing"
+	"time"
+)
+
+func benchSettings(window string) Settings {
+	s := Settings{FailureThreshold: 10, SuccessThreshold: 5, OpenDuration: 30 * time.Second, HalfOpenRequests: 1}
+	switch window {
+	case "count":
+		s.WindowCount, s.FailureRate, s.MinRequests = 100, 50, 10
+	case "time":
+		s.WindowDuration, s.FailureRate, s.MinRequests = 10*time.Second, 50, 10
+	}
+	return s
+}
+
+// BenchmarkAllowRecordClosed is the hot path: admit a call on a closed
+// breaker and record its success.
+func BenchmarkAllowRecordClosed(b *testing.B) {
+	for _, w := range []string{"consecutive", "count", "time"} {
+		b.Run(w, func(b *testing.B) {
+			br := NewBreaker(benchSettings(w), nil, nil)
+			b.ReportAllocs()
+			for b.Loop() {
+				t, ok, _ := br.Allow()
+				if !ok {
+					b.Fatal("refused")
+				}
+				br.Record(t, Success, false)
+			}
+		})
+		b.Run(w+"/parallel", func(b *testing.B) {
+			br := NewBreaker(benchSettings(w), nil, nil)
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					t, ok, _ := br.Allow()
+					if !ok {
+						b.Fatal("refused")
+					}
+					br.Record(t, Success, false)
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkAllowOpen is the fast-fail check of an open breaker.
+func BenchmarkAllowOpen(b *testing.B) {
+	br := NewBreaker(benchSettings(""), nil, nil)
+	for range 10 {
+		t, _, _ := br.Allow()
+		br.Record(t, Failure, false)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok, _ := br.Allow(); ok {
+			b.Fatal("admitted")
+		}
+	}
+}
+
+func BenchmarkIsOpen(b *testing.B) {
+	st := newRuleState("bench-isopen")
+	r, _ := ParseRule("bench-isopen", map[string]string{"key": "{http.vars.v}"})
+	st.use(r)
+	st.forKey("v2")
+	b.ReportAllocs()
+	for b.Loop() {
+		if IsOpen("bench-isopen", "v2") {
+			b.Fatal("open")
+		}
+	}
+}
