@@ -584,3 +584,30 @@ func init() {
 		return panicHandler{}, nil
 	})
 }
+
+func TestMetrics(t *testing.T) {
+	u := newUpstream(t)
+	url, cf := site(t, `
+	rulestore {
+		circuit_breaker m {
+			failure_threshold 1
+		}
+	}`, fmt.Sprintf(`
+	circuitbreaker m
+	reverse_proxy %s`, u.hostPort()))
+	trip(t, url, 1)
+	expectOpen(t, u, url)
+	expectOpen(t, u, url)
+	var admin string
+	fmt.Sscanf(cf[strings.Index(cf, "admin ")+len("admin "):], "%s", &admin)
+	_, _, body := get(t, "http://"+admin+"/metrics")
+	for _, want := range []string{
+		`sluice_circuitbreaker_state{key="",rule="m"} 1`,
+		`sluice_circuitbreaker_rejected_total{rule="m"} 2`,
+		`sluice_circuitbreaker_transitions_total{rule="m",to="open"} 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}
