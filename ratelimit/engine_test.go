@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"net/http"
 	"runtime"
 	"strings"
 	"sync"
@@ -338,3 +339,28 @@ func TestLimiterKeepsCountersWhenNumbersChange(t *testing.T) {
 		t.Fatalf("after a limit_type change: %+v, want fresh counters", d)
 	}
 }
+
+// A panic downstream still frees the in-flight slot (the deferred release
+// runs while the panic unwinds to Caddy's recovery).
+func TestSlotReleasedOnPanic(t *testing.T) {
+	r := mustRule(t, rulestore.Fields{"qps": "1e6", "max_concurrent": "1", "key_resolver": "global"})
+	e := newLocalEngine(r)
+	d := e.Take(r, []byte("global"), sec)
+	if !d.OK() {
+		t.Fatal(d.Reason)
+	}
+	func() {
+		defer func() { recover() }()
+		serveHolding(nil, nil, panicHandler{}, e, d)
+	}()
+	if e.InFlight() != 0 {
+		t.Fatalf("in flight %d after panic", e.InFlight())
+	}
+	if d := e.Take(r, []byte("global"), sec); !d.OK() {
+		t.Fatalf("slot not freed after panic: %v", d.Reason)
+	}
+}
+
+type panicHandler struct{}
+
+func (panicHandler) ServeHTTP(http.ResponseWriter, *http.Request) error { panic("boom") }

@@ -28,14 +28,15 @@ func TestShadowModeCountsButNeverRejects(t *testing.T) {
 		t.Fatalf("shadow: %d remaining=%q retry-after=%q, want 200 with remaining 0 and no Retry-After",
 			resp.StatusCode, resp.Header.Get("X-RateLimit-Remaining"), resp.Header.Get("Retry-After"))
 	}
+	id, _, _ := strings.Cut(strings.Trim(resp.Header.Get("RateLimit-Policy"), `"`), `"`)
 	m := metrics(t, s.adminPort)
-	if v := metricValue(m, `sluice_ratelimit_requests_total{result="shadow_rejected",rule="inline:`); v != 3 {
+	if v := metricValue(m, `sluice_ratelimit_requests_total{result="shadow_rejected",rule="`+id+`"}`); v != 3 {
 		t.Errorf("shadow_rejected = %v, want 3\n%s", v, grep(m, "sluice_"))
 	}
-	if v := metricValue(m, `sluice_ratelimit_requests_total{result="allowed",rule="inline:`); v != 1 {
+	if v := metricValue(m, `sluice_ratelimit_requests_total{result="allowed",rule="`+id+`"}`); v != 1 {
 		t.Errorf("allowed = %v, want 1", v)
 	}
-	if v := metricValue(m, `sluice_ratelimit_keys{rule="inline:`); v != 1 {
+	if v := metricValue(m, `sluice_ratelimit_keys{rule="`+id+`"}`); v != 1 {
 		t.Errorf("keys = %v, want 1", v)
 	}
 }
