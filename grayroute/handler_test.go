@@ -1,10 +1,14 @@
 package grayroute
 
 import (
+	"context"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"testing"
 
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
 	"github.com/sluicegw/sluice/rulestore"
@@ -89,3 +93,23 @@ func benchmarkDecide(b *testing.B, n int) {
 
 func BenchmarkDecide1Rule(b *testing.B)   { benchmarkDecide(b, 1) }
 func BenchmarkDecide20Rules(b *testing.B) { benchmarkDecide(b, 20) }
+
+// BenchmarkServeHTTP is one request through the handler with Caddy's vars
+// and replacer in the context, as the server sets them up.
+func BenchmarkServeHTTP(b *testing.B) {
+	h := newHandler(b, RuleRef{ID: "beta", Inline: rulestore.Fields{
+		"target_version": "v2", "weight": "20", "match_tag": "X-Beta", "match_value": "yes"}})
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Set("X-Beta", "yes")
+	r.Header.Set("X-User-Id", "user-1234567")
+	repl := caddy.NewReplacer()
+	ctx := context.WithValue(r.Context(), caddy.ReplacerCtxKey, repl)
+	ctx = context.WithValue(ctx, caddyhttp.VarsCtxKey, map[string]any{})
+	r = r.WithContext(ctx)
+	next := caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil })
+	w := httptest.NewRecorder()
+	b.ReportAllocs()
+	for b.Loop() {
+		h.ServeHTTP(w, r, next)
+	}
+}

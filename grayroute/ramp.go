@@ -71,7 +71,8 @@ func (r *Ramp) At(now time.Time) uint32 {
 		if elapsed >= r.Duration {
 			return Buckets
 		}
-		return uint32(int64(elapsed) * Buckets / int64(r.Duration))
+		// float64: elapsed*Buckets would overflow int64 for ramps over ~10 days.
+		return uint32(float64(elapsed) / float64(r.Duration) * Buckets)
 	}
 	i := int64(elapsed / r.Interval)
 	if i >= int64(len(r.Steps)) {

@@ -40,6 +40,20 @@ func TestRampLinear(t *testing.T) {
 	}
 }
 
+func TestRampLinearOverWeeks(t *testing.T) {
+	r, err := ParseRamp("2026-12-01T00:00:00Z 720h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	if got := r.At(start.Add(360 * time.Hour)); got != 5000 {
+		t.Errorf("half-way through a 30-day ramp: %d bp, want 5000", got)
+	}
+	if got := r.At(start.Add(719 * time.Hour)); got < 9980 || got >= 10000 {
+		t.Errorf("an hour before the end of a 30-day ramp: %d bp", got)
+	}
+}
+
 func TestRampErrors(t *testing.T) {
 	for _, s := range []string{"", "tomorrow 1h", "2026-12-01T10:00:00Z -1h", "2026-12-01T10:00:00Z 1h 50,10",
 		"2026-12-01T10:00:00Z 1h 10,x", "2026-12-01T10:00:00Z 1h 10,101", "2026-12-01T10:00:00Z 1h 1 2"} {
