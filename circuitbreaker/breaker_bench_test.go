@@ -1,6 +1,8 @@
 package circuitbreaker
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 )
@@ -71,6 +73,32 @@ func BenchmarkIsOpen(b *testing.B) {
 	for b.Loop() {
 		if IsOpen("bench-isopen", "v2") {
 			b.Fatal("open")
+		}
+	}
+}
+
+type nopNext struct{}
+
+func (nopNext) ServeHTTP(w http.ResponseWriter, _ *http.Request) error {
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// BenchmarkHandlerClosed is the handler's own cost on a closed breaker
+// (rule in hand, no Caddy around it).
+func BenchmarkHandlerClosed(b *testing.B) {
+	r, err := ParseRule("bench-handler", map[string]string{"window": "100", "failure_rate": "50"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := &Handler{inline: r, holder: shared.Holder(newRuleState)}
+	defer h.holder.Release()
+	req := httptest.NewRequest("GET", "/", nil)
+	w := httptest.NewRecorder()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := h.ServeHTTP(w, req, nopNext{}); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
