@@ -6,6 +6,7 @@ package rulestore
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -31,7 +32,7 @@ type App struct {
 	Gray           map[string]Fields `json:"gray,omitempty"`
 	Binding        map[string]Fields `json:"binding,omitempty"`
 
-	static  layer
+	static  [numKinds]map[string]*Rule
 	source  *redisSource // nil without Redis
 	poolKey string
 	logger  *zap.Logger
@@ -57,22 +58,37 @@ type Rule struct {
 	Source string
 }
 
-// layer holds rules by kind, then id. A published layer is never mutated.
-type layer [numKinds]map[string]*Rule
+// layer holds the rules loaded from Redis by kind, then id. A published
+// layer's maps are never mutated: a new rule id means a new map. Changing an
+// existing rule only swaps the pointer in its slot, so an update costs O(1)
+// however many rules are loaded.
+type layer [numKinds]map[string]*slot
+
+type slot struct{ rule atomic.Pointer[Rule] }
+
+func newSlot(r *Rule) *slot {
+	s := new(slot)
+	s.rule.Store(r)
+	return s
+}
 
 func (l *layer) get(k Kind, id string) *Rule {
 	if k >= numKinds {
 		return nil
 	}
-	return l[k][id]
+	if s := l[k][id]; s != nil {
+		return s.rule.Load()
+	}
+	return nil
 }
 
-// clone copies the top level and the map of kind k, ready for a change to k.
+// clone copies the top level and the map of kind k, ready for a new or
+// deleted id of kind k.
 func (l *layer) clone(k Kind) *layer {
 	n := *l
-	m := make(map[string]*Rule, len(l[k])+1)
-	for id, r := range l[k] {
-		m[id] = r
+	m := make(map[string]*slot, len(l[k])+1)
+	for id, s := range l[k] {
+		m[id] = s
 	}
 	n[k] = m
 	return &n
@@ -152,7 +168,10 @@ func (a *App) Lookup(k Kind, id string) *Rule {
 			return r
 		}
 	}
-	return a.static.get(k, id)
+	if k >= numKinds {
+		return nil
+	}
+	return a.static[k][id]
 }
 
 // Route returns the binding of a route, or nil.
@@ -196,8 +215,8 @@ func (a *App) Rules(k Kind) map[string]*Rule {
 		out[id] = r
 	}
 	if a.source != nil {
-		for id, r := range a.source.snapshot()[k] {
-			out[id] = r
+		for id, s := range a.source.snapshot()[k] {
+			out[id] = s.rule.Load()
 		}
 	}
 	return out

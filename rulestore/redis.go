@@ -275,9 +275,13 @@ func (s *redisSource) upsert(k Kind, id string, f Fields) {
 	if !ok {
 		return
 	}
-	next := cur.clone(k)
-	next[k][id] = r
-	s.snap.Store(next)
+	if old != nil {
+		cur[k][id].rule.Store(r)
+	} else {
+		next := cur.clone(k)
+		next[k][id] = newSlot(r)
+		s.snap.Store(next)
+	}
 	s.logger.Info("rule updated", zap.String("key", s.names.RuleKey(k, id)))
 }
 
@@ -337,19 +341,19 @@ func (s *redisSource) fullResync(ctx context.Context, reason string) error {
 	var next layer
 	var added, updated, removed, rejected int
 	for _, k := range Kinds() {
-		next[k] = make(map[string]*Rule, len(hashes[k]))
+		next[k] = make(map[string]*slot, len(hashes[k]))
 		for id, f := range hashes[k] {
 			old := cur.get(k, id)
 			delete(s.retained, ruleRef{k, id})
 			switch {
 			case old != nil && old.Fields.Equal(f):
-				next[k][id] = old // same pointer: handlers see no change
+				next[k][id] = newSlot(old) // same rule: handlers see no change
 			default:
 				r, ok := s.parse(k, id, f, old)
 				if !ok {
 					rejected++
 					if old != nil {
-						next[k][id] = old
+						next[k][id] = newSlot(old)
 					}
 					continue
 				}
@@ -358,7 +362,7 @@ func (s *redisSource) fullResync(ctx context.Context, reason string) error {
 				} else {
 					updated++
 				}
-				next[k][id] = r
+				next[k][id] = newSlot(r)
 			}
 		}
 		for id, old := range cur[k] {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
 
 	"github.com/sluicegw/sluice/internal/redistest"
 	"github.com/sluicegw/sluice/internal/testcaddy"
@@ -524,3 +525,18 @@ func TestValidID(t *testing.T) {
 }
 
 var _ = bytes.NewReader
+
+var nopLogger = zap.NewNop()
+
+// startBenchStore runs a started store on Redis without Caddy around it.
+func startBenchStore(b *testing.B, url string) *App {
+	app := &App{Redis: &RedisConfig{URL: url}, Resync: caddy.Duration(time.Hour)}
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	b.Cleanup(cancel)
+	if err := app.Provision(ctx); err != nil {
+		b.Fatal(err)
+	}
+	app.Start()
+	b.Cleanup(func() { app.Cleanup() })
+	return app
+}
