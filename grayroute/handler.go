@@ -147,6 +147,9 @@ func (h *Handler) Validate() error {
 	if err := ValidVersion(h.DefaultVersion); err != nil {
 		return fmt.Errorf("default_version: %v", err)
 	}
+	if h.Header != "off" && !validHeaderName(h.Header) {
+		return fmt.Errorf("header: %q is not a valid header name", h.Header)
+	}
 	if h.Route != "" && len(h.Rules) > 0 {
 		return fmt.Errorf("give either a route or rules, not both")
 	}

@@ -63,17 +63,30 @@ func TestFallbackDefaultsToDefaultVersion(t *testing.T) {
 }
 
 func benchmarkDecide(b *testing.B, n int) {
+	// Rules the request does not match, then the one that decides; all in
+	// the store's static layer, as from the global rulestore block.
+	store := &rulestore.App{Gray: map[string]rulestore.Fields{}}
 	var refs []RuleRef
-	for i := 0; i < n-1; i++ { // rules the request does not match
-		refs = append(refs, RuleRef{ID: fmt.Sprintf("r%d", i), Inline: rulestore.Fields{
-			"target_version": "v2", "match_tag": fmt.Sprintf("X-Tag-%d", i), "match_value": "yes"}})
+	for i := 0; i < n-1; i++ {
+		id := fmt.Sprintf("r%d", i)
+		store.Gray[id] = rulestore.Fields{"target_version": "v2", "match_tag": fmt.Sprintf("X-Tag-%d", i), "match_value": "yes"}
+		refs = append(refs, RuleRef{ID: id})
 	}
-	refs = append(refs, RuleRef{ID: "last", Inline: rulestore.Fields{
-		"target_version": "v2", "weight": "20", "match_tag": "X-Beta", "match_value": "on,yes"}})
-	h := newHandler(b, refs...)
+	store.Gray["last"] = rulestore.Fields{"target_version": "v2", "weight": "20", "match_tag": "X-Beta", "match_value": "on,yes"}
+	refs = append(refs, RuleRef{ID: "last"})
+	if err := store.Provision(caddy.Context{}); err != nil {
+		b.Fatal(err)
+	}
+	h := &Handler{Rules: refs}
+	if err := h.setup(store, nil, zap.NewNop()); err != nil {
+		b.Fatal(err)
+	}
 	r := httptest.NewRequest("GET", "/", nil)
 	r.Header.Set("X-Beta", "yes")
 	r.Header.Set("X-User-Id", "user-1234567")
+	if v, _, _ := h.decide(r); v != "v1" && v != "v2" {
+		b.Fatalf("decided %q", v)
+	}
 	b.Run("serial", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
@@ -92,6 +105,7 @@ func benchmarkDecide(b *testing.B, n int) {
 }
 
 func BenchmarkDecide1Rule(b *testing.B)   { benchmarkDecide(b, 1) }
+func BenchmarkDecide5Rules(b *testing.B)  { benchmarkDecide(b, 5) }
 func BenchmarkDecide20Rules(b *testing.B) { benchmarkDecide(b, 20) }
 
 // BenchmarkServeHTTP is one request through the handler with Caddy's vars
