@@ -60,13 +60,13 @@ func parseRulestore(d *caddyfile.Dispenser, _ any) (any, error) {
 			if err := rulestore.ValidID(id); err != nil {
 				return nil, d.Errf("%s: %v", opt, err)
 			}
-			fields, err := rulestore.UnmarshalFields(d, kind, id)
-			if err != nil {
-				return nil, err
-			}
 			m := staticRules(app, kind)
 			if _, dup := (*m)[id]; dup {
 				return nil, d.Errf("%s rule %q declared twice", opt, id)
+			}
+			fields, err := rulestore.UnmarshalFields(d, kind, id)
+			if err != nil {
+				return nil, err
 			}
 			if *m == nil {
 				*m = map[string]rulestore.Fields{}

@@ -29,13 +29,22 @@ func UnmarshalFields(d *caddyfile.Dispenser, k Kind, id string) (Fields, error) 
 		lines[name] = tok
 	}
 	if _, err := Parse(k, id, f); err != nil {
+		at := start
 		var fe *FieldError
 		if errors.As(err, &fe) {
 			if tok, ok := lines[fe.Field]; ok {
-				return nil, caddyfile.NewDispenser([]caddyfile.Token{tok}).Errf("%s rule %q: %v", k, id, err)
+				at = tok
 			}
 		}
-		return nil, caddyfile.NewDispenser([]caddyfile.Token{start}).Errf("%s rule %q: %v", k, id, err)
+		return nil, errAt(at, "%s rule %q: %v", k, id, err)
 	}
 	return f, nil
+}
+
+// errAt is an error that names the file and line of tok, as Caddy's own
+// Caddyfile errors do.
+func errAt(tok caddyfile.Token, format string, args ...any) error {
+	d := caddyfile.NewDispenser([]caddyfile.Token{tok})
+	d.Next()
+	return d.Errf(format, args...)
 }
