@@ -102,3 +102,26 @@ func BenchmarkHandlerClosed(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkHandlerOpen is the handler's fast fail: an open breaker's 503
+// with Retry-After (rule in hand, no Caddy around it).
+func BenchmarkHandlerOpen(b *testing.B) {
+	r, err := ParseRule("bench-handler-open", map[string]string{"failure_threshold": "1"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := &Handler{inline: r, holder: shared.Holder(newRuleState)}
+	defer h.holder.Release()
+	st := h.holder.Get(r.ID)
+	st.use(r)
+	t, _, _ := st.def.Allow()
+	st.def.Record(t, Failure, false)
+	req := httptest.NewRequest("GET", "/", nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		w := httptest.NewRecorder()
+		if err := h.ServeHTTP(w, req, nopNext{}); err != nil || w.Code != 503 {
+			b.Fatal(err, w.Code)
+		}
+	}
+}

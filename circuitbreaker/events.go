@@ -18,7 +18,37 @@ type hooks struct {
 	events *caddyevents.App // nil if unavailable
 }
 
-var current atomic.Pointer[hooks]
+var (
+	current atomic.Pointer[hooks] // the newest live hooks, or nil
+	liveMu  sync.Mutex
+	live    []*hooks // hooks of provisioned handlers not yet cleaned up, oldest first
+)
+
+// addHooks makes h the hooks transitions report to.
+func addHooks(h *hooks) {
+	liveMu.Lock()
+	defer liveMu.Unlock()
+	live = append(live, h)
+	current.Store(h)
+}
+
+// removeHooks drops h; the newest remaining hooks take over, so a config
+// that fails to load (and is cleaned up) does not silence the running one.
+func removeHooks(h *hooks) {
+	liveMu.Lock()
+	defer liveMu.Unlock()
+	for i, x := range live {
+		if x == h {
+			live = append(live[:i], live[i+1:]...)
+			break
+		}
+	}
+	if len(live) == 0 {
+		current.Store(nil)
+	} else {
+		current.Store(live[len(live)-1])
+	}
+}
 
 // Event names emitted on transitions.
 const (

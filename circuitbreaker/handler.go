@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -80,7 +81,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 			return fmt.Errorf("circuitbreaker: %w", err)
 		}
 	default:
-		id := inlineID(h.Inline)
+		id := inlineInstanceID(store, inlineID(h.Inline))
 		v, err := rulestore.Parse(rulestore.CircuitBreaker, id, h.Inline)
 		if err != nil {
 			return fmt.Errorf("circuitbreaker: inline rule: %w", err)
@@ -95,7 +96,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		hk.events, _ = app.(*caddyevents.App)
 	}
 	h.hooks = hk
-	current.Store(hk)
+	addHooks(hk)
 	h.holder = shared.Holder(newRuleState)
 	// Take hold of the rule's state now, while the previous config still
 	// holds it, so a reload keeps the breakers.
@@ -129,12 +130,46 @@ func inlineID(f rulestore.Fields) string {
 	return "inline-" + hex.EncodeToString(hash.Sum(nil)[:8])
 }
 
+// inlineSeen counts, per config (its rule store), the inline rules with
+// the same fields, so two routes with identical inline blocks still get
+// separate breakers: the n-th gets "-n" appended. Provisioning is
+// sequential and ordered, so the ids are stable across reloads.
+var inlineSeen struct {
+	sync.Mutex
+	m map[*rulestore.App]map[string]int
+}
+
+func inlineInstanceID(store *rulestore.App, id string) string {
+	inlineSeen.Lock()
+	defer inlineSeen.Unlock()
+	if inlineSeen.m == nil {
+		inlineSeen.m = map[*rulestore.App]map[string]int{}
+	}
+	if inlineSeen.m[store] == nil {
+		inlineSeen.m[store] = map[string]int{}
+	}
+	inlineSeen.m[store][id]++
+	if n := inlineSeen.m[store][id]; n > 1 {
+		return fmt.Sprintf("%s-%d", id, n)
+	}
+	return id
+}
+
+func forgetInline(store *rulestore.App) {
+	inlineSeen.Lock()
+	delete(inlineSeen.m, store)
+	inlineSeen.Unlock()
+}
+
 // Cleanup releases this config's hold on the shared breakers.
 func (h *Handler) Cleanup() error {
 	if h.holder != nil {
 		h.holder.Release()
 	}
-	current.CompareAndSwap(h.hooks, nil)
+	if h.hooks != nil {
+		removeHooks(h.hooks)
+	}
+	forgetInline(h.store)
 	return nil
 }
 

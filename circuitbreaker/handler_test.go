@@ -516,9 +516,12 @@ func TestHandleErrorsFallback(t *testing.T) {
 	}`, u.hostPort()))
 	trip(t, url, 1)
 	before := u.hits.Load()
-	code, _, body := get(t, url)
+	code, hdr, body := get(t, url)
 	if code != 200 || body != "fallback: orders open" || u.hits.Load() != before {
 		t.Fatalf("got %d %q", code, body)
+	}
+	if hdr.Get("Retry-After") == "" {
+		t.Fatal("no Retry-After with handle_errors")
 	}
 }
 
@@ -609,5 +612,34 @@ func TestMetrics(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %s", want)
 		}
+	}
+}
+
+// Two routes with the same inline fields still have separate breakers, and
+// each keeps its own across a reload.
+func TestIdenticalInlineRulesAreSeparate(t *testing.T) {
+	u := newUpstream(t)
+	url, cf := site(t, "", fmt.Sprintf(`
+	handle /a* {
+		circuitbreaker {
+			failure_threshold 2
+		}
+		reverse_proxy %[1]s
+	}
+	handle /b* {
+		circuitbreaker {
+			failure_threshold 2
+		}
+		reverse_proxy %[1]s
+	}`, u.hostPort()))
+	trip(t, url+"/a", 2)
+	expectOpen(t, u, url+"/a")
+	if code, _, _ := get(t, url+"/b"); code != 200 {
+		t.Fatalf("/b got %d: identical inline rules share a breaker", code)
+	}
+	testcaddy.Reload(t, cf+"\n")
+	expectOpen(t, u, url+"/a")
+	if code, _, _ := get(t, url+"/b"); code != 200 {
+		t.Fatalf("/b got %d after reload", code)
 	}
 }
