@@ -164,12 +164,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if !ok {
 		switch {
 		case rule.EmptyKeyStatus != 0:
-			return h.denyEmptyKey(w, rule, lim, repl)
+			return h.denyEmptyKey(w, r, next, rule, lim, repl)
 		case rule.emptyLiteral != "":
 			key = append(key[:0], rule.emptyLiteral...)
 		default:
 			if key, ok = rule.EmptyKey.Append(key[:0], r); !ok {
-				return h.denyEmptyKey(w, rule, lim, repl)
+				return h.denyEmptyKey(w, r, next, rule, lim, repl)
 			}
 		}
 	}
@@ -268,7 +268,20 @@ func (h *Handler) reject(w http.ResponseWriter, rule *Rule, lim *limiter, d *Dec
 	return nil
 }
 
-func (h *Handler) denyEmptyKey(w http.ResponseWriter, rule *Rule, lim *limiter, repl *caddy.Replacer) error {
+// denyEmptyKey refuses a request whose key is empty (in shadow mode it
+// only counts and logs it).
+func (h *Handler) denyEmptyKey(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, rule *Rule, lim *limiter, repl *caddy.Replacer) error {
+	if rule.Shadow {
+		lim.counters.shadow.Inc()
+		if repl != nil {
+			repl.Set("http.ratelimit.rule", rule.idAny)
+			repl.Set("http.ratelimit.result", "shadow_rejected")
+		}
+		if c := h.logger.Check(zap.InfoLevel, "shadow rule would reject"); c != nil {
+			c.Write(zap.String("rule", rule.ID), zap.String("reason", "empty_key"))
+		}
+		return next.ServeHTTP(w, r)
+	}
 	lim.counters.emptyKey.Inc()
 	status := rule.EmptyKeyStatus
 	if status == 0 {

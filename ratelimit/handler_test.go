@@ -216,7 +216,8 @@ func TestEmptyKeyPolicies(t *testing.T) {
 	}
 	respond "ok"`, policy)
 	}
-	s := caddyfile(t, "", site(""), site("on_empty_key deny 401"), site("on_empty_key anonymous"), site("on_empty_key ip"))
+	s := caddyfile(t, "", site(""), site("on_empty_key deny 401"), site("on_empty_key anonymous"), site("on_empty_key ip"),
+		site("on_empty_key deny 401\n\t\tshadow true"))
 	testcaddy.Run(t, s.cfg)
 	expect(t, s.urls[0], []int{403, 403})
 	expect(t, s.urls[1], []int{401})
@@ -224,6 +225,7 @@ func TestEmptyKeyPolicies(t *testing.T) {
 	expect(t, s.urls[2], []int{200, 429})
 	expect(t, s.urls[2], []int{200}, "X-Api-Key: k1")
 	expect(t, s.urls[3], []int{200, 429})
+	expect(t, s.urls[4], []int{200, 200}) // shadow: counted, never refused
 }
 
 func TestSpoofedForwardedForIgnoredUnlessTrusted(t *testing.T) {

@@ -234,6 +234,7 @@ func (l *limiter) Destruct() error {
 	l.once.Do(func() {
 		close(l.stop)
 		unregisterLimiter(l)
+		dropCounters(l.id)
 	})
 	return nil
 }

@@ -58,6 +58,12 @@ func countersFor(rule string) *ruleCounters {
 	}
 }
 
+// dropCounters forgets a rule's series once no config uses the rule, so
+// edited inline rules do not pile up label values.
+func dropCounters(rule string) {
+	metrics.requests.DeletePartialMatch(prometheus.Labels{"rule": rule})
+}
+
 // gaugeCollector reports the live limiters' key and in-flight counts when
 // scraped, so the request path does no gauge bookkeeping.
 type gaugeCollector struct{}
