@@ -1,9 +1,6 @@
 package ratelimit
 
 import (
-	"errors"
-	"strings"
-
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -87,43 +84,12 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	}
 	fd := caddyfile.NewDispenser(collect(block))
 	fd.Next()
-	f, err := unmarshalFields(fd)
+	f, err := rulestore.UnmarshalFields(fd, rulestore.RateLimit, "inline")
 	if err != nil {
 		return err
 	}
 	h.Fields = f
 	return nil
-}
-
-// unmarshalFields reads an inline rule block like rulestore.UnmarshalFields
-// and validates it, pointing a bad field's error at that field's line.
-func unmarshalFields(d *caddyfile.Dispenser) (rulestore.Fields, error) {
-	f := rulestore.Fields{}
-	lines := map[string]caddyfile.Token{}
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		name, tok := d.Val(), d.Token()
-		if _, dup := f[name]; dup {
-			return nil, d.Errf("ratelimit: field %s given twice", name)
-		}
-		args := d.RemainingArgs()
-		if len(args) == 0 {
-			return nil, d.Errf("ratelimit: field %s needs a value", name)
-		}
-		f[name] = strings.Join(args, " ")
-		lines[name] = tok
-	}
-	if _, err := ParseRule("inline", f); err != nil {
-		var fe *rulestore.FieldError
-		if errors.As(err, &fe) {
-			if tok, ok := lines[fe.Field]; ok {
-				at := caddyfile.NewDispenser([]caddyfile.Token{tok})
-				at.Next()
-				return nil, at.Errf("ratelimit inline rule: %v", err)
-			}
-		}
-		return nil, d.Errf("ratelimit inline rule: %v", err)
-	}
-	return f, nil
 }
 
 // collect returns every token of a dispenser, without consuming the caller's.
