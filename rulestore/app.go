@@ -108,6 +108,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 			a.static[k][id] = &Rule{Kind: k, ID: id, Fields: f, Value: v, Source: "static"}
 		}
 	}
+	if err := a.registerMetrics(ctx.GetMetricsRegistry()); err != nil {
+		return err
+	}
 	if a.Redis == nil {
 		return nil
 	}

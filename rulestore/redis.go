@@ -59,6 +59,7 @@ type sourceStatus struct {
 	connected  atomic.Bool
 	lastResync atomic.Int64 // unix nanoseconds
 	resyncs    atomic.Int64
+	updates    atomic.Int64
 	rejected   atomic.Int64
 }
 
@@ -282,6 +283,7 @@ func (s *redisSource) upsert(k Kind, id string, f Fields) {
 		next[k][id] = newSlot(r)
 		s.snap.Store(next)
 	}
+	s.status.updates.Add(1)
 	s.logger.Info("rule updated", zap.String("key", s.names.RuleKey(k, id)))
 }
 
@@ -294,6 +296,7 @@ func (s *redisSource) remove(k Kind, id string) {
 	next := cur.clone(k)
 	delete(next[k], id)
 	s.snap.Store(next)
+	s.status.updates.Add(1)
 	s.logger.Info("rule deleted", zap.String("key", s.names.RuleKey(k, id)))
 }
 
@@ -377,6 +380,7 @@ func (s *redisSource) fullResync(ctx context.Context, reason string) error {
 		}
 	}
 	s.snap.Store(&next)
+	s.status.updates.Add(int64(added + updated + removed))
 	s.status.lastResync.Store(time.Now().UnixNano())
 	s.status.resyncs.Add(1)
 	total := 0

@@ -540,3 +540,30 @@ func startBenchStore(b *testing.B, url string) *App {
 	b.Cleanup(func() { app.Cleanup() })
 	return app
 }
+
+func TestMetrics(t *testing.T) {
+	r := redistest.Start(t)
+	st := redisStore(r.URL())
+	st["rate_limit"] = map[string]any{"s": map[string]any{"qps": 1}}
+	in := runStore(t, st)
+	push(t, r.Client(), "a", "qps", "1")
+	push(t, r.Client(), "bad", "qps", "zero")
+	in.waitQPS("a", "1")
+	in.waitLog("rule rejected")
+	resp, err := http.Get(fmt.Sprintf("http://localhost:%d/metrics", in.admin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{
+		`sluice_rulestore_rules{kind="rate_limit",source="redis"} 1`,
+		`sluice_rulestore_rules{kind="rate_limit",source="static"} 1`,
+		`sluice_rulestore_redis_connected 1`,
+		`sluice_rulestore_rejected_total 1`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}
