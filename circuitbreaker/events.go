@@ -7,6 +7,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyevents"
 	"go.uber.org/zap"
+
+	"github.com/sluicegw/sluice/rulestore"
 )
 
 // hooks are where transitions are reported: the logger and events app of
@@ -16,6 +18,7 @@ type hooks struct {
 	ctx    caddy.Context
 	logger *zap.Logger
 	events *caddyevents.App // nil if unavailable
+	store  *rulestore.App   // for IsOpen
 }
 
 var (

@@ -91,7 +91,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := registerMetrics(ctx.GetMetricsRegistry()); err != nil {
 		return err
 	}
-	hk := &hooks{ctx: ctx, logger: h.logger}
+	hk := &hooks{ctx: ctx, logger: h.logger, store: store}
 	if app, err := ctx.App("events"); err == nil {
 		hk.events, _ = app.(*caddyevents.App)
 	}

@@ -56,7 +56,7 @@ func newUpstream(t *testing.T) *upstream {
 			case <-r.Context().Done():
 			}
 		case "slow":
-			time.Sleep(150 * time.Millisecond)
+			time.Sleep(500 * time.Millisecond)
 			fmt.Fprint(w, "slow ok")
 		case "drop":
 			conn, _, err := w.(http.Hijacker).Hijack()
@@ -200,7 +200,7 @@ func TestSlowCallRate(t *testing.T) {
 	circuitbreaker {
 		window 4
 		min_requests 4
-		slow_call_duration 100ms
+		slow_call_duration 250ms
 		slow_call_rate 50
 	}
 	reverse_proxy %s`, u.hostPort()))
@@ -641,5 +641,25 @@ func TestIdenticalInlineRulesAreSeparate(t *testing.T) {
 	expectOpen(t, u, url+"/a")
 	if code, _, _ := get(t, url+"/b"); code != 200 {
 		t.Fatalf("/b got %d after reload", code)
+	}
+}
+
+// grayroute asks IsOpen before any request went through the breaker: a
+// forced-open rule is open, an unused auto rule is not.
+func TestIsOpenFollowsTheRuleStore(t *testing.T) {
+	site(t, `
+	rulestore {
+		circuit_breaker maint {
+			state force_open
+		}
+		circuit_breaker quiet {
+			failure_threshold 1
+		}
+	}`, "circuitbreaker /never quiet\n\trespond ok")
+	if !circuitbreaker.IsOpen("maint", "") || !circuitbreaker.IsOpen("maint", "v2") {
+		t.Fatal("a force_open rule is not open")
+	}
+	if circuitbreaker.IsOpen("quiet", "") || circuitbreaker.IsOpen("nosuch", "") {
+		t.Fatal("an unused rule is open")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sluicegw/sluice/internal/handlerkit"
+	"github.com/sluicegw/sluice/rulestore"
 )
 
 // MaxKeys bounds the keyed breakers of one rule; calls with further keys
@@ -125,14 +126,34 @@ func hashKey(v string) string {
 // IsOpen reports whether the breaker of rule ruleID is open or forced open.
 // For a rule with a key, key is the key's resolved value (e.g. "v2" for
 // `key {http.vars.gray_version}`); it is ignored for rules without a key. A
-// rule or key no request has used yet is not open. It reads local memory
-// only, takes no lock and does not allocate. grayroute's fallback_on_open
-// calls it.
+// rule with state force_open is open; otherwise a rule or key no request
+// has used yet is not. The rule is read from the newest config's rule
+// store, so a change (e.g. a state pushed to Redis) shows at once. It reads
+// local memory only, takes no lock and does not allocate. grayroute's
+// fallback_on_open calls it.
 func IsOpen(ruleID, key string) bool {
+	var rule *Rule
+	if h := current.Load(); h != nil && h.store != nil {
+		if r := h.store.Lookup(rulestore.CircuitBreaker, ruleID); r != nil {
+			rule, _ = r.Value.(*Rule)
+		}
+	}
+	if rule != nil {
+		switch rule.Settings.Mode {
+		case ModeForceOpen:
+			return true
+		case ModeForceClosed, ModeDisabled:
+			return false
+		}
+	}
 	v, ok := byID.Load(ruleID)
 	if !ok {
 		return false
 	}
-	b := v.(*ruleState).lookup(key)
+	st := v.(*ruleState)
+	if rule != nil {
+		st.use(rule)
+	}
+	b := st.lookup(key)
 	return b != nil && b.IsOpen()
 }
