@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# make bench: Go micro-benchmarks (benchstat summary) and a whole-server
+# comparison with wrk against plain Caddy, interleaved in one run, loopback
+# only and bounded in time. Writes bench/results/report.md.
+#   BENCH_COUNT   Go benchmark repetitions (default 5)
+#   WRK_ROUNDS    interleaved wrk rounds (default 3)
+#   WRK_SECONDS   seconds per wrk run (default 5)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=bench/results
+mkdir -p "$out"
+count="${BENCH_COUNT:-5}" rounds="${WRK_ROUNDS:-3}" secs="${WRK_SECONDS:-5}"
+
+if ! command -v wrk >/dev/null; then
+	[ "$(id -u)" = 0 ] || { echo "wrk is missing: sudo apt-get install -y wrk" >&2; exit 1; }
+	apt-get update -qq && apt-get install -y -qq wrk >/dev/null
+fi
+benchstat="$(go env GOPATH)/bin/benchstat"
+[ -x "$benchstat" ] || go install golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
+
+echo "== Go benchmarks (count=$count)"
+go test -run '^$' -bench . -benchmem -count "$count" \
+	./rulestore ./ratelimit ./circuitbreaker ./grayroute ./internal/handlerkit | tee "$out/go.txt"
+"$benchstat" "$out/go.txt" > "$out/go-benchstat.txt"
+
+echo "== whole server (wrk, $rounds rounds x ${secs}s per case)"
+[ -x bin/caddy ] || ./xcaddy/build.sh
+BENCH_ADMIN=2999 bin/caddy run --config bench/Caddyfile --adapter caddyfile >"$out/caddy.log" 2>&1 &
+caddy_pid=$!
+trap 'kill $caddy_pid 2>/dev/null || true' EXIT
+for _ in $(seq 100); do curl -fs http://127.0.0.1:7101/ >/dev/null 2>&1 && break; sleep 0.1; done
+
+cases="plain:7101 ratelimit:7102 circuitbreaker:7103 grayroute:7104 chain:7105 proxy:7106 chain+proxy:7107"
+: >"$out/wrk.tsv"
+for round in $(seq "$rounds"); do
+	for c in $cases; do
+		name="${c%%:*}" port="${c##*:}"
+		res=$(wrk -t2 -c32 -d"${secs}s" --latency -s bench/users.lua "http://127.0.0.1:$port/" 2>&1)
+		rps=$(awk '/^Requests\/sec:/ {print $2}' <<<"$res")
+		p99=$(awk '$1=="99%" {print $2}' <<<"$res")
+		errors=$(awk '/Non-2xx/ {print $NF}' <<<"$res")
+		printf '%s\t%s\t%s\t%s\t%s\n' "$round" "$name" "$rps" "$p99" "${errors:-0}" | tee -a "$out/wrk.tsv"
+	done
+done
+
+python3 - "$out/wrk.tsv" >"$out/report.md" <<'PY'
+import statistics, sys, collections
+rows = [l.split("\t") for l in open(sys.argv[1]).read().split("\n") if l]
+rps, p99, errs = collections.defaultdict(list), collections.defaultdict(list), collections.defaultdict(int)
+def ms(v):
+    for unit, f in (("us", 1e-3), ("ms", 1), ("s", 1e3)):
+        if v.endswith(unit):
+            return float(v[: -len(unit)]) * f
+    return float("nan")
+for _, name, r, p, e in rows:
+    rps[name].append(float(r)); p99[name].append(ms(p)); errs[name] += int(e)
+base = {"plain": "plain", "ratelimit": "plain", "circuitbreaker": "plain", "grayroute": "plain",
+        "chain": "plain", "proxy": "proxy", "chain+proxy": "proxy"}
+print("# Whole-server benchmark (wrk, loopback, medians of %d interleaved rounds)\n" % len(rps["plain"]))
+print("| case | req/s | p99 ms | ratio to plain | non-2xx |")
+print("|---|---|---|---|---|")
+for name in base:
+    if not rps[name]:
+        continue
+    m = statistics.median(rps[name])
+    ratio = m / statistics.median(rps[base[name]])
+    print(f"| {name} | {m:.0f} | {statistics.median(p99[name]):.2f} | {ratio:.1%} of {base[name]} | {errs[name]} |")
+PY
+cat "$out/report.md"
+echo "Go benchmark summary: $out/go-benchstat.txt"
