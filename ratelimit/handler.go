@@ -222,10 +222,14 @@ func setHeaders(hdr http.Header, rule *Rule, d *Decision) {
 	if !d.OK() && d.RetryAfter > reset {
 		reset = d.RetryAfter
 	}
-	hdr["X-Ratelimit-Limit"] = []string{l.quotaStr}
-	hdr["X-Ratelimit-Remaining"] = []string{rem}
-	hdr["Ratelimit-Policy"] = []string{l.policy}
-	hdr["Ratelimit"] = []string{`"` + rule.ID + `";r=` + rem + ";t=" + strconv.FormatInt(ceilSeconds(reset), 10)}
+	// One backing array for the four values; each slice's capacity is 1,
+	// so a later Add to one header copies instead of overwriting the next.
+	v := [4]string{l.quotaStr, rem, l.policy, `"` + rule.ID + `";r=` + rem + ";t=" + strconv.FormatInt(ceilSeconds(reset), 10)}
+	vals := v[:]
+	hdr["X-Ratelimit-Limit"] = vals[0:1:1]
+	hdr["X-Ratelimit-Remaining"] = vals[1:2:2]
+	hdr["Ratelimit-Policy"] = vals[2:3:3]
+	hdr["Ratelimit"] = vals[3:4:4]
 }
 
 // ceilSeconds rounds a wait in ns up to whole seconds.
