@@ -663,3 +663,40 @@ func TestIsOpenFollowsTheRuleStore(t *testing.T) {
 		t.Fatal("an unused rule is open")
 	}
 }
+
+// After closing, a ramp admits a share of traffic that starts at 10%.
+func TestRampAfterClosing(t *testing.T) {
+	u := newUpstream(t)
+	url, _ := site(t, "", fmt.Sprintf(`
+	circuitbreaker {
+		failure_threshold 1
+		open_duration 200ms
+		success_threshold 1
+		ramp_duration 1h
+		body "{http.circuitbreaker.state}"
+	}
+	reverse_proxy %s`, u.hostPort()))
+	trip(t, url, 1)
+	expectOpen(t, u, url)
+	testcaddy.Eventually(t, 5*time.Second, "probe closes the breaker", func() bool {
+		code, _, _ := get(t, url)
+		return code == 200
+	})
+	admitted, ramping := 0, 0
+	for range 100 {
+		code, _, body := get(t, url)
+		switch {
+		case code == 200:
+			admitted++
+		case code == 503 && body == "ramping":
+			ramping++
+		default:
+			t.Fatalf("got %d %q", code, body)
+		}
+	}
+	// At a 10% share, 100 requests all admitted or all refused is
+	// practically impossible.
+	if admitted == 0 || ramping == 0 || admitted > 50 {
+		t.Fatalf("ramp admitted %d of 100, refused %d", admitted, ramping)
+	}
+}
