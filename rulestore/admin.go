@@ -17,9 +17,11 @@ func init() {
 // adminAPI serves the rules in force on Caddy's admin endpoint, so it
 // inherits the admin API's access controls:
 //
-//	GET /sluice/rules/{kind}       every rule of a kind (rate_limit, circuit_breaker, gray, binding)
-//	GET /sluice/rules/{kind}/{id}  one rule
-//	GET /sluice/store              the store's Redis connection and counts
+//	GET    /sluice/rules/{kind}       every rule of a kind (rate_limit, circuit_breaker, gray, binding)
+//	GET    /sluice/rules/{kind}/{id}  one rule
+//	PUT    /sluice/rules/{kind}/{id}  validate, then write to Redis (hash, change log, publish)
+//	DELETE /sluice/rules/{kind}/{id}  delete from Redis (hash, change log, publish)
+//	GET    /sluice/store              the store's Redis connection and counts
 type adminAPI struct{}
 
 // CaddyModule returns the Caddy module information.
@@ -44,9 +46,6 @@ type ruleView struct {
 }
 
 func serveAdmin(w http.ResponseWriter, r *http.Request) error {
-	if r.Method != http.MethodGet {
-		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method %s not allowed", r.Method)}
-	}
 	v, err := caddy.ActiveContext().AppIfConfigured("rulestore")
 	if err != nil {
 		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("no rulestore in the running config")}
@@ -54,6 +53,8 @@ func serveAdmin(w http.ResponseWriter, r *http.Request) error {
 	app := v.(*App)
 	parts := strings.Split(strings.Trim(strings.TrimPrefix(r.URL.Path, "/sluice/"), "/"), "/")
 	switch {
+	case r.Method != http.MethodGet && !(len(parts) == 3 && parts[0] == "rules"):
+		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method %s not allowed", r.Method)}
 	case len(parts) == 1 && parts[0] == "store":
 		return writeJSON(w, app.Status())
 	case len(parts) >= 2 && parts[0] == "rules":
@@ -67,6 +68,9 @@ func serveAdmin(w http.ResponseWriter, r *http.Request) error {
 				out = append(out, view(rule))
 			}
 			return writeJSON(w, out)
+		}
+		if len(parts) == 3 && r.Method != http.MethodGet {
+			return app.serveWrite(w, r, kind, parts[2])
 		}
 		if len(parts) == 3 {
 			if rule := app.Lookup(kind, parts[2]); rule != nil {

@@ -567,3 +567,57 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 }
+
+func adminDo(t *testing.T, in *instance, method, path, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, fmt.Sprintf("http://localhost:%d%s", in.admin, path), strings.NewReader(body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestAdminWritesGoThroughRedis(t *testing.T) {
+	r := redistest.Start(t)
+	in := runStore(t, redisStore(r.URL()))
+	code, body := adminDo(t, in, "PUT", "/sluice/rules/rate_limit/order_api", `{"qps": 12, "limit_type": "TOKEN_BUCKET"}`)
+	if code != 200 {
+		t.Fatalf("PUT: %d %s", code, body)
+	}
+	in.waitQPS("order_api", "12")
+	ctx := context.Background()
+	c := r.Client()
+	if v, _ := c.HGet(ctx, "rate_limit:rule:order_api", "qps").Result(); v != "12" {
+		t.Fatalf("hash qps = %q", v)
+	}
+	if n, _ := c.XLen(ctx, "gateway:rules").Result(); n != 1 {
+		t.Fatalf("change log has %d entries, want 1", n)
+	}
+
+	code, body = adminDo(t, in, "PUT", "/sluice/rules/rate_limit/order_api", `{"qps": "lots"}`)
+	if code != 400 || !strings.Contains(body, "qps") {
+		t.Fatalf("bad PUT: %d %s, want 400 naming qps", code, body)
+	}
+	if v, _ := c.HGet(ctx, "rate_limit:rule:order_api", "qps").Result(); v != "12" {
+		t.Fatalf("a rejected PUT changed Redis: qps = %q", v)
+	}
+	if code, _ := adminDo(t, in, "PUT", "/sluice/rules/rate_limit/bad%20id", `{"qps": 1}`); code != 400 {
+		t.Fatalf("bad id: %d", code)
+	}
+
+	if code, body := adminDo(t, in, "DELETE", "/sluice/rules/rate_limit/order_api", ""); code != 200 {
+		t.Fatalf("DELETE: %d %s", code, body)
+	}
+	in.waitQPS("order_api", "")
+}
+
+func TestAdminWriteWithoutRedisSaysSo(t *testing.T) {
+	in := runStore(t, map[string]any{})
+	code, body := adminDo(t, in, "PUT", "/sluice/rules/rate_limit/a", `{"qps": 1}`)
+	if code != http.StatusConflict || !strings.Contains(body, "no redis configured") {
+		t.Fatalf("PUT without redis: %d %s", code, body)
+	}
+}
