@@ -700,3 +700,61 @@ func TestRampAfterClosing(t *testing.T) {
 		t.Fatalf("ramp admitted %d of 100, refused %d", admitted, ramping)
 	}
 }
+
+// Under concurrent traffic to an upstream that keeps failing, the breaker
+// cycles open -> half-open -> open, and never lets more than
+// half_open_requests calls reach the upstream at once after the first trip.
+func TestConcurrentTrafficRespectsProbeLimit(t *testing.T) {
+	var inFlight, maxInFlight, hits atomic.Int64
+	var measuring atomic.Bool
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		if measuring.Load() {
+			hits.Add(1)
+			for m := maxInFlight.Load(); n > m && !maxInFlight.CompareAndSwap(m, n); m = maxInFlight.Load() {
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+		http.Error(w, "down", 500)
+	}))
+	defer up.Close()
+	url, _ := site(t, `
+	rulestore {
+		circuit_breaker busy {
+			failure_threshold 5
+			open_duration 50ms
+			half_open_requests 2
+		}
+	}`, fmt.Sprintf(`
+	circuitbreaker busy
+	reverse_proxy %s`, strings.TrimPrefix(up.URL, "http://")))
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if resp, err := http.Get(url); err == nil {
+					resp.Body.Close()
+				}
+			}
+		}()
+	}
+	defer func() { close(stop); wg.Wait() }()
+	testcaddy.Eventually(t, 10*time.Second, "first trip, closed-state calls done", func() bool {
+		return circuitbreaker.IsOpen("busy", "") && inFlight.Load() == 0
+	})
+	measuring.Store(true)
+	testcaddy.Eventually(t, 10*time.Second, "several half-open periods", func() bool { return hits.Load() >= 20 })
+	if m := maxInFlight.Load(); m > 2 {
+		t.Fatalf("%d calls reached the upstream at once while not closed; half_open_requests is 2", m)
+	}
+}
