@@ -1,0 +1,227 @@
+package examples_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicegw/sluice/internal/redistest"
+	"github.com/sluicegw/sluice/internal/testcaddy"
+)
+
+// scenario is one examples/<dir>/Caddyfile running in this process with its
+// fixed ports moved to free ones, next to a real Redis.
+type scenario struct {
+	dir     string
+	port    map[int]int // port in the Caddyfile -> port in the test
+	gateway string      // the example's localhost:8080
+	admin   string      // its admin endpoint, localhost:2019
+	redis   *redistest.Server
+}
+
+var fixedPort = regexp.MustCompile(`localhost:(\d{4})\b`)
+
+// startScenario reads examples/<dir>/Caddyfile, moves every localhost:NNNN to
+// a free port, starts a Redis for SLUICE_REDIS (empty: the Caddyfile's rules
+// are in force until rules.sh pushes others) and loads it into Caddy.
+// extraPorts are ports the Caddyfile does not mention (e.g. an upstream
+// program's) that the test wants mapped too.
+func startScenario(t *testing.T, dir string, extraPorts ...int) *scenario {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dir, "Caddyfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &scenario{dir: dir, port: map[int]int{}}
+	for _, p := range extraPorts {
+		s.port[p] = testcaddy.FreePort(t)
+	}
+	cf := fixedPort.ReplaceAllStringFunc(string(raw), func(m string) string {
+		p, _ := strconv.Atoi(m[len("localhost:"):])
+		if _, ok := s.port[p]; !ok {
+			s.port[p] = testcaddy.FreePort(t)
+		}
+		return fmt.Sprintf("localhost:%d", s.port[p])
+	})
+	if !strings.Contains(cf, "admin localhost") {
+		t.Fatalf("%s/Caddyfile: no admin localhost:<port> line", dir)
+	}
+	cf = strings.Replace(cf, "admin localhost", "persist_config off\n\tadmin localhost", 1)
+	s.redis = redistest.Start(t)
+	t.Setenv("SLUICE_REDIS", s.redis.URL())
+	testcaddy.Run(t, cf)
+	s.gateway = s.url(8080)
+	s.admin = s.url(2019)
+	return s
+}
+
+// url is http://localhost:<where the example's port p went>.
+func (s *scenario) url(p int) string {
+	if _, ok := s.port[p]; !ok {
+		panic(fmt.Sprintf("port %d not in the scenario", p))
+	}
+	return fmt.Sprintf("http://localhost:%d", s.port[p])
+}
+
+// rulesSh runs the scenario's rules.sh against the test's Redis, as the
+// README says, with REDIS_CLI_ARGS.
+func (s *scenario) rulesSh(t *testing.T, args ...string) {
+	t.Helper()
+	cmd := exec.Command("./rules.sh", args...)
+	cmd.Dir = s.dir
+	cmd.Env = append(os.Environ(), fmt.Sprintf("REDIS_CLI_ARGS=-p %d", s.redis.Port), "PAUSE=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s/rules.sh %v: %v\n%s", s.dir, args, err, out)
+	}
+}
+
+// waitRule waits until the admin API shows rule kind/id from Redis with every
+// snippet of want in its JSON.
+func (s *scenario) waitRule(t *testing.T, kindID string, want ...string) {
+	t.Helper()
+	testcaddy.Eventually(t, 10*time.Second, kindID+" from Redis with "+strings.Join(want, " "), func() bool {
+		resp, body := testcaddy.Get(t, s.admin+"/sluice/rules/"+kindID)
+		if resp.StatusCode != 200 || !strings.Contains(body, `"source":"redis"`) {
+			return false
+		}
+		for _, w := range want {
+			if !strings.Contains(body, w) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// TestPerUserTokenBucket: examples/per-user-token-bucket.
+func TestPerUserTokenBucket(t *testing.T) {
+	s := startScenario(t, "per-user-token-bucket")
+
+	if got := codes(t, 7, s.gateway+"/orders", "X-User-Id: alice"); got != "200 200 200 200 200 429 429" {
+		t.Fatalf("alice x7 on /orders: %s, want a burst of 5 then 429s", got)
+	}
+	resp, body := testcaddy.Get(t, s.gateway+"/orders", "X-User-Id: bob")
+	if resp.StatusCode != 200 || body != "order api: GET /orders ok" {
+		t.Fatalf("bob: %d %q, want his own bucket", resp.StatusCode, body)
+	}
+	resp, body = testcaddy.Get(t, s.gateway+"/orders", "X-User-Id: alice")
+	if resp.StatusCode != 429 || resp.Header.Get("X-RateLimit-Limit") != "5" ||
+		resp.Header.Get("Retry-After") == "" || !strings.Contains(body, `"error":"rate_limited"`) {
+		t.Fatalf("alice refused: %d %v %q", resp.StatusCode, resp.Header, body)
+	}
+	if got := codes(t, 8, s.gateway+"/", "X-User-Id: alice"); got != strings.TrimSpace(strings.Repeat("200 ", 8)) {
+		t.Fatalf("alice on / (not limited): %s", got)
+	}
+
+	s.rulesSh(t)
+	s.waitRule(t, "rate_limit/orders_per_user", `"overrides":"user:vip=50/100"`)
+	if got := codes(t, 5, s.gateway+"/orders", "X-User-Id: carol"); got != "200 200 200 429 429" {
+		t.Fatalf("carol after rules.sh (burst 3): %s", got)
+	}
+	if got := codes(t, 20, s.gateway+"/orders", "X-User-Id: vip"); strings.Contains(got, "429") {
+		t.Fatalf("vip after rules.sh (burst 100): %s", got)
+	}
+}
+
+// TestSlidingWindowIP: examples/sliding-window-ip.
+func TestSlidingWindowIP(t *testing.T) {
+	s := startScenario(t, "sliding-window-ip")
+
+	var got []string
+	for i := 1; i <= 11; i++ {
+		resp, _ := testcaddy.Get(t, s.gateway+"/", fmt.Sprintf("X-User-Id: u%d", i))
+		got = append(got, fmt.Sprint(resp.StatusCode))
+	}
+	if want := strings.Repeat("200 ", 10) + "429"; strings.Join(got, " ") != want {
+		t.Fatalf("11 users from one IP: %s, want %s", strings.Join(got, " "), want)
+	}
+	resp, body := testcaddy.Get(t, s.gateway+"/")
+	if resp.StatusCode != 429 || resp.Header.Get("X-RateLimit-Limit") != "10" ||
+		!regexp.MustCompile(`^Too many requests from ip:127\.0\.0\.1: retry in \d+s$`).MatchString(body) {
+		t.Fatalf("refusal: %d %q %v", resp.StatusCode, body, resp.Header)
+	}
+	// A spoofed X-Forwarded-For from an untrusted peer changes nothing.
+	if resp, _ := testcaddy.Get(t, s.gateway+"/", "X-Forwarded-For: 203.0.113.9"); resp.StatusCode != 429 {
+		t.Fatalf("spoofed X-Forwarded-For got %d, want 429", resp.StatusCode)
+	}
+
+	s.rulesSh(t)
+	s.waitRule(t, "rate_limit/per_ip", `"qps":"3"`)
+	resp, body = testcaddy.Get(t, s.gateway+"/")
+	if resp.StatusCode != 200 || resp.Header.Get("X-RateLimit-Limit") != "30" || body != "hello 127.0.0.1" {
+		t.Fatalf("after rules.sh: %d %q %v, want 200 under 30 per 10s", resp.StatusCode, body, resp.Header)
+	}
+}
+
+// TestInflightCap: examples/inflight-cap, in front of examples/upstream.
+func TestInflightCap(t *testing.T) {
+	s := startScenario(t, "inflight-cap")
+	// The README's -delay 2s would race the test; a long delay and requests
+	// the test cancels itself keep it deterministic.
+	startUpstream(t, s.port[9001], "-delay", "1m")
+
+	// slow starts a request to /slow as user that stays in flight until
+	// the returned cancel is called.
+	slow := func(user string) (cancel func()) {
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, "GET", s.gateway+"/slow", nil)
+		req.Header.Set("X-User-Id", user)
+		go func() {
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}()
+		return cancel
+	}
+	inFlight := func(n int) {
+		t.Helper()
+		testcaddy.Eventually(t, 10*time.Second, fmt.Sprintf("%d requests in flight", n), func() bool {
+			_, body := testcaddy.Get(t, s.admin+"/metrics")
+			return strings.Contains(body, fmt.Sprintf(`sluice_ratelimit_in_flight{rule="slow_report"} %d`, n))
+		})
+	}
+
+	var cancels []func()
+	defer func() {
+		for _, c := range cancels {
+			c()
+		}
+	}()
+	cancels = append(cancels, slow("alice"))
+	inFlight(1)
+	resp, body := testcaddy.Get(t, s.gateway+"/slow", "X-User-Id: alice")
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "1" || !strings.Contains(body, "too_many_in_flight") {
+		t.Fatalf("alice's second request: %d %q, want 503 too_many_in_flight at once", resp.StatusCode, body)
+	}
+	for _, u := range []string{"bob", "carol"} {
+		cancels = append(cancels, slow(u))
+	}
+	inFlight(3)
+	if resp, _ := testcaddy.Get(t, s.gateway+"/slow", "X-User-Id: dave"); resp.StatusCode != 503 {
+		t.Fatalf("dave with 3 in flight: %d, want 503", resp.StatusCode)
+	}
+	// Requests finishing (here: the clients going away) free their slots.
+	for _, c := range cancels {
+		c()
+	}
+	inFlight(0)
+	if resp, body := testcaddy.Get(t, s.gateway+"/slow?d=1ms", "X-User-Id: dave"); resp.StatusCode != 200 || !strings.HasPrefix(body, "v1 ") {
+		t.Fatalf("dave after the others left: %d %q", resp.StatusCode, body)
+	}
+
+	s.rulesSh(t)
+	s.waitRule(t, "rate_limit/slow_report", `"max_concurrent":"2"`)
+	cancels = append(cancels, slow("erin"))
+	inFlight(1)
+	if resp, _ := testcaddy.Get(t, s.gateway+"/slow?d=1ms", "X-User-Id: erin"); resp.StatusCode != 200 {
+		t.Fatalf("erin's second request after rules.sh (2 per user): %d, want 200", resp.StatusCode)
+	}
+}
