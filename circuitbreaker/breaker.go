@@ -122,10 +122,14 @@ type Breaker struct {
 	openUntil atomic.Int64           // end of the open state (now() time)
 	rampStart atomic.Int64
 	rampEnd   atomic.Int64 // 0 when no ramp is running
-	// probes and successes count half-open calls; the low 32 bits of the
-	// generation sit in the top half so a reset can never be undone by a
-	// late call from an earlier half-open period.
-	probes    atomic.Uint64
+	// probes counts half-open calls in flight. A probe keeps its slot
+	// until it ends, even if the breaker reopened meanwhile, so no more
+	// than HalfOpenRequests calls are ever at the downstream while the
+	// breaker is not closed.
+	probes atomic.Int64
+	// successes counts the half-open period's successes; the low 32 bits
+	// of the generation sit in the top half so a reset can never be undone
+	// by a late call from an earlier period.
 	successes atomic.Uint64
 
 	mu    sync.Mutex // serialises transitions
@@ -203,20 +207,19 @@ func (b *Breaker) Allow() (t Ticket, ok bool, retryAfter time.Duration) {
 			}
 			b.halfOpen(w)
 		case StateHalfOpen:
-			gen := w >> stateBits << 32
-			limit := uint64(b.settings.Load().HalfOpenRequests)
-			for {
-				p := b.probes.Load()
-				if p&^0xffffffff != gen {
-					break // state moved on; start over
-				}
-				if p&0xffffffff >= limit {
-					return 0, false, halfOpenRetry
-				}
-				if b.probes.CompareAndSwap(p, p+1) {
-					return Ticket(w), true, 0
-				}
+			limit := int64(b.settings.Load().HalfOpenRequests)
+			p := b.probes.Load()
+			if p >= limit {
+				return 0, false, halfOpenRetry
 			}
+			if !b.probes.CompareAndSwap(p, p+1) {
+				continue
+			}
+			if b.word.Load() != w {
+				b.probes.Add(-1) // the state moved on meanwhile: start over
+				continue
+			}
+			return Ticket(w), true, 0
 		}
 	}
 }
@@ -239,7 +242,7 @@ func (b *Breaker) rampAdmits() bool {
 
 // Record reports the outcome of a call admitted with t. slow says the call
 // took at least the slow-call duration. An outcome from a call admitted in
-// an earlier state is dropped.
+// an earlier state is dropped (a probe's slot is still freed).
 func (b *Breaker) Record(t Ticket, o Outcome, slow bool) {
 	b.record(uint64(t), o, slow, true)
 }
@@ -253,6 +256,9 @@ func (b *Breaker) Observe(o Outcome, slow bool) {
 }
 
 func (b *Breaker) record(t uint64, o Outcome, slow, ticketed bool) {
+	if ticketed && stateOf(t) == StateHalfOpen {
+		b.probes.Add(-1) // a probe ended: free its slot, whatever the state now
+	}
 	w := b.word.Load()
 	if t != w {
 		return // admitted in an earlier state
@@ -287,15 +293,6 @@ func (b *Breaker) record(t uint64, o Outcome, slow, ticketed bool) {
 		}
 	case StateHalfOpen:
 		gen := w >> stateBits << 32
-		if ticketed {
-			for {
-				p := b.probes.Load()
-				if p&^0xffffffff != gen || p&0xffffffff == 0 ||
-					b.probes.CompareAndSwap(p, p-1) {
-					break
-				}
-			}
-		}
 		s := b.settings.Load()
 		switch {
 		case o == Ignored:
@@ -338,9 +335,7 @@ func (b *Breaker) set(w uint64, to State) (uint64, bool) {
 		return 0, false
 	}
 	nw := (w>>stateBits+1)<<stateBits | uint64(to)
-	gen := nw >> stateBits << 32
-	b.probes.Store(gen)
-	b.successes.Store(gen)
+	b.successes.Store(nw >> stateBits << 32)
 	return nw, true
 }
 

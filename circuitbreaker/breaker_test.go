@@ -418,3 +418,31 @@ func TestConcurrentHalfOpenProbes(t *testing.T) {
 		t.Fatalf("%d probes admitted, want 4", n)
 	}
 }
+
+// A probe still running when the breaker reopens keeps its slot into the
+// next half-open period: the downstream never sees more than
+// HalfOpenRequests calls at once while the breaker is not closed.
+func TestLateProbeKeepsItsSlot(t *testing.T) {
+	s := defaults()
+	s.HalfOpenRequests = 2
+	b, c, _ := newTestBreaker(s)
+	for range 3 {
+		call(t, b, Failure, false)
+	}
+	c.add(10 * time.Second)
+	slow, _, _ := b.Allow()
+	call(t, b, Failure, false) // the other probe fails: open again
+	wantState(t, b, StateOpen)
+	c.add(10 * time.Second)
+	if _, ok, _ := b.Allow(); !ok {
+		t.Fatal("no probe admitted")
+	}
+	if _, ok, _ := b.Allow(); ok {
+		t.Fatal("admitted a second probe while the late one still runs")
+	}
+	b.Record(slow, Success, false) // ends: outcome dropped, slot freed
+	wantState(t, b, StateHalfOpen)
+	if _, ok, _ := b.Allow(); !ok {
+		t.Fatal("slot not freed by the late probe")
+	}
+}

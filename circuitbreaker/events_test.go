@@ -36,6 +36,9 @@ func init() { caddy.RegisterModule(recordEvents{}) }
 
 // Transitions are emitted as Caddy events a user can subscribe to.
 func TestTransitionsEmitEvents(t *testing.T) {
+	seen.mu.Lock()
+	seen.events = nil
+	seen.mu.Unlock()
 	u := newUpstream(t)
 	port := testcaddy.FreePort(t)
 	cf := fmt.Sprintf(`{
