@@ -185,3 +185,30 @@ func grep(s, sub string) string {
 }
 
 var _ = http.StatusOK
+
+// Many distinct keys through real Caddy: the rule tracks at most max_keys.
+func TestMaxKeysInCaddy(t *testing.T) {
+	s := caddyfile(t, "", `
+	ratelimit {
+		qps 0.01
+		burst 1
+		key_resolver userId
+		max_keys 200
+	}
+	respond "ok"`)
+	testcaddy.Run(t, s.cfg)
+	for i := 0; i < 1000; i++ {
+		if got := status(t, s.urls[0], fmt.Sprintf("X-User-Id: u%d", i)); got != 200 {
+			t.Fatalf("user %d: %d", i, got)
+		}
+	}
+	// u999 is recent: still tracked, its bucket spent. u0 was evicted long
+	// ago: it starts afresh.
+	expect(t, s.urls[0], []int{429}, "X-User-Id: u999")
+	expect(t, s.urls[0], []int{200}, "X-User-Id: u0")
+	resp, _ := testcaddy.Get(t, s.urls[0], "X-User-Id: u999")
+	id, _, _ := strings.Cut(strings.Trim(resp.Header.Get("RateLimit-Policy"), `"`), `"`)
+	if v := metricValue(metrics(t, s.adminPort), `sluice_ratelimit_keys{rule="`+id+`"}`); v < 100 || v > 200 {
+		t.Fatalf("keys tracked %v, want at most max_keys 200 (and close to it)", v)
+	}
+}
