@@ -225,3 +225,134 @@ func TestInflightCap(t *testing.T) {
 		t.Fatalf("erin's second request after rules.sh (2 per user): %d, want 200", resp.StatusCode)
 	}
 }
+
+// TestBreakerFallback: examples/breaker-fallback.
+func TestBreakerFallback(t *testing.T) {
+	s := startScenario(t, "breaker-fallback")
+	const real, cached = "inventory: 42 in stock", "inventory (cached): in stock"
+
+	if _, body := testcaddy.Get(t, s.gateway+"/"); body != real {
+		t.Fatalf("GET / = %q, want %q", body, real)
+	}
+	if got := codes(t, 3, s.gateway+"/flaky"); got != "500 500 500" {
+		t.Fatalf("/flaky x3: %s", got)
+	}
+	resp, body := testcaddy.Get(t, s.gateway+"/")
+	if resp.StatusCode != 200 || body != cached || resp.Header.Get("X-Fallback") != "breaker inventory is open" ||
+		resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("open breaker: %d %q %v, want the fallback", resp.StatusCode, body, resp.Header)
+	}
+	// Fast fail: even /flaky gets the fallback, the service is not called.
+	if _, body := testcaddy.Get(t, s.gateway+"/flaky"); body != cached {
+		t.Fatalf("/flaky while open: %q", body)
+	}
+	// After the open time, probes go through and two successes close it.
+	testcaddy.Eventually(t, 15*time.Second, "the breaker to let a probe through", func() bool {
+		_, body := testcaddy.Get(t, s.gateway+"/")
+		return body == real
+	})
+	if _, body := testcaddy.Get(t, s.gateway+"/"); body != real {
+		t.Fatalf("second probe: %q", body)
+	}
+	if _, body := testcaddy.Get(t, s.gateway+"/"); body != real {
+		t.Fatalf("closed again: %q", body)
+	}
+
+	s.rulesSh(t, "force_open")
+	s.waitRule(t, "circuit_breaker/inventory", `"state":"force_open"`)
+	resp, body = testcaddy.Get(t, s.gateway+"/")
+	if body != cached || resp.Header.Get("X-Fallback") != "breaker inventory is forced_open" {
+		t.Fatalf("forced open: %q %v", body, resp.Header)
+	}
+	s.rulesSh(t, "auto")
+	s.waitRule(t, "circuit_breaker/inventory", `"state":"auto"`)
+	if _, body := testcaddy.Get(t, s.gateway+"/"); body != real {
+		t.Fatalf("back to auto: %q", body)
+	}
+}
+
+// TestHeaderCanary: examples/header-canary.
+func TestHeaderCanary(t *testing.T) {
+	s := startScenario(t, "header-canary")
+	const v1, v2 = "checkout v1 (asked for v1)", "checkout v2 (asked for v2)"
+	for _, c := range []struct {
+		url, header, want string
+	}{
+		{"/", "", v1},
+		{"/", "X-Canary: true", v2},
+		{"/?X-Canary=true", "", v2},
+		{"/", "Cookie: X-Canary=true", v2},
+		{"/", "X-Canary: false", v1},
+		{"/", "X-Target-Version: v2", v1},
+	} {
+		var headers []string
+		if c.header != "" {
+			headers = append(headers, c.header)
+		}
+		resp, body := testcaddy.Get(t, s.gateway+c.url, headers...)
+		if body != c.want || resp.Header.Get("X-Served-Version") != c.want[9:11] {
+			t.Errorf("GET %s %s = %q (X-Served-Version %q), want %q", c.url, c.header, body, resp.Header.Get("X-Served-Version"), c.want)
+		}
+	}
+
+	s.rulesSh(t)
+	s.waitRule(t, "gray/checkout_canary", `"match_tag":"X-Group"`)
+	for header, want := range map[string]string{"X-Group: beta": v2, "X-Group: staff": v2, "X-Group: ops": v1, "X-Canary: true": v1} {
+		if _, body := testcaddy.Get(t, s.gateway+"/", header); body != want {
+			t.Errorf("after rules.sh, %s: %q, want %q", header, body, want)
+		}
+	}
+}
+
+// TestWeightedRamp: examples/weighted-ramp, stepped with its rules.sh.
+func TestWeightedRamp(t *testing.T) {
+	s := startScenario(t, "weighted-ramp")
+	const users = 200
+	onV2 := func() map[int]bool {
+		t.Helper()
+		got := map[int]bool{}
+		for u := 0; u < users; u++ {
+			resp, body := testcaddy.Get(t, s.gateway+"/", fmt.Sprintf("X-User-Id: user%d", u))
+			if body != "search "+resp.Header.Get("X-Served-Version") {
+				t.Fatalf("user%d: %q with X-Served-Version %q", u, body, resp.Header.Get("X-Served-Version"))
+			}
+			if body == "search v2" {
+				got[u] = true
+			}
+		}
+		return got
+	}
+	step := func(weight string) map[int]bool {
+		t.Helper()
+		s.rulesSh(t, weight)
+		s.waitRule(t, "gray/search_ramp", `"weight":"`+weight+`"`)
+		return onV2()
+	}
+
+	if n := len(onV2()); n != 0 {
+		t.Fatalf("weight 0 in the Caddyfile: %d of %d users on v2", n, users)
+	}
+	at10 := step("10")
+	at50 := step("50")
+	// A stable hash: about the weight's share, and nobody moves back.
+	if n := len(at10); n < users*3/100 || n > users*20/100 {
+		t.Errorf("weight 10: %d of %d users on v2", n, users)
+	}
+	if n := len(at50); n < users*35/100 || n > users*65/100 {
+		t.Errorf("weight 50: %d of %d users on v2", n, users)
+	}
+	for u := range at10 {
+		if !at50[u] {
+			t.Errorf("user%d was on v2 at 10%% and back on v1 at 50%%", u)
+		}
+	}
+	if again := onV2(); len(again) != len(at50) {
+		t.Errorf("weight 50 asked twice: %d then %d users on v2", len(at50), len(again))
+	}
+	if n := len(step("100")); n != users {
+		t.Errorf("weight 100: %d of %d users on v2", n, users)
+	}
+	if n := len(step("0")); n != 0 {
+		t.Errorf("rolled back to 0: %d users still on v2", n)
+	}
+}
