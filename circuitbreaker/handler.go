@@ -270,14 +270,25 @@ func outcome(r *http.Request, rule *Rule, status int, err error) Outcome {
 		// Errors are dial failures, timeouts, 502/503/504 from
 		// reverse_proxy...; a 4xx error (e.g. a missing file) is not.
 		if code >= 500 || rule.Failures.Has(code) {
-			return Failure
+			return failureUnlessRejected(r)
 		}
 		return Success
 	}
 	if rule.Failures.Has(status) {
-		return Failure
+		return failureUnlessRejected(r)
 	}
 	return Success
+}
+
+// rejectedVar marks a request another breaker further down refused: its
+// open response is that breaker's verdict, not a downstream failure.
+const rejectedVar = "circuitbreaker_rejected"
+
+func failureUnlessRejected(r *http.Request) Outcome {
+	if caddyhttp.GetVar(r.Context(), rejectedVar) != nil {
+		return Ignored
+	}
+	return Failure
 }
 
 func failureUnlessCanceled(r *http.Request) Outcome {
@@ -293,6 +304,7 @@ func (h *Handler) reject(w http.ResponseWriter, r *http.Request, rule *Rule, b *
 	if state == "closed" {
 		state = "ramping"
 	}
+	caddyhttp.SetVar(r.Context(), rejectedVar, rule.ID)
 	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	if repl != nil {
 		repl.Set("http.circuitbreaker.state", state)

@@ -758,3 +758,31 @@ func TestConcurrentTrafficRespectsProbeLimit(t *testing.T) {
 		t.Fatalf("%d calls reached the upstream at once while not closed; half_open_requests is 2", m)
 	}
 }
+
+// An outer breaker does not count an inner breaker's open response as a
+// downstream failure.
+func TestNestedBreakerRejectionIsNotAFailure(t *testing.T) {
+	u := newUpstream(t)
+	url, _ := site(t, `
+	rulestore {
+		circuit_breaker outer {
+			failure_threshold 3
+		}
+		circuit_breaker inner {
+			failure_threshold 1
+			handle_errors true
+		}
+	}`, fmt.Sprintf(`
+	route {
+		circuitbreaker outer
+		circuitbreaker inner
+		reverse_proxy %s
+	}`, u.hostPort()))
+	trip(t, url, 1) // opens inner; one failure for outer
+	for range 5 {
+		expectOpen(t, u, url)
+	}
+	if circuitbreaker.IsOpen("outer", "") {
+		t.Fatal("the inner breaker's rejections opened the outer one")
+	}
+}
