@@ -51,10 +51,10 @@ func startScenario(t *testing.T, dir string, extraPorts ...int) *scenario {
 		}
 		return fmt.Sprintf("localhost:%d", s.port[p])
 	})
-	if !strings.Contains(cf, "admin localhost") {
-		t.Fatalf("%s/Caddyfile: no admin localhost:<port> line", dir)
+	if !strings.Contains(cf, "\tadmin ") {
+		t.Fatalf("%s/Caddyfile: no admin line", dir)
 	}
-	cf = strings.Replace(cf, "admin localhost", "persist_config off\n\tadmin localhost", 1)
+	cf = strings.Replace(cf, "\tadmin ", "\tpersist_config off\n\tadmin ", 1)
 	s.redis = redistest.Start(t)
 	t.Setenv("SLUICE_REDIS", s.redis.URL())
 	testcaddy.Run(t, cf)
@@ -354,5 +354,110 @@ func TestWeightedRamp(t *testing.T) {
 	}
 	if n := len(step("0")); n != 0 {
 		t.Errorf("rolled back to 0: %d users still on v2", n)
+	}
+}
+
+// TestFullChain: examples/full-chain as its README runs it, on the stand-in
+// upstreams.
+func TestFullChain(t *testing.T) {
+	s := startScenario(t, "full-chain")
+
+	resp, body := testcaddy.Get(t, s.gateway+"/")
+	if resp.StatusCode != 200 || body != "v1 (stand-in)" || resp.Header.Get("X-Served-Version") != "v1" ||
+		resp.Header.Get("X-RateLimit-Limit") != "10" {
+		t.Fatalf("GET / = %d %q %v", resp.StatusCode, body, resp.Header)
+	}
+	if _, body := testcaddy.Get(t, s.gateway+"/", "X-Canary: true"); body != "v2 (stand-in)" {
+		t.Fatalf("canary: %q", body)
+	}
+	if got := codes(t, 12, s.gateway+"/", "X-User-Id: alice"); got != strings.Repeat("200 ", 10)+"429 429" {
+		t.Fatalf("alice x12: %s", got)
+	}
+	if got := codes(t, 5, s.gateway+"/fail", "X-User-Id: tester"); got != "500 500 500 503 503" {
+		t.Fatalf("/fail x5: %s", got)
+	}
+
+	// 5 s later probes go through; two successes close it.
+	probe := 0
+	testcaddy.Eventually(t, 15*time.Second, "the breaker to let a probe through", func() bool {
+		probe++
+		_, body := testcaddy.Get(t, s.gateway+"/", fmt.Sprintf("X-User-Id: prober%d", probe))
+		return body == "v1 (stand-in)"
+	})
+	if got := codes(t, 3, s.gateway+"/", "X-User-Id: carol"); got != "200 200 200" {
+		t.Fatalf("after recovery: %s", got)
+	}
+
+	s.rulesSh(t)
+	s.waitRule(t, "rate_limit/order_api", `"burst":"3"`)
+	s.waitRule(t, "gray/order_ramp", `"weight":"50"`)
+	if got := codes(t, 4, s.gateway+"/", "X-User-Id: bob"); got != "200 200 200 429" {
+		t.Fatalf("bob x4 after rules.sh (bursts of 3): %s", got)
+	}
+	v2 := 0
+	for u := 0; u < 100; u++ {
+		_, body := testcaddy.Get(t, s.gateway+"/", fmt.Sprintf("X-User-Id: ramp%d", u))
+		if body == "v2 (stand-in)" {
+			v2++
+		}
+	}
+	if v2 < 30 || v2 > 70 {
+		t.Fatalf("weight 50: %d of 100 users on v2", v2)
+	}
+}
+
+// TestFullChainWithUpstreams runs examples/full-chain the way scripts/demo.sh
+// does: addresses from the environment, two examples/upstream programs as v1
+// and v2, v1 made to fail and to recover while it runs.
+func TestFullChainWithUpstreams(t *testing.T) {
+	env := map[string]int{}
+	for _, v := range []string{"SLUICE_ADMIN", "SLUICE_GATEWAY", "SLUICE_V1", "SLUICE_V2", "SLUICE_STANDIN_V1", "SLUICE_STANDIN_V2"} {
+		env[v] = testcaddy.FreePort(t)
+		t.Setenv(v, fmt.Sprintf("127.0.0.1:%d", env[v]))
+	}
+	v1 := startUpstream(t, env["SLUICE_V1"], "-version", "v1")
+	startUpstream(t, env["SLUICE_V2"], "-version", "v2")
+	s := startScenario(t, "full-chain") // its defaults move to free ports too, unused
+	s.gateway = fmt.Sprintf("http://127.0.0.1:%d", env["SLUICE_GATEWAY"])
+	s.admin = fmt.Sprintf("http://127.0.0.1:%d", env["SLUICE_ADMIN"])
+
+	_, body := testcaddy.Get(t, s.gateway+"/")
+	if want := fmt.Sprintf("v1 (upstream 127.0.0.1:%d) target=v1\n", env["SLUICE_V1"]); body != want {
+		t.Fatalf("GET / = %q, want %q", body, want)
+	}
+	if _, body := testcaddy.Get(t, s.gateway+"/", "X-Canary: true"); !strings.HasPrefix(body, "v2 ") {
+		t.Fatalf("canary: %q", body)
+	}
+	if resp, _ := testcaddy.Get(t, s.admin+"/sluice/store"); resp.StatusCode != 200 {
+		t.Fatalf("admin API on SLUICE_ADMIN: %d", resp.StatusCode)
+	}
+
+	// v1 starts failing: three 500s open the breaker, then it fails fast.
+	setFailRate := func(v string) {
+		t.Helper()
+		resp, err := http.Post(v1+"/fail-rate?value="+v, "", nil)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("set v1 fail-rate %s: %v %v", v, resp, err)
+		}
+		resp.Body.Close()
+	}
+	setFailRate("1")
+	if got := codes(t, 5, s.gateway+"/", "X-User-Id: tester"); got != "500 500 500 503 503" {
+		t.Fatalf("v1 failing: %s", got)
+	}
+	resp, _ := testcaddy.Get(t, s.gateway+"/", "X-User-Id: tester2")
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("open breaker: %d %v", resp.StatusCode, resp.Header)
+	}
+	// v1 recovers: after the open time two probes close the breaker.
+	setFailRate("0")
+	probe := 0
+	testcaddy.Eventually(t, 15*time.Second, "the breaker to let a probe through", func() bool {
+		probe++
+		resp, _ := testcaddy.Get(t, s.gateway+"/", fmt.Sprintf("X-User-Id: prober%d", probe))
+		return resp.StatusCode == 200
+	})
+	if got := codes(t, 3, s.gateway+"/", "X-User-Id: carol"); got != "200 200 200" {
+		t.Fatalf("after recovery: %s", got)
 	}
 }
