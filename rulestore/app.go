@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 )
 
@@ -183,6 +184,29 @@ func (a *App) Route(route string) *RouteBinding {
 		return r.Value.(*RouteBinding)
 	}
 	return nil
+}
+
+// Client returns the store's shared Redis client, or nil without Redis.
+// Handlers that keep state in Redis (cluster-wide quotas) use it, so there is
+// one connection configuration and one pool per Caddy.
+func (a *App) Client() redis.UniversalClient {
+	if a.source == nil {
+		return nil
+	}
+	return a.source.client
+}
+
+// KeyPrefix returns the namespace prepended to every Redis key.
+func (a *App) KeyPrefix() string { return a.Prefix }
+
+// LiveInstances is the number of Caddy instances following the same Redis
+// and prefix, from their heartbeats (at least 1; 1 without Redis). It is the
+// divisor of a cluster quota's local share while Redis is unreachable.
+func (a *App) LiveInstances() int {
+	if a.source == nil {
+		return 1
+	}
+	return int(a.source.instances.Load())
 }
 
 // HasRedis reports whether rules may arrive from Redis after start-up.

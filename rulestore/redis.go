@@ -43,6 +43,10 @@ type redisSource struct {
 
 	status sourceStatus
 
+	instanceID    string       // this process's heartbeat member
+	instances     atomic.Int64 // live instances sharing this Redis and prefix
+	nextHeartbeat time.Time
+
 	// Owned by the run goroutine.
 	epoch    string           // the marker value this store has seen
 	retained map[ruleRef]bool // rules kept after Redis lost its data
@@ -84,6 +88,10 @@ func acquireSource(cfg *RedisConfig, prefix string, resync time.Duration, logger
 			logger:   logger.With(zap.Strings("redis", opts.Addrs)),
 			retained: map[ruleRef]bool{},
 		}
+		var b [8]byte
+		rand.Read(b[:])
+		s.instanceID = hex.EncodeToString(b[:])
+		s.instances.Store(1)
 		s.snap.Store(new(layer))
 		return s, nil
 	})
@@ -212,6 +220,9 @@ func (s *redisSource) session(ctx context.Context) (connected bool, err error) {
 		}
 		if now.After(nextPoll) {
 			if err := s.pollStream(ctx); err != nil {
+				return true, err
+			}
+			if err := s.heartbeat(ctx, now); err != nil {
 				return true, err
 			}
 			nextPoll = now.Add(streamPollInterval)
@@ -544,6 +555,33 @@ func (s *redisSource) pollStream(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// Heartbeats: every instance refreshes its member in the sorted set
+// gateway:instances (score = expiry time, ms) and counts the live ones, so
+// a cluster quota can fall back to this instance's share when Redis fails.
+const (
+	instancesKey      = "gateway:instances"
+	heartbeatInterval = 5 * time.Second
+	heartbeatTTL      = 3 * heartbeatInterval
+)
+
+func (s *redisSource) heartbeat(ctx context.Context, now time.Time) error {
+	if now.Before(s.nextHeartbeat) {
+		return nil
+	}
+	s.nextHeartbeat = now.Add(heartbeatInterval)
+	key := s.names.prefix + instancesKey
+	pipe := s.client.TxPipeline()
+	pipe.ZAdd(ctx, key, redis.Z{Score: float64(now.Add(heartbeatTTL).UnixMilli()), Member: s.instanceID})
+	pipe.ZRemRangeByScore(ctx, key, "-inf", fmt.Sprint(now.UnixMilli()))
+	card := pipe.ZCard(ctx, key)
+	pipe.PExpire(ctx, key, heartbeatTTL)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return err
+	}
+	s.instances.Store(max(card.Val(), 1))
+	return nil
 }
 
 // clip shortens untrusted text for a log line.

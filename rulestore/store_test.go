@@ -529,17 +529,20 @@ var _ = bytes.NewReader
 
 var nopLogger = zap.NewNop()
 
-// startBenchStore runs a started store on Redis without Caddy around it.
-func startBenchStore(b *testing.B, url string) *App {
-	app := &App{Redis: &RedisConfig{URL: url}, Resync: caddy.Duration(time.Hour)}
+// startStore provisions and starts a store without Caddy around it.
+func startStore(t testing.TB, app *App) *App {
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
-	b.Cleanup(cancel)
+	t.Cleanup(cancel)
 	if err := app.Provision(ctx); err != nil {
-		b.Fatal(err)
+		t.Fatal(err)
 	}
 	app.Start()
-	b.Cleanup(func() { app.Cleanup() })
+	t.Cleanup(func() { app.Cleanup() })
 	return app
+}
+
+func startBenchStore(b *testing.B, url string) *App {
+	return startStore(b, &App{Redis: &RedisConfig{URL: url}, Resync: caddy.Duration(time.Hour)})
 }
 
 func TestMetrics(t *testing.T) {
@@ -665,4 +668,23 @@ func TestReloadsLeakNothing(t *testing.T) {
 	testcaddy.Eventually(t, 10*time.Second, "goroutines and connections back to their level", func() bool {
 		return runtime.NumGoroutine() <= goroutines+5 && redisClients(t, c1) <= conns && redisClients(t, c2) == 0
 	})
+}
+
+func TestLiveInstancesCountsHeartbeats(t *testing.T) {
+	r := redistest.Start(t)
+	a := startStore(t, &App{Redis: &RedisConfig{URL: r.URL()}, Resync: caddy.Duration(time.Hour)})
+	// Another instance: other settings give it a source of its own.
+	b := startStore(t, &App{Redis: &RedisConfig{URL: r.URL()}, Resync: caddy.Duration(time.Minute)})
+	testcaddy.Eventually(t, 10*time.Second, "both instances see 2 live instances", func() bool {
+		return a.LiveInstances() == 2 && b.LiveInstances() == 2
+	})
+	// Another prefix is another fleet.
+	c := startStore(t, &App{Redis: &RedisConfig{URL: r.URL()}, Prefix: "other:"})
+	testcaddy.Eventually(t, 10*time.Second, "heartbeat of the other fleet", func() bool {
+		n, _ := r.Client().ZCard(context.Background(), "other:gateway:instances").Result()
+		return n == 1
+	})
+	if c.LiveInstances() != 1 {
+		t.Fatalf("other fleet counts %d instances", c.LiveInstances())
+	}
 }
