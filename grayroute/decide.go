@@ -8,11 +8,13 @@ import (
 
 // Matches reports whether the request carries the rule's tag with a
 // matching value. A rule without a tag matches every request.
-func (g *Rule) Matches(r *http.Request) bool {
+func (g *Rule) Matches(r *http.Request) bool { return g.matches(&request{Request: r}) }
+
+func (g *Rule) matches(q *request) bool {
 	if g.Tag == "" {
 		return true
 	}
-	v, ok := TagValue(r, g.Source, g.Tag, g.tagHeader)
+	v, ok := tagValue(q, g.Source, g.Tag, g.tagHeader)
 	return ok && g.Value.Match(v)
 }
 

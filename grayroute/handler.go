@@ -188,20 +188,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 // decide returns the version for r, boxed for Caddy, and the deciding rule
 // id ("" when no rule matched).
 func (h *Handler) decide(r *http.Request) (version string, versionAny, ruleAny any) {
+	q := request{Request: r}
 	if h.Route != "" {
 		b := h.store.Route(h.Route)
 		if b == nil {
 			h.store.WarnMissing(rulestore.Binding, h.Route)
 		} else {
 			for _, id := range b.Gray {
-				if g := h.rule(id, nil); g != nil && g.Matches(r) {
+				if g := h.rule(id, nil); g != nil && g.matches(&q) {
 					return h.apply(g, r)
 				}
 			}
 		}
 	} else {
 		for i := range h.Rules {
-			if g := h.rule(h.Rules[i].ID, h.inline[i]); g != nil && g.Matches(r) {
+			if g := h.rule(h.Rules[i].ID, h.inline[i]); g != nil && g.matches(&q) {
 				return h.apply(g, r)
 			}
 		}

@@ -35,22 +35,41 @@ func ParseSource(s string) (Source, error) {
 	return 0, fmt.Errorf("want header, query, cookie or any")
 }
 
+// request is a request as the matchers read it: the Cookie header is looked
+// up once, when a rule first needs it, however many rules are tried.
+type request struct {
+	*http.Request
+	cookies     []string
+	cookiesRead bool
+}
+
+func (q *request) cookieLines() []string {
+	if !q.cookiesRead {
+		q.cookies, q.cookiesRead = q.Header["Cookie"], true
+	}
+	return q.cookies
+}
+
 // TagValue finds the tag's value in the request without allocating in the
 // common case. header must be the canonical form of the tag
 // (textproto.CanonicalMIMEHeaderKey); query and cookie names are exact.
 func TagValue(r *http.Request, src Source, tag, header string) (string, bool) {
+	return tagValue(&request{Request: r}, src, tag, header)
+}
+
+func tagValue(q *request, src Source, tag, header string) (string, bool) {
 	if src == SourceAny || src == SourceHeader {
-		if v := r.Header[header]; len(v) > 0 && v[0] != "" {
+		if v := q.Header[header]; len(v) > 0 && v[0] != "" {
 			return v[0], true
 		}
 	}
-	if src == SourceAny || src == SourceQuery {
-		if v, ok := queryValue(r.URL.RawQuery, tag); ok && v != "" {
+	if (src == SourceAny || src == SourceQuery) && q.URL.RawQuery != "" {
+		if v, ok := queryValue(q.URL.RawQuery, tag); ok && v != "" {
 			return v, true
 		}
 	}
 	if src == SourceAny || src == SourceCookie {
-		for _, line := range r.Header["Cookie"] {
+		for _, line := range q.cookieLines() {
 			if v, ok := cookieValue(line, tag); ok && v != "" {
 				return v, true
 			}
