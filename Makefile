@@ -1,7 +1,7 @@
 # The two commands of the README:
 #   make run   builds Caddy with Sluice (xcaddy) and serves examples/Caddyfile
 #   make test  installs what the tests need and runs them all
-.PHONY: run build test test-short bench vet
+.PHONY: run build test test-short bench vet demo
 
 SLUICE_REDIS ?= redis://127.0.0.1:6379
 export SLUICE_REDIS
@@ -24,3 +24,8 @@ test-short:
 
 bench:
 	./scripts/bench.sh
+
+# A guided tour of the full chain on loopback: Redis (if installed), two
+# upstreams and Caddy, started and stopped by the script.
+demo: build
+	@scripts/demo.sh
