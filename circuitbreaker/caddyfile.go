@@ -86,7 +86,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	}
 	if len(headers) > 0 {
 		if _, dup := fields["headers"]; dup {
-			return errAt(lines["headers"], "circuitbreaker: use headers or header lines, not both")
+			return rulestore.ErrAt(lines["headers"], "circuitbreaker: use headers or header lines, not both")
 		}
 		fields["headers"] = strings.Join(headers, "; ")
 	}
@@ -94,7 +94,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	case (h.Rule != "" || h.Route != "") && len(fields) > 0:
 		return d.Err("circuitbreaker: a rule or route cannot be combined with inline fields")
 	case h.Rule == "" && h.Route == "" && len(fields) == 0:
-		return errAt(start, "circuitbreaker: give a rule id, a rule, a route or inline fields")
+		return rulestore.ErrAt(start, "circuitbreaker: give a rule id, a rule, a route or inline fields")
 	case len(fields) == 0:
 		return nil
 	}
@@ -106,15 +106,9 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				tok = t
 			}
 		}
-		return errAt(tok, "circuitbreaker: "+err.Error())
+		return rulestore.ErrAt(tok, "circuitbreaker: %v", err)
 	}
 	h.Inline = fields
 	return nil
 }
 
-// errAt makes an error that names tok's file and line.
-func errAt(tok caddyfile.Token, msg string) error {
-	d := caddyfile.NewDispenser([]caddyfile.Token{tok})
-	d.Next()
-	return d.Err(msg)
-}

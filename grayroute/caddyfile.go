@@ -1,8 +1,6 @@
 package grayroute
 
 import (
-	"errors"
-	"strings"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
@@ -66,7 +64,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if err := rulestore.ValidID(id); err != nil {
 				return d.Errf("grayroute: %v", err)
 			}
-			fields, err := unmarshalFields(d, id)
+			fields, err := rulestore.UnmarshalFields(d, rulestore.Gray, id)
 			if err != nil {
 				return err
 			}
@@ -125,40 +123,6 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return nil
 }
 
-// unmarshalFields reads an inline rule's { field value... } block and
-// validates it, pointing a bad field's error at that field's line. It is
-// rulestore.UnmarshalFields with one fix: that one builds its error on a
-// fresh Dispenser without Next(), so the error says "at :0".
-func unmarshalFields(d *caddyfile.Dispenser, id string) (rulestore.Fields, error) {
-	f := rulestore.Fields{}
-	lines := map[string]caddyfile.Token{}
-	start := d.Token()
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		name, tok := d.Val(), d.Token()
-		if _, dup := f[name]; dup {
-			return nil, d.Errf("gray rule %q: field %s given twice", id, name)
-		}
-		args := d.RemainingArgs()
-		if len(args) == 0 {
-			return nil, d.Errf("gray rule %q: field %s needs a value", id, name)
-		}
-		f[name] = strings.Join(args, " ")
-		lines[name] = tok
-	}
-	if _, err := rulestore.Parse(rulestore.Gray, id, f); err != nil {
-		at := start
-		var fe *rulestore.FieldError
-		if errors.As(err, &fe) {
-			if tok, ok := lines[fe.Field]; ok {
-				at = tok
-			}
-		}
-		ad := caddyfile.NewDispenser([]caddyfile.Token{at})
-		ad.Next()
-		return nil, ad.Errf("gray rule %q: %v", id, err)
-	}
-	return f, nil
-}
 
 func validHeaderName(s string) bool {
 	if s == "" {

@@ -36,14 +36,14 @@ func UnmarshalFields(d *caddyfile.Dispenser, k Kind, id string) (Fields, error) 
 				at = tok
 			}
 		}
-		return nil, errAt(at, "%s rule %q: %v", k, id, err)
+		return nil, ErrAt(at, "%s rule %q: %v", k, id, err)
 	}
 	return f, nil
 }
 
-// errAt is an error that names the file and line of tok, as Caddy's own
-// Caddyfile errors do.
-func errAt(tok caddyfile.Token, format string, args ...any) error {
+// ErrAt is an error that names the file and line of tok, as Caddy's own
+// Caddyfile errors do; for errors found after a block was read.
+func ErrAt(tok caddyfile.Token, format string, args ...any) error {
 	d := caddyfile.NewDispenser([]caddyfile.Token{tok})
 	d.Next()
 	return d.Errf(format, args...)
