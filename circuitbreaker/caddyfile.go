@@ -111,4 +111,3 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	h.Inline = fields
 	return nil
 }
-
