@@ -12,17 +12,17 @@ import (
 	"github.com/sluicegw/sluice/internal/testcaddy"
 )
 
-// TestCircuitbreakerAdapt adapts each testdata/circuitbreaker/*.caddyfiletest (a
-// Caddyfile, a line of dashes, the expected JSON) and compares the JSON.
-// CIRCUITBREAKER_UPDATE=1 rewrites the expected JSON.
-func TestCircuitbreakerAdapt(t *testing.T) {
-	files, err := filepath.Glob("testdata/circuitbreaker/*.caddyfiletest")
+// TestAdapt adapts every testdata/<directive>/*.caddyfiletest (a Caddyfile,
+// a line of dashes, the expected JSON), compares the JSON and validates the
+// Caddyfile as `caddy validate` does. UPDATE_GOLDEN=1 rewrites the JSON.
+func TestAdapt(t *testing.T) {
+	files, err := filepath.Glob("testdata/*/*.caddyfiletest")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no golden files: %v", err)
 	}
 	const sep = "\n----------\n"
 	for _, file := range files {
-		t.Run(filepath.Base(file), func(t *testing.T) {
+		t.Run(strings.TrimPrefix(file, "testdata/"), func(t *testing.T) {
 			raw, err := os.ReadFile(file)
 			if err != nil {
 				t.Fatal(err)
@@ -36,7 +36,7 @@ func TestCircuitbreakerAdapt(t *testing.T) {
 			if err := json.Indent(&buf, got, "", "\t"); err != nil {
 				t.Fatal(err)
 			}
-			if os.Getenv("CIRCUITBREAKER_UPDATE") == "1" {
+			if os.Getenv("UPDATE_GOLDEN") == "1" {
 				if err := os.WriteFile(file, []byte(input+sep+buf.String()+"\n"), 0o644); err != nil {
 					t.Fatal(err)
 				}
