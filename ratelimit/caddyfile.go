@@ -1,6 +1,9 @@
 package ratelimit
 
 import (
+	"encoding/json"
+	"strings"
+
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -16,15 +19,46 @@ import (
 //	}
 func ParseCaddyfile(hp httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	h := new(Handler)
-	err := h.UnmarshalCaddyfile(hp.Dispenser)
-	return h, err
+	if err := h.UnmarshalCaddyfile(hp.Dispenser); err != nil {
+		return nil, err
+	}
+	return h, h.checkClusterHasRedis(hp)
+}
+
+// checkClusterHasRedis fails a cluster rule in a Caddyfile whose rulestore
+// has no redis, pointing at the line (Provision checks JSON configs too).
+func (h *Handler) checkClusterHasRedis(hp httpcaddyfile.Helper) error {
+	var store struct {
+		Redis     json.RawMessage             `json:"redis"`
+		RateLimit map[string]rulestore.Fields `json:"rate_limit"`
+	}
+	if app, ok := hp.Option("rulestore").(httpcaddyfile.App); ok {
+		_ = json.Unmarshal(app.Value, &store)
+	}
+	if len(store.Redis) > 0 {
+		return nil
+	}
+	cluster := func(f rulestore.Fields) bool { return strings.EqualFold(strings.TrimSpace(f["scope"]), "cluster") }
+	if h.Fields != nil && cluster(h.Fields) {
+		return errAt(h.scopeTok, "ratelimit: %s", errClusterNeedsRedis)
+	}
+	if h.Rule != "" && cluster(store.RateLimit[h.Rule]) {
+		return errAt(h.ruleTok, "ratelimit rule %s: %s", h.Rule, errClusterNeedsRedis)
+	}
+	return nil
+}
+
+func errAt(tok caddyfile.Token, format string, args ...any) error {
+	d := caddyfile.NewDispenser([]caddyfile.Token{tok})
+	d.Next()
+	return d.Errf(format, args...)
 }
 
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens.
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // directive name
 	if d.NextArg() {
-		h.Rule = d.Val()
+		h.Rule, h.ruleTok = d.Val(), d.Token()
 		if err := rulestore.ValidID(h.Rule); err != nil {
 			return d.Errf("ratelimit: %v", err)
 		}
@@ -64,7 +98,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return scan.Errf("ratelimit: give one of rule or route, once")
 			}
 			if which == "rule" {
-				h.Rule = id
+				h.Rule, h.ruleTok = id, scan.Token()
 			} else {
 				h.Route = id
 			}
@@ -73,6 +107,9 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return scan.Errf("ratelimit: inline rule field %s cannot be mixed with rule or route", scan.Val())
 			}
 			inline = true
+			if scan.Val() == "scope" {
+				h.scopeTok = scan.Token()
+			}
 			scan.RemainingArgs()
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
@@ -39,6 +40,8 @@ type Handler struct {
 	inline *Rule
 	routed atomic.Pointer[routedLimiter]
 	logger *zap.Logger
+
+	ruleTok, scopeTok caddyfile.Token // for errors pointing at the line
 }
 
 type routedLimiter struct {
@@ -75,10 +78,18 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		if err := app.Require(rulestore.RateLimit, h.Rule); err != nil {
 			return err
 		}
+		if err := h.needsRedis(h.Rule); err != nil {
+			return err
+		}
 		h.fixed = h.holder.Get(h.Rule)
 	case h.Route != "":
 		if err := app.Require(rulestore.Binding, h.Route); err != nil {
 			return err
+		}
+		if b := app.Route(h.Route); b != nil && b.RateLimit != "" {
+			if err := h.needsRedis(b.RateLimit); err != nil {
+				return fmt.Errorf("route %s: %w", h.Route, err)
+			}
 		}
 	default:
 		id := InlineID(h.Fields)
@@ -86,8 +97,28 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		if err != nil {
 			return fmt.Errorf("inline rate_limit rule: %w", err)
 		}
+		if r.Cluster() && app.Client() == nil {
+			return errors.New("inline rate_limit rule: " + errClusterNeedsRedis)
+		}
 		h.fixed = h.holder.Get(id)
 		h.inline = h.fixed.intern(r)
+	}
+	if h.fixed != nil {
+		h.fixed.setBackend(app, h.logger)
+	}
+	return nil
+}
+
+const errClusterNeedsRedis = "field scope: cluster keeps the quota in Redis: configure redis in the global rulestore block (or use scope local)"
+
+// needsRedis fails for a static cluster rule in a config without Redis. A
+// rule that can come from Redis always has a Redis to count in.
+func (h *Handler) needsRedis(id string) error {
+	if h.app.Client() != nil {
+		return nil
+	}
+	if rr := h.app.Lookup(rulestore.RateLimit, id); rr != nil && rr.Value.(*Rule).Cluster() {
+		return fmt.Errorf("rate_limit rule %q: %s", id, errClusterNeedsRedis)
 	}
 	return nil
 }
@@ -141,6 +172,7 @@ func (h *Handler) current() (*Rule, *limiter) {
 			lim = c.lim
 		} else {
 			lim = h.holder.Get(id)
+			lim.setBackend(h.app, h.logger)
 			h.routed.Store(&routedLimiter{id: id, lim: lim})
 		}
 	}
@@ -181,7 +213,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		repl.Set("http.ratelimit.remaining", d.Remaining)
 		repl.Set("http.ratelimit.limit", d.Limits.quotaAny)
 	}
-	if rule.Headers {
+	if rule.Headers && !d.Unknown {
 		setHeaders(w.Header(), rule, &d)
 	}
 	if !d.OK() {
@@ -243,12 +275,17 @@ func ceilSeconds(ns int64) int64 {
 func (h *Handler) reject(w http.ResponseWriter, rule *Rule, lim *limiter, d *Decision, repl *caddy.Replacer) error {
 	status, name := rule.Status, "rate_limited"
 	retry := ceilSeconds(d.RetryAfter)
-	if d.Reason != RateLimited {
+	switch d.Reason {
+	case RateLimited:
+		lim.counters.rejected.Inc()
+	case RedisUnavailable:
+		status, name = rule.RedisErrorStatus, "redis_unavailable"
+		retry = 1 // the health probe runs every 250ms
+		lim.counters.unavailable.Inc()
+	default:
 		status, name = rule.ConcurrencyStatus, "too_many_in_flight"
 		retry = 1 // a slot frees when a request ends; a short hint
 		lim.counters.concurrency.Inc()
-	} else {
-		lim.counters.rejected.Inc()
 	}
 	if retry < 1 {
 		retry = 1
@@ -327,6 +364,8 @@ func (r Reason) String() string {
 		return "max_concurrent"
 	case TooManyInFlightTotal:
 		return "max_concurrent_total"
+	case RedisUnavailable:
+		return "redis_unavailable"
 	}
 	return "allowed"
 }

@@ -4,6 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"go.uber.org/zap"
 )
 
 // Engine keeps one rule's counters and decides requests. The local engine
@@ -29,6 +31,7 @@ const (
 	RateLimited
 	TooManyInFlight      // max_concurrent for the key
 	TooManyInFlightTotal // max_concurrent_total for the rule
+	RedisUnavailable     // scope cluster, Redis failed, on_redis_error deny
 )
 
 // Decision is the outcome of one Take.
@@ -41,6 +44,9 @@ type Decision struct {
 	// this request would pass. Both are hints: other traffic changes them.
 	Reset      int64
 	RetryAfter int64
+	// Unknown: decided without quota information (Redis failed and
+	// on_redis_error is allow or deny), so no rate limit headers.
+	Unknown bool
 
 	slot  *entry // holds an in-flight slot to release
 	shard *shard
@@ -55,14 +61,18 @@ type localEngine struct {
 	tab      *table
 	typ      LimitType
 	inflight atomic.Int64
+	// slotsOnly: count in-flight slots only, no rate (a cluster engine's
+	// in-flight caps, which stay per instance).
+	slotsOnly bool
 }
 
 func newLocalEngine(r *Rule) *localEngine {
 	return &localEngine{tab: newTable(shardsFor(r.MaxKeys)), typ: r.Type}
 }
 
-func (e *localEngine) Keys() int64     { return e.tab.keys.Load() }
-func (e *localEngine) InFlight() int64 { return e.inflight.Load() }
+func (e *localEngine) Keys() int64           { return e.tab.keys.Load() }
+func (e *localEngine) sweep(now, idle int64) { e.tab.sweep(now, idle) }
+func (e *localEngine) InFlight() int64       { return e.inflight.Load() }
 
 // Take admits or refuses a request; it allocates only for a key it has not
 // seen before.
@@ -85,6 +95,9 @@ func (e *localEngine) Take(r *Rule, key []byte, now int64) Decision {
 		e.inflight.Add(1)
 		d.total = true
 	}
+	if e.slotsOnly && r.MaxConcurrent == 0 {
+		return d
+	}
 	s := e.tab.shard(key)
 	perShard := max(1, r.MaxKeys/len(e.tab.shards))
 	s.mu.Lock()
@@ -95,10 +108,12 @@ func (e *localEngine) Take(r *Rule, key []byte, now int64) Decision {
 		d.Reason = TooManyInFlight
 		return d
 	}
-	var ok bool
+	ok := true
 	var left float64
 	cost := float64(r.Cost)
-	if e.typ == SlidingWindow {
+	if e.slotsOnly {
+		// the rate is decided elsewhere
+	} else if e.typ == SlidingWindow {
 		ok, left, d.RetryAfter = ent.sw.take(now, l.Window, l.Max, cost)
 		d.Reset = ent.sw.untilWindowEnd(now, l.Window)
 	} else {
@@ -144,7 +159,8 @@ type limiter struct {
 	counters *ruleCounters
 	inline   *Rule // the first parse of an inline rule, shared by its handlers
 	state    atomic.Pointer[limiterState]
-	mu       sync.Mutex // serialises rule changes
+	backend  atomic.Pointer[backendRef] // Redis for scope cluster
+	mu       sync.Mutex                 // serialises rule changes
 	now      func() int64
 	stop     chan struct{}
 	once     sync.Once
@@ -187,14 +203,36 @@ func (l *limiter) adopt(r *Rule) Engine {
 		return s.engine
 	}
 	if s != nil {
-		if old, ok := s.engine.(*localEngine); ok && old.typ == r.Type && len(old.tab.shards) == shardsFor(r.MaxKeys) {
-			l.state.Store(&limiterState{rule: r, engine: old})
-			return old
+		switch old := s.engine.(type) {
+		case *localEngine:
+			if !r.Cluster() && old.typ == r.Type && len(old.tab.shards) == shardsFor(r.MaxKeys) {
+				l.state.Store(&limiterState{rule: r, engine: old})
+				return old
+			}
+		case *clusterEngine:
+			if old.fits(r) {
+				l.state.Store(&limiterState{rule: r, engine: old})
+				return old
+			}
 		}
 	}
-	e := newLocalEngine(r)
+	var e Engine
+	if r.Cluster() {
+		e = newClusterEngine(r, l)
+	} else {
+		e = newLocalEngine(r)
+	}
 	l.state.Store(&limiterState{rule: r, engine: e})
 	return e
+}
+
+// setBackend points the limiter's cluster engine at a config's Redis; the
+// newest config to use the rule id wins.
+func (l *limiter) setBackend(b Backend, logger *zap.Logger) {
+	if cur := l.backend.Load(); cur != nil && cur.b == b {
+		return
+	}
+	l.backend.Store(&backendRef{b: b, logger: logger})
 }
 
 // intern returns the one *Rule every handler of an inline rule uses, so the
@@ -220,8 +258,8 @@ func (l *limiter) janitor() {
 			return
 		case <-t.C:
 			if s := l.state.Load(); s != nil {
-				if e, ok := s.engine.(*localEngine); ok {
-					e.tab.sweep(l.now(), s.rule.idle)
+				if e, ok := s.engine.(interface{ sweep(now, idle int64) }); ok {
+					e.sweep(l.now(), s.rule.idle)
 				}
 			}
 		}

@@ -14,11 +14,23 @@ import (
 //	sluice_ratelimit_keys{rule}       keys tracked now
 //	sluice_ratelimit_in_flight{rule}  requests admitted and not finished
 //	    (counted for rules with max_concurrent or max_concurrent_total)
+//	sluice_ratelimit_redis_calls_total{rule,result}  scope cluster: Redis
+//	    script runs, result ok or error
+//	sluice_ratelimit_redis_fallback_total{rule,mode}  scope cluster:
+//	    decisions made without Redis, by on_redis_error mode
+//	sluice_ratelimit_redis_transitions_total{to}  health gate: down, up
 var metrics = struct {
-	once     sync.Once
-	requests *prometheus.CounterVec
-	gauges   gaugeCollector
+	once      sync.Once
+	requests  *prometheus.CounterVec
+	redis     *prometheus.CounterVec
+	fallbacks *prometheus.CounterVec
+	gauges    gaugeCollector
 }{}
+
+var transitions = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Namespace: "sluice", Subsystem: "ratelimit", Name: "redis_transitions_total",
+	Help: "Transitions of the Redis health gate of cluster rate limits (to down or up).",
+}, []string{"to"})
 
 func initMetrics(reg *prometheus.Registry) {
 	metrics.once.Do(func() {
@@ -26,11 +38,19 @@ func initMetrics(reg *prometheus.Registry) {
 			Namespace: "sluice", Subsystem: "ratelimit", Name: "requests_total",
 			Help: "Rate limit decisions by rule and result.",
 		}, []string{"rule", "result"})
+		metrics.redis = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sluice", Subsystem: "ratelimit", Name: "redis_calls_total",
+			Help: "Redis script runs of cluster rate limits by rule and result (ok, error).",
+		}, []string{"rule", "result"})
+		metrics.fallbacks = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sluice", Subsystem: "ratelimit", Name: "redis_fallback_total",
+			Help: "Cluster rate limit decisions made without Redis, by rule and on_redis_error mode.",
+		}, []string{"rule", "mode"})
 	})
 	if reg == nil {
 		return
 	}
-	for _, c := range []prometheus.Collector{metrics.requests, &metrics.gauges} {
+	for _, c := range []prometheus.Collector{metrics.requests, metrics.redis, metrics.fallbacks, transitions, &metrics.gauges} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {
@@ -43,7 +63,9 @@ func initMetrics(reg *prometheus.Registry) {
 // ruleCounters are one rule's counters, looked up once per rule id so the
 // request path only adds to them.
 type ruleCounters struct {
-	allowed, rejected, shadow, concurrency, emptyKey prometheus.Counter
+	allowed, rejected, shadow, concurrency, emptyKey, unavailable prometheus.Counter
+	redisCalls, redisErrors                                       prometheus.Counter
+	fallbackAllow, fallbackDeny, fallbackLocal                    prometheus.Counter
 }
 
 func countersFor(rule string) *ruleCounters {
@@ -55,6 +77,13 @@ func countersFor(rule string) *ruleCounters {
 		shadow:      c.WithLabelValues(rule, "shadow_rejected"),
 		concurrency: c.WithLabelValues(rule, "concurrency_rejected"),
 		emptyKey:    c.WithLabelValues(rule, "empty_key_rejected"),
+		unavailable: c.WithLabelValues(rule, "redis_unavailable"),
+
+		redisCalls:    metrics.redis.WithLabelValues(rule, "ok"),
+		redisErrors:   metrics.redis.WithLabelValues(rule, "error"),
+		fallbackAllow: metrics.fallbacks.WithLabelValues(rule, "allow"),
+		fallbackDeny:  metrics.fallbacks.WithLabelValues(rule, "deny"),
+		fallbackLocal: metrics.fallbacks.WithLabelValues(rule, "local"),
 	}
 }
 
@@ -62,6 +91,8 @@ func countersFor(rule string) *ruleCounters {
 // edited inline rules do not pile up label values.
 func dropCounters(rule string) {
 	metrics.requests.DeletePartialMatch(prometheus.Labels{"rule": rule})
+	metrics.redis.DeletePartialMatch(prometheus.Labels{"rule": rule})
+	metrics.fallbacks.DeletePartialMatch(prometheus.Labels{"rule": rule})
 }
 
 // gaugeCollector reports the live limiters' key and in-flight counts when

@@ -129,7 +129,8 @@ func TestValidateErrors(t *testing.T) {
 		want string
 	}{
 		{"ratelimit {\n\t\tqps abc\n\t}", 9, "qps"},
-		{"ratelimit {\n\t\tqps 10\n\t\tscope cluster\n\t}", 10, "not supported in this build"},
+		{"ratelimit {\n\t\tqps 10\n\t\tscope cluster\n\t}", 10, "configure redis in the global rulestore block"},
+		{"ratelimit {\n\t\tqps 10\n\t\tscope cluster\n\t\tlease_size 20\n\t}", 11, "lease_size"},
 		{"ratelimit {\n\t\tqps 10\n\t\tflavour x\n\t}", 10, "unknown field"},
 		{"ratelimit {\n\t\tqps 10\n\t\tburst 2\n\t\trequested_tokens 5\n\t}", 11, "requested_tokens"},
 		{"ratelimit {\n\t\trule a\n\t\tqps 10\n\t}", 10, "cannot be mixed"},

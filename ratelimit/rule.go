@@ -71,7 +71,14 @@ type Rule struct {
 	Headers           bool
 	Body              string // "" means the default JSON body
 	HandleErrors      bool
-	Scope             string
+	Scope             string // "local" or "cluster"
+
+	// Cluster scope (scope cluster): what to do when Redis fails, how long
+	// one Redis call may take, and the lease size (0 = one call per request).
+	OnRedisError     RedisErrorMode
+	RedisErrorStatus int // for on_redis_error deny
+	RedisTimeout     time.Duration
+	LeaseSize        int64
 
 	idAny any // ID boxed once for the placeholder
 
@@ -79,6 +86,35 @@ type Rule struct {
 	// one (a full bucket, an empty window), so expiring it loses nothing.
 	idle int64
 }
+
+// RedisErrorMode is what a cluster rule does while Redis is unreachable.
+type RedisErrorMode uint8
+
+const (
+	// FailLocal decides by an in-process limiter holding this instance's
+	// share of the quota (quota ÷ live instances).
+	FailLocal RedisErrorMode = iota
+	// FailAllow lets every request pass.
+	FailAllow
+	// FailDeny refuses every request with RedisErrorStatus.
+	FailDeny
+)
+
+func (m RedisErrorMode) String() string {
+	switch m {
+	case FailAllow:
+		return "allow"
+	case FailDeny:
+		return "deny"
+	}
+	return "local"
+}
+
+// Cluster scope defaults.
+const (
+	DefaultRedisTimeout     = 50 * time.Millisecond
+	DefaultRedisErrorStatus = http.StatusServiceUnavailable
+)
 
 // Limits are the numbers of one quota.
 type Limits struct {
@@ -99,13 +135,15 @@ var knownFields = []string{
 	"limit_type", "qps", "burst", "window_size", "key_resolver", "requested_tokens",
 	"max_concurrent", "max_concurrent_total", "on_empty_key", "shadow", "overrides",
 	"max_keys", "status", "concurrency_status", "headers", "body", "handle_errors", "scope",
+	"on_redis_error", "redis_timeout", "lease_size",
 }
 
 // ParseRule validates a rate_limit rule's fields. Errors are
 // *rulestore.FieldError naming the field.
 func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
 	r := &Rule{ID: id, Cost: 1, MaxKeys: DefaultMaxKeys, Status: DefaultStatus,
-		ConcurrencyStatus: DefaultStatus, Headers: true, EmptyKeyStatus: http.StatusForbidden, Scope: "local"}
+		ConcurrencyStatus: DefaultStatus, Headers: true, EmptyKeyStatus: http.StatusForbidden, Scope: "local",
+		RedisTimeout: DefaultRedisTimeout, RedisErrorStatus: DefaultRedisErrorStatus}
 	for _, name := range f.Names() {
 		if !contains(knownFields, name) {
 			return nil, f.Errorf(name, "unknown field (want one of %s)", strings.Join(knownFields, ", "))
@@ -219,10 +257,13 @@ func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
 		switch strings.ToLower(v) {
 		case "local":
 		case "cluster":
-			return nil, f.Errorf("scope", "cluster scope is not supported in this build yet (use local)")
+			r.Scope = "cluster"
 		default:
 			return nil, f.Errorf("scope", "want local or cluster")
 		}
+	}
+	if err := r.parseCluster(f, get); err != nil {
+		return nil, err
 	}
 	if v, ok := get("overrides"); ok {
 		if err := r.parseOverrides(v); err != nil {
@@ -264,10 +305,75 @@ func (r *Rule) finish(l *Limits) (string, error) {
 		l.quota = int64(l.Max)
 		l.window = int64(math.Ceil(float64(l.Window) / 1e9))
 	}
+	l.advertise(r.ID)
+	return "", nil
+}
+
+// advertise precomputes the header values of l's quota and window.
+func (l *Limits) advertise(id string) {
 	l.quotaStr = strconv.FormatInt(l.quota, 10)
 	l.quotaAny = l.quota
-	l.policy = `"` + r.ID + `";q=` + strconv.FormatInt(l.quota, 10) + ";w=" + strconv.FormatInt(l.window, 10)
-	return "", nil
+	l.policy = `"` + id + `";q=` + strconv.FormatInt(l.quota, 10) + ";w=" + strconv.FormatInt(l.window, 10)
+}
+
+// Cluster reports whether the rule keeps its counters in Redis.
+func (r *Rule) Cluster() bool { return r.Scope == "cluster" }
+
+// parseCluster reads the fields of scope cluster; they are errors on a
+// local rule, where they would silently do nothing.
+func (r *Rule) parseCluster(f rulestore.Fields, get func(string) (string, bool)) error {
+	for _, name := range []string{"on_redis_error", "redis_timeout", "lease_size"} {
+		if _, ok := get(name); ok && !r.Cluster() {
+			return f.Errorf(name, "applies to scope cluster only")
+		}
+	}
+	if v, ok := get("on_redis_error"); ok {
+		words := strings.Fields(strings.ToLower(v))
+		if len(words) == 0 {
+			return f.Errorf("on_redis_error", "want allow, deny [status] or local")
+		}
+		switch words[0] {
+		case "allow":
+			r.OnRedisError = FailAllow
+		case "local":
+			r.OnRedisError = FailLocal
+		case "deny":
+			r.OnRedisError = FailDeny
+			if len(words) == 2 {
+				s, err := strconv.Atoi(words[1])
+				if err != nil || s < 400 || s > 599 {
+					return f.Errorf("on_redis_error", "deny status: want an HTTP status 400-599")
+				}
+				r.RedisErrorStatus = s
+			}
+		default:
+			return f.Errorf("on_redis_error", "want allow, deny [status] or local")
+		}
+		if len(words) > 2 || len(words) == 2 && words[0] != "deny" {
+			return f.Errorf("on_redis_error", "want allow, deny [status] or local")
+		}
+	}
+	if v, ok := get("redis_timeout"); ok {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Millisecond || d > 10*time.Second {
+			return f.Errorf("redis_timeout", "want a duration from 1ms to 10s (e.g. 50ms)")
+		}
+		r.RedisTimeout = d
+	}
+	if v, ok := get("lease_size"); ok {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return f.Errorf("lease_size", "want a whole number >= 0 (0 = one Redis call per request)")
+		}
+		if n > 0 && n < r.Cost {
+			return f.Errorf("lease_size", "%d is less than requested_tokens %d", n, r.Cost)
+		}
+		if n > r.Limits.quota {
+			return f.Errorf("lease_size", "%d exceeds the quota %d (burst, or qps × window_size)", n, r.Limits.quota)
+		}
+		r.LeaseSize = n
+	}
+	return nil
 }
 
 // idle is how long until an untouched key's state equals a fresh one.

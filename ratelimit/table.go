@@ -31,8 +31,9 @@ type entry struct {
 	key        string
 	tb         tokenBucket
 	sw         slidingWindow
-	seen       int64 // ns of the last request
-	inflight   int32 // requests admitted and not finished (max_concurrent)
+	seen       int64       // ns of the last request
+	inflight   int32       // requests admitted and not finished (max_concurrent)
+	lease      *leaseState // cluster lease mode only
 	prev, next *entry
 }
 

@@ -1,0 +1,262 @@
+package ratelimit
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicegw/sluice/internal/redistest"
+	"github.com/sluicegw/sluice/rulestore"
+)
+
+// testBackend is a Redis for cluster engines outside Caddy.
+type testBackend struct {
+	c         redis.UniversalClient
+	instances int
+}
+
+func (b *testBackend) Client() redis.UniversalClient { return b.c }
+func (b *testBackend) KeyPrefix() string             { return "t:" }
+func (b *testBackend) LiveInstances() int            { return b.instances }
+
+// newTestClient is configured as the rule store configures its client.
+func newTestClient(t testing.TB, addrs ...string) redis.UniversalClient {
+	c := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: addrs, ContextTimeoutEnabled: true,
+		MaxRetries: 1, DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// instance is one simulated Caddy instance: its own limiter for the rule.
+func instance(t testing.TB, b Backend, id string) *limiter {
+	l := newLimiter(id, nil)
+	l.setBackend(b, nil)
+	t.Cleanup(func() { l.Destruct() })
+	return l
+}
+
+func take(l *limiter, r *Rule, key string) Decision {
+	d := l.engine(r).Take(r, []byte(key), l.now())
+	l.engine(r).Release(&d)
+	return d
+}
+
+func clusterRule(t testing.TB, f rulestore.Fields) *Rule {
+	f["scope"] = "cluster"
+	f["redis_timeout"] = "1s" // this test is about counting, not timing
+	return mustRule(t, f)
+}
+
+// Two instances spend one token bucket: exactly burst requests pass across
+// both, with the cluster-wide remaining count, then a true Retry-After.
+func TestClusterTokenBucketSharedBurst(t *testing.T) {
+	srv := redistest.Start(t)
+	b := &testBackend{c: newTestClient(t, srv.Addr), instances: 2}
+	r := clusterRule(t, rulestore.Fields{"qps": "0.01", "burst": "10", "key_resolver": "global"})
+	a, c := instance(t, b, "tb"), instance(t, b, "tb")
+	for i := 0; i < 10; i++ {
+		l := a
+		if i%2 == 1 {
+			l = c
+		}
+		d := take(l, r, "global")
+		if !d.OK() || d.Remaining != int64(9-i) {
+			t.Fatalf("request %d: %+v, want allowed with %d remaining", i+1, d, 9-i)
+		}
+	}
+	for _, l := range []*limiter{a, c} {
+		d := take(l, r, "global")
+		if d.OK() || d.Reason != RateLimited || d.RetryAfter < 90*time.Second.Nanoseconds() || d.RetryAfter > 100*time.Second.Nanoseconds() {
+			t.Fatalf("after the burst: %+v, want rate limited with a retry of about 100s", d)
+		}
+	}
+	// Another key has its own bucket; the key in Redis has a TTL.
+	if d := take(a, r, "other"); !d.OK() {
+		t.Fatalf("other key: %+v", d)
+	}
+	ttl := srv.Client().PTTL(context.Background(), "t:ratelimit:tb:{"+r.ID+":global}").Val()
+	if ttl <= 0 || ttl > 1001*time.Second {
+		t.Fatalf("TTL of the bucket key: %v, want about 1001s (burst/qps + 1s)", ttl)
+	}
+}
+
+// The sliding window in Redis admits the window's limit across instances,
+// and the remaining count and reset follow the window.
+func TestClusterSlidingWindowShared(t *testing.T) {
+	srv := redistest.Start(t)
+	b := &testBackend{c: newTestClient(t, srv.Addr), instances: 2}
+	r := clusterRule(t, rulestore.Fields{"limit_type": "sliding_window", "qps": "0.1", "window_size": "100", "key_resolver": "global"})
+	a, c := instance(t, b, "sw"), instance(t, b, "sw")
+	for i := 0; i < 10; i++ {
+		l := a
+		if i%2 == 1 {
+			l = c
+		}
+		if d := take(l, r, "global"); !d.OK() || d.Remaining != int64(9-i) || d.Reset <= 0 || d.Reset > 100*time.Second.Nanoseconds() {
+			t.Fatalf("request %d: %+v", i+1, d)
+		}
+	}
+	if d := take(c, r, "global"); d.OK() || d.RetryAfter <= 0 {
+		t.Fatalf("11th: %+v, want refused with a retry", d)
+	}
+	ttl := srv.Client().PTTL(context.Background(), "t:ratelimit:sw:{"+r.ID+":global}").Val()
+	if ttl <= 200*time.Second || ttl > 201*time.Second {
+		t.Fatalf("TTL %v, want about 201s (two windows + 1s)", ttl)
+	}
+}
+
+// Sliding window accuracy across two instances in real time: steady
+// traffic at twice the limit for 3 windows admits about the limit per
+// window, within the counter's error.
+func TestClusterSlidingWindowAccuracy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs for seconds")
+	}
+	srv := redistest.Start(t)
+	b := &testBackend{c: newTestClient(t, srv.Addr), instances: 2}
+	r := clusterRule(t, rulestore.Fields{"limit_type": "sliding_window", "qps": "100", "window_size": "0.5", "key_resolver": "global"})
+	insts := []*limiter{instance(t, b, "acc"), instance(t, b, "acc")}
+	const run = 1500 * time.Millisecond
+	var mu sync.Mutex
+	var admitted []time.Time
+	start := time.Now()
+	var wg sync.WaitGroup
+	for _, l := range insts {
+		wg.Add(1)
+		go func(l *limiter) {
+			defer wg.Done()
+			tick := time.NewTicker(5 * time.Millisecond) // 200/s per instance, 400/s in all
+			defer tick.Stop()
+			for now := range tick.C {
+				if now.Sub(start) > run {
+					return
+				}
+				if d := take(l, r, "global"); d.OK() {
+					mu.Lock()
+					admitted = append(admitted, time.Now())
+					mu.Unlock()
+				}
+			}
+		}(l)
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	// 50 per 0.5 s window: about 100 per second, plus up to one window's
+	// limit at the start (the first fixed window starts full).
+	rate := 100 * elapsed.Seconds()
+	got := float64(len(admitted))
+	t.Logf("admitted %v in %v, want %.0f to %.0f", got, elapsed, rate*0.8, 50+rate*1.05)
+	if got > 50+rate*1.05 || got < rate*0.8 {
+		t.Fatalf("admitted %v in %v, want %.0f to %.0f", got, elapsed, rate*0.8, 50+rate*1.05)
+	}
+	// No trailing window of 0.5 s holds more than twice the limit (the
+	// counter's worst case), and in practice not much over the limit.
+	worst := 0
+	for i := range admitted {
+		j := i
+		for j < len(admitted) && admitted[j].Sub(admitted[i]) < 500*time.Millisecond {
+			j++
+		}
+		worst = max(worst, j-i)
+	}
+	t.Logf("fullest 0.5 s window: %d (limit 50)", worst)
+	if worst > 100 {
+		t.Fatalf("a 0.5 s window held %d, more than twice the limit 50", worst)
+	}
+}
+
+// After SCRIPT FLUSH (as after a Redis restart) EVALSHA answers NOSCRIPT;
+// the engine reloads the script and the decision still comes from Redis.
+func TestClusterScriptReloadAfterFlush(t *testing.T) {
+	srv := redistest.Start(t)
+	b := &testBackend{c: newTestClient(t, srv.Addr), instances: 1}
+	for _, typ := range []string{"token_bucket", "sliding_window"} {
+		r := clusterRule(t, rulestore.Fields{"limit_type": typ, "qps": "1", "key_resolver": "global"})
+		l := instance(t, b, "flush-"+typ)
+		if d := take(l, r, "k"); !d.OK() {
+			t.Fatalf("%s: first: %+v", typ, d)
+		}
+		if err := srv.Client().ScriptFlush(context.Background()).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if d := take(l, r, "k"); d.OK() || d.Reason != RateLimited {
+			t.Fatalf("%s: after SCRIPT FLUSH: %+v, want refused by the Redis count (qps 1, burst 1)", typ, d)
+		}
+		if gateFor(b.c).down.Load() {
+			t.Fatalf("%s: NOSCRIPT brought the gate down", typ)
+		}
+	}
+}
+
+// Lease mode: a quick burst across two instances never exceeds the burst
+// (leases hand out only what Redis holds), and over time the fleet admits
+// at most quota + lease_size × instances, with far fewer Redis calls.
+func TestClusterLeaseBound(t *testing.T) {
+	srv := redistest.Start(t)
+	b := &testBackend{c: newTestClient(t, srv.Addr), instances: 2}
+	r := clusterRule(t, rulestore.Fields{"qps": "0.01", "burst": "20", "key_resolver": "global", "lease_size": "5"})
+	a, c := instance(t, b, "lease"), instance(t, b, "lease")
+	n := 0
+	for i := 0; i < 60; i++ {
+		l := a
+		if i%3 == 0 {
+			l = c
+		}
+		if d := take(l, r, "global"); d.OK() {
+			n++
+		}
+	}
+	if n != 20 {
+		t.Fatalf("admitted %d of a burst of 20 with leases, want exactly 20", n)
+	}
+
+	if testing.Short() {
+		return
+	}
+	// Refilling: qps 50, burst 10, lease 5, two instances hammering for 2 s.
+	r = clusterRule(t, rulestore.Fields{"qps": "50", "burst": "10", "key_resolver": "global", "lease_size": "5"})
+	insts := []*limiter{instance(t, b, "lease2"), instance(t, b, "lease2")}
+	const run = 2 * time.Second
+	start := time.Now()
+	var total, calls int64
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, l := range insts {
+		wg.Add(1)
+		go func(l *limiter) {
+			defer wg.Done()
+			k := 0
+			for time.Since(start) < run {
+				if d := take(l, r, "global"); d.OK() {
+					k++
+				}
+				time.Sleep(200 * time.Microsecond)
+			}
+			mu.Lock()
+			total += int64(k)
+			mu.Unlock()
+		}(l)
+	}
+	wg.Wait()
+	elapsed := time.Since(start).Seconds()
+	calls = int64(counterValue(insts[0].counters.redisCalls)) // one series per rule id
+	bound := 10 + 50*elapsed + 5*2
+	t.Logf("admitted %d in %.2fs with %d Redis calls; bound %.0f (burst 10 + 50/s + lease 5 × 2)", total, elapsed, calls, bound)
+	if float64(total) > bound {
+		t.Fatalf("admitted %d, over the lease bound %.0f", total, bound)
+	}
+	if float64(total) < 50*elapsed*0.8 {
+		t.Fatalf("admitted %d, far under the quota %.0f", total, 50*elapsed)
+	}
+}
+
+func counterValue(c prometheus.Counter) float64 {
+	var m dto.Metric
+	_ = c.Write(&m)
+	return m.GetCounter().GetValue()
+}

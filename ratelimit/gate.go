@@ -1,0 +1,75 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+)
+
+// gate is the health gate of one Redis client. After a failed call it is
+// down: cluster decisions stop waiting on Redis at once and take their
+// rule's on_redis_error path, while one background probe PINGs Redis every
+// probeInterval and brings the gate up when Redis answers. So a dead or hung
+// Redis costs at most one redis_timeout per request that was already
+// calling it, then nothing.
+type gate struct {
+	client redis.UniversalClient
+	down   atomic.Bool
+}
+
+const (
+	probeInterval = 250 * time.Millisecond
+	probeTimeout  = 500 * time.Millisecond
+)
+
+// gates by client; a client's gate goes when the client is closed (its
+// config is gone).
+var gates sync.Map
+
+func gateFor(c redis.UniversalClient) *gate {
+	if g, ok := gates.Load(c); ok {
+		return g.(*gate)
+	}
+	g, _ := gates.LoadOrStore(c, &gate{client: c})
+	return g.(*gate)
+}
+
+// fail records a failed call: the first failure brings the gate down, logs
+// it once and starts the probe.
+func (g *gate) fail(err error, logger *zap.Logger) {
+	if !g.down.CompareAndSwap(false, true) {
+		return
+	}
+	transitions.WithLabelValues("down").Inc()
+	if logger != nil {
+		logger.Warn("redis unreachable: cluster rate limits follow on_redis_error until it answers again", zap.Error(err))
+	}
+	go g.probe(logger)
+}
+
+func (g *gate) probe(logger *zap.Logger) {
+	t := time.NewTicker(probeInterval)
+	defer t.Stop()
+	for range t.C {
+		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+		err := g.client.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			g.down.Store(false)
+			transitions.WithLabelValues("up").Inc()
+			if logger != nil {
+				logger.Info("redis reachable again: cluster rate limits enforced through redis")
+			}
+			return
+		}
+		if errors.Is(err, redis.ErrClosed) {
+			gates.Delete(g.client) // the config that owned the client is gone
+			return
+		}
+	}
+}
