@@ -1,0 +1,371 @@
+package ratelimit_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicegw/sluice/internal/redistest"
+	"github.com/sluicegw/sluice/internal/testcaddy"
+)
+
+// fleetConfig is a Caddyfile for testcaddy.Start (admin {{admin}}) with the
+// rule store on redisURL and one site per body on the given ports.
+func fleetConfig(t *testing.T, redisGlobal string, ports []int, bodies ...string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "{\n\tadmin localhost:{{admin}}\n\tpersist_config off\n\tstorage file_system %s\n\trulestore {\n\t\t%s\n\t}\n}\n", t.TempDir(), redisGlobal)
+	for i, body := range bodies {
+		fmt.Fprintf(&b, "http://127.0.0.1:%d {\n%s\n}\n", ports[i], body)
+	}
+	return b.String()
+}
+
+func ports(t *testing.T, n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = testcaddy.FreePort(t)
+	}
+	return out
+}
+
+func url(port int) string { return fmt.Sprintf("http://127.0.0.1:%d", port) }
+
+const burstSite = `
+	ratelimit {
+		qps 0.01
+		burst 10
+		key_resolver global
+		scope %s
+	}
+	respond "ok"`
+
+const leaseSite = `
+	ratelimit {
+		qps 0.01
+		burst 10
+		key_resolver global
+		scope cluster
+		lease_size 3
+	}
+	respond "ok"`
+
+// Two Caddy processes sharing one Redis and one cluster rule admit exactly
+// the burst in total for a quick burst spread over both, and show the
+// cluster-wide remaining count; the same rule with scope local admits the
+// burst on each. Lease mode admits exactly the burst too (leases hand out
+// only what Redis holds).
+func TestClusterQuotaSharedByTwoCaddys(t *testing.T) {
+	rd := redistest.Start(t)
+	p := ports(t, 3)
+	q := ports(t, 3)
+	sites := []string{fmt.Sprintf(burstSite, "cluster"), fmt.Sprintf(burstSite, "local"), leaseSite}
+	a := testcaddy.Start(t, fleetConfig(t, "redis "+rd.URL(), p, sites...))
+	b := testcaddy.Start(t, fleetConfig(t, "redis "+rd.URL(), q, sites...))
+	_, _ = a, b
+
+	// cluster: 10 in all, remaining counting down across both instances.
+	var got []string
+	admitted := 0
+	for i := 0; i < 20; i++ {
+		u := url(p[0])
+		if i%2 == 1 {
+			u = url(q[0])
+		}
+		resp, _ := testcaddy.Get(t, u)
+		if resp.StatusCode == 200 {
+			admitted++
+			got = append(got, resp.Header.Get("X-RateLimit-Remaining"))
+		} else if resp.StatusCode != 429 {
+			t.Fatalf("cluster request %d: status %d", i+1, resp.StatusCode)
+		}
+	}
+	if admitted != 10 || strings.Join(got, ",") != "9,8,7,6,5,4,3,2,1,0" {
+		t.Fatalf("cluster: admitted %d with remaining %v, want exactly 10 counting down 9..0 across both instances", admitted, got)
+	}
+	// local: 10 on each.
+	admitted = 0
+	for i := 0; i < 30; i++ {
+		u := url(p[1])
+		if i%2 == 1 {
+			u = url(q[1])
+		}
+		if status(t, u) == 200 {
+			admitted++
+		}
+	}
+	if admitted != 20 {
+		t.Fatalf("local: admitted %d, want 20 (10 per instance)", admitted)
+	}
+	// lease: 10 in all.
+	admitted = 0
+	for i := 0; i < 30; i++ {
+		u := url(p[2])
+		if i%3 == 1 {
+			u = url(q[2])
+		}
+		if status(t, u) == 200 {
+			admitted++
+		}
+	}
+	if admitted != 10 {
+		t.Fatalf("lease: admitted %d, want exactly 10", admitted)
+	}
+}
+
+// Three instances (two processes and this one) with a cluster rule of 20
+// per second, under traffic spread over them for 3 s: the total admitted is
+// within a few percent of the quota; the same rule with scope local admits
+// about three times as much.
+func TestClusterRateAcrossThreeInstances(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs for seconds")
+	}
+	rd := redistest.Start(t)
+	site := `
+	ratelimit {
+		qps 20
+		burst 5
+		key_resolver global
+		scope %s
+	}
+	respond "ok"`
+	bodies := []string{fmt.Sprintf(site, "cluster"), fmt.Sprintf(site, "local")}
+	var urls [][]string // [instance][site]
+	for i := 0; i < 2; i++ {
+		p := ports(t, 2)
+		testcaddy.Start(t, fleetConfig(t, "redis "+rd.URL(), p, bodies...))
+		urls = append(urls, []string{url(p[0]), url(p[1])})
+	}
+	s := caddyfile(t, "\trulestore {\n\t\tredis "+rd.URL()+"\n\t}", bodies...)
+	testcaddy.Run(t, s.cfg)
+	urls = append(urls, s.urls)
+
+	for site, name := range []string{"cluster", "local"} {
+		const run = 3 * time.Second
+		var total int64
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		start := time.Now()
+		for _, inst := range urls {
+			wg.Add(1)
+			go func(u string) {
+				defer wg.Done()
+				n := int64(0)
+				tick := time.NewTicker(10 * time.Millisecond) // 100/s per instance
+				defer tick.Stop()
+				for range tick.C {
+					if time.Since(start) > run {
+						break
+					}
+					resp, err := http.Get(u)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					resp.Body.Close()
+					if resp.StatusCode == 200 {
+						n++
+					}
+				}
+				mu.Lock()
+				total += n
+				mu.Unlock()
+			}(inst[site])
+		}
+		wg.Wait()
+		sec := time.Since(start).Seconds()
+		quota := 20*sec + 5 // rate plus the burst
+		t.Logf("%s: admitted %d in %.2fs; one quota is %.0f", name, total, sec, quota)
+		switch name {
+		case "cluster":
+			if float64(total) > quota*1.05 || float64(total) < quota*0.85 {
+				t.Errorf("cluster: admitted %d, want %.0f within +5%%/-15%%", total, quota)
+			}
+		case "local":
+			if float64(total) < 2.5*quota || float64(total) > 3*quota*1.05 {
+				t.Errorf("local: admitted %d, want about 3 × %.0f", total, quota)
+			}
+		}
+	}
+}
+
+// timedGet sends a request with a keyed header and returns the response
+// and how long it took.
+func timedGet(t *testing.T, u, key string) (*http.Response, string, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	resp, body := testcaddy.Get(t, u, "X-K: "+key)
+	return resp, body, time.Since(start)
+}
+
+// Redis killed, then paused (SIGSTOP), then back: allow lets everything
+// through, deny answers its status, local admits this instance's share of
+// the quota (quota ÷ live instances); no request waits on a dead or hung
+// Redis for much longer than redis_timeout; and with Redis back the cluster
+// quota is enforced again without restarting Caddy.
+func TestClusterRedisFailureModes(t *testing.T) {
+	rd := redistest.Start(t)
+	site := `
+	ratelimit {
+		qps 0.01
+		burst 4
+		key_resolver {http.request.header.X-K}
+		scope cluster
+		on_redis_error %s
+	}
+	respond "ok"`
+	s := caddyfile(t, "\trulestore {\n\t\tredis "+rd.URL()+"\n\t}",
+		fmt.Sprintf(site, "allow"), fmt.Sprintf(site, "deny 503"), fmt.Sprintf(site, "local"))
+	allow, deny, local := s.urls[0], s.urls[1], s.urls[2]
+	testcaddy.Run(t, s.cfg)
+
+	// A second live instance (a heartbeat member as another Caddy writes
+	// it), so the local share is half the quota. Wait until this instance's
+	// own heartbeat has counted it.
+	ctx := context.Background()
+	c := rd.Client()
+	testcaddy.Eventually(t, 10*time.Second, "first heartbeat", func() bool { return c.ZCard(ctx, "gateway:instances").Val() == 1 })
+	self := c.ZRange(ctx, "gateway:instances", 0, 0).Val()[0]
+	secondInstance := func() {
+		t.Helper()
+		before := c.ZScore(ctx, "gateway:instances", self).Val()
+		c.ZAdd(ctx, "gateway:instances", redis.Z{Score: float64(time.Now().Add(time.Hour).UnixMilli()), Member: "other-caddy"})
+		testcaddy.Eventually(t, 10*time.Second, "a heartbeat counting two instances", func() bool {
+			return c.ZScore(ctx, "gateway:instances", self).Val() != before
+		})
+	}
+	secondInstance()
+
+	enforced := func(phase string) {
+		t.Helper()
+		testcaddy.Eventually(t, 5*time.Second, phase+": redis in use again", func() bool {
+			resp, _ := testcaddy.Get(t, deny, "X-K: probe-"+phase)
+			return resp.StatusCode == 200
+		})
+		for _, u := range []string{allow, deny, local} {
+			for i := 0; i < 4; i++ {
+				resp, _, _ := timedGet(t, u, phase)
+				if resp.StatusCode != 200 || resp.Header.Get("X-RateLimit-Remaining") != strconv.Itoa(3-i) {
+					t.Fatalf("%s %s request %d: %d remaining %q, want 200 with %d", phase, u, i+1, resp.StatusCode, resp.Header.Get("X-RateLimit-Remaining"), 3-i)
+				}
+			}
+			if resp, _, _ := timedGet(t, u, phase); resp.StatusCode != 429 {
+				t.Fatalf("%s %s: 5th request %d, want 429", phase, u, resp.StatusCode)
+			}
+		}
+	}
+	// failing checks each mode while Redis is unreachable; key is fresh.
+	failing := func(phase string) {
+		t.Helper()
+		var slowest time.Duration
+		for i := 0; i < 6; i++ {
+			resp, _, d := timedGet(t, allow, phase)
+			slowest = max(slowest, d)
+			if resp.StatusCode != 200 || resp.Header.Get("X-RateLimit-Remaining") != "" {
+				t.Fatalf("%s allow %d: %d remaining %q, want 200 without rate headers", phase, i+1, resp.StatusCode, resp.Header.Get("X-RateLimit-Remaining"))
+			}
+		}
+		for i := 0; i < 3; i++ {
+			resp, body, d := timedGet(t, deny, phase)
+			slowest = max(slowest, d)
+			if resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "1" || !strings.Contains(body, `"error":"redis_unavailable"`) {
+				t.Fatalf("%s deny: %d %q retry-after %q, want 503 redis_unavailable", phase, resp.StatusCode, body, resp.Header.Get("Retry-After"))
+			}
+		}
+		// burst 4 ÷ 2 instances = 2 here.
+		var codes []int
+		for i := 0; i < 4; i++ {
+			resp, _, d := timedGet(t, local, phase)
+			slowest = max(slowest, d)
+			codes = append(codes, resp.StatusCode)
+			if i == 0 && resp.Header.Get("X-RateLimit-Limit") != "2" {
+				t.Fatalf("%s local: X-RateLimit-Limit %q, want the share 2", phase, resp.Header.Get("X-RateLimit-Limit"))
+			}
+		}
+		if fmt.Sprint(codes) != "[200 200 429 429]" {
+			t.Fatalf("%s local: statuses %v, want [200 200 429 429] (a share of 2)", phase, codes)
+		}
+		t.Logf("%s: slowest request %v", phase, slowest)
+		if slowest > time.Second {
+			t.Fatalf("%s: a request took %v with Redis unreachable (redis_timeout 50ms)", phase, slowest)
+		}
+	}
+
+	enforced("up")
+	rd.Kill()
+	failing("killed")
+	rd.Restart()
+	enforced("restarted")
+
+	// Redis restarted empty: the other instance's heartbeat is gone until
+	// it writes it again.
+	secondInstance()
+	rd.Pause()
+	failing("paused")
+	rd.Resume()
+	enforced("resumed")
+
+	m := metrics(t, s.adminPort)
+	if v := metricValue(m, `sluice_ratelimit_redis_transitions_total{to="down"}`); v < 2 {
+		t.Errorf("transitions to down = %v, want at least 2\n%s", v, grep(m, "sluice_ratelimit_redis"))
+	}
+	if !strings.Contains(m, `sluice_ratelimit_redis_fallback_total{mode="local"`) {
+		t.Errorf("no fallback counts\n%s", grep(m, "sluice_ratelimit_redis"))
+	}
+}
+
+// A real three-node Redis Cluster: the cluster rule counts in the node of
+// each key's slot; every key gets exactly its burst.
+func TestClusterOnRedisCluster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	s := caddyfile(t, "\trulestore {\n\t\tredis {\n\t\t\taddrs "+strings.Join(cl.Addrs(), " ")+"\n\t\t\tcluster\n\t\t}\n\t}", `
+	ratelimit {
+		qps 0.01
+		burst 3
+		key_resolver {http.request.header.X-K}
+		scope cluster
+		redis_timeout 1s
+	}
+	respond "ok"`)
+	testcaddy.Run(t, s.cfg)
+	for k := 0; k < 12; k++ {
+		key := fmt.Sprintf("user-%d", k)
+		expect(t, s.urls[0], []int{200, 200, 200, 429}, "X-K: "+key)
+	}
+	// The keys landed on more than one node.
+	used := 0
+	for _, n := range cl.Nodes {
+		c := redis.NewClient(&redis.Options{Addr: n.Addr})
+		if keys, _ := c.Keys(context.Background(), "ratelimit:tb:*").Result(); len(keys) > 0 {
+			used++
+		}
+		c.Close()
+	}
+	if used < 2 {
+		t.Fatalf("keys on %d node(s), want them spread over the cluster", used)
+	}
+}
+
+// A cluster rule without Redis fails caddy validate at its line: inline
+// (scope field), static (rule line), and the message says what to do.
+func TestClusterWithoutRedisFailsValidate(t *testing.T) {
+	s := caddyfile(t, "\trulestore {\n\t\trate_limit fleet {\n\t\t\tqps 10\n\t\t\tscope cluster\n\t\t}\n\t}",
+		"\tratelimit {\n\t\trule fleet\n\t}\n\trespond \"ok\"")
+	err := testcaddy.Validate(s.cfg)
+	if err == nil || !strings.Contains(err.Error(), "Caddyfile:14") || !strings.Contains(err.Error(), "configure redis") {
+		t.Fatalf("static cluster rule without redis: %v, want an error at Caddyfile:14 saying to configure redis", err)
+	}
+	// With Redis configured the same config is valid (Redis need not be up).
+	s = caddyfile(t, "\trulestore {\n\t\tredis redis://127.0.0.1:1\n\t\trate_limit fleet {\n\t\t\tqps 10\n\t\t\tscope cluster\n\t\t}\n\t}",
+		"\tratelimit {\n\t\trule fleet\n\t}\n\trespond \"ok\"")
+	if err := testcaddy.Validate(s.cfg); err != nil {
+		t.Fatalf("with redis: %v", err)
+	}
+}
