@@ -1,0 +1,267 @@
+package ratelimit
+
+// Operating the rate limits: the "ratelimit" section of GET /sluice/state
+// and the ratelimit_exceeded event. Both read what the limiters already
+// keep (the per-rule counters and the key tables) from outside the request
+// path: nothing here adds work to a request.
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/sluicegw/sluice/rulestore"
+)
+
+func init() {
+	rulestore.RegisterStateReporter("ratelimit", reportState)
+	rulestore.OnTick(sampleExceeded)
+}
+
+// EventExceeded is emitted at most once per rule per ExceededEventInterval
+// while the rule rejects requests, with the rejections since the last one.
+const EventExceeded = "ratelimit_exceeded"
+
+// ExceededEventInterval is the least time between two ratelimit_exceeded
+// events of one rule.
+const ExceededEventInterval = 10 * time.Second
+
+// Top keys: the most used keys of a rule, bounded, and masked: the key's
+// preset prefix ("user:", "ip:"...) is kept, the value replaced by the
+// first 12 hex digits of the SHA-256 of the whole key, so an operator can
+// check a suspect (`printf %s user:alice | sha256sum | cut -c1-12`)
+// without the state endpoint listing user ids or addresses.
+const (
+	stateTopKeys = 10
+	eventTopKeys = 5
+)
+
+// RuleState is one rule in GET /sluice/state.
+type RuleState struct {
+	Rule  string `json:"rule"`
+	Type  string `json:"type"`
+	Scope string `json:"scope"`
+	// Requests counts decisions by result (allowed, rejected,
+	// shadow_rejected, concurrency_rejected, ...) since the rule id was
+	// first used by this process.
+	Requests map[string]int64 `json:"requests"`
+	Keys     int64            `json:"keys"`
+	InFlight int64            `json:"in_flight"`
+	TopKeys  []KeyUsage       `json:"top_keys"`
+}
+
+// KeyUsage is one key's use of its quota right now.
+type KeyUsage struct {
+	Key       string  `json:"key"`       // masked
+	Remaining int64   `json:"remaining"` // whole tokens or requests left
+	Used      float64 `json:"used"`      // share of the quota in use, 0..1
+	Limited   bool    `json:"limited"`   // a request of the rule's cost would be refused now
+}
+
+func reportState() any {
+	counts := requestCounts()
+	out := []RuleState{}
+	for _, l := range liveLimiters() {
+		s := l.state.Load()
+		if s == nil {
+			continue
+		}
+		rs := RuleState{Rule: l.id, Type: s.rule.Type.String(), Scope: s.rule.Scope, Requests: counts[l.id],
+			Keys: s.engine.Keys(), InFlight: s.engine.InFlight(), TopKeys: topKeys(s, l.now(), stateTopKeys)}
+		if rs.Requests == nil {
+			rs.Requests = map[string]int64{}
+		}
+		if rs.Scope == "" {
+			rs.Scope = "local"
+		}
+		out = append(out, rs)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Rule < out[j].Rule })
+	return map[string]any{"rules": out}
+}
+
+func liveLimiters() []*limiter {
+	liveMu.Lock()
+	defer liveMu.Unlock()
+	out := make([]*limiter, 0, len(live))
+	for l := range live {
+		out = append(out, l)
+	}
+	return out
+}
+
+// requestCounts reads sluice_ratelimit_requests_total by rule and result.
+func requestCounts() map[string]map[string]int64 {
+	initMetrics(nil)
+	out := map[string]map[string]int64{}
+	ch := make(chan prometheus.Metric, 64)
+	go func() { metrics.requests.Collect(ch); close(ch) }()
+	for m := range ch {
+		var d dto.Metric
+		if m.Write(&d) != nil || d.Counter == nil {
+			continue
+		}
+		var rule, result string
+		for _, lp := range d.Label {
+			switch lp.GetName() {
+			case "rule":
+				rule = lp.GetValue()
+			case "result":
+				result = lp.GetValue()
+			}
+		}
+		if out[rule] == nil {
+			out[rule] = map[string]int64{}
+		}
+		out[rule][result] = int64(d.Counter.GetValue())
+	}
+	return out
+}
+
+// topKeys returns the n keys using most of their quota, from the local key
+// table (for scope cluster the quota lives in Redis: none are listed). Each
+// shard is locked only while it is read.
+func topKeys(s *limiterState, now int64, n int) []KeyUsage {
+	e, ok := s.engine.(*localEngine)
+	if !ok || e.slotsOnly {
+		return []KeyUsage{}
+	}
+	r := s.rule
+	var top []KeyUsage
+	var raw []string
+	for i := range e.tab.shards {
+		sh := &e.tab.shards[i]
+		sh.mu.Lock()
+		for key, ent := range sh.m {
+			u := usage(r, key, ent, now)
+			if len(top) < n || u.Used > top[len(top)-1].Used {
+				pos := sort.Search(len(top), func(j int) bool { return top[j].Used < u.Used })
+				top = append(top[:pos], append([]KeyUsage{u}, top[pos:]...)...)
+				raw = append(raw[:pos], append([]string{key}, raw[pos:]...)...)
+				if len(top) > n {
+					top, raw = top[:n], raw[:n]
+				}
+			}
+		}
+		sh.mu.Unlock()
+	}
+	for i := range top {
+		top[i].Key = MaskKey(raw[i])
+	}
+	if top == nil {
+		top = []KeyUsage{}
+	}
+	return top
+}
+
+// usage reads one key's state without changing it; the shard is locked.
+func usage(r *Rule, key string, ent *entry, now int64) KeyUsage {
+	l := &r.Limits
+	if o := r.Overrides[key]; o != nil {
+		l = o
+	}
+	var left, quota float64
+	if r.Type == SlidingWindow {
+		w := ent.sw // a copy: reading must not move the key's window
+		w.advance(now, l.Window)
+		est := w.prev*float64(l.Window-(now-w.start))/float64(l.Window) + w.cur
+		left, quota = max(l.Max-est, 0), l.Max
+	} else {
+		b := ent.tb
+		b.refill(now, l.QPS, l.Burst)
+		left, quota = b.tokens, l.Burst
+	}
+	u := KeyUsage{Remaining: int64(left), Limited: left < float64(r.Cost)}
+	if quota > 0 {
+		u.Used = min(max(1-left/quota, 0), 1)
+	}
+	return u
+}
+
+// MaskKey hides a key's value: "user:alice" becomes "user:sha256:<12 hex>".
+func MaskKey(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	h := "sha256:" + hex.EncodeToString(sum[:6])
+	if p, _, ok := strings.Cut(key, ":"); ok && len(p) <= 16 && p != "" {
+		return p + ":" + h
+	}
+	return h
+}
+
+// The ratelimit_exceeded sampler: once a second it reads the rejection
+// counters; a rule whose count grew gets one event, then none for
+// ExceededEventInterval (its rejections meanwhile go in the next event).
+var sampler struct {
+	sync.Mutex
+	rules map[string]*sampled
+}
+
+type sampled struct {
+	reported map[string]int64 // counts as of the last event
+	lastSent time.Time
+}
+
+// rejecting are the results that mean the limit was exceeded.
+var rejecting = []string{"rejected", "concurrency_rejected", "empty_key_rejected", "redis_unavailable"}
+
+func sampleExceeded(now time.Time) {
+	counts := requestCounts()
+	sampler.Lock()
+	defer sampler.Unlock()
+	if sampler.rules == nil {
+		sampler.rules = map[string]*sampled{}
+	}
+	for id := range sampler.rules {
+		if counts[id] == nil {
+			delete(sampler.rules, id) // the rule's series were dropped
+		}
+	}
+	for id, c := range counts {
+		sm := sampler.rules[id]
+		if sm == nil {
+			sm = &sampled{reported: map[string]int64{}}
+			sampler.rules[id] = sm
+		}
+		delta, total := map[string]int64{}, int64(0)
+		for _, res := range rejecting {
+			if d := c[res] - sm.reported[res]; d > 0 {
+				delta[res], total = d, total+d
+			}
+		}
+		if total == 0 || now.Sub(sm.lastSent) < ExceededEventInterval {
+			continue
+		}
+		data := map[string]any{"rule": id, "rejected": total, "by_result": delta,
+			"allowed": c["allowed"] - sm.reported["allowed"]}
+		if !sm.lastSent.IsZero() {
+			data["since_seconds"] = now.Sub(sm.lastSent).Seconds()
+		}
+		if l := findLimiter(id); l != nil {
+			if s := l.state.Load(); s != nil {
+				data["top_keys"] = topKeys(s, l.now(), eventTopKeys)
+			}
+		}
+		for res, v := range c {
+			sm.reported[res] = v
+		}
+		sm.lastSent = now
+		rulestore.Emit(EventExceeded, data)
+	}
+}
+
+func findLimiter(id string) *limiter {
+	liveMu.Lock()
+	defer liveMu.Unlock()
+	for l := range live {
+		if l.id == id {
+			return l
+		}
+	}
+	return nil
+}
