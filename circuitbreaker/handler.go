@@ -204,7 +204,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	st := h.holder.Get(rule.ID)
 	st.use(rule)
-	if rule.Settings.Mode == ModeDisabled {
+	if st.mode(rule) == ModeDisabled {
 		return next.ServeHTTP(w, r)
 	}
 
@@ -239,10 +239,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			if kb := st.forKey(repl.ReplaceKnown(rule.Key, "")); kb != b {
 				b.Record(ticket, Ignored, false)
 				kb.Observe(o, slow)
+				st.metrics.calls[o].Inc()
 				return
 			}
 		}
 		b.Record(ticket, o, slow)
+		st.metrics.calls[o].Inc()
 	}
 	// A panic below still records its outcome, exactly once, then goes on.
 	defer func() {

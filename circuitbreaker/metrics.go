@@ -17,6 +17,7 @@ var metrics = struct {
 	state       *prometheus.GaugeVec
 	transitions *prometheus.CounterVec
 	rejected    *prometheus.CounterVec
+	calls       *prometheus.CounterVec
 }{}
 
 func initMetrics() {
@@ -34,6 +35,10 @@ func initMetrics() {
 			Namespace: ns, Subsystem: sub, Name: "rejected_total",
 			Help: "Requests refused because the breaker was open, its half-open probes were taken, or its ramp held them back.",
 		}, []string{"rule"})
+		metrics.calls = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "calls_total",
+			Help: "Calls admitted by the breaker, by outcome: success, failure, ignored (e.g. the client went away).",
+		}, []string{"rule", "outcome"})
 	})
 }
 
@@ -44,7 +49,7 @@ func registerMetrics(reg *prometheus.Registry) error {
 	if reg == nil {
 		return nil
 	}
-	for _, c := range []prometheus.Collector{metrics.state, metrics.transitions, metrics.rejected} {
+	for _, c := range []prometheus.Collector{metrics.state, metrics.transitions, metrics.rejected, metrics.calls} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {
@@ -60,12 +65,17 @@ func registerMetrics(reg *prometheus.Registry) error {
 type ruleMetrics struct {
 	id       string
 	rejected prometheus.Counter
-	keys     atomic.Int64 // keyed series handed out so far
+	calls    [3]prometheus.Counter // by Outcome
+	keys     atomic.Int64          // keyed series handed out so far
 }
 
 func newRuleMetrics(id string) *ruleMetrics {
 	initMetrics()
-	return &ruleMetrics{id: id, rejected: metrics.rejected.WithLabelValues(id)}
+	m := &ruleMetrics{id: id, rejected: metrics.rejected.WithLabelValues(id)}
+	for o, name := range [...]string{Success: "success", Failure: "failure", Ignored: "ignored"} {
+		m.calls[o] = metrics.calls.WithLabelValues(id, name)
+	}
+	return m
 }
 
 // exportKey reports whether a new key of the rule gets a state series.
@@ -87,4 +97,5 @@ func (m *ruleMetrics) delete() {
 	metrics.state.DeletePartialMatch(prometheus.Labels{"rule": m.id})
 	metrics.transitions.DeletePartialMatch(prometheus.Labels{"rule": m.id})
 	metrics.rejected.DeleteLabelValues(m.id)
+	metrics.calls.DeletePartialMatch(prometheus.Labels{"rule": m.id})
 }

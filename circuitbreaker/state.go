@@ -34,6 +34,10 @@ type ruleState struct {
 	nkeys   atomic.Int64
 	mu      sync.Mutex // serialises applying a rule and adding keys
 	metrics *ruleMetrics
+	// override is an administrator's runtime state for this instance
+	// (POST /sluice/breakers/{id}/...): 0 none, else Mode+1. It wins over
+	// the rule's state field until reset.
+	override atomic.Int32
 }
 
 func newRuleState(id string) *ruleState {
@@ -63,9 +67,31 @@ func (st *ruleState) use(r *Rule) {
 		return
 	}
 	st.rule.Store(r)
-	st.def.SetSettings(r.Settings)
+	st.apply(st.settings(r))
+}
+
+// settings are the rule's settings with the runtime override applied.
+func (st *ruleState) settings(r *Rule) Settings {
+	s := r.Settings
+	if m := st.override.Load(); m != 0 {
+		s.Mode = Mode(m - 1)
+	}
+	return s
+}
+
+// mode is the state mode in force: the override, else the rule's.
+func (st *ruleState) mode(r *Rule) Mode {
+	if m := st.override.Load(); m != 0 {
+		return Mode(m - 1)
+	}
+	return r.Settings.Mode
+}
+
+// apply sets every breaker of the rule to s; the caller holds mu.
+func (st *ruleState) apply(s Settings) {
+	st.def.SetSettings(s)
 	st.keys.Range(func(_, b any) bool {
-		b.(*Breaker).SetSettings(r.Settings)
+		b.(*Breaker).SetSettings(s)
 		return true
 	})
 	st.metrics.setState("", st.def.State())
@@ -94,7 +120,7 @@ func (st *ruleState) forKey(v string) *Breaker {
 	}
 	r := st.rule.Load()
 	exported := st.metrics.exportKey()
-	b := NewBreaker(r.Settings, nil, st.onTransition(v, exported))
+	b := NewBreaker(st.settings(r), nil, st.onTransition(v, exported))
 	st.keys.Store(v, b)
 	st.nkeys.Add(1)
 	if exported {
@@ -138,19 +164,28 @@ func IsOpen(ruleID, key string) bool {
 			rule, _ = r.Value.(*Rule)
 		}
 	}
+	var st *ruleState
+	if v, ok := byID.Load(ruleID); ok {
+		st = v.(*ruleState)
+	}
+	mode := ModeAuto
 	if rule != nil {
-		switch rule.Settings.Mode {
-		case ModeForceOpen:
-			return true
-		case ModeForceClosed, ModeDisabled:
-			return false
+		mode = rule.Settings.Mode
+	}
+	if st != nil {
+		if m := st.override.Load(); m != 0 {
+			mode = Mode(m - 1)
 		}
 	}
-	v, ok := byID.Load(ruleID)
-	if !ok {
+	switch mode {
+	case ModeForceOpen:
+		return true
+	case ModeForceClosed, ModeDisabled:
 		return false
 	}
-	st := v.(*ruleState)
+	if st == nil {
+		return false
+	}
 	if rule != nil {
 		st.use(rule)
 	}

@@ -2,8 +2,10 @@ package rulestore
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"sort"
 	"strings"
 	"time"
 
@@ -14,14 +16,17 @@ func init() {
 	caddy.RegisterModule(adminAPI{})
 }
 
-// adminAPI serves the rules in force on Caddy's admin endpoint, so it
-// inherits the admin API's access controls:
+// adminAPI serves Sluice's rules and live state on Caddy's admin endpoint,
+// so it inherits the admin API's access controls:
 //
-//	GET    /sluice/rules/{kind}       every rule of a kind (rate_limit, circuit_breaker, gray, binding)
-//	GET    /sluice/rules/{kind}/{id}  one rule
-//	PUT    /sluice/rules/{kind}/{id}  validate, then write to Redis (hash, change log, publish)
-//	DELETE /sluice/rules/{kind}/{id}  delete from Redis (hash, change log, publish)
-//	GET    /sluice/store              the store's Redis connection and counts
+//	GET    /sluice/rules/{kind}        every rule of a kind (rate_limit, circuit_breaker, gray, binding)
+//	GET    /sluice/rules/{kind}/{id}   one rule
+//	PUT    /sluice/rules/{kind}/{id}   validate, then write (Redis: hash, change log, publish; else memory)
+//	DELETE /sluice/rules/{kind}/{id}   delete
+//	GET|PUT|DELETE /sluice/bindings[/{route}]  the same for route bindings
+//	GET    /sluice/store               the store's Redis connection and counts
+//	GET    /sluice/state               live state of the store and every handler package
+//	POST   /sluice/{resource}/{id}/{action}  a registered action, e.g. breakers/order_cb/force_open
 type adminAPI struct{}
 
 // CaddyModule returns the Caddy module information.
@@ -39,51 +44,90 @@ func (adminAPI) Routes() []caddy.AdminRoute {
 
 // ruleView is a rule as the admin API shows it.
 type ruleView struct {
-	Kind   string `json:"kind"`
-	ID     string `json:"id"`
-	Source string `json:"source"`
-	Fields Fields `json:"fields"`
+	Kind    string `json:"kind"`
+	ID      string `json:"id"`
+	Source  string `json:"source"`
+	Version string `json:"version"`
+	Fields  Fields `json:"fields"`
+}
+
+func notFound(format string, args ...any) error {
+	return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf(format, args...)}
+}
+
+func notAllowed(r *http.Request) error {
+	return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method %s not allowed on %s", r.Method, r.URL.Path)}
 }
 
 func serveAdmin(w http.ResponseWriter, r *http.Request) error {
 	v, err := caddy.ActiveContext().AppIfConfigured("rulestore")
 	if err != nil {
-		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("no rulestore in the running config")}
+		return notFound("no rulestore in the running config")
 	}
 	app := v.(*App)
 	parts := strings.Split(strings.Trim(strings.TrimPrefix(r.URL.Path, "/sluice/"), "/"), "/")
+	if parts[0] == "bindings" { // /sluice/bindings/{route} = /sluice/rules/binding/{route}
+		parts = append([]string{"rules", Binding.String()}, parts[1:]...)
+	}
 	switch {
-	case r.Method != http.MethodGet && !(len(parts) == 3 && parts[0] == "rules"):
-		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method %s not allowed", r.Method)}
-	case len(parts) == 1 && parts[0] == "store":
-		return writeJSON(w, app.Status())
-	case len(parts) >= 2 && parts[0] == "rules":
+	case len(parts) == 1 && (parts[0] == "store" || parts[0] == "state"):
+		if r.Method != http.MethodGet {
+			return notAllowed(r)
+		}
+		if parts[0] == "store" {
+			return writeJSON(w, app.Status())
+		}
+		return writeJSON(w, app.State())
+	case len(parts) >= 2 && len(parts) <= 3 && parts[0] == "rules":
 		kind, ok := ParseKind(parts[1])
 		if !ok {
-			return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("unknown rule kind %q", parts[1])}
+			return notFound("unknown rule kind %q", parts[1])
+		}
+		if len(parts) == 3 && (r.Method == http.MethodPut || r.Method == http.MethodDelete) {
+			return app.serveWrite(w, r, kind, parts[2])
+		}
+		if r.Method != http.MethodGet {
+			return notAllowed(r)
 		}
 		if len(parts) == 2 {
 			out := []ruleView{}
 			for _, rule := range app.Rules(kind) {
 				out = append(out, view(rule))
 			}
+			sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 			return writeJSON(w, out)
 		}
-		if len(parts) == 3 && r.Method != http.MethodGet {
-			return app.serveWrite(w, r, kind, parts[2])
+		if rule := app.Lookup(kind, parts[2]); rule != nil {
+			return writeJSON(w, view(rule))
 		}
-		if len(parts) == 3 {
-			if rule := app.Lookup(kind, parts[2]); rule != nil {
-				return writeJSON(w, view(rule))
+		return notFound("no %s rule %q", kind, parts[2])
+	case len(parts) == 3:
+		fn := action(parts[0])
+		if fn == nil {
+			break
+		}
+		if r.Method != http.MethodPost {
+			return notAllowed(r)
+		}
+		if err := ValidID(parts[1]); err != nil {
+			return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: err}
+		}
+		out, err := fn(parts[1], parts[2])
+		if err != nil {
+			status := http.StatusBadRequest
+			var ae *ActionError
+			if errors.As(err, &ae) {
+				status = ae.Status
 			}
-			return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("no %s rule %q", kind, parts[2])}
+			return caddy.APIError{HTTPStatus: status, Err: err}
 		}
+		return writeJSON(w, out)
 	}
-	return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("not found: %s", r.URL.Path)}
+	return notFound("not found: %s", r.URL.Path)
 }
 
 func view(r *Rule) ruleView {
-	return ruleView{Kind: r.Kind.String(), ID: r.ID, Source: r.Source, Fields: r.Fields}
+	return ruleView{Kind: r.Kind.String(), ID: r.ID, Source: r.Source, Version: Version(r.Fields), Fields: r.Fields}
 }
 
 func writeJSON(w http.ResponseWriter, v any) error {

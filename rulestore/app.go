@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyevents"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 )
@@ -35,6 +36,8 @@ type App struct {
 
 	static  [numKinds]map[string]*Rule
 	source  *redisSource // nil without Redis
+	ctx     caddy.Context
+	events  *caddyevents.App // nil if unavailable
 	poolKey string
 	logger  *zap.Logger
 	missing sync.Map // "kind/id" already warned about
@@ -99,6 +102,10 @@ func (l *layer) clone(k Kind) *layer {
 // does not connect: Provision also runs for `caddy validate`.
 func (a *App) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
+	a.ctx = ctx
+	if ev, err := ctx.AppIfConfigured("events"); err == nil { // events has subscribers only if configured
+		a.events, _ = ev.(*caddyevents.App)
+	}
 	for _, k := range Kinds() {
 		a.static[k] = make(map[string]*Rule)
 		for id, f := range a.staticFields(k) {
@@ -142,6 +149,8 @@ func (a *App) staticFields(k Kind) map[string]Fields {
 // Start begins following Redis. It never blocks on Redis: until the first
 // load completes, lookups answer from the static rules.
 func (a *App) Start() error {
+	running.Store(a)
+	startTicker()
 	if a.source != nil {
 		a.source.start()
 	} else {
@@ -150,9 +159,12 @@ func (a *App) Start() error {
 	return nil
 }
 
-// Stop does nothing: the Redis source is shared with the next config
-// generation and released in Cleanup, so a reload loses no update.
-func (a *App) Stop() error { return nil }
+// Stop hands events over to the next generation; the Redis source is
+// shared with it and released in Cleanup, so a reload loses no update.
+func (a *App) Stop() error {
+	running.CompareAndSwap(a, nil)
+	return nil
+}
 
 // Cleanup releases this generation's hold on the shared Redis source.
 func (a *App) Cleanup() error {
@@ -171,6 +183,8 @@ func (a *App) Lookup(k Kind, id string) *Rule {
 		if r := a.source.snapshot().get(k, id); r != nil {
 			return r
 		}
+	} else if r := memory.snap.Load().get(k, id); r != nil {
+		return r
 	}
 	if k >= numKinds {
 		return nil
@@ -235,16 +249,19 @@ func (a *App) WarnMissing(k Kind, id string) {
 	}
 }
 
-// Rules returns every rule of kind k currently in force, Redis over static.
+// Rules returns every rule of kind k currently in force, Redis (or, without
+// Redis, rules written through the admin API) over static.
 func (a *App) Rules(k Kind) map[string]*Rule {
 	out := make(map[string]*Rule)
 	for id, r := range a.static[k] {
 		out[id] = r
 	}
+	over := memory.snap.Load()
 	if a.source != nil {
-		for id, s := range a.source.snapshot()[k] {
-			out[id] = s.rule.Load()
-		}
+		over = a.source.snapshot()
+	}
+	for id, s := range over[k] {
+		out[id] = s.rule.Load()
 	}
 	return out
 }

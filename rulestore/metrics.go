@@ -14,6 +14,8 @@ import (
 //	sluice_rulestore_updates_total                  rule changes applied from Redis
 //	sluice_rulestore_rejected_total                 bad rules rejected
 //	sluice_rulestore_last_resync_timestamp_seconds  time of the last full resync
+//	sluice_rulestore_admin_writes_total{kind,op,result}  writes through the admin API
+//	sluice_rulestore_propagation_delay_seconds      admin API write to applied here
 var (
 	descRules      = prometheus.NewDesc("sluice_rulestore_rules", "Rules in force, by kind and source.", []string{"kind", "source"}, nil)
 	descConnected  = prometheus.NewDesc("sluice_rulestore_redis_connected", "1 while the store follows Redis, 0 otherwise.", nil, nil)
@@ -21,6 +23,21 @@ var (
 	descUpdates    = prometheus.NewDesc("sluice_rulestore_updates_total", "Rule changes applied from Redis (upserts and deletes).", nil, nil)
 	descRejected   = prometheus.NewDesc("sluice_rulestore_rejected_total", "Rules from Redis rejected as invalid.", nil, nil)
 	descLastResync = prometheus.NewDesc("sluice_rulestore_last_resync_timestamp_seconds", "Unix time of the last full resync.", nil, nil)
+)
+
+// Process-wide collectors: they outlive configs, so a reload neither
+// resets nor drops them; every config registers them on its registry.
+var (
+	adminWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "sluice", Subsystem: "rulestore", Name: "admin_writes_total",
+		Help: "Rule writes through the admin API, by kind, op (upsert, delete) and result (ok, invalid, not_found, redis_error).",
+	}, []string{"kind", "op", "result"})
+	propagationDelay = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: "sluice", Subsystem: "rulestore", Name: "propagation_delay_seconds",
+		Help: "Time from a rule's write through the admin API (published_at in its change-log entry) " +
+			"to this instance applying it. Includes clock skew between instances.",
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+	})
 )
 
 type storeCollector struct{ app *App }
@@ -37,6 +54,8 @@ func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descRules, prometheus.GaugeValue, float64(len(a.static[k])), k.String(), "static")
 		if a.source != nil {
 			ch <- prometheus.MustNewConstMetric(descRules, prometheus.GaugeValue, float64(len(a.source.snapshot()[k])), k.String(), "redis")
+		} else {
+			ch <- prometheus.MustNewConstMetric(descRules, prometheus.GaugeValue, float64(len(memory.snap.Load()[k])), k.String(), "memory")
 		}
 	}
 	if a.source == nil {
@@ -61,10 +80,13 @@ func (a *App) registerMetrics(reg *prometheus.Registry) error {
 	if reg == nil {
 		return nil
 	}
-	err := reg.Register(storeCollector{a})
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		return nil
+	for _, c := range []prometheus.Collector{storeCollector{a}, adminWrites, propagationDelay} {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				return err
+			}
+		}
 	}
-	return err
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	mrand "math/rand/v2"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,6 +53,10 @@ type redisSource struct {
 	retained map[ruleRef]bool // rules kept after Redis lost its data
 	streamID string           // last change-log entry read
 	down     bool             // last attempt failed (log transitions once)
+	// refreshed is when each rule was last re-read, for the propagation
+	// delay of admin API writes (see observeDelay).
+	refreshed map[ruleRef]int64
+	loaded    bool // the first full load is done (it emits no per-rule events)
 }
 
 type ruleRef struct {
@@ -81,12 +86,13 @@ func acquireSource(cfg *RedisConfig, prefix string, resync time.Duration, logger
 	key := string(b)
 	v, _, err := sources.LoadOrNew(key, func() (caddy.Destructor, error) {
 		s := &redisSource{
-			names:    keyNames{prefix: prefix},
-			resync:   resync,
-			timeout:  opts.ReadTimeout,
-			client:   redis.NewUniversalClient(opts), // connects lazily
-			logger:   logger.With(zap.Strings("redis", opts.Addrs)),
-			retained: map[ruleRef]bool{},
+			names:     keyNames{prefix: prefix},
+			resync:    resync,
+			timeout:   opts.ReadTimeout,
+			client:    redis.NewUniversalClient(opts), // connects lazily
+			logger:    logger.With(zap.Strings("redis", opts.Addrs)),
+			retained:  map[ruleRef]bool{},
+			refreshed: map[ruleRef]int64{},
 		}
 		var b [8]byte
 		rand.Read(b[:])
@@ -276,6 +282,10 @@ func (s *redisSource) refresh(ctx context.Context, k Kind, id string) error {
 	if err != nil {
 		return err
 	}
+	if len(s.refreshed) > 10000 {
+		clear(s.refreshed) // bounded; only recent refreshes matter
+	}
+	s.refreshed[ruleRef{k, id}] = time.Now().UnixNano()
 	if len(fields) == 0 {
 		s.remove(k, id)
 		return nil
@@ -304,6 +314,7 @@ func (s *redisSource) upsert(k Kind, id string, f Fields) {
 	}
 	s.status.updates.Add(1)
 	s.logger.Info("rule updated", zap.String("key", s.names.RuleKey(k, id)))
+	emitUpdated(k, id, "upsert", "redis", f)
 }
 
 func (s *redisSource) remove(k Kind, id string) {
@@ -317,6 +328,7 @@ func (s *redisSource) remove(k Kind, id string) {
 	s.snap.Store(next)
 	s.status.updates.Add(1)
 	s.logger.Info("rule deleted", zap.String("key", s.names.RuleKey(k, id)))
+	emitUpdated(k, id, "delete", "redis", nil)
 }
 
 // parse validates a rule read from Redis. A bad rule is logged with its key,
@@ -333,6 +345,7 @@ func (s *redisSource) parse(k Kind, id string, f Fields, old *Rule) (*Rule, bool
 		s.logger.Error("rule rejected: keeping the last good version",
 			zap.String("key", s.names.RuleKey(k, id)), zap.String("field", field),
 			zap.Bool("has_last_good", old != nil), zap.Error(err))
+		emitRejected(k, id, "redis", err)
 		return nil, false
 	}
 	return &Rule{Kind: k, ID: id, Fields: f, Value: v, Source: "redis"}, true
@@ -385,6 +398,9 @@ func (s *redisSource) fullResync(ctx context.Context, reason string) error {
 					updated++
 				}
 				next[k][id] = newSlot(r)
+				if s.loaded {
+					emitUpdated(k, id, "upsert", "redis", f)
+				}
 			}
 		}
 		for id, old := range cur[k] {
@@ -396,9 +412,13 @@ func (s *redisSource) fullResync(ctx context.Context, reason string) error {
 				continue
 			}
 			removed++
+			if s.loaded {
+				emitUpdated(k, id, "delete", "redis", nil)
+			}
 		}
 	}
 	s.snap.Store(&next)
+	s.loaded = true
 	s.status.updates.Add(int64(added + updated + removed))
 	s.status.lastResync.Store(time.Now().UnixNano())
 	s.status.resyncs.Add(1)
@@ -547,14 +567,34 @@ func (s *redisSource) pollStream(ctx context.Context) error {
 			if !ok || ValidID(id) != nil {
 				continue
 			}
+			seen := s.refreshed[ruleRef{k, id}]
 			if err := s.refresh(ctx, k, id); err != nil {
 				return err
 			}
+			s.observeDelay(e.Values, seen)
 		}
 		if len(entries) < 500 {
 			return nil
 		}
 	}
+}
+
+// observeDelay records the propagation delay of a change-log entry written
+// by the admin API (it carries published_at): until the rule was first
+// re-read after the publish (by its Pub/Sub message: seen), or until now if
+// only this poll caught it. Clock skew between the writing instance and this
+// one is included; a negative delay counts as 0.
+func (s *redisSource) observeDelay(values map[string]any, seen int64) {
+	v, _ := values["published_at"].(string)
+	pub, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || pub <= 0 {
+		return
+	}
+	at := time.Now().UnixNano()
+	if seen >= pub {
+		at = seen
+	}
+	propagationDelay.Observe(max(float64(at-pub), 0) / 1e9)
 }
 
 // Heartbeats: every instance refreshes its member in the sorted set

@@ -623,10 +623,28 @@ func TestAdminWritesGoThroughRedis(t *testing.T) {
 }
 
 func TestAdminWriteWithoutRedisSaysSo(t *testing.T) {
-	in := runStore(t, map[string]any{})
+	in := runStore(t, map[string]any{"rate_limit": map[string]any{"a": map[string]any{"qps": 5}}})
 	code, body := adminDo(t, in, "PUT", "/sluice/rules/rate_limit/a", `{"qps": 1}`)
-	if code != http.StatusConflict || !strings.Contains(body, "no redis configured") {
+	if code != http.StatusOK || !strings.Contains(body, `"stored":"memory"`) || !strings.Contains(body, "no redis configured") {
 		t.Fatalf("PUT without redis: %d %s", code, body)
+	}
+	if v, ok := in.rule("rate_limit", "a"); !ok || v.Fields["qps"] != "1" || v.Source != "memory" {
+		t.Fatalf("after PUT: %+v", v)
+	}
+	// A reload keeps the in-memory rule over the static one.
+	in.reload(in.cfg)
+	if v, _ := in.rule("rate_limit", "a"); v.Fields["qps"] != "1" {
+		t.Fatalf("after reload: %+v", v)
+	}
+	// Deleting it brings the static rule back; a second delete is a 404.
+	if code, body := adminDo(t, in, "DELETE", "/sluice/rules/rate_limit/a", ""); code != 200 {
+		t.Fatalf("DELETE: %d %s", code, body)
+	}
+	if v, _ := in.rule("rate_limit", "a"); v.Fields["qps"] != "5" || v.Source != "static" {
+		t.Fatalf("after DELETE: %+v", v)
+	}
+	if code, _ := adminDo(t, in, "DELETE", "/sluice/rules/rate_limit/a", ""); code != http.StatusNotFound {
+		t.Fatalf("second DELETE: %d", code)
 	}
 }
 

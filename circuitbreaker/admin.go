@@ -1,0 +1,199 @@
+package circuitbreaker
+
+import (
+	"fmt"
+	"net/http"
+	"sort"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/sluicegw/sluice/rulestore"
+)
+
+// Operating the breakers through Caddy's admin API:
+//
+//	GET  /sluice/state                          section "circuitbreaker"
+//	POST /sluice/breakers/{id}/force_open       runtime override, this instance only
+//	POST /sluice/breakers/{id}/force_closed
+//	POST /sluice/breakers/{id}/reset            drop the override, close the breakers
+func init() {
+	rulestore.RegisterStateReporter("circuitbreaker", reportState)
+	rulestore.RegisterAction("breakers", breakerAction)
+}
+
+// maxReportedKeys bounds the keyed breakers listed per rule in the state.
+const maxReportedKeys = 20
+
+// BreakerState is one breaker as GET /sluice/state shows it.
+type BreakerState struct {
+	Key   string `json:"key,omitempty"`
+	State string `json:"state"`
+	// OpenForSeconds is the time left until half-open (state open).
+	OpenForSeconds      float64 `json:"open_for_seconds,omitempty"`
+	ConsecutiveFailures int64   `json:"consecutive_failures"`
+	// Window holds the counts of the current window (rate triggers only).
+	Window         *WindowCounts `json:"window,omitempty"`
+	HalfOpenProbes int64         `json:"half_open_probes,omitempty"`
+	Ramping        bool          `json:"ramping,omitempty"`
+}
+
+// WindowCounts are the calls, failures and slow calls in a breaker's window.
+type WindowCounts struct {
+	Calls    int64 `json:"calls"`
+	Failures int64 `json:"failures"`
+	Slow     int64 `json:"slow"`
+}
+
+// RuleState is one rule's breakers as GET /sluice/state shows them.
+type RuleState struct {
+	Rule string `json:"rule"`
+	// RuleMode is the rule's state field; Override the admin API's runtime
+	// override on this instance ("" when none), which wins.
+	RuleMode string       `json:"rule_state"`
+	Override string       `json:"override,omitempty"`
+	Breaker  BreakerState `json:"breaker"`
+	// Keys counts the keyed breakers; KeyStates lists up to 20 of them,
+	// those not closed first.
+	Keys      int64            `json:"keys"`
+	KeyStates []BreakerState   `json:"key_states,omitempty"`
+	Rejected  int64            `json:"rejected"`
+	Calls     map[string]int64 `json:"calls"`
+}
+
+// snapshot reads a breaker's state without changing it.
+func (b *Breaker) snapshot(key string) BreakerState {
+	w := b.word.Load()
+	out := BreakerState{Key: key, State: stateOf(w).String(), ConsecutiveFailures: b.fails.Load()}
+	switch stateOf(w) {
+	case StateOpen:
+		if left := b.openUntil.Load() - b.now(); left > 0 {
+			out.OpenForSeconds = time.Duration(left).Seconds()
+		}
+	case StateHalfOpen:
+		out.HalfOpenProbes = b.probes.Load()
+	case StateClosed:
+		out.Ramping = b.rampEnd.Load() != 0
+	}
+	if win := b.win.Load(); win != nil {
+		c, f, s := win.totals()
+		out.Window = &WindowCounts{Calls: c, Failures: f, Slow: s}
+	}
+	return out
+}
+
+// Reset moves the breaker to its mode's state with fresh counters: closed
+// (without a ramp) for auto. For the admin API's reset.
+func (b *Breaker) Reset() {
+	b.mu.Lock()
+	w := b.word.Load()
+	s := b.settings.Load()
+	to := modeState(s.Mode)
+	nw, _ := b.set(w, to)
+	b.resetClosed()
+	b.rampEnd.Store(0)
+	b.openUntil.Store(0)
+	b.word.Store(nw)
+	b.mu.Unlock()
+	if from := stateOf(w); from != to {
+		b.notify(Transition{From: from, To: to, Reason: "admin_reset"})
+	}
+}
+
+func reportState() any {
+	out := []RuleState{}
+	byID.Range(func(_, v any) bool {
+		out = append(out, v.(*ruleState).report())
+		return true
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].Rule < out[j].Rule })
+	return map[string]any{"rules": out}
+}
+
+func (st *ruleState) report() RuleState {
+	rs := RuleState{Rule: st.id, RuleMode: "auto", Breaker: st.def.snapshot(""), Keys: st.nkeys.Load(),
+		Rejected: counterValue(st.metrics.rejected), Calls: map[string]int64{}}
+	if r := st.rule.Load(); r != nil {
+		rs.RuleMode = modeName(r.Settings.Mode)
+	}
+	if m := st.override.Load(); m != 0 {
+		rs.Override = modeName(Mode(m - 1))
+	}
+	for o, name := range [...]string{Success: "success", Failure: "failure", Ignored: "ignored"} {
+		rs.Calls[name] = counterValue(st.metrics.calls[o])
+	}
+	var keyed []BreakerState
+	st.keys.Range(func(k, b any) bool {
+		keyed = append(keyed, b.(*Breaker).snapshot(k.(string)))
+		return len(keyed) < 10*maxReportedKeys // bounded work on huge rules
+	})
+	sort.Slice(keyed, func(i, j int) bool {
+		ci, cj := keyed[i].State == "closed", keyed[j].State == "closed"
+		if ci != cj {
+			return !ci
+		}
+		return keyed[i].Key < keyed[j].Key
+	})
+	if len(keyed) > maxReportedKeys {
+		keyed = keyed[:maxReportedKeys]
+	}
+	rs.KeyStates = keyed
+	return rs
+}
+
+type counterWriter interface{ Write(*dto.Metric) error }
+
+func counterValue(c counterWriter) int64 {
+	var m dto.Metric
+	if c == nil || c.Write(&m) != nil || m.Counter == nil {
+		return 0
+	}
+	return int64(m.Counter.GetValue())
+}
+
+// breakerAction runs POST /sluice/breakers/{id}/{action} on every breaker
+// of the rule (the default one and the keyed ones) on this instance.
+func breakerAction(id, action string) (any, error) {
+	v, ok := byID.Load(id)
+	if !ok {
+		return nil, &rulestore.ActionError{Status: http.StatusNotFound,
+			Err: fmt.Errorf("no circuit breaker rule %q is used by a handler on this instance", id)}
+	}
+	st := v.(*ruleState)
+	var override int32
+	switch action {
+	case "force_open":
+		override = int32(ModeForceOpen) + 1
+	case "force_closed":
+		override = int32(ModeForceClosed) + 1
+	case "reset":
+	default:
+		return nil, &rulestore.ActionError{Status: http.StatusBadRequest,
+			Err: fmt.Errorf("unknown breaker action %q (want force_open, force_closed or reset)", action)}
+	}
+	st.mu.Lock()
+	st.override.Store(override)
+	var s Settings
+	if r := st.rule.Load(); r != nil {
+		s = st.settings(r)
+	} else {
+		// No request has used the rule yet: keep the placeholder settings,
+		// change the mode; the rule's own settings apply on first use.
+		s = st.def.Settings()
+		s.Mode = ModeAuto
+		if override != 0 {
+			s.Mode = Mode(override - 1)
+		}
+	}
+	st.apply(s)
+	if action == "reset" {
+		st.def.Reset()
+		st.keys.Range(func(_, b any) bool {
+			b.(*Breaker).Reset()
+			return true
+		})
+		st.metrics.setState("", st.def.State())
+	}
+	st.mu.Unlock()
+	return map[string]any{"rule": id, "action": action, "state": st.report()}, nil
+}

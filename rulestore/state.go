@@ -1,0 +1,106 @@
+package rulestore
+
+import (
+	"sort"
+	"sync"
+)
+
+// A StateReporter returns a handler package's live state for GET
+// /sluice/state, as a value encoding/json can write. It runs on an admin
+// request, so it may take locks briefly but must bound its output.
+type StateReporter func() any
+
+var reporters struct {
+	sync.Mutex
+	m map[string]StateReporter
+}
+
+// RegisterStateReporter adds a section named name to GET /sluice/state.
+// Handler packages call it from init.
+func RegisterStateReporter(name string, fn StateReporter) {
+	reporters.Lock()
+	defer reporters.Unlock()
+	if reporters.m == nil {
+		reporters.m = map[string]StateReporter{}
+	}
+	reporters.m[name] = fn
+}
+
+// An ActionFunc runs POST /sluice/{resource}/{id}/{action}; the result is
+// written as JSON. Return an *ActionError to choose the status.
+type ActionFunc func(id, action string) (any, error)
+
+// ActionError is an action's failure with its HTTP status.
+type ActionError struct {
+	Status int
+	Err    error
+}
+
+func (e *ActionError) Error() string { return e.Err.Error() }
+
+var actions struct {
+	sync.Mutex
+	m map[string]ActionFunc
+}
+
+// RegisterAction serves POST /sluice/{resource}/{id}/{action} with fn,
+// e.g. resource "breakers". Handler packages call it from init.
+func RegisterAction(resource string, fn ActionFunc) {
+	actions.Lock()
+	defer actions.Unlock()
+	if actions.m == nil {
+		actions.m = map[string]ActionFunc{}
+	}
+	actions.m[resource] = fn
+}
+
+func action(resource string) ActionFunc {
+	actions.Lock()
+	defer actions.Unlock()
+	return actions.m[resource]
+}
+
+// StoreState is the rule store's part of GET /sluice/state.
+type StoreState struct {
+	Status
+	// Source of the rules written through the admin API: redis or memory.
+	Writes string `json:"writes"`
+	// Versions of every rule in force, by kind then id (see Version).
+	Versions map[string]map[string]RuleVersion `json:"versions"`
+}
+
+// RuleVersion is one rule's version and where it comes from.
+type RuleVersion struct {
+	Version string `json:"version"`
+	Source  string `json:"source"`
+}
+
+// State returns the whole of GET /sluice/state: the store's section under
+// "rulestore", then each registered reporter's section.
+func (a *App) State() map[string]any {
+	st := StoreState{Status: a.Status(), Writes: "memory", Versions: map[string]map[string]RuleVersion{}}
+	if a.source != nil {
+		st.Writes = "redis"
+	}
+	for _, k := range Kinds() {
+		m := map[string]RuleVersion{}
+		for id, r := range a.Rules(k) {
+			m[id] = RuleVersion{Version: Version(r.Fields), Source: r.Source}
+		}
+		st.Versions[k.String()] = m
+	}
+	out := map[string]any{"rulestore": st}
+	reporters.Lock()
+	names := make([]string, 0, len(reporters.m))
+	fns := make(map[string]StateReporter, len(reporters.m))
+	for name, fn := range reporters.m {
+		names = append(names, name)
+		fns[name] = fn
+	}
+	reporters.Unlock()
+	sort.Strings(names)
+	for _, name := range names {
+		out[name] = fns[name]()
+	}
+	return out
+}
