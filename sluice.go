@@ -5,6 +5,7 @@ package sluice
 import (
 	_ "github.com/sluicegw/sluice/caddyfile"
 	_ "github.com/sluicegw/sluice/circuitbreaker"
+	_ "github.com/sluicegw/sluice/clicmd"
 	_ "github.com/sluicegw/sluice/grayroute"
 	_ "github.com/sluicegw/sluice/ratelimit"
 	_ "github.com/sluicegw/sluice/rulestore"

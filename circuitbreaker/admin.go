@@ -113,7 +113,7 @@ func reportState() any {
 func (st *ruleState) report() RuleState {
 	rs := RuleState{Rule: st.id, RuleMode: "auto", Breaker: st.def.snapshot(""), Keys: st.nkeys.Load(),
 		Rejected: counterValue(st.metrics.rejected), Calls: map[string]int64{}}
-	if r := st.rule.Load(); r != nil {
+	if r := st.currentRule(); r != nil {
 		rs.RuleMode = modeName(r.Settings.Mode)
 	}
 	if m := st.override.Load(); m != 0 {
@@ -139,6 +139,20 @@ func (st *ruleState) report() RuleState {
 	}
 	rs.KeyStates = keyed
 	return rs
+}
+
+// currentRule is the rule as the newest config's store holds it now (a
+// pushed change shows before any request applied it), else the rule last
+// applied (inline rules).
+func (st *ruleState) currentRule() *Rule {
+	if h := current.Load(); h != nil && h.store != nil {
+		if r := h.store.Lookup(rulestore.CircuitBreaker, st.id); r != nil {
+			if v, ok := r.Value.(*Rule); ok {
+				return v
+			}
+		}
+	}
+	return st.rule.Load()
 }
 
 type counterWriter interface{ Write(*dto.Metric) error }
