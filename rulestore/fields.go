@@ -75,9 +75,9 @@ type FieldError struct {
 
 func (e *FieldError) Error() string {
 	if e.Value == "" {
-		return fmt.Sprintf("field %s: %s", e.Field, e.Reason)
+		return fmt.Sprintf("field %s: %s", clip(e.Field), e.Reason)
 	}
-	return fmt.Sprintf("field %s=%q: %s", e.Field, e.Value, e.Reason)
+	return fmt.Sprintf("field %s=%q: %s", clip(e.Field), clip(e.Value), e.Reason)
 }
 
 // Errorf builds a FieldError for field with the value it had in fields.

@@ -10,6 +10,7 @@ import (
 	mrand "math/rand/v2"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -279,6 +280,10 @@ func (s *redisSource) onMessage(ctx context.Context, m *redis.Message) error {
 func (s *redisSource) refresh(ctx context.Context, k Kind, id string) error {
 	key := s.names.RuleKey(k, id)
 	fields, err := s.client.HGetAll(ctx, key).Result()
+	if isWrongType(err) {
+		s.rejectNonHash(key)
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -342,9 +347,11 @@ func (s *redisSource) parse(k Kind, id string, f Fields, old *Rule) (*Rule, bool
 		if errors.As(err, &fe) {
 			field = fe.Field
 		}
+		// Values come from anyone who can write to Redis: clip them, so a
+		// huge field never makes a huge log line on every instance.
 		s.logger.Error("rule rejected: keeping the last good version",
-			zap.String("key", s.names.RuleKey(k, id)), zap.String("field", field),
-			zap.Bool("has_last_good", old != nil), zap.Error(err))
+			zap.String("key", s.names.RuleKey(k, id)), zap.String("field", clip(field)),
+			zap.Bool("has_last_good", old != nil), zap.String("error", clipN(err.Error(), 512)))
 		emitRejected(k, id, "redis", err)
 		return nil, false
 	}
@@ -519,10 +526,16 @@ func (s *redisSource) readHashes(ctx context.Context, keys []string) ([numKinds]
 		for j, key := range chunk {
 			cmds[j] = pipe.HGetAll(ctx, key)
 		}
-		if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+		if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil && !isWrongType(err) {
 			return out, err
 		}
 		for j, key := range chunk {
+			if err := cmds[j].Err(); isWrongType(err) {
+				s.rejectNonHash(key)
+				continue
+			} else if err != nil && err != redis.Nil {
+				return out, err
+			}
 			k, id, ok := s.names.parseKey(key)
 			fields := cmds[j].Val()
 			if !ok || len(fields) == 0 {
@@ -624,10 +637,23 @@ func (s *redisSource) heartbeat(ctx context.Context, now time.Time) error {
 	return nil
 }
 
+// isWrongType reports Redis's answer for a key of another type: an
+// operator's typo (SET rate_limit:rule:x 1), not a connection problem.
+func isWrongType(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "WRONGTYPE")
+}
+
+func (s *redisSource) rejectNonHash(key string) {
+	s.status.rejected.Add(1)
+	s.logger.Error("rule rejected: the key is not a hash; keeping the last good version", zap.String("key", clip(key)))
+}
+
 // clip shortens untrusted text for a log line.
-func clip(s string) string {
-	if len(s) > 64 {
-		return fmt.Sprintf("%.64s… (%d bytes)", s, len(s))
+func clip(s string) string { return clipN(s, 64) }
+
+func clipN(s string, n int) string {
+	if len(s) > n {
+		return fmt.Sprintf("%.*s… (%d bytes)", n, s, len(s))
 	}
 	return s
 }
