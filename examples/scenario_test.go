@@ -1,6 +1,7 @@
 package examples_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/sluicegw/sluice/internal/redistest"
 	"github.com/sluicegw/sluice/internal/testcaddy"
@@ -461,5 +464,30 @@ func TestFullChainWithUpstreams(t *testing.T) {
 	})
 	if got := codes(t, 3, s.gateway+"/", "X-User-Id: carol"); got != "200 200 200" {
 		t.Fatalf("after recovery: %s", got)
+	}
+}
+
+// TestScenarioFiles: every scenario has its Caddyfile (formatted as `caddy
+// fmt` wants it, so Caddy does not warn), an executable rules.sh and a README.
+func TestScenarioFiles(t *testing.T) {
+	dirs, _ := filepath.Glob("*/Caddyfile")
+	if len(dirs) < 7 {
+		t.Fatalf("found %d scenario Caddyfiles, want 7: %v", len(dirs), dirs)
+	}
+	for _, cf := range dirs {
+		dir := filepath.Dir(cf)
+		raw, err := os.ReadFile(cf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(caddyfile.Format(raw), raw) {
+			t.Errorf("%s is not formatted: run bin/caddy fmt --overwrite %s", cf, cf)
+		}
+		if fi, err := os.Stat(filepath.Join(dir, "rules.sh")); err != nil || fi.Mode()&0o111 == 0 {
+			t.Errorf("%s/rules.sh missing or not executable (%v)", dir, err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "README.md")); err != nil {
+			t.Errorf("%s: %v", dir, err)
+		}
 	}
 }
