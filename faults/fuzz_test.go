@@ -1,0 +1,125 @@
+package faults_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/sluicegw/sluice/internal/handlerkit"
+	"github.com/sluicegw/sluice/internal/testcaddy"
+	"github.com/sluicegw/sluice/rulestore"
+)
+
+// The fuzz targets below run their seeds on every `go test`; `make soak`
+// fuzzes each for a while (go test -fuzz). Seeds live here, in the f.Add
+// calls; failing inputs found by a fuzz run land in testdata/fuzz/.
+
+// FuzzRuleFields feeds arbitrary fields to every kind's rule parser (the
+// code that judges what comes from Redis): it must never panic, and a
+// rejection must be a FieldError naming a field.
+func FuzzRuleFields(f *testing.F) {
+	seeds := [][4]string{
+		{"qps", "10", "burst", "20"},
+		{"qps", "1e400", "limit_type", "sliding_window"},
+		{"qps", "NaN", "window_size", "-1"},
+		{"key_resolver", "{http.request.header.X", "qps", "1"},
+		{"overrides", "user:a=1/1,user:b=", "qps", "5"},
+		{"failure_threshold", "-1", "window", "1h"},
+		{"window", "100", "failure_rate", "101%"},
+		{"failure_statuses", "599-500", "slow_call_duration", "0"},
+		{"headers", "X: a; ;;:", "state", "force_open"},
+		{"match_tag", "X-Canary", "match_value", "regex:("},
+		{"target_version", "v2", "ramp", "2026-12-01T10:00:00Z 10m 100,50"},
+		{"weight", "12.345", "hash_key", "{http.request.cookie.}"},
+		{"rate_limit", "a", "gray", ",,,"},
+		{"gray", "a,a,a", "circuit_breaker", "bad id!"},
+		{"scope", "cluster", "on_redis_error", "maybe"},
+		{"\x00", "\xff\xfe", "qps", strings.Repeat("9", 400)},
+	}
+	for _, s := range seeds {
+		f.Add(s[0], s[1], s[2], s[3])
+	}
+	kinds := []rulestore.Kind{rulestore.RateLimit, rulestore.CircuitBreaker, rulestore.Gray, rulestore.Binding}
+	f.Fuzz(func(t *testing.T, n1, v1, n2, v2 string) {
+		fields := rulestore.Fields{n1: v1, n2: v2}
+		for _, k := range kinds {
+			_, err := rulestore.Parse(k, "fuzz", fields)
+			if err == nil {
+				continue
+			}
+			var fe *rulestore.FieldError
+			if errors.As(err, &fe) && fe.Field == "" {
+				t.Errorf("%s rule %q: FieldError without a field: %v", k, fields, err)
+			}
+		}
+	})
+}
+
+// FuzzKey builds request keys from arbitrary specs and header values: no
+// panic, a key never longer than handlerkit.MaxKeyLength, and the same
+// request always gives the same key.
+func FuzzKey(f *testing.F) {
+	f.Add("userId", "alice", "10.0.0.1")
+	f.Add("{http.request.header.X-Api-Key} ip", "", "")
+	f.Add("tenant global", strings.Repeat("t", 300), "1.2.3.4, 5.6.7.8")
+	f.Add("{http.request.header.X-Tenant-Id}:{http.request.uri.path}", "{http.request.header.X-User-Id}", "")
+	f.Add("{http.request.uri.query.k}{http.request.cookie.c}", "\xff\x00", "::1")
+	f.Add("{", "}", "{}")
+	f.Fuzz(func(t *testing.T, spec, value, xff string) {
+		key, err := handlerkit.ParseKey(spec)
+		if err != nil {
+			return
+		}
+		req, err := http.NewRequest(http.MethodGet, "http://example.com/p?k="+strings.ReplaceAll(value, "&", ""), nil)
+		if err != nil {
+			req, _ = http.NewRequest(http.MethodGet, "http://example.com/p", nil)
+		}
+		for _, h := range []string{"X-User-Id", "X-Api-Key", "X-Tenant-Id"} {
+			req.Header[h] = []string{value}
+		}
+		req.Header["X-Forwarded-For"] = []string{xff}
+		req.AddCookie(&http.Cookie{Name: "c", Value: "v"})
+		repl := caddyhttp.NewTestReplacer(req)
+		req = req.WithContext(context.WithValue(req.Context(), caddy.ReplacerCtxKey, repl))
+		a, okA := key.Append(nil, req)
+		b, okB := key.Append(nil, req)
+		if okA != okB || string(a) != string(b) {
+			t.Fatalf("spec %q: key not deterministic: %q/%v then %q/%v", spec, a, okA, b, okB)
+		}
+		if len(a) > handlerkit.MaxKeyLength {
+			t.Fatalf("spec %q value %q: key of %d bytes, cap %d", spec, value, len(a), handlerkit.MaxKeyLength)
+		}
+	})
+}
+
+// FuzzCaddyfile adapts Caddyfiles whose directive blocks and global
+// rulestore block hold arbitrary text: the parsers must return an error,
+// never panic.
+func FuzzCaddyfile(f *testing.F) {
+	f.Add(uint8(0), "qps 10\nburst 20\nkey_resolver userId")
+	f.Add(uint8(0), "rule a\nroute b\nqps")
+	f.Add(uint8(1), "failure_threshold 5\nheader X-A \"b\"\nheader")
+	f.Add(uint8(2), "gray a {\nmatch_tag X\n}\ndefault_version {\n")
+	f.Add(uint8(3), "redis {\nurl redis://x\naddrs\n}\nrate_limit a { qps 1 }\nbinding r { gray a,,b }")
+	f.Add(uint8(3), "rate_limit {\n}\n}\n{")
+	f.Add(uint8(1), "\"unterminated")
+	f.Fuzz(func(t *testing.T, which uint8, body string) {
+		var cf string
+		switch which % 4 {
+		case 0:
+			cf = "http://127.0.0.1:1 {\n\tratelimit {\n" + body + "\n\t}\n\trespond ok\n}\n"
+		case 1:
+			cf = "http://127.0.0.1:1 {\n\tcircuitbreaker {\n" + body + "\n\t}\n\trespond ok\n}\n"
+		case 2:
+			cf = "http://127.0.0.1:1 {\n\tgrayroute {\n" + body + "\n\t}\n\trespond ok\n}\n"
+		case 3:
+			cf = "{\n\trulestore {\n" + body + "\n\t}\n}\nhttp://127.0.0.1:1 {\n\trespond ok\n}\n"
+		}
+		testcaddy.Adapt(cf) // an error is fine; a panic fails the fuzz run
+	})
+}
