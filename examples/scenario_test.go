@@ -312,7 +312,7 @@ func TestHeaderCanary(t *testing.T) {
 // TestWeightedRamp: examples/weighted-ramp, stepped with its rules.sh.
 func TestWeightedRamp(t *testing.T) {
 	s := startScenario(t, "weighted-ramp")
-	const users = 200
+	const users = 100
 	onV2 := func() map[int]bool {
 		t.Helper()
 		got := map[int]bool{}
