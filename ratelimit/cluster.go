@@ -153,9 +153,9 @@ func (e *clusterEngine) takeLeased(r *Rule, key []byte, now int64, d *Decision) 
 		return
 	}
 	if now < ls.deniedUntil {
-		s.mu.Unlock()
 		d.Reason, d.RetryAfter = RateLimited, ls.deniedUntil-now
 		d.Remaining, d.Reset = 0, max(0, ls.resetAt-now)
+		s.mu.Unlock()
 		return
 	}
 	// Only one lease call per key at a time, so the tokens held stay under
