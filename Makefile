@@ -29,3 +29,12 @@ bench:
 # upstreams and Caddy, started and stopped by the script.
 demo: build
 	@scripts/demo.sh
+
+# The fault and abuse suite, long version (docs/reliability.md): longer load
+# phases, more reloads, keys and rules; then a short fuzz run of each target.
+# (The short version runs in `make test`.)
+.PHONY: soak
+soak:
+	./scripts/ensure-redis.sh
+	SLUICE_SOAK=1 go test -race -count=1 -timeout 60m -v ./faults/
+	for f in FuzzRuleFields FuzzKey FuzzCaddyfile; do go test -run '^$$' -fuzz "^$$f$$" -fuzztime 30s ./faults/ || exit 1; done
