@@ -369,3 +369,113 @@ func TestClusterWithoutRedisFailsValidate(t *testing.T) {
 		t.Fatalf("with redis: %v", err)
 	}
 }
+
+// A cluster rule pushed through Redis: its counts live in Redis (deleting
+// the bucket key gives the quota back at once).
+func TestClusterRuleFromRedis(t *testing.T) {
+	rd := redistest.Start(t)
+	c := rd.Client()
+	push(t, c, "pfx:rate_limit:rule:fleet", "pfx:gateway:rules:rate_limit", "fleet",
+		"qps", "0.01", "burst", "3", "key_resolver", "global", "scope", "cluster")
+	s := caddyfile(t, "\trulestore {\n\t\tredis "+rd.URL()+"\n\t\tprefix pfx:\n\t}", "\tratelimit fleet\n\trespond \"ok\"")
+	testcaddy.Run(t, s.cfg)
+	testcaddy.Eventually(t, 10*time.Second, "rule fleet loaded", func() bool { return limitHeader(t, s.urls[0]) == "3" })
+	expect(t, s.urls[0], []int{200, 200, 429})
+	key := "pfx:ratelimit:tb:{fleet:global}"
+	if n := c.Exists(context.Background(), key).Val(); n != 1 {
+		t.Fatalf("bucket %s not in redis", key)
+	}
+	c.Del(context.Background(), key)
+	expect(t, s.urls[0], []int{200, 200, 200, 429})
+}
+
+// Two Caddy processes under traffic while Redis is killed: before, they
+// share the cluster burst of 10; after, each admits its share (10 ÷ 2
+// live instances = 5) from memory. Exactly 20 in all, no request fails or
+// waits long.
+func TestClusterLocalShareAcrossTwoCaddysWhenRedisDies(t *testing.T) {
+	rd := redistest.Start(t)
+	site := `
+	ratelimit {
+		qps 0.01
+		burst 10
+		key_resolver global
+		scope cluster
+	}
+	respond "ok"`
+	p, q := ports(t, 1), ports(t, 1)
+	testcaddy.Start(t, fleetConfig(t, "redis "+rd.URL(), p, site))
+	testcaddy.Start(t, fleetConfig(t, "redis "+rd.URL(), q, site))
+
+	// Both instances must have counted two live instances: wait until each
+	// has heartbeated again after both were registered.
+	ctx := context.Background()
+	c := rd.Client()
+	testcaddy.Eventually(t, 15*time.Second, "two heartbeats", func() bool { return c.ZCard(ctx, "gateway:instances").Val() == 2 })
+	first := c.ZRangeWithScores(ctx, "gateway:instances", 0, -1).Val()
+	testcaddy.Eventually(t, 15*time.Second, "both instances heartbeat again", func() bool {
+		for _, z := range first {
+			if c.ZScore(ctx, "gateway:instances", z.Member.(string)).Val() == z.Score {
+				return false
+			}
+		}
+		return true
+	})
+
+	var mu sync.Mutex
+	admitted := map[string]int{}
+	fromShare := map[string]int{} // admitted with the share's limit: after the kill
+	var slowest time.Duration
+	killAt := time.Now().Add(500 * time.Millisecond)
+	stop := killAt.Add(time.Second)
+	var wg sync.WaitGroup
+	for _, u := range []string{url(p[0]), url(q[0])} {
+		wg.Add(1)
+		go func(u string) {
+			defer wg.Done()
+			for time.Now().Before(stop) {
+				start := time.Now()
+				resp, err := http.Get(u)
+				d := time.Since(start)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				resp.Body.Close()
+				mu.Lock()
+				slowest = max(slowest, d)
+				switch resp.StatusCode {
+				case 200:
+					admitted[u]++
+					if resp.Header.Get("X-RateLimit-Limit") == "5" {
+						fromShare[u]++
+					}
+				case 429:
+				default:
+					t.Errorf("%s: status %d", u, resp.StatusCode)
+				}
+				mu.Unlock()
+				time.Sleep(5 * time.Millisecond)
+			}
+		}(u)
+	}
+	time.Sleep(time.Until(killAt))
+	rd.Kill()
+	wg.Wait()
+	total := admitted[url(p[0])] + admitted[url(q[0])]
+	t.Logf("admitted %v (total %d), from the local share %v; slowest request %v", admitted, total, fromShare, slowest)
+	if total != 20 {
+		t.Errorf("admitted %d in all, want 20: the cluster burst 10, then a share of 5 on each instance", total)
+	}
+	for u, n := range fromShare {
+		if n != 5 {
+			t.Errorf("%s admitted %d from its local share, want 5 (burst 10 ÷ 2 live instances)", u, n)
+		}
+	}
+	if len(fromShare) != 2 {
+		t.Errorf("local shares used: %v, want both instances", fromShare)
+	}
+	if slowest > time.Second {
+		t.Errorf("a request took %v while Redis died", slowest)
+	}
+}
