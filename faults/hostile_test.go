@@ -219,7 +219,7 @@ func heapInUse() uint64 {
 // (its spent quota is not reset by evictions).
 func TestHighCardinalityKeys(t *testing.T) {
 	rg := startRig(t)
-	keys := pick(20000, 500000)
+	keys := pick(20000, 200000)
 	card := rg.site + "/card"
 	wantStatuses(t, "steady user", statuses(t, 4, card, "X-User-Id: steady"), 200, 200, 200, 429)
 	heapBefore := heapInUse()
@@ -456,7 +456,7 @@ func TestManyRuleIDs(t *testing.T) {
 	r := redistest.Start(t)
 	c := testClient(t, r.Addr)
 	ctx := context.Background()
-	bulk, live := pick(20000, 1000000), pick(2000, 5000)
+	bulk, live := pick(20000, 1000000), pick(2000, 500)
 	admin := testcaddy.FreePort(t)
 	cfg := chainConfig{
 		globals:  fmt.Sprintf("admin localhost:%d\n\tpersist_config off\n\tstorage file_system %s", admin, t.TempDir()),
