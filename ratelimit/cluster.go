@@ -41,6 +41,7 @@ type clusterEngine struct {
 	leases   *table       // lease mode: tokens held per key; nil otherwise
 	fallback *localEngine // on_redis_error local: this instance's share
 	share    atomic.Pointer[shareRule]
+	warned   atomic.Bool // a reply error was logged
 }
 
 // shareRule caches rule `of` scaled down to 1/n of its quota.
@@ -222,7 +223,15 @@ func (e *clusterEngine) call(r *Rule, l *Limits, key []byte, min, max int64) (gr
 	cancel()
 	if err != nil {
 		e.lim.counters.redisErrors.Inc()
-		g.fail(err, ref.logger)
+		if unreachable(err) {
+			g.fail(err, ref.logger)
+		} else if e.warned.CompareAndSwap(false, true) && ref.logger != nil {
+			// Redis answered, with an error about this key or script
+			// (e.g. WRONGTYPE: something else wrote the key): this
+			// decision takes on_redis_error, the others still use Redis.
+			ref.logger.Warn("cluster rate limit: redis refused the script; this decision follows on_redis_error",
+				zap.String("rule", r.ID), zap.Error(err))
+		}
 		return grant{}, err
 	}
 	e.lim.counters.redisCalls.Inc()
@@ -230,6 +239,18 @@ func (e *clusterEngine) call(r *Rule, l *Limits, key []byte, min, max int64) (gr
 }
 
 var errGateDown = errors.New("redis marked unreachable")
+
+// unreachable tells a Redis that cannot serve (connection refused or lost,
+// timeout, loading, failover, cluster down) from a reply error about one
+// command, which says nothing about the others.
+func unreachable(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return true
+	}
+	return redis.IsLoadingError(err) || redis.IsReadOnlyError(err) || redis.IsClusterDownError(err) ||
+		redis.IsTryAgainError(err) || redis.IsMasterDownError(err)
+}
 
 // fail decides d without Redis, by the rule's on_redis_error.
 func (e *clusterEngine) fail(r *Rule, key []byte, now int64, d *Decision) {

@@ -260,3 +260,26 @@ func counterValue(c prometheus.Counter) float64 {
 	_ = c.Write(&m)
 	return m.GetCounter().GetValue()
 }
+
+// A reply error about one key (WRONGTYPE: something else wrote it) takes
+// the failure path for that key only: Redis is not marked down, and other
+// keys are still decided in Redis.
+func TestClusterReplyErrorDoesNotCloseGate(t *testing.T) {
+	srv := redistest.Start(t)
+	b := &testBackend{c: newTestClient(t, srv.Addr), instances: 1}
+	r := clusterRule(t, rulestore.Fields{"qps": "0.01", "burst": "1", "key_resolver": "global", "on_redis_error": "deny"})
+	l := instance(t, b, "wrongtype")
+	srv.Client().Set(context.Background(), "t:ratelimit:tb:{"+r.ID+":bad}", "x", 0)
+	if d := take(l, r, "bad"); d.Reason != RedisUnavailable {
+		t.Fatalf("WRONGTYPE key: %+v, want the deny path", d)
+	}
+	if gateFor(b.c).down.Load() {
+		t.Fatal("a reply error marked Redis down")
+	}
+	if d := take(l, r, "good"); !d.OK() || d.Unknown {
+		t.Fatalf("another key: %+v, want decided by Redis", d)
+	}
+	if d := take(l, r, "good"); d.Reason != RateLimited {
+		t.Fatalf("another key, second request: %+v, want rate limited by Redis (burst 1)", d)
+	}
+}
