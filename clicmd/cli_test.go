@@ -195,6 +195,19 @@ func TestCLIWritePropagatesToSecondInstance(t *testing.T) {
 		_, _, okB := sluice(t, b, "bindings", "get", "cli_route")
 		return ok && okB && strings.Contains(out, `"version": "`+version.Version+`"`) && strings.Contains(out, `"source": "redis"`)
 	})
+	// Both instances' state names the same version, from Redis.
+	for _, p := range []*testcaddy.Process{a, b} {
+		var st struct {
+			Writes   string `json:"writes"`
+			Versions map[string]map[string]struct {
+				Version, Source string
+			} `json:"versions"`
+		}
+		json.Unmarshal([]byte(mustSluice(t, p, "state", "rulestore")), &st)
+		if v := st.Versions["rate_limit"]["shared"]; st.Writes != "redis" || v.Version != version.Version || v.Source != "redis" {
+			t.Fatalf("state rulestore: %+v", st)
+		}
+	}
 	// It is in force there: two requests, then 429.
 	codes := []int{}
 	for range 3 {

@@ -237,6 +237,14 @@ func sampleExceeded(now time.Time) {
 		if total == 0 || now.Sub(sm.lastSent) < ExceededEventInterval {
 			continue
 		}
+		if !rulestore.ShouldEmit(EventExceeded) {
+			// Nobody listens: account the refusals as reported, so a
+			// subscriber added later is not sent an old backlog.
+			for res, v := range c {
+				sm.reported[res] = v
+			}
+			continue
+		}
 		data := map[string]any{"rule": id, "rejected": total, "by_result": delta,
 			"allowed": c["allowed"] - sm.reported["allowed"]}
 		if !sm.lastSent.IsZero() {

@@ -36,6 +36,13 @@ var (
 	eventsOnce sync.Once
 )
 
+// ShouldEmit reports whether an event of this name would reach a
+// subscriber, so an emitter can skip assembling costly data.
+func ShouldEmit(name string) bool {
+	a := running.Load()
+	return a != nil && a.events != nil && a.events.ShouldEmit(name)
+}
+
 // Emit sends a Caddy event through the events app of the running config,
 // without blocking: event handlers run synchronously and may be slow (exec,
 // HTTP calls), so they never run on a request or on the Redis sync. One
