@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -65,7 +67,8 @@ func TestClusterScopeUnderRedisFaults(t *testing.T) {
 	c := testClient(t, r.Addr)
 	admin, site := testcaddy.FreePort(t), testcaddy.FreePort(t)
 	cfg := chainConfig{
-		globals:  fmt.Sprintf("admin localhost:%d\n\tpersist_config off\n\tstorage file_system %s", admin, t.TempDir()),
+		globals: fmt.Sprintf("admin localhost:%d\n\tpersist_config off\n\tstorage file_system %s\n\tlog {\n\t\toutput file %s\n\t}",
+			admin, t.TempDir(), filepath.Join(t.TempDir(), "caddy.log")),
 		redisURL: px.URL(), gw: testcaddy.FreePort(t), aux: testcaddy.FreePort(t),
 		v1: upstream(t, "v1"), v2: upstream(t, "v2"),
 		rules: clusterRules,
@@ -99,19 +102,6 @@ http://127.0.0.1:%d {
 	testcaddy.Eventually(t, 10*time.Second, "store connected", func() bool { return adminStore(t, admin).Connected })
 	base := fmt.Sprintf("http://127.0.0.1:%d", site)
 	paths := []string{"/allow", "/deny", "/local", "/lease"}
-	l := startLoad(t, pick(200, 300), 8, func(n uint64) (*http.Request, check) {
-		p := paths[n%uint64(len(paths))]
-		req := mustRequest(base+p, fmt.Sprintf("X-User-Id: u%d", n%50))
-		if p != "/deny" {
-			return req, expect(200, "ok")
-		}
-		return req, func(resp *http.Response, body string) error {
-			if resp.StatusCode == 200 || resp.StatusCode == 503 && strings.Contains(body, "redis_unavailable") {
-				return nil
-			}
-			return fmt.Errorf("/deny: status %d body %.80q, want 200 or 503 redis_unavailable", resp.StatusCode, body)
-		}
-	})
 	probeN := 0
 	enforced := func(what string) {
 		t.Helper()
@@ -130,6 +120,34 @@ http://127.0.0.1:%d {
 		wantStatuses(t, "cluster probe "+what, statuses(t, 3, base+"/probe", user), 200, 200, 429)
 	}
 
+	// Baseline of goroutines and Redis connections, after a warm-up.
+	warm := startLoad(t, pick(200, 300), 8, func(n uint64) (*http.Request, check) {
+		return mustRequest(base+paths[n%uint64(len(paths))], fmt.Sprintf("X-User-Id: u%d", n%50)), expect(200, "ok")
+	})
+	warm.waitSent(t, 200)
+	warm.stopLoad()
+	var baseG int
+	within(10*time.Second, func() bool {
+		a := runtime.NumGoroutine()
+		time.Sleep(200 * time.Millisecond)
+		baseG = runtime.NumGoroutine()
+		return a == baseG
+	})
+	baseConns := sluiceClients(t, c)
+
+	l := startLoad(t, pick(200, 300), 8, func(n uint64) (*http.Request, check) {
+		p := paths[n%uint64(len(paths))]
+		req := mustRequest(base+p, fmt.Sprintf("X-User-Id: u%d", n%50))
+		if p != "/deny" {
+			return req, expect(200, "ok")
+		}
+		return req, func(resp *http.Response, body string) error {
+			if resp.StatusCode == 200 || resp.StatusCode == 503 && strings.Contains(body, "redis_unavailable") {
+				return nil
+			}
+			return fmt.Errorf("/deny: status %d body %.80q, want 200 or 503 redis_unavailable", resp.StatusCode, body)
+		}
+	})
 	l.setPhase("c-baseline")
 	hold(phaseDur)
 	enforced("at start")
@@ -173,4 +191,13 @@ http://127.0.0.1:%d {
 		}
 	}
 	t.Logf("RESULT cluster scope: decisions without Redis by mode: %s", strings.Join(fb, " "))
+
+	var g, conns int
+	if !within(20*time.Second, func() bool {
+		g, conns = runtime.NumGoroutine(), sluiceClients(t, c)
+		return g <= baseG+10 && conns <= baseConns+1
+	}) {
+		t.Errorf("after the outages: goroutines=%d (baseline %d), redis connections=%d (baseline %d)\n%s", g, baseG, conns, baseConns, clientList(t, c))
+	}
+	t.Logf("RESULT cluster scope after 3 outages: goroutines=%d (baseline %d), redis connections=%d (baseline %d)", g, baseG, conns, baseConns)
 }

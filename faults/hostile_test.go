@@ -459,7 +459,8 @@ func TestManyRuleIDs(t *testing.T) {
 	bulk, live := pick(20000, 1000000), pick(2000, 500)
 	admin := testcaddy.FreePort(t)
 	cfg := chainConfig{
-		globals:  fmt.Sprintf("admin localhost:%d\n\tpersist_config off\n\tstorage file_system %s", admin, t.TempDir()),
+		globals: fmt.Sprintf("admin localhost:%d\n\tpersist_config off\n\tstorage file_system %s\n\tlog {\n\t\toutput file %s\n\t}",
+			admin, t.TempDir(), filepath.Join(t.TempDir(), "caddy.log")),
 		redisURL: r.URL(), gw: testcaddy.FreePort(t), aux: testcaddy.FreePort(t),
 		v1: upstream(t, "v1"), v2: upstream(t, "v2"),
 	}

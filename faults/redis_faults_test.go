@@ -204,6 +204,10 @@ func TestRedisFaultsUnderLoad(t *testing.T) {
 		return strings.Contains(p.Logs(), "redis lost its data")
 	})
 	testcaddy.Eventually(t, 10*time.Second, "store reconnected", func() bool { return adminStore(t, admin).Connected })
+	// Documented: the store does not re-seed Redis from memory.
+	if keys, _ := c.Keys(context.Background(), "rate_limit:rule:*").Result(); len(keys) != 0 {
+		t.Errorf("Redis re-seeded after losing its data: %v", keys)
+	}
 	for id, qps := range map[string]string{"order_api": "50000", "probe": "0.001", "created1": "7", "created2": "8"} {
 		v, ok := adminRule(t, admin, "rate_limit", id)
 		if !ok || v.Source != "redis" || v.Fields["qps"] != qps {
