@@ -335,3 +335,31 @@ func TestStateHasStoreSection(t *testing.T) {
 		t.Fatalf("state: %s", body)
 	}
 }
+
+// On Redis Cluster the hash and the change log live in different slots, so
+// a write is not one transaction; it must still arrive, in order.
+func TestAdminWritesOnCluster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	c := cl.Client(t)
+	ctx := context.Background()
+	in := runStore(t, map[string]any{"redis": map[string]any{"addrs": cl.Addrs(), "cluster": true}})
+	testcaddy.Eventually(t, 15*time.Second, "connected", func() bool { return in.status().Connected })
+	for i, id := range []string{"c1", "c2", "c3"} {
+		body := fmt.Sprintf(`{"qps": %d}`, i+1)
+		if code, resp := adminDo(t, in, "PUT", "/sluice/rules/rate_limit/"+id, body); code != 200 {
+			t.Fatalf("PUT %s: %d %s", id, code, resp)
+		}
+		in.waitQPS(id, fmt.Sprint(i+1))
+		if v := c.HGet(ctx, "rate_limit:rule:"+id, "qps").Val(); v != fmt.Sprint(i+1) {
+			t.Fatalf("hash %s qps=%q", id, v)
+		}
+	}
+	entries := c.XRange(ctx, "gateway:rules", "-", "+").Val()
+	if len(entries) != 3 || entries[2].Values["id"] != "c3" || entries[2].Values["version"] != Version(Fields{"qps": "3"}) {
+		t.Fatalf("change log: %v", entries)
+	}
+	if code, _ := adminDo(t, in, "DELETE", "/sluice/rules/rate_limit/c2", ""); code != 200 {
+		t.Fatalf("DELETE: %d", code)
+	}
+	in.waitQPS("c2", "")
+}
