@@ -283,3 +283,29 @@ func TestClusterReplyErrorDoesNotCloseGate(t *testing.T) {
 		t.Fatalf("another key, second request: %+v, want rate limited by Redis (burst 1)", d)
 	}
 }
+
+// In-flight caps of a cluster rule are per instance and checked before
+// Redis; a refused request spends no token in Redis.
+func TestClusterInFlightCapsStayLocal(t *testing.T) {
+	srv := redistest.Start(t)
+	b := &testBackend{c: newTestClient(t, srv.Addr), instances: 1}
+	r := clusterRule(t, rulestore.Fields{"qps": "0.01", "burst": "5", "key_resolver": "global", "max_concurrent": "1"})
+	a, c := instance(t, b, "inflight"), instance(t, b, "inflight2")
+	e := a.engine(r)
+	held := e.Take(r, []byte("k"), a.now())
+	if !held.OK() || held.Remaining != 4 {
+		t.Fatalf("first: %+v", held)
+	}
+	if d := e.Take(r, []byte("k"), a.now()); d.Reason != TooManyInFlight {
+		t.Fatalf("second while the first is in flight: %+v, want TooManyInFlight", d)
+	}
+	// Another instance has its own slots but the same Redis quota: the
+	// refused request above spent nothing.
+	if d := take(c, r, "k"); !d.OK() || d.Remaining != 3 {
+		t.Fatalf("other instance: %+v, want allowed with 3 left in Redis", d)
+	}
+	e.Release(&held)
+	if d := take(a, r, "k"); !d.OK() || d.Remaining != 2 {
+		t.Fatalf("after release: %+v, want allowed with 2 left", d)
+	}
+}
