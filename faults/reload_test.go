@@ -291,3 +291,89 @@ func quotaClient(t *testing.T, url string, limit int, sent, resets *int, stop ch
 		}
 	}
 }
+
+// TestReloadKeepsRedisRules reloads under traffic between two configs and
+// checks that a rule that exists only in Redis stays in force through every
+// reload: once its one token is spent, no request may pass.
+//   - "same redis settings": the configs differ elsewhere (a response
+//     header); the generations share one subscription.
+//   - "changed redis settings": the redis block differs in a setting that
+//     does not change the data (the resync period here; a rotated password
+//     or a new timeout are the same), so each reload starts a new
+//     subscription.
+func TestReloadKeepsRedisRules(t *testing.T) {
+	t.Run("same redis settings", func(t *testing.T) { reloadKeepsRedisRules(t, "30s", "30s") })
+	t.Run("changed redis settings", func(t *testing.T) { reloadKeepsRedisRules(t, "30s", "31s") })
+}
+
+func reloadKeepsRedisRules(t *testing.T, resyncA, resyncB string) {
+	r := redistest.Start(t)
+	c := testClient(t, r.Addr)
+	adminPort, site := testcaddy.FreePort(t), testcaddy.FreePort(t)
+	storage, logPath := t.TempDir(), filepath.Join(t.TempDir(), "caddy.log")
+	config := func(resync, gen string) string {
+		return fmt.Sprintf(`{
+	admin localhost:%d
+	persist_config off
+	storage file_system %s
+	log {
+		output file %s
+	}
+	rulestore {
+		redis %s
+		resync %s
+	}
+}
+http://127.0.0.1:%d {
+	header X-Generation %s
+	ratelimit strict
+	respond "ok"
+}
+`, adminPort, storage, logPath, r.URL(), resync, site, gen)
+	}
+	push(t, c, "rate_limit", "strict", "qps", "0.0001", "burst", "1", "key_resolver", "global")
+	testcaddy.Run(t, config(resyncA, "A"))
+	waitRule(t, adminPort, "rate_limit", "strict", map[string]string{"burst": "1"})
+	url := fmt.Sprintf("http://127.0.0.1:%d/", site)
+	wantStatuses(t, "strict rule", statuses(t, 2, url), 200, 429)
+
+	var passed, sent int
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		client := &http.Client{Timeout: 10 * time.Second}
+		defer client.CloseIdleConnections()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			resp, err := client.Get(url)
+			if err != nil {
+				continue // a reset during the listener handoff; see load.one
+			}
+			resp.Body.Close()
+			sent++
+			if resp.StatusCode == 200 {
+				passed++
+			}
+		}
+	}()
+	reloads := pick(10, 100)
+	for i := 0; i < reloads; i++ {
+		if i%2 == 0 {
+			testcaddy.Reload(t, config(resyncB, "B"))
+		} else {
+			testcaddy.Reload(t, config(resyncA, "A"))
+		}
+		time.Sleep(50 * time.Millisecond) // let traffic meet the new generation
+	}
+	close(stop)
+	<-done
+	t.Logf("RESULT %d reloads (resync %s/%s): %d of %d requests passed a Redis rule whose quota was spent", reloads, resyncA, resyncB, passed, sent)
+	if passed > 0 {
+		t.Errorf("%d of %d requests passed during %d reloads: the Redis-only rule was not in force in a new generation", passed, sent, reloads)
+	}
+}
