@@ -31,14 +31,14 @@ var errNoRedis = errors.New("no redis configured")
 // clusterEngine keeps a rule's counters in Redis (scope cluster), so every
 // instance spends one quota. In-flight caps stay per instance. With a lease
 // size, each instance takes blocks of tokens from Redis and spends them
-// locally, topping up in the background before they run out; see
-// takeLeased for the over-admission bound. While Redis fails, decisions
-// follow the rule's on_redis_error.
+// locally, topping up in the background before they run out; see decide
+// for the over-admission bound. While Redis fails, decisions follow the
+// rule's on_redis_error.
 type clusterEngine struct {
 	typ      LimitType
 	lim      *limiter     // its backend and counters
 	slots    *localEngine // in-flight caps
-	leases   *table       // lease mode: tokens held per key; nil otherwise
+	keys     *table       // per key: lease and remembered refusal
 	fallback *localEngine // on_redis_error local: this instance's share
 	share    atomic.Pointer[shareRule]
 	warned   atomic.Bool // a reply error was logged
@@ -51,40 +51,34 @@ type shareRule struct {
 	rule *Rule
 }
 
-// leaseState is one key's lease: tokens taken from Redis, not spent yet.
+// leaseState is what an instance knows of one key's quota in Redis: the
+// tokens it leased and has not spent yet, and until when Redis will refuse.
 type leaseState struct {
 	tokens      int64
-	remaining   int64 // what Redis had left at the last lease
-	resetAt     int64 // ns (local clock): quota whole again, per the last lease
-	deniedUntil int64 // ns: Redis refused until then, so refuse locally
+	remaining   int64 // what Redis had left at the last call
+	resetAt     int64 // ns (local clock): quota whole again, per the last call
+	deniedUntil int64 // ns: Redis has fewer than requested_tokens until then
+	deniedBy    *Rule // the rule version that computed deniedUntil
 	pending     bool  // a lease call is in flight
 }
 
 func newClusterEngine(r *Rule, lim *limiter) *clusterEngine {
-	e := &clusterEngine{
+	return &clusterEngine{
 		typ:      r.Type,
 		lim:      lim,
 		slots:    &localEngine{tab: newTable(shardsFor(r.MaxKeys)), typ: r.Type, slotsOnly: true},
+		keys:     newTable(shardsFor(r.MaxKeys)),
 		fallback: newLocalEngine(r),
 	}
-	if r.LeaseSize > 0 {
-		e.leases = newTable(shardsFor(r.MaxKeys))
-	}
-	return e
 }
 
 // fits reports whether e can serve rule r without losing state.
 func (e *clusterEngine) fits(r *Rule) bool {
-	return r.Cluster() && e.typ == r.Type && (e.leases != nil) == (r.LeaseSize > 0) &&
-		len(e.slots.tab.shards) == shardsFor(r.MaxKeys)
+	return r.Cluster() && e.typ == r.Type && len(e.slots.tab.shards) == shardsFor(r.MaxKeys)
 }
 
 func (e *clusterEngine) Keys() int64 {
-	n := e.slots.Keys() + e.fallback.Keys()
-	if e.leases != nil {
-		n += e.leases.keys.Load()
-	}
-	return n
+	return e.slots.Keys() + e.fallback.Keys() + e.keys.keys.Load()
 }
 
 func (e *clusterEngine) InFlight() int64 { return e.slots.InFlight() }
@@ -94,9 +88,7 @@ func (e *clusterEngine) Release(d *Decision) { e.slots.Release(d) }
 func (e *clusterEngine) sweep(now, idle int64) {
 	e.slots.sweep(now, idle)
 	e.fallback.sweep(now, idle)
-	if e.leases != nil {
-		e.leases.sweep(now, idle)
-	}
+	e.keys.sweep(now, idle)
 }
 
 // Take decides one request: in-flight caps locally, then the rate in Redis.
@@ -105,36 +97,32 @@ func (e *clusterEngine) Take(r *Rule, key []byte, now int64) Decision {
 	if !d.OK() {
 		return d
 	}
-	if e.leases != nil {
-		e.takeLeased(r, key, now, &d)
-	} else if g, err := e.call(r, d.Limits, key, r.Cost, r.Cost); err != nil {
-		e.fail(r, key, now, &d)
-	} else {
-		if g.n < r.Cost {
-			d.Reason, d.RetryAfter = RateLimited, g.wait
-		}
-		d.Remaining, d.Reset = g.remaining, g.reset
-	}
+	e.decide(r, key, now, &d)
 	if !d.OK() {
 		e.slots.Release(&d)
 	}
 	return d
 }
 
-// takeLeased spends a token leased earlier if this instance holds one, and
-// tops the lease up in the background once it falls below half; without
-// one, it leases synchronously (one Redis call, as without leases).
+// decide spends a token leased earlier if this instance holds one (lease
+// mode), topping the lease up in the background once it falls below half.
+// Else, if Redis said it has no tokens until some time, it refuses locally
+// until then (exact: other instances can only spend tokens, not add them;
+// a changed rule forgets it). Else it asks Redis: for this request's cost,
+// or in lease mode for a whole lease.
 //
 // Bound: an instance never holds more than lease_size tokens of a key, and
 // every token it spends was granted by Redis. Tokens granted earlier and
 // spent later are the only excess over the quota, so in any interval the
 // fleet admits at most the quota plus lease_size × instances.
-func (e *clusterEngine) takeLeased(r *Rule, key []byte, now int64, d *Decision) {
-	cost := r.Cost
-	size := max(min(r.LeaseSize, d.Limits.quota), cost) // an override may be smaller
-	s := e.leases.shard(key)
+func (e *clusterEngine) decide(r *Rule, key []byte, now int64, d *Decision) {
+	cost, size := r.Cost, r.Cost
+	if r.LeaseSize > 0 {
+		size = max(min(r.LeaseSize, d.Limits.quota), cost) // an override may be smaller
+	}
+	s := e.keys.shard(key)
 	s.mu.Lock()
-	ent := e.leases.get(s, key, now, r.idle, max(1, r.MaxKeys/len(e.leases.shards)))
+	ent := e.keys.get(s, key, now, r.idle, max(1, r.MaxKeys/len(e.keys.shards)))
 	ls := ent.lease
 	if ls == nil {
 		ls = new(leaseState)
@@ -144,7 +132,7 @@ func (e *clusterEngine) takeLeased(r *Rule, key []byte, now int64, d *Decision) 
 		ls.tokens -= cost
 		d.Remaining, d.Reset = ls.remaining+ls.tokens, max(0, ls.resetAt-now)
 		var want int64
-		if !ls.pending && ls.tokens*2 < size && now >= ls.deniedUntil {
+		if !ls.pending && ls.tokens*2 < size && r.LeaseSize > 0 && !ls.refusing(r, now) {
 			ls.pending, want = true, size-ls.tokens
 		}
 		s.mu.Unlock()
@@ -153,7 +141,7 @@ func (e *clusterEngine) takeLeased(r *Rule, key []byte, now int64, d *Decision) 
 		}
 		return
 	}
-	if now < ls.deniedUntil {
+	if ls.refusing(r, now) {
 		d.Reason, d.RetryAfter = RateLimited, ls.deniedUntil-now
 		d.Remaining, d.Reset = 0, max(0, ls.resetAt-now)
 		s.mu.Unlock()
@@ -161,7 +149,7 @@ func (e *clusterEngine) takeLeased(r *Rule, key []byte, now int64, d *Decision) 
 	}
 	// Only one lease call per key at a time, so the tokens held stay under
 	// lease_size; meanwhile others take exactly their cost.
-	leasing := !ls.pending
+	leasing := !ls.pending && size > cost
 	want := cost
 	if leasing {
 		ls.pending, want = true, size
@@ -177,9 +165,7 @@ func (e *clusterEngine) takeLeased(r *Rule, key []byte, now int64, d *Decision) 
 		e.fail(r, key, now, d)
 		return
 	}
-	// Redis has fewer than cost tokens until now + wait: refuse locally
-	// until then once the lease is spent.
-	ls.remaining, ls.resetAt, ls.deniedUntil = g.remaining, now+g.reset, now+g.wait
+	ls.learn(r, g, now)
 	if g.n >= cost {
 		ls.tokens += g.n - cost
 		d.Remaining = g.remaining + ls.tokens
@@ -190,6 +176,17 @@ func (e *clusterEngine) takeLeased(r *Rule, key []byte, now int64, d *Decision) 
 	s.mu.Unlock()
 }
 
+// refusing reports whether Redis said, under rule r, it has no tokens now.
+func (ls *leaseState) refusing(r *Rule, now int64) bool {
+	return now < ls.deniedUntil && ls.deniedBy == r
+}
+
+// learn records what a call told about the key's quota in Redis.
+func (ls *leaseState) learn(r *Rule, g grant, now int64) {
+	ls.remaining, ls.resetAt = g.remaining, now+g.reset
+	ls.deniedUntil, ls.deniedBy = now+g.wait, r
+}
+
 // topUp leases up to want more tokens for a key in the background.
 func (e *clusterEngine) topUp(r *Rule, l *Limits, key string, s *shard, ls *leaseState, want int64) {
 	g, err := e.call(r, l, []byte(key), 1, want)
@@ -198,7 +195,7 @@ func (e *clusterEngine) topUp(r *Rule, l *Limits, key string, s *shard, ls *leas
 	ls.pending = false
 	if err == nil {
 		ls.tokens += g.n
-		ls.remaining, ls.resetAt, ls.deniedUntil = g.remaining, now+g.reset, now+g.wait
+		ls.learn(r, g, now)
 	}
 	s.mu.Unlock()
 }

@@ -176,16 +176,17 @@ func TestClusterScriptReloadAfterFlush(t *testing.T) {
 	srv := redistest.Start(t)
 	b := &testBackend{c: newTestClient(t, srv.Addr), instances: 1}
 	for _, typ := range []string{"token_bucket", "sliding_window"} {
-		r := clusterRule(t, rulestore.Fields{"limit_type": typ, "qps": "1", "key_resolver": "global"})
+		r := clusterRule(t, rulestore.Fields{"limit_type": typ, "qps": "3", "key_resolver": "global"})
 		l := instance(t, b, "flush-"+typ)
-		if d := take(l, r, "k"); !d.OK() {
+		if d := take(l, r, "k"); !d.OK() || d.Remaining != 2 {
 			t.Fatalf("%s: first: %+v", typ, d)
 		}
 		if err := srv.Client().ScriptFlush(context.Background()).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if d := take(l, r, "k"); d.OK() || d.Reason != RateLimited {
-			t.Fatalf("%s: after SCRIPT FLUSH: %+v, want refused by the Redis count (qps 1, burst 1)", typ, d)
+		calls := counterValue(l.counters.redisCalls)
+		if d := take(l, r, "k"); !d.OK() || d.Remaining != 1 || counterValue(l.counters.redisCalls) != calls+1 {
+			t.Fatalf("%s: after SCRIPT FLUSH: %+v, want allowed by Redis with 1 left", typ, d)
 		}
 		if gateFor(b.c).down.Load() {
 			t.Fatalf("%s: NOSCRIPT brought the gate down", typ)
@@ -307,5 +308,35 @@ func TestClusterInFlightCapsStayLocal(t *testing.T) {
 	e.Release(&held)
 	if d := take(a, r, "k"); !d.OK() || d.Remaining != 2 {
 		t.Fatalf("after release: %+v, want allowed with 2 left", d)
+	}
+}
+
+// A refusal is remembered until Redis said tokens would be back, so a flood
+// of refused requests does not reach Redis; a changed rule forgets it.
+func TestClusterRefusalIsRemembered(t *testing.T) {
+	srv := redistest.Start(t)
+	b := &testBackend{c: newTestClient(t, srv.Addr), instances: 1}
+	r := clusterRule(t, rulestore.Fields{"qps": "0.01", "burst": "2", "key_resolver": "global"})
+	l := instance(t, b, "remember")
+	for i := 0; i < 2; i++ {
+		if d := take(l, r, "k"); !d.OK() {
+			t.Fatalf("request %d: %+v", i+1, d)
+		}
+	}
+	calls := counterValue(l.counters.redisCalls)
+	for i := 0; i < 100; i++ {
+		if d := take(l, r, "k"); d.Reason != RateLimited || d.RetryAfter < 90*time.Second.Nanoseconds() {
+			t.Fatalf("refused request %d: %+v, want rate limited with a retry of about 100s", i+1, d)
+		}
+	}
+	if got := counterValue(l.counters.redisCalls) - calls; got != 0 {
+		t.Fatalf("%v Redis calls for 100 refusals, want 0 (the wait was known)", got)
+	}
+	// The rule changes: Redis is asked again at once (and a faster refill
+	// has brought a token back).
+	r2 := clusterRule(t, rulestore.Fields{"qps": "1000", "burst": "2", "key_resolver": "global"})
+	time.Sleep(2 * time.Millisecond) // two tokens at 1000/s
+	if d := take(l, r2, "k"); !d.OK() || counterValue(l.counters.redisCalls) != calls+1 {
+		t.Fatalf("after the rule changed: %+v, want allowed by Redis", d)
 	}
 }
