@@ -429,7 +429,7 @@ func TestClusterLocalShareAcrossTwoCaddysWhenRedisDies(t *testing.T) {
 	})
 
 	var mu sync.Mutex
-	admitted := map[string]int{} // by key
+	admitted := map[string]int{}  // by key
 	fromShare := map[string]int{} // key b, by instance
 	var slowest time.Duration
 	var killed atomic.Bool
