@@ -312,5 +312,6 @@ func scaleLimits(r *Rule, l *Limits, n int) Limits {
 		s.window = int64(math.Ceil(s.Burst / s.QPS))
 	}
 	s.advertise(r.ID)
+	s.boxScriptArgs(r.Type)
 	return s
 }

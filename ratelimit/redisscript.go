@@ -112,12 +112,11 @@ type grant struct {
 
 // runScript runs the engine's script for one key of limits l.
 func runScript(ctx context.Context, c redis.Scripter, typ LimitType, key string, l *Limits, min, max int64) (grant, error) {
-	var cmd *redis.Cmd
+	script := tokenBucketScript
 	if typ == SlidingWindow {
-		cmd = slidingWindowScript.Run(ctx, c, []string{key}, l.Window/1000, l.Max, min, max)
-	} else {
-		cmd = tokenBucketScript.Run(ctx, c, []string{key}, l.QPS, l.Burst, min, max)
+		script = slidingWindowScript
 	}
+	cmd := script.Run(ctx, c, []string{key}, l.scriptArgs[0], l.scriptArgs[1], min, max)
 	res, err := cmd.Int64Slice()
 	if err != nil {
 		return grant{}, err

@@ -129,6 +129,10 @@ type Limits struct {
 	policy   string
 	quotaStr string
 	quotaAny any // boxed once, so setting the placeholder does not allocate
+
+	// scriptArgs are the engine's numbers for the cluster scripts, boxed
+	// once: token bucket qps and burst, sliding window µs and limit.
+	scriptArgs [2]any
 }
 
 var knownFields = []string{
@@ -306,7 +310,16 @@ func (r *Rule) finish(l *Limits) (string, error) {
 		l.window = int64(math.Ceil(float64(l.Window) / 1e9))
 	}
 	l.advertise(r.ID)
+	l.boxScriptArgs(r.Type)
 	return "", nil
+}
+
+func (l *Limits) boxScriptArgs(t LimitType) {
+	if t == SlidingWindow {
+		l.scriptArgs = [2]any{l.Window / 1000, l.Max}
+	} else {
+		l.scriptArgs = [2]any{l.QPS, l.Burst}
+	}
 }
 
 // advertise precomputes the header values of l's quota and window.
