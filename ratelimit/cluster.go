@@ -42,6 +42,8 @@ type clusterEngine struct {
 	fallback *localEngine // on_redis_error local: this instance's share
 	share    atomic.Pointer[shareRule]
 	warned   atomic.Bool // a reply error was logged
+	// warnedNoRedis: a cluster rule without Redis was logged
+	warnedNoRedis atomic.Bool
 }
 
 // shareRule caches rule `of` scaled down to 1/n of its quota.
@@ -209,6 +211,11 @@ func (e *clusterEngine) call(r *Rule, l *Limits, key []byte, min, max int64) (gr
 	}
 	c := ref.b.Client()
 	if c == nil {
+		// Only a rule written without Redis (e.g. to the store's memory)
+		// gets here: Provision refuses the others.
+		if e.warnedNoRedis.CompareAndSwap(false, true) && ref.logger != nil {
+			ref.logger.Warn("scope cluster rule but no redis configured: requests follow on_redis_error", zap.String("rule", r.ID))
+		}
 		return grant{}, errNoRedis
 	}
 	g := gateFor(c)
