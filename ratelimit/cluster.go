@@ -223,12 +223,13 @@ func (e *clusterEngine) call(r *Rule, l *Limits, key []byte, min, max int64) (gr
 		return grant{}, errGateDown
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), r.RedisTimeout)
-	res, err := runScript(ctx, c, e.typ, redisKey(ref.b.KeyPrefix(), e.typ, r.ID, key), l, min, max)
+	rkey := redisKey(ref.b.KeyPrefix(), e.typ, r.ID, key)
+	res, err := runScript(ctx, c, e.typ, rkey, l, min, max)
 	cancel()
 	if err != nil {
 		e.lim.counters.redisErrors.Inc()
 		if unreachable(err) {
-			g.fail(err, ref.logger)
+			g.fail(err, rkey, ref.logger)
 		} else if e.warned.CompareAndSwap(false, true) && ref.logger != nil {
 			// Redis answered, with an error about this key or script
 			// (e.g. WRONGTYPE: something else wrote the key): this

@@ -13,8 +13,9 @@ import (
 
 // gate is the health gate of one Redis client. After a failed call it is
 // down: cluster decisions stop waiting on Redis at once and take their
-// rule's on_redis_error path, while one background probe PINGs Redis every
-// probeInterval and brings the gate up when Redis answers. So a dead or hung
+// rule's on_redis_error path, while one background probe asks Redis every
+// probeInterval (EXISTS on the key that failed) and brings the gate up when
+// Redis answers. So a dead or hung
 // Redis costs at most one redis_timeout per request that was already
 // calling it, then nothing.
 type gate struct {
@@ -41,7 +42,9 @@ func gateFor(c redis.UniversalClient) *gate {
 
 // fail records a failed call: the first failure brings the gate down, logs
 // it once and starts the probe.
-func (g *gate) fail(err error, logger *zap.Logger) {
+// key is the Redis key of the failed call: the probe asks about it, so on
+// a Redis Cluster it reaches the node that failed.
+func (g *gate) fail(err error, key string, logger *zap.Logger) {
 	if !g.down.CompareAndSwap(false, true) {
 		return
 	}
@@ -49,15 +52,15 @@ func (g *gate) fail(err error, logger *zap.Logger) {
 	if logger != nil {
 		logger.Warn("redis unreachable: cluster rate limits follow on_redis_error until it answers again", zap.Error(err))
 	}
-	go g.probe(logger)
+	go g.probe(key, logger)
 }
 
-func (g *gate) probe(logger *zap.Logger) {
+func (g *gate) probe(key string, logger *zap.Logger) {
 	t := time.NewTicker(probeInterval)
 	defer t.Stop()
 	for range t.C {
 		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
-		err := g.client.Ping(ctx).Err()
+		err := g.client.Exists(ctx, key).Err()
 		cancel()
 		if err == nil {
 			g.down.Store(false)
