@@ -258,7 +258,7 @@ func TestHighCardinalityKeys(t *testing.T) {
 		select {
 		case <-done:
 			running = false
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(100 * time.Millisecond):
 		}
 		v := metric(metricsText(t, rg.admin), `sluice_ratelimit_keys{rule="card"}`)
 		maxSeen = max(maxSeen, v)
@@ -461,7 +461,7 @@ func TestManyRuleIDs(t *testing.T) {
 	r := redistest.Start(t)
 	c := testClient(t, r.Addr)
 	ctx := context.Background()
-	bulk, live := pick(20000, 1000000), pick(2000, 500)
+	bulk, live := pick(20000, 1000000), pick(2000, 100)
 	admin := testcaddy.FreePort(t)
 	cfg := chainConfig{
 		globals: fmt.Sprintf("admin localhost:%d\n\tpersist_config off\n\tstorage file_system %s\n\tlog {\n\t\toutput file %s\n\t}",
