@@ -62,7 +62,9 @@ func (g *gate) probe(key string, logger *zap.Logger) {
 		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 		err := g.client.Exists(ctx, key).Err()
 		cancel()
-		if err == nil {
+		// Any answer from a Redis able to serve will do (even NOPERM,
+		// should the ACL allow the scripts but not EXISTS).
+		if err == nil || !unreachable(err) {
 			g.down.Store(false)
 			transitions.WithLabelValues("up").Inc()
 			if logger != nil {
