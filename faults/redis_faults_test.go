@@ -122,10 +122,15 @@ func TestRedisFaultsUnderLoad(t *testing.T) {
 	push(t, c, "rate_limit", "order_api", "qps", "50000", "burst", "50000", "key_resolver", "userId")
 	push(t, c, "rate_limit", "probe", "qps", "100000", "burst", "100000", "key_resolver", "userId")
 	push(t, c, "rate_limit", "doomed", "qps", "1")
+	// Redis versions of the chain's breaker and gray rule (same behaviour),
+	// to see them kept when Redis loses its data.
+	push(t, c, "circuit_breaker", "order_cb", "failure_threshold", "6", "open_duration", "1h")
+	push(t, c, "gray", "order_canary", "match_tag", "X-Canary", "match_value", "true", "target_version", "v2", "fallback_version", "v1")
 	p := testcaddy.Start(t, cfg.String())
 	admin := p.AdminPort
 	waitRule(t, admin, "rate_limit", "order_api", map[string]string{"qps": "50000"})
 	waitRule(t, admin, "rate_limit", "probe", map[string]string{"burst": "100000"})
+	waitRule(t, admin, "circuit_breaker", "order_cb", map[string]string{"failure_threshold": "6"})
 	testcaddy.Eventually(t, 10*time.Second, "store connected", func() bool { return adminStore(t, admin).Connected })
 	base := fmt.Sprintf("http://127.0.0.1:%d", cfg.gw)
 	probeURL := fmt.Sprintf("http://127.0.0.1:%d/", cfg.aux)
@@ -213,6 +218,12 @@ func TestRedisFaultsUnderLoad(t *testing.T) {
 		if !ok || v.Source != "redis" || v.Fields["qps"] != qps {
 			t.Errorf("after Redis lost its data, rule %s = %+v (held: %v), want the last Redis version kept", id, v, ok)
 		}
+	}
+	if v, ok := adminRule(t, admin, "circuit_breaker", "order_cb"); !ok || v.Source != "redis" || v.Fields["failure_threshold"] != "6" {
+		t.Errorf("after Redis lost its data, breaker rule order_cb = %+v, want the Redis version kept", v)
+	}
+	if v, ok := adminRule(t, admin, "gray", "order_canary"); !ok || v.Source != "redis" {
+		t.Errorf("after Redis lost its data, gray rule order_canary = %+v, want the Redis version kept", v)
 	}
 	probeStatuses(t, probeURL, "p3", 200, 200, 200, 429) // still burst 3
 	push(t, c, "rate_limit", "probe", "qps", "0.001", "burst", "4", "key_resolver", "userId")
