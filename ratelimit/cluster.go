@@ -183,10 +183,16 @@ func (ls *leaseState) refusing(r *Rule, now int64) bool {
 	return now < ls.deniedUntil && ls.deniedBy == r
 }
 
-// learn records what a call told about the key's quota in Redis.
+// learn records what a call told about the key's quota in Redis. A wait
+// of 0 (tokens left) clears a refusal: a stale now + 0 must not refuse a
+// concurrent request whose clock reading came earlier.
 func (ls *leaseState) learn(r *Rule, g grant, now int64) {
 	ls.remaining, ls.resetAt = g.remaining, now+g.reset
-	ls.deniedUntil, ls.deniedBy = now+g.wait, r
+	if g.wait > 0 {
+		ls.deniedUntil, ls.deniedBy = now+g.wait, r
+	} else {
+		ls.deniedUntil, ls.deniedBy = 0, nil
+	}
 }
 
 // topUp leases up to want more tokens for a key in the background.

@@ -340,3 +340,19 @@ func TestClusterRefusalIsRemembered(t *testing.T) {
 		t.Fatalf("after the rule changed: %+v, want allowed by Redis", d)
 	}
 }
+
+// Concurrent requests read the clock before their Redis calls answer, in
+// any order: an answer with tokens left must not make a request whose
+// clock reading came earlier look refused (a bug found under wrk).
+func TestClusterEarlierClockReadingIsNotRefused(t *testing.T) {
+	srv := redistest.Start(t)
+	b := &testBackend{c: newTestClient(t, srv.Addr), instances: 1}
+	r := clusterRule(t, rulestore.Fields{"qps": "1e9", "key_resolver": "global"})
+	e := instance(t, b, "clock").engine(r)
+	if d := e.Take(r, []byte("k"), 10*sec); !d.OK() {
+		t.Fatalf("first: %+v", d)
+	}
+	if d := e.Take(r, []byte("k"), 5*sec); !d.OK() {
+		t.Fatalf("a request whose clock reading came earlier: %+v, want allowed (qps 1e9)", d)
+	}
+}
