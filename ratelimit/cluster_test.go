@@ -492,3 +492,44 @@ func TestClusterLocalShareAcrossTwoCaddysWhenRedisDies(t *testing.T) {
 		t.Errorf("a request took %v while Redis died", slowest)
 	}
 }
+
+// Concurrent requests on a cluster rule that never runs out are all
+// admitted, with and without leases (answers arrive out of order).
+func TestClusterConcurrentRequestsNeverSpuriouslyRefused(t *testing.T) {
+	rd := redistest.Start(t)
+	site := `
+	ratelimit {
+		qps 1000000000
+		key_resolver global
+		scope cluster
+		redis_timeout 1s%s
+	}
+	respond "ok"`
+	s := caddyfile(t, "\trulestore {\n\t\tredis "+rd.URL()+"\n\t}", fmt.Sprintf(site, ""), fmt.Sprintf(site, "\n\t\tlease_size 50"))
+	testcaddy.Run(t, s.cfg)
+	for _, u := range s.urls {
+		var wg sync.WaitGroup
+		var bad atomic.Int64
+		for g := 0; g < 8; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < 100; i++ {
+					resp, err := http.Get(u)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					resp.Body.Close()
+					if resp.StatusCode != 200 {
+						bad.Add(1)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if n := bad.Load(); n != 0 {
+			t.Errorf("%s: %d of 800 concurrent requests refused by a rule that never runs out", u, n)
+		}
+	}
+}
