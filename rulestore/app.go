@@ -86,6 +86,18 @@ func (l *layer) get(k Kind, id string) *Rule {
 	return nil
 }
 
+// copy is a deep copy with slots of its own, for a new source to start from.
+func (l *layer) copy() *layer {
+	var n layer
+	for k, m := range l {
+		n[k] = make(map[string]*slot, len(m))
+		for id, s := range m {
+			n[k][id] = newSlot(s.rule.Load())
+		}
+	}
+	return &n
+}
+
 // clone copies the top level and the map of kind k, ready for a new or
 // deleted id of kind k.
 func (l *layer) clone(k Kind) *layer {

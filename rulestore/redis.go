@@ -100,6 +100,12 @@ func acquireSource(cfg *RedisConfig, prefix string, resync time.Duration, logger
 		s.instanceID = hex.EncodeToString(b[:])
 		s.instances.Store(1)
 		s.snap.Store(new(layer))
+		// A reload that changes the Redis settings gets a new source: until
+		// its first load completes, it serves the rules the running one
+		// holds, so a Redis-only rule never lapses during the reload.
+		if prev := runningSource.Load(); prev != nil {
+			s.snap.Store(prev.snapshot().copy())
+		}
 		return s, nil
 	})
 	if err != nil {
@@ -115,12 +121,17 @@ func (s *redisSource) start() {
 	s.startOnce.Do(func() {
 		ctx, cancel := context.WithCancel(context.Background())
 		s.cancel, s.done = cancel, make(chan struct{})
+		runningSource.Store(s)
 		go s.run(ctx)
 	})
 }
 
+// runningSource is the source most recently started and not yet stopped.
+var runningSource atomic.Pointer[redisSource]
+
 // Destruct stops following Redis once no config generation uses it.
 func (s *redisSource) Destruct() error {
+	runningSource.CompareAndSwap(s, nil)
 	if s.cancel != nil {
 		s.cancel()
 		if ps := s.pubsub.Load(); ps != nil {
