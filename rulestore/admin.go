@@ -149,7 +149,7 @@ type Status struct {
 func (a *App) Status() Status {
 	st := Status{Redis: a.source != nil, Rules: map[string]int{}}
 	for _, k := range Kinds() {
-		st.Rules[k.String()] = len(a.Rules(k))
+		st.Rules[k.String()] = a.Count(k)
 	}
 	if a.source != nil {
 		st.Connected = a.source.status.connected.Load()

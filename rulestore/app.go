@@ -278,6 +278,21 @@ func (a *App) Rules(k Kind) map[string]*Rule {
 	return out
 }
 
+// Count is len(Rules(k)) without building the map: O(static rules).
+func (a *App) Count(k Kind) int {
+	over := memory.snap.Load()
+	if a.source != nil {
+		over = a.source.snapshot()
+	}
+	n := len(over[k])
+	for id := range a.static[k] {
+		if over[k][id] == nil {
+			n++
+		}
+	}
+	return n
+}
+
 // Get loads the rulestore app from a Caddy context; handlers call it in
 // Provision. A config without a rulestore block gets an empty static store.
 func Get(ctx caddy.Context) (*App, error) {

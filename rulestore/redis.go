@@ -50,10 +50,12 @@ type redisSource struct {
 	nextHeartbeat time.Time
 
 	// Owned by the run goroutine.
-	epoch    string           // the marker value this store has seen
-	retained map[ruleRef]bool // rules kept after Redis lost its data
-	streamID string           // last change-log entry read
-	down     bool             // last attempt failed (log transitions once)
+	epoch      string           // the marker value this store has seen
+	retained   map[ruleRef]bool // rules kept after Redis lost its data
+	streamID   string           // last change-log entry read
+	down       bool             // last attempt failed (log transitions once)
+	junk       int              // junk messages since the last warning
+	junkLogged time.Time        // when junk was last logged
 	// refreshed is when each rule was last re-read, for the propagation
 	// delay of admin API writes (see observeDelay).
 	refreshed map[ruleRef]int64
@@ -280,8 +282,15 @@ func (s *redisSource) onMessage(ctx context.Context, m *redis.Message) error {
 		return nil
 	}
 	if err := ValidID(m.Payload); err != nil {
-		s.logger.Warn("ignoring message: not a rule id",
-			zap.String("channel", m.Channel), zap.String("payload", clip(m.Payload)), zap.Error(err))
+		// A flood of junk must not flood the log: one line per 10s, with
+		// the number of messages ignored since the last line.
+		s.junk++
+		if now := time.Now(); now.After(s.junkLogged.Add(10 * time.Second)) {
+			s.logger.Warn("ignoring message: not a rule id",
+				zap.String("channel", m.Channel), zap.String("payload", clip(m.Payload)),
+				zap.Int("ignored_since_last_line", s.junk), zap.String("error", clip(err.Error())))
+			s.junk, s.junkLogged = 0, now
+		}
 		return nil
 	}
 	return s.refresh(ctx, kind, m.Payload)
