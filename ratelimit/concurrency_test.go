@@ -95,6 +95,21 @@ func TestMaxConcurrentRejectsAndReleases(t *testing.T) {
 		cancel()
 		<-done
 	}
+	// Cancelled requests release their slots when Caddy notices the cancel,
+	// which may be after the client gave up: wait until none is in flight.
+	testcaddy.Eventually(t, 10*time.Second, "no request in flight", func() bool {
+		_, m := testcaddy.Get(t, fmt.Sprintf("http://localhost:%d/metrics", s.adminPort))
+		lines := 0
+		for _, line := range strings.Split(m, "\n") {
+			if strings.HasPrefix(line, "sluice_ratelimit_in_flight{") {
+				lines++
+				if !strings.HasSuffix(line, " 0") {
+					return false
+				}
+			}
+		}
+		return lines > 0
+	})
 	// Now exactly two fit: two blocked requests hold both slots...
 	before := up.arrived.Load()
 	var wg sync.WaitGroup
