@@ -152,7 +152,7 @@ func topKeys(s *limiterState, now int64, n int) []KeyUsage {
 		sh.mu.Unlock()
 	}
 	for i := range top {
-		top[i].Key = MaskKey(raw[i])
+		top[i].Key = r.shownKey(raw[i])
 	}
 	if top == nil {
 		top = []KeyUsage{}
@@ -182,6 +182,15 @@ func usage(r *Rule, key string, ent *entry, now int64) KeyUsage {
 		u.Used = min(max(1-left/quota, 0), 1)
 	}
 	return u
+}
+
+// shownKey is a key as logs, the state endpoint and events show it: masked,
+// unless the rule opts in with raw_keys.
+func (r *Rule) shownKey(key string) string {
+	if r.RawKeys {
+		return key
+	}
+	return MaskKey(key)
 }
 
 // MaskKey hides a key's value: "user:alice" becomes "user:sha256:<12 hex>".

@@ -225,7 +225,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			repl.Set("http.ratelimit.result", "shadow_rejected")
 		}
 		if c := h.logger.Check(zap.InfoLevel, "shadow rule would reject"); c != nil {
-			c.Write(zap.String("rule", rule.ID), zap.ByteString("key", key), zap.String("reason", d.Reason.String()))
+			c.Write(zap.String("rule", rule.ID), zap.String("key", rule.shownKey(string(key))), zap.String("reason", d.Reason.String()))
 		}
 		return next.ServeHTTP(w, r)
 	}

@@ -65,6 +65,7 @@ type Rule struct {
 	emptyLiteral   string // a named fallback key, "empty:<name>"
 
 	Shadow            bool
+	RawKeys           bool // show raw keys in logs, /sluice/state and events
 	MaxKeys           int
 	Status            int
 	ConcurrencyStatus int
@@ -139,7 +140,7 @@ var knownFields = []string{
 	"limit_type", "qps", "burst", "window_size", "key_resolver", "requested_tokens",
 	"max_concurrent", "max_concurrent_total", "on_empty_key", "shadow", "overrides",
 	"max_keys", "status", "concurrency_status", "headers", "body", "handle_errors", "scope",
-	"on_redis_error", "redis_timeout", "lease_size",
+	"on_redis_error", "redis_timeout", "lease_size", "raw_keys",
 }
 
 // ParseRule validates a rate_limit rule's fields. Errors are
@@ -232,7 +233,7 @@ func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
 	for _, b := range []struct {
 		name string
 		dst  *bool
-	}{{"shadow", &r.Shadow}, {"headers", &r.Headers}, {"handle_errors", &r.HandleErrors}} {
+	}{{"shadow", &r.Shadow}, {"headers", &r.Headers}, {"handle_errors", &r.HandleErrors}, {"raw_keys", &r.RawKeys}} {
 		if v, ok := get(b.name); ok {
 			if *b.dst, err = parseBool(v); err != nil {
 				return nil, f.Errorf(b.name, "want true or false")

@@ -5,6 +5,7 @@
 #   BENCH_COUNT   Go benchmark repetitions (default 5)
 #   WRK_ROUNDS    interleaved wrk rounds (default 3)
 #   WRK_SECONDS   seconds per wrk run (default 5)
+#   BENCH_PARTS   "go wrk" (default), or one of them
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=bench/results
@@ -18,13 +19,19 @@ fi
 benchstat="$(go env GOPATH)/bin/benchstat"
 [ -x "$benchstat" ] || go install golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 
-echo "== Go benchmarks (count=$count)"
-go test -run '^$' -bench . -benchmem -count "$count" \
-	./rulestore ./ratelimit ./circuitbreaker ./grayroute ./internal/handlerkit | tee "$out/go.txt"
-"$benchstat" "$out/go.txt" > "$out/go-benchstat.txt"
+parts="${BENCH_PARTS:-go wrk}"
+if [[ " $parts " == *" go "* ]]; then
+	echo "== Go benchmarks (count=$count)"
+	# Benchmark lines only (the store's benchmarks log every rule update: see go-stderr.log).
+	go test -run '^$' -bench . -benchmem -count "$count" \
+		./rulestore ./ratelimit ./circuitbreaker ./grayroute ./internal/handlerkit 2>"$out/go-stderr.log" |
+		grep -E '^(Benchmark|goos|goarch|pkg|cpu)' | tee "$out/go.txt"
+	"$benchstat" "$out/go.txt" > "$out/go-benchstat.txt"
+fi
+[[ " $parts " == *" wrk "* ]] || exit 0
 
 echo "== whole server (wrk, $rounds rounds x ${secs}s per case)"
-[ -x bin/caddy ] || ./xcaddy/build.sh
+./xcaddy/build.sh >/dev/null # always this checkout's code
 BENCH_ADMIN=2999 bin/caddy run --config bench/Caddyfile --adapter caddyfile >"$out/caddy.log" 2>&1 &
 caddy_pid=$!
 trap 'kill $caddy_pid 2>/dev/null || true' EXIT
