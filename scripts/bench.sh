@@ -25,19 +25,25 @@ if [[ " $parts " == *" go "* ]]; then
 	# Benchmark lines only (the store's benchmarks log every rule update: see go-stderr.log).
 	go test -run '^$' -bench . -benchmem -count "$count" \
 		./rulestore ./ratelimit ./circuitbreaker ./grayroute ./internal/handlerkit 2>"$out/go-stderr.log" |
-		grep -E '^(Benchmark|goos|goarch|pkg|cpu)' | tee "$out/go.txt"
+		grep -E '^(Benchmark\S+\s+[0-9]+\s|goos|goarch|pkg|cpu)' | tee "$out/go.txt"
 	"$benchstat" "$out/go.txt" > "$out/go-benchstat.txt"
 fi
 [[ " $parts " == *" wrk "* ]] || exit 0
 
 echo "== whole server (wrk, $rounds rounds x ${secs}s per case)"
 ./xcaddy/build.sh >/dev/null # always this checkout's code
+./scripts/ensure-redis.sh
+redis_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no --daemonize no \
+	--loglevel warning >"$out/redis.log" 2>&1 &
+redis_pid=$!
+export BENCH_REDIS="redis://127.0.0.1:$redis_port"
 BENCH_ADMIN=2999 bin/caddy run --config bench/Caddyfile --adapter caddyfile >"$out/caddy.log" 2>&1 &
 caddy_pid=$!
-trap 'kill $caddy_pid 2>/dev/null || true' EXIT
+trap 'kill $caddy_pid $redis_pid 2>/dev/null || true' EXIT
 for _ in $(seq 100); do curl -fs http://127.0.0.1:7101/ >/dev/null 2>&1 && break; sleep 0.1; done
 
-cases="plain:7101 ratelimit:7102 circuitbreaker:7103 grayroute:7104 chain:7105 proxy:7106 chain+proxy:7107"
+cases="plain:7101 ratelimit:7102 circuitbreaker:7103 grayroute:7104 chain:7105 cluster:7108 cluster+lease:7109 proxy:7106 chain+proxy:7107"
 : >"$out/wrk.tsv"
 for round in $(seq "$rounds"); do
 	for c in $cases; do
@@ -50,7 +56,10 @@ for round in $(seq "$rounds"); do
 	done
 done
 
-python3 - "$out/wrk.tsv" >"$out/report.md" <<'PY'
+echo "== rule propagation (1,000 updates, PUBLISH to in force)"
+go test -run '^$' -bench Propagation -count 1 ./rulestore 2>/dev/null | grep '^BenchmarkPropagation' | tee "$out/propagation.txt"
+
+python3 - "$out/wrk.tsv" "$out/propagation.txt" >"$out/report.md" <<'PY'
 import statistics, sys, collections
 rows = [l.split("\t") for l in open(sys.argv[1]).read().split("\n") if l]
 rps, p99, errs = collections.defaultdict(list), collections.defaultdict(list), collections.defaultdict(int)
@@ -62,7 +71,7 @@ def ms(v):
 for _, name, r, p, e in rows:
     rps[name].append(float(r)); p99[name].append(ms(p)); errs[name] += int(e)
 base = {"plain": "plain", "ratelimit": "plain", "circuitbreaker": "plain", "grayroute": "plain",
-        "chain": "plain", "proxy": "proxy", "chain+proxy": "proxy"}
+        "chain": "plain", "cluster": "plain", "cluster+lease": "plain", "proxy": "proxy", "chain+proxy": "proxy"}
 print("# Whole-server benchmark (wrk, loopback, medians of %d interleaved rounds)\n" % len(rps["plain"]))
 print("| case | req/s | p99 ms | ratio to plain | non-2xx |")
 print("|---|---|---|---|---|")
@@ -72,6 +81,11 @@ for name in base:
     m = statistics.median(rps[name])
     ratio = m / statistics.median(rps[base[name]])
     print(f"| {name} | {m:.0f} | {statistics.median(p99[name]):.2f} | {ratio:.1%} of {base[name]} | {errs[name]} |")
+prop = open(sys.argv[2]).read().split()
+if prop:
+    vals = {prop[i + 1]: prop[i] for i in range(len(prop) - 1) if prop[i + 1].endswith("-µs")}
+    print("\nRule propagation, PUBLISH to rule in force, 1,000 updates with 10,000 rules loaded: "
+          f"p50 {vals.get('p50-µs')} µs, p99 {vals.get('p99-µs')} µs, max {vals.get('max-µs')} µs.")
 PY
 cat "$out/report.md"
 echo "Go benchmark summary: $out/go-benchstat.txt"
