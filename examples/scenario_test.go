@@ -471,8 +471,8 @@ func TestFullChainWithUpstreams(t *testing.T) {
 // fmt` wants it, so Caddy does not warn), an executable rules.sh and a README.
 func TestScenarioFiles(t *testing.T) {
 	dirs, _ := filepath.Glob("*/Caddyfile")
-	if len(dirs) < 7 {
-		t.Fatalf("found %d scenario Caddyfiles, want 7: %v", len(dirs), dirs)
+	if len(dirs) < 8 {
+		t.Fatalf("found %d scenario Caddyfiles, want 8: %v", len(dirs), dirs)
 	}
 	for _, cf := range dirs {
 		dir := filepath.Dir(cf)

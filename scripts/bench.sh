@@ -43,10 +43,13 @@ caddy_pid=$!
 trap 'kill $caddy_pid $redis_pid 2>/dev/null || true' EXIT
 for _ in $(seq 100); do curl -fs http://127.0.0.1:7101/ >/dev/null 2>&1 && break; sleep 0.1; done
 
-cases="plain:7101 ratelimit:7102 circuitbreaker:7103 grayroute:7104 chain:7105 cluster:7108 cluster+lease:7109 proxy:7106 chain+proxy:7107"
+cases=(plain:7101 ratelimit:7102 circuitbreaker:7103 grayroute:7104 chain:7105 cluster:7108 cluster+lease:7109 proxy:7106 chain+proxy:7107)
+wrk -t2 -c32 -d2s -s bench/users.lua http://127.0.0.1:7101/ >/dev/null # warm-up
 : >"$out/wrk.tsv"
 for round in $(seq "$rounds"); do
-	for c in $cases; do
+	# Rotate the order each round, so no case always runs first or last.
+	shift_by=$(( (round - 1) % ${#cases[@]} ))
+	for c in "${cases[@]:shift_by}" "${cases[@]:0:shift_by}"; do
 		name="${c%%:*}" port="${c##*:}"
 		res=$(wrk -t2 -c32 -d"${secs}s" --latency -s bench/users.lua "http://127.0.0.1:$port/" 2>&1)
 		rps=$(awk '/^Requests\/sec:/ {print $2}' <<<"$res")
