@@ -15,7 +15,10 @@ go run "github.com/caddyserver/xcaddy/cmd/xcaddy@${XCADDY_VERSION}" build "$CADD
 	--with "github.com/sluicegw/sluice@v0.0.0-00010101000000-000000000000=$(pwd)"
 
 "$OUTPUT" version
-for m in http.handlers.ratelimit http.handlers.circuitbreaker http.handlers.grayroute rulestore; do
-	"$OUTPUT" list-modules | grep -qx "$m" || { echo "module $m missing from $OUTPUT" >&2; exit 1; }
+# Read the list once: `list-modules | grep -q` under pipefail fails at
+# random when grep exits early and list-modules gets SIGPIPE.
+modules="$("$OUTPUT" list-modules)"
+for m in http.handlers.ratelimit http.handlers.circuitbreaker http.handlers.grayroute rulestore admin.api.sluice; do
+	grep -qx "$m" <<<"$modules" || { echo "module $m missing from $OUTPUT" >&2; exit 1; }
 done
 echo "built $OUTPUT with Sluice's modules"
