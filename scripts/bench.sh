@@ -43,6 +43,9 @@ caddy_pid=$!
 trap 'kill $caddy_pid $redis_pid 2>/dev/null || true' EXIT
 for _ in $(seq 100); do curl -fs http://127.0.0.1:7101/ >/dev/null 2>&1 && break; sleep 0.1; done
 
+# utime + stime of the Caddy process, in clock ticks
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$caddy_pid/stat"; }
+
 cases=(plain:7101 ratelimit:7102 circuitbreaker:7103 grayroute:7104 chain:7105 cluster:7108 cluster+lease:7109 proxy:7106 chain+proxy:7107)
 wrk -t2 -c32 -d2s -s bench/users.lua http://127.0.0.1:7101/ >/dev/null # warm-up
 : >"$out/wrk.tsv"
@@ -51,11 +54,17 @@ for round in $(seq "$rounds"); do
 	shift_by=$(( (round - 1) % ${#cases[@]} ))
 	for c in "${cases[@]:shift_by}" "${cases[@]:0:shift_by}"; do
 		name="${c%%:*}" port="${c##*:}"
+		cpu_before=$(cpu_ticks)
 		res=$(wrk -t2 -c32 -d"${secs}s" --latency -s bench/users.lua "http://127.0.0.1:$port/" 2>&1)
+		cpu_after=$(cpu_ticks)
 		rps=$(awk '/^Requests\/sec:/ {print $2}' <<<"$res")
 		p99=$(awk '$1=="99%" {print $2}' <<<"$res")
 		errors=$(awk '/Non-2xx/ {print $NF}' <<<"$res")
-		printf '%s\t%s\t%s\t%s\t%s\n' "$round" "$name" "$rps" "$p99" "${errors:-0}" | tee -a "$out/wrk.tsv"
+		reqs=$(awk '/requests in/ {print $1}' <<<"$res")
+		# Caddy's CPU time per request (µs): steadier than req/s when wrk
+		# and Caddy share two cores.
+		cpu_ns=$(( (cpu_after - cpu_before) * 1000000000 / $(getconf CLK_TCK) / reqs ))
+		printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$round" "$name" "$rps" "$p99" "${errors:-0}" "$cpu_ns" | tee -a "$out/wrk.tsv"
 	done
 done
 
@@ -66,24 +75,27 @@ python3 - "$out/wrk.tsv" "$out/propagation.txt" >"$out/report.md" <<'PY'
 import statistics, sys, collections
 rows = [l.split("\t") for l in open(sys.argv[1]).read().split("\n") if l]
 rps, p99, errs = collections.defaultdict(list), collections.defaultdict(list), collections.defaultdict(int)
+cpu = collections.defaultdict(list)
 def ms(v):
     for unit, f in (("us", 1e-3), ("ms", 1), ("s", 1e3)):
         if v.endswith(unit):
             return float(v[: -len(unit)]) * f
     return float("nan")
-for _, name, r, p, e in rows:
-    rps[name].append(float(r)); p99[name].append(ms(p)); errs[name] += int(e)
+for _, name, r, p, e, c in rows:
+    rps[name].append(float(r)); p99[name].append(ms(p)); errs[name] += int(e); cpu[name].append(float(c) / 1000)
 base = {"plain": "plain", "ratelimit": "plain", "circuitbreaker": "plain", "grayroute": "plain",
         "chain": "plain", "cluster": "plain", "cluster+lease": "plain", "proxy": "proxy", "chain+proxy": "proxy"}
 print("# Whole-server benchmark (wrk, loopback, medians of %d interleaved rounds)\n" % len(rps["plain"]))
-print("| case | req/s | p99 ms | ratio to plain | non-2xx |")
-print("|---|---|---|---|---|")
+print("| case | req/s | p99 ms | req/s ratio | Caddy CPU µs/req | CPU ratio (plain ÷ case) | non-2xx |")
+print("|---|---|---|---|---|---|---|")
 for name in base:
     if not rps[name]:
         continue
     m = statistics.median(rps[name])
     ratio = m / statistics.median(rps[base[name]])
-    print(f"| {name} | {m:.0f} | {statistics.median(p99[name]):.2f} | {ratio:.1%} of {base[name]} | {errs[name]} |")
+    c = statistics.median(cpu[name])
+    cratio = statistics.median(cpu[base[name]]) / c if c else float("nan")
+    print(f"| {name} | {m:.0f} | {statistics.median(p99[name]):.2f} | {ratio:.1%} of {base[name]} | {c:.1f} | {cratio:.1%} | {errs[name]} |")
 prop = open(sys.argv[2]).read().split()
 if prop:
     vals = {prop[i + 1]: prop[i] for i in range(len(prop) - 1) if prop[i + 1].endswith("-µs")}
