@@ -22,7 +22,7 @@ cat <<MSG
     curl -i -H 'X-Canary: true' localhost:8080/      # the canary, v2
     for i in \$(seq 12); do curl -s -o /dev/null -w '%{http_code} ' -H 'X-User-Id: alice' localhost:8080/; done; echo
                                                      # 200s, then 429s: 5 req/s, burst 10, per user
-    for i in \$(seq 8); do curl -s -o /dev/null -w '%{http_code} ' localhost:8080/flaky; done; echo
+    for i in \$(seq 8); do curl -s -o /dev/null -w '%{http_code} ' -H 'X-User-Id: carol' localhost:8080/flaky; done; echo
                                                      # 500s from upstream, then 503s: the breaker opened
     curl -s localhost:2019/sluice/rules/rate_limit   # the rules in force
 
