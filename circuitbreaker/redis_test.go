@@ -1,28 +1,13 @@
 package circuitbreaker_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/sluicegw/sluice/internal/redistest"
 	"github.com/sluicegw/sluice/internal/testcaddy"
 )
-
-// push writes a hash and announces it, as a user does with redis-cli.
-func push(t *testing.T, c redis.Cmdable, key, channel, id string, fields ...any) {
-	t.Helper()
-	ctx := context.Background()
-	if err := c.HSet(ctx, key, fields...).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Publish(ctx, channel, id).Err(); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // A rule in Redis drives the breaker; changes pushed mid-traffic apply to
 // the next requests; a threshold change keeps an open breaker open; a
@@ -31,7 +16,7 @@ func TestRuleFromRedisLive(t *testing.T) {
 	r := redistest.Start(t)
 	c := r.Client()
 	const key, channel = "circuit_breaker:rule:orders", "gateway:rules:circuit_breaker"
-	push(t, c, key, channel, "orders", "state", "force_open", "body", "forced")
+	redistest.Push(t, c, key, channel, "orders", "state", "force_open", "body", "forced")
 	u := newUpstream(t)
 	port := testcaddy.FreePort(t)
 	cf := fmt.Sprintf(`{
@@ -66,13 +51,13 @@ http://127.0.0.1:%d {
 	})
 
 	// Back to auto with a threshold of 3: traffic flows, then 3 failures open it.
-	push(t, c, key, channel, "orders", "state", "auto", "failure_threshold", "3", "body", "open")
+	redistest.Push(t, c, key, channel, "orders", "state", "auto", "failure_threshold", "3", "body", "open")
 	testcaddy.Eventually(t, 10*time.Second, "state auto", func() bool { code, _ := body("/orders"); return code == 200 })
 	trip(t, url+"/orders", 3)
 	expectOpen(t, u, url+"/orders")
 
 	// Only thresholds (and the body) change: the breaker stays open.
-	push(t, c, key, channel, "orders", "failure_threshold", "10", "body", "still open")
+	redistest.Push(t, c, key, channel, "orders", "failure_threshold", "10", "body", "still open")
 	testcaddy.Eventually(t, 10*time.Second, "new body in force", func() bool {
 		code, b := body("/orders")
 		return code == 503 && b == "still open"
@@ -84,7 +69,7 @@ http://127.0.0.1:%d {
 	if code, _ := body("/checkout"); code != 200 {
 		t.Fatalf("unbound route got %d", code)
 	}
-	push(t, c, "gateway:binding:checkout", "gateway:rules:binding", "checkout", "circuit_breaker", "orders")
+	redistest.Push(t, c, "gateway:binding:checkout", "gateway:rules:binding", "checkout", "circuit_breaker", "orders")
 	testcaddy.Eventually(t, 10*time.Second, "checkout bound to orders", func() bool {
 		code, b := body("/checkout")
 		return code == 503 && b == "still open"

@@ -6,22 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/sluicegw/sluice/internal/redistest"
 	"github.com/sluicegw/sluice/internal/testcaddy"
 )
-
-func push(t *testing.T, c redis.Cmdable, key, channel, id string, fields ...any) {
-	t.Helper()
-	ctx := context.Background()
-	if err := c.HSet(ctx, key, fields...).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Publish(ctx, channel, id).Err(); err != nil {
-		t.Fatal(err)
-	}
-}
 
 func limitHeader(t *testing.T, url string) string {
 	resp, _ := testcaddy.Get(t, url)
@@ -35,7 +22,7 @@ func limitHeader(t *testing.T, url string) string {
 func TestRuleFromRedisLive(t *testing.T) {
 	r := redistest.Start(t)
 	c := r.Client()
-	push(t, c, "rate_limit:rule:api", "gateway:rules:rate_limit", "api",
+	redistest.Push(t, c, "rate_limit:rule:api", "gateway:rules:rate_limit", "api",
 		"qps", "0.01", "burst", "3", "key_resolver", "global")
 	s := caddyfile(t, fmt.Sprintf("\trulestore {\n\t\tredis %s\n\t}", r.URL()),
 		"ratelimit api\n\trespond \"ok\"",
@@ -46,22 +33,22 @@ func TestRuleFromRedisLive(t *testing.T) {
 	expect(t, s.urls[0], []int{200, 200, 429})
 
 	// Numbers change: the new limit shows at once, the spent tokens stay spent.
-	push(t, c, "rate_limit:rule:api", "gateway:rules:rate_limit", "api", "burst", "10")
+	redistest.Push(t, c, "rate_limit:rule:api", "gateway:rules:rate_limit", "api", "burst", "10")
 	testcaddy.Eventually(t, 10*time.Second, "burst 10 in force", func() bool { return limitHeader(t, s.urls[0]) == "10" })
 	expect(t, s.urls[0], []int{429})
 
 	// A bad update is rejected; the last good rule stays in force.
-	push(t, c, "rate_limit:rule:api", "gateway:rules:rate_limit", "api", "qps", "-5")
+	redistest.Push(t, c, "rate_limit:rule:api", "gateway:rules:rate_limit", "api", "qps", "-5")
 	// A later update is the sign the bad one was processed (messages are
 	// handled in order).
-	push(t, c, "rate_limit:rule:marker", "gateway:rules:rate_limit", "marker", "qps", "1")
+	redistest.Push(t, c, "rate_limit:rule:marker", "gateway:rules:rate_limit", "marker", "qps", "1")
 	testcaddy.Eventually(t, 10*time.Second, "later update applied", func() bool {
 		return limitHeader(t, s.urls[0]) == "10" && status(t, s.urls[0]) == 429
 	})
 
 	// limit_type changes: fresh counters under the new engine.
 	c.HDel(context.Background(), "rate_limit:rule:api", "burst")
-	push(t, c, "rate_limit:rule:api", "gateway:rules:rate_limit", "api",
+	redistest.Push(t, c, "rate_limit:rule:api", "gateway:rules:rate_limit", "api",
 		"qps", "0.1", "limit_type", "sliding_window", "window_size", "60")
 	testcaddy.Eventually(t, 10*time.Second, "sliding window rule", func() bool { return limitHeader(t, s.urls[0]) == "6" })
 	// The request that saw it used one of the 6.
@@ -70,9 +57,9 @@ func TestRuleFromRedisLive(t *testing.T) {
 	// The route has no binding yet: requests pass. Then it is bound to a
 	// rule pushed to Redis, and limited by it.
 	expect(t, s.urls[1], []int{200, 200, 200})
-	push(t, c, "rate_limit:rule:checkout_rl", "gateway:rules:rate_limit", "checkout_rl",
+	redistest.Push(t, c, "rate_limit:rule:checkout_rl", "gateway:rules:rate_limit", "checkout_rl",
 		"qps", "0.01", "burst", "2", "key_resolver", "global")
-	push(t, c, "gateway:binding:checkout", "gateway:rules:binding", "checkout", "rate_limit", "checkout_rl")
+	redistest.Push(t, c, "gateway:binding:checkout", "gateway:rules:binding", "checkout", "rate_limit", "checkout_rl")
 	testcaddy.Eventually(t, 10*time.Second, "route bound", func() bool { return limitHeader(t, s.urls[1]) == "2" })
 	expect(t, s.urls[1], []int{200, 429})
 }

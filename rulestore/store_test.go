@@ -157,13 +157,7 @@ func redisStore(url string) map[string]any {
 
 func push(t *testing.T, c redis.Cmdable, id string, fields ...any) {
 	t.Helper()
-	ctx := context.Background()
-	if err := c.HSet(ctx, "rate_limit:rule:"+id, fields...).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Publish(ctx, "gateway:rules:rate_limit", id).Err(); err != nil {
-		t.Fatal(err)
-	}
+	redistest.Push(t, c, "rate_limit:rule:"+id, "gateway:rules:rate_limit", id, fields...)
 }
 
 func TestStaticRulesWithoutRedis(t *testing.T) {

@@ -248,3 +248,16 @@ func (c *Cluster) Client(t testing.TB) *redis.ClusterClient {
 	t.Cleanup(func() { cc.Close() })
 	return cc
 }
+
+// Push writes a rule hash and publishes its id, as a user does with
+// `redis-cli HSET key ...` then `redis-cli PUBLISH channel id`.
+func Push(t testing.TB, c redis.Cmdable, key, channel, id string, fields ...any) {
+	t.Helper()
+	ctx := context.Background()
+	if err := c.HSet(ctx, key, fields...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Publish(ctx, channel, id).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
