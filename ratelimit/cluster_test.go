@@ -379,7 +379,7 @@ func TestClusterWithoutRedisFailsValidate(t *testing.T) {
 func TestClusterRuleFromRedis(t *testing.T) {
 	rd := redistest.Start(t)
 	c := rd.Client()
-	push(t, c, "pfx:rate_limit:rule:fleet", "pfx:gateway:rules:rate_limit", "fleet",
+	redistest.Push(t, c, "pfx:rate_limit:rule:fleet", "pfx:gateway:rules:rate_limit", "fleet",
 		"qps", "0.01", "burst", "3", "key_resolver", "global", "scope", "cluster")
 	s := caddyfile(t, "\trulestore {\n\t\tredis "+rd.URL()+"\n\t\tprefix pfx:\n\t}", "\tratelimit fleet\n\trespond \"ok\"")
 	testcaddy.Run(t, s.cfg)
