@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
+
 	"github.com/sluicegw/sluice/internal/redistest"
 	"github.com/sluicegw/sluice/internal/testcaddy"
 )
@@ -33,7 +35,7 @@ func (in *instance) uiGet(path string, headers ...string) (*http.Response, strin
 func TestStatusPageServesEmbeddedFiles(t *testing.T) {
 	in := runStore(t, map[string]any{})
 	for _, c := range []struct{ path, ctype, contains string }{
-		{"/sluice/ui/", "text/html; charset=utf-8", `<script src="app.js"`},
+		{"/sluice/ui/", "text/html; charset=utf-8", `<script type="module" src="app.js"`},
 		{"/sluice/ui/index.html", "text/html; charset=utf-8", "<title>Sluice status</title>"},
 		{"/sluice/ui/app.js", "text/javascript; charset=utf-8", "/sluice/state"},
 		{"/sluice/ui/style.css", "text/css; charset=utf-8", ".badge.open"},
@@ -132,4 +134,46 @@ func readOverview(t *testing.T, in *instance) Overview {
 		t.Fatalf("GET overview.json: %d %s", resp.StatusCode, body)
 	}
 	return o
+}
+
+// A browser's typed or bookmarked navigation to a loopback admin address
+// carries Sec-Fetch-Mode but neither Origin nor Referer, and Caddy refuses
+// it unless the admin origins list "" (docs/operations.md). The page's own
+// requests then pass as before, and other origins and hosts are still
+// refused.
+func TestStatusPageNavigationNeedsTheEmptyOrigin(t *testing.T) {
+	navigate := []string{"Sec-Fetch-Mode: navigate", "Sec-Fetch-Site: none", "Sec-Fetch-Dest: document"}
+	in := runStore(t, map[string]any{})
+	if resp, body := in.uiGet("/sluice/ui/", navigate...); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("typed navigation with Caddy's default origins: %d %s, want 403", resp.StatusCode, body)
+	}
+
+	self := fmt.Sprintf("localhost:%d", in.admin)
+	var cfg map[string]any
+	json.Unmarshal(in.json(map[string]any{}), &cfg)
+	cfg["admin"].(map[string]any)["origins"] = []string{self, fmt.Sprintf("127.0.0.1:%d", in.admin), ""}
+	b, _ := json.Marshal(cfg)
+	if err := caddy.Load(b, true); err != nil {
+		t.Fatal(err)
+	}
+	testcaddy.Eventually(t, 10*time.Second, "admin endpoint with the new origins", func() bool {
+		resp, _ := in.uiGet("/sluice/ui/", navigate...)
+		return resp.StatusCode == 200
+	})
+	for _, c := range []struct {
+		name    string
+		headers []string
+		want    int
+	}{
+		{"page's GET (Referer)", []string{"Sec-Fetch-Mode: cors", "Referer: http://" + self + "/sluice/ui/"}, 200},
+		{"page's POST (Origin)", []string{"Sec-Fetch-Mode: cors", "Origin: http://" + self}, 200},
+		{"other origin", []string{"Sec-Fetch-Mode: cors", "Origin: http://evil.example"}, 403},
+		{"other origin's Referer", []string{"Sec-Fetch-Mode: cors", "Referer: http://evil.example/"}, 403},
+		{"no-cors request from any page", []string{"Sec-Fetch-Mode: no-cors"}, 400},
+		{"foreign Host (DNS rebinding)", append([]string{"Host: evil.example"}, navigate...), 403},
+	} {
+		if resp, body := in.uiGet("/sluice/ui/overview.json", c.headers...); resp.StatusCode != c.want {
+			t.Errorf("%s: %d %s, want %d", c.name, resp.StatusCode, body, c.want)
+		}
+	}
 }
