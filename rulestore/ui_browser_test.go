@@ -308,6 +308,12 @@ func TestStatusPageInBrowser(t *testing.T) {
 		t.Errorf("overview: %d rate-limit rules, want %d", got, bulkRules+1)
 	}
 
+	// A bad rule pushed to Redis is counted in red (the store keeps no
+	// rule for it; the last good version, here none, stays in force).
+	redistest.Push(t, rc, "rate_limit:rule:ui_bad", "gateway:rules:rate_limit", "ui_bad", "qps", "5", "no_such_field", "1")
+	p.waitFor(10*time.Second, "rejected rule counted in red", `[...document.querySelectorAll("#overview-cards .card")].some(c =>
+		c.textContent.startsWith("Rejected from Redis") && !!c.querySelector(".value.bad") && parseInt(c.querySelector(".value").textContent) >= 1)`)
+
 	// Rate limits: alice's refusals rise on the page while she is limited.
 	p.show("ratelimits")
 	row := `#rl-table tr[data-rule="ui_limited"]`

@@ -198,6 +198,7 @@
     if (rs.redis) redis = rs.connected ? '<span class="good">connected</span>' : '<span class="bad">disconnected</span>';
     const total = Object.values(rs.rules || {}).reduce((a, b) => a + b, 0);
     const prop = model.propMean;
+    const rejected = Array.isArray(rs.rejected) ? rs.rejected.length : rs.rejected || 0;
     const cards = [
       card('Redis', redis, '', 'whether this instance follows Redis for rule changes'),
       card('Writes go to', esc(rs.writes || '—')),
@@ -206,7 +207,7 @@
       card('Propagation delay', prop === null ? '—' : `${(prop * 1000).toFixed(1)} ms`, '', 'mean delay from an admin API write to this instance applying it, over the latest changes'),
       card('Live instances', num(instances), '', 'Caddy instances following the same Redis and prefix (heartbeats)'),
       card('Rules', num(total)),
-      card('Rejected from Redis', typeof rs.rejected === 'number' ? num(rs.rejected) : num((rs.rejected || []).length), rs.rejected ? 'bad' : ''),
+      card('Rejected from Redis', num(rejected), rejected ? 'bad' : '', 'rules from Redis refused as invalid since start (the last good version stays in force)'),
     ];
     $('overview-cards').innerHTML = cards.join('');
 
