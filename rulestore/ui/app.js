@@ -468,14 +468,17 @@
       return;
     }
     const r = d.rule;
-    const fields = Object.entries(r.fields || {}).sort().map(([k, v]) => `<tr><td><code>${esc(k)}</code></td><td><code>${esc(v)}</code></td></tr>`).join('');
+    // Where each field comes from: a store that overlays Redis fields on a
+    // static rule says which (overlay); else the whole rule has one source.
+    const from = (k) => (r.overlay ? (k in r.overlay ? `${r.source} overlay` : 'static') : r.source);
+    const fields = Object.entries(r.fields || {}).sort().map(([k, v]) => `<tr><td><code>${esc(k)}</code></td><td><code>${esc(v)}</code></td><td>${esc(from(k))}</td></tr>`).join('');
     const hist = d.history === null
       ? '<p class="muted">This version of the store serves no history.</p>'
       : d.history.length === 0 ? '<p class="muted">No recorded changes.</p>'
         : `<table><tr><th>When</th><th>Op</th><th>Version</th><th>Via</th><th>Fields</th></tr>${d.history.map((h) => `<tr><td>${esc(h.at ? new Date(h.at).toLocaleString() : '')}</td><td>${esc(h.op)}</td><td><code>${esc(h.version)}</code></td><td>${esc(h.via || '')} ${esc(h.instance || '')}</td><td><code>${esc(Object.entries(h.fields || {}).map(([k, v]) => `${k}=${v}`).join(' '))}</code></td></tr>`).join('')}</table>`;
     $('detail-body').innerHTML = `<h2>${esc(r.kind)} <code>${esc(r.id)}</code></h2>`
       + `<p>Source: <b>${esc(r.source)}</b> · version <code>${esc(r.version)}</code>${d.etag ? ` · ETag <code>${esc(d.etag)}</code>` : ''}</p>`
-      + `<table id="detail-fields"><tr><th>Field</th><th>Value</th></tr>${fields}</table>`
+      + `<table id="detail-fields"><tr><th>Field</th><th>Value</th><th>From</th></tr>${fields}</table>`
       + '<h2>Live</h2><div id="detail-live"></div>'
       + `<h2>Edit</h2><p class="muted">The rule's fields as JSON. ${d.etag ? 'Validate runs a dry run; Apply writes only if the rule is still at the version shown (If-Match).' : 'This server has no dry run: Apply validates the rule and writes nothing if it is invalid.'}</p>`
       + `<textarea id="edit-fields" spellcheck="false">${esc(JSON.stringify(r.fields || {}, null, 2))}</textarea>`
@@ -535,6 +538,17 @@
     const r = await request('PUT', rulePath(kind, id), { body: fields, headers });
     model.rulesAt = 0; // re-read the rules at the next poll
     return r.data;
+  }
+
+  // untilVersion waits (up to 5 s) until this instance serves the version
+  // just written: a write through Redis applies when its publish comes back.
+  async function untilVersion(kind, id, version) {
+    for (let i = 0; version && i < 50; i++) {
+      try {
+        if ((await getJSON(rulePath(kind, id))).version === version) return;
+      } catch { /* not there yet */ }
+      await new Promise((r) => { setTimeout(r, 100); });
+    }
   }
 
   // ---- actions ----
@@ -616,6 +630,7 @@
       const res = await applyRule(d.kind, d.id, fields, d.rule.fields, d.etag);
       if (!res) return;
       notice(`${d.kind} rule ${d.id} written (${res.stored || 'ok'}, version ${res.version || ''}).`);
+      await untilVersion(d.kind, d.id, res.version);
       await openDetail(d.kind, d.id);
     } catch (e) {
       d.result = `<div class="problem">${esc(e.status === 412 ? `The rule changed since you opened it: reload it. ${e.message}` : e.message)}</div>`;
