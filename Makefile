@@ -47,4 +47,4 @@ screenshot:
 	./scripts/ensure-redis.sh
 	./scripts/ensure-chromium.sh
 	mkdir -p docs/img
-	SLUICE_SCREENSHOT=$(CURDIR)/docs/img/status.png go test -count=1 -run '^TestStatusPageInBrowser$$' -v ./rulestore/
+	SLUICE_SCREENSHOT=$(CURDIR)/docs/img/status.png go test -count=1 -run '^TestStatusPageInBrowser$$' -v ./rulestore/uitest/

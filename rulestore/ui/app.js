@@ -6,6 +6,7 @@
   const POLL_MS = 1000;
   const SPARK_SECONDS = 300;
   const RULES_REFRESH_MS = 10000;
+  const OVERVIEW_MS = 5000;
   const TRANSITIONS_KEPT = 100;
   // Rate-limit results that refused the request; every other result let it through.
   const REFUSING = ['rejected', 'concurrency_rejected', 'empty_key_rejected', 'redis_unavailable'];
@@ -22,6 +23,7 @@
   const model = {
     state: null,
     overview: null,
+    overviewAt: 0,
     rules: {},            // kind -> id -> rule view {kind,id,source,version,fields}
     rulesSig: '',
     rulesAt: 0,
@@ -64,13 +66,19 @@
     polling = true;
     const t0 = performance.now();
     try {
+      // Caddy logs every admin request at INFO: the slow-moving overview is
+      // read every OVERVIEW_MS, not every poll.
+      const fresh = Date.now() - model.overviewAt >= OVERVIEW_MS;
       const [state, overview] = await Promise.all([
         getJSON('/sluice/state'),
-        getJSON('/sluice/ui/overview.json').catch(() => null),
+        fresh ? getJSON('/sluice/ui/overview.json').catch(() => null) : undefined,
       ]);
       model.state = state;
-      model.overview = overview;
-      observe(state, overview);
+      if (fresh) {
+        model.overview = overview;
+        model.overviewAt = Date.now();
+      }
+      observe(state, fresh ? overview : undefined);
       await refreshRules(state);
       const r0 = performance.now();
       render();

@@ -1,4 +1,4 @@
-package rulestore_test
+package uitest
 
 // The status page in a real browser: Debian's headless Chromium, driven over
 // the DevTools protocol, against real Caddy (in this process), real Redis and
@@ -409,10 +409,12 @@ func TestStatusPageInBrowser(t *testing.T) {
 	maxUpdate := eval[float64](p, `window.sluiceStats.maxUpdateMs`)
 	t.Logf("responsiveness: %d rules listed %v after opening the tab, rules table re-render %.1f ms; breakers tab (%d keys): render max %.1f ms, poll+render max %.1f ms over 5 polls",
 		bulkRules+1, rulesShown.Round(time.Millisecond), renderRules, keyedBreakers*keysPerRule, maxRender, maxUpdate)
-	// Generous bounds for a busy 2-core machine: a render must not hold the
-	// page for a visible time, and a poll must finish within its interval.
-	if renderRules > 1000 || maxRender > 500 || maxUpdate > 1000 {
-		t.Errorf("page not responsive: rules render %.1f ms (max 1000), breakers render %.1f ms (max 500), update %.1f ms (max 1000)", renderRules, maxRender, maxUpdate)
+	// Generous bounds, 3-4 times the worst seen on this busy 2-core machine
+	// (rules 550 ms, breakers 200 ms, poll+render 550 ms): the 1,000-row
+	// table renders only when the rules change; the breakers tab renders
+	// every second and must not hold the page for a second.
+	if renderRules > 2000 || maxRender > 1000 || maxUpdate > 2000 {
+		t.Errorf("page not responsive: rules render %.1f ms (max 2000), breakers render %.1f ms (max 1000), update %.1f ms (max 2000)", renderRules, maxRender, maxUpdate)
 	}
 
 	// Rule detail: fields and source.
