@@ -409,12 +409,13 @@ func TestStatusPageInBrowser(t *testing.T) {
 	maxUpdate := eval[float64](p, `window.sluiceStats.maxUpdateMs`)
 	t.Logf("responsiveness: %d rules listed %v after opening the tab, rules table re-render %.1f ms; breakers tab (%d keys): render max %.1f ms, poll+render max %.1f ms over 5 polls",
 		bulkRules+1, rulesShown.Round(time.Millisecond), renderRules, keyedBreakers*keysPerRule, maxRender, maxUpdate)
-	// Generous bounds, 3-4 times the worst seen on this busy 2-core machine
-	// (rules 550 ms, breakers 200 ms, poll+render 550 ms): the 1,000-row
-	// table renders only when the rules change; the breakers tab renders
-	// every second and must not hold the page for a second.
-	if renderRules > 2000 || maxRender > 1000 || maxUpdate > 2000 {
-		t.Errorf("page not responsive: rules render %.1f ms (max 2000), breakers render %.1f ms (max 1000), update %.1f ms (max 2000)", renderRules, maxRender, maxUpdate)
+	// Generous bounds, 3-5 times the worst seen on this busy 2-core machine
+	// (rules 550 ms, breakers 280 ms, poll+render 1,050 ms, which includes
+	// Caddy's answer under -race): the 1,000-row table renders only when the
+	// rules change; the breakers tab renders every second and must not hold
+	// the page for a second.
+	if renderRules > 2000 || maxRender > 1000 || maxUpdate > 5000 {
+		t.Errorf("page not responsive: rules render %.1f ms (max 2000), breakers render %.1f ms (max 1000), update %.1f ms (max 5000)", renderRules, maxRender, maxUpdate)
 	}
 
 	// Rule detail: fields and source.
