@@ -14,6 +14,7 @@ build:
 
 test:
 	./scripts/ensure-redis.sh
+	./scripts/ensure-chromium.sh
 	@unformatted="$$(gofmt -l .)"; if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	go vet ./...
 	go test -race -count=1 -timeout 30m ./...
@@ -38,3 +39,12 @@ soak:
 	./scripts/ensure-redis.sh
 	SLUICE_SOAK=1 go test -race -count=1 -timeout 60m -v ./faults/
 	for f in FuzzRuleFields FuzzKey FuzzCaddyfile; do go test -run '^$$' -fuzz "^$$f$$" -fuzztime 30s ./faults/ || exit 1; done
+
+# Refreshes docs/img/status.png (the README's picture of the status page)
+# from the status page's browser test.
+.PHONY: screenshot
+screenshot:
+	./scripts/ensure-redis.sh
+	./scripts/ensure-chromium.sh
+	mkdir -p docs/img
+	SLUICE_SCREENSHOT=$(CURDIR)/docs/img/status.png go test -count=1 -run '^TestStatusPageInBrowser$$' -v ./rulestore/uitest/

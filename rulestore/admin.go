@@ -39,7 +39,7 @@ func (adminAPI) CaddyModule() caddy.ModuleInfo {
 
 // Routes returns the admin routes.
 func (adminAPI) Routes() []caddy.AdminRoute {
-	return []caddy.AdminRoute{{Pattern: "/sluice/", Handler: caddy.AdminHandlerFunc(serveAdmin)}}
+	return append([]caddy.AdminRoute{{Pattern: "/sluice/", Handler: caddy.AdminHandlerFunc(serveAdmin)}}, uiRoutes()...)
 }
 
 // ruleView is a rule as the admin API shows it.

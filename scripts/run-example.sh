@@ -26,6 +26,8 @@ cat <<MSG
                                                      # 500s from upstream, then 503s: the breaker opened
     curl -s localhost:2019/sluice/rules/rate_limit   # the rules in force
 
+  Status page (rules, limits, breakers, canaries; live): http://localhost:2019/sluice/ui/
+
   Ctrl-C stops it.
 
 MSG

@@ -1,0 +1,483 @@
+package uitest
+
+// The status page in a real browser: Debian's headless Chromium, driven over
+// the DevTools protocol, against real Caddy (in this process), real Redis and
+// live traffic. Every assertion reads the rendered DOM.
+//
+// SLUICE_SCREENSHOT=<path> also saves a PNG of the page (make screenshot).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	_ "github.com/sluicegw/sluice" // every Sluice module, as in the built binary
+	"github.com/sluicegw/sluice/internal/redistest"
+	"github.com/sluicegw/sluice/internal/testcaddy"
+)
+
+const (
+	bulkRules     = 1000 // rate-limit rules pushed to Redis
+	keyedBreakers = 5    // keyed breaker rules...
+	keysPerRule   = 20   // ...with this many keys each: 100 breaker keys on the page
+)
+
+// chromiumPath finds Debian's chromium; the test fails without it (make
+// test installs it: scripts/ensure-chromium.sh).
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Fatal("chromium is not installed: run scripts/ensure-chromium.sh (make test does)")
+	return ""
+}
+
+func uiCaddyfile(admin, site int, redisURL, upstream, storage string) string {
+	var b strings.Builder
+	// origins: the admin defaults plus "", the origin of a typed or
+	// bookmarked navigation, which Caddy refuses otherwise (docs/operations.md).
+	fmt.Fprintf(&b, `{
+	admin localhost:%[1]d {
+		origins localhost:%[1]d 127.0.0.1:%[1]d [::1]:%[1]d ""
+	}
+	persist_config off
+	storage file_system %s
+	rulestore {
+		redis %s
+		rate_limit ui_limited {
+			qps 1
+			burst 2
+			key_resolver userId
+		}
+		circuit_breaker ui_breaker {
+			failure_threshold 3
+			open_duration 5m
+		}
+		gray ui_canary {
+			target_version v2
+			weight 10
+		}
+`, admin, storage, redisURL)
+	for i := 0; i < keyedBreakers; i++ {
+		fmt.Fprintf(&b, "\t\tcircuit_breaker ui_keyed_%d {\n\t\t\tfailure_threshold 1000\n\t\t\tkey {http.request.header.X-Key}\n\t\t}\n", i)
+	}
+	fmt.Fprintf(&b, `	}
+}
+http://127.0.0.1:%d {
+	route /limited {
+		ratelimit ui_limited
+		respond "ok"
+	}
+	route /flaky {
+		circuitbreaker ui_breaker
+		reverse_proxy %s
+	}
+	route /gray {
+		grayroute ui_canary
+		respond "ok"
+	}
+`, site, upstream)
+	for i := 0; i < keyedBreakers; i++ {
+		fmt.Fprintf(&b, "\troute /keyed/%d {\n\t\tcircuitbreaker ui_keyed_%d\n\t\trespond \"ok\"\n\t}\n", i, i)
+	}
+	b.WriteString("}\n")
+	return b.String()
+}
+
+var trafficClient = &http.Client{Timeout: 10 * time.Second}
+
+// page drives one tab.
+type page struct {
+	t   *testing.T
+	ctx context.Context
+}
+
+// eval runs JavaScript in the page and returns its value.
+func eval[T any](p *page, js string) T {
+	p.t.Helper()
+	v, err := chromedp.Run(p.ctx, chromedp.Evaluate[T](js))
+	if err != nil {
+		p.t.Fatalf("evaluate %s: %v", js, err)
+	}
+	return v
+}
+
+// waitFor polls a JavaScript condition until it holds; it returns how long
+// that took.
+// With polls, it also stores the page's poll count read with the condition.
+func (p *page) waitFor(timeout time.Duration, what, js string, polls ...*int64) time.Duration {
+	p.t.Helper()
+	start := time.Now()
+	testcaddy.Eventually(p.t, timeout, what, func() bool {
+		n := eval[int64](p, fmt.Sprintf(`(%s) ? (window.sluiceStats ? window.sluiceStats.polls : 0) : -1`, js))
+		for _, out := range polls {
+			*out = n
+		}
+		return n >= 0
+	})
+	return time.Since(start)
+}
+
+// text is the text of the first element matching a CSS selector ("" if none).
+func (p *page) text(sel string) string {
+	p.t.Helper()
+	return eval[string](p, fmt.Sprintf(`(document.querySelector(%q) || {}).textContent || ""`, sel))
+}
+
+// number reads a number the page rendered with thousands separators.
+func (p *page) number(sel string) int64 {
+	p.t.Helper()
+	var n int64
+	fmt.Sscan(strings.ReplaceAll(p.text(sel), ",", ""), &n)
+	return n
+}
+
+// click clicks a table button from script: the tables are re-rendered every
+// second, so a pointer click computed from a node's box could land on its
+// replacement mid-render. The dialog's own buttons get real pointer clicks.
+func (p *page) click(sel string) {
+	p.t.Helper()
+	if !eval[bool](p, fmt.Sprintf(`(() => { const b = document.querySelector(%q); if (b) b.click(); return !!b; })()`, sel)) {
+		p.t.Fatalf("no button %s", sel)
+	}
+}
+
+// confirm waits for the confirm dialog and clicks its Confirm button.
+func (p *page) confirm(title string) {
+	p.t.Helper()
+	p.waitFor(10*time.Second, "confirm dialog "+title, `document.getElementById("confirm").open`)
+	if got := p.text("#confirm-title"); !strings.Contains(got, title) {
+		p.t.Fatalf("confirm dialog %q, want %q", got, title)
+	}
+	if err := chromedp.Do(p.ctx, chromedp.Click(chromedp.CSS("#confirm-ok"))); err != nil {
+		p.t.Fatalf("click Confirm: %v", err)
+	}
+	// Closed, or already showing the next step's question.
+	p.waitFor(10*time.Second, "confirm dialog closed", fmt.Sprintf(
+		`!document.getElementById("confirm").open || !document.getElementById("confirm-title").textContent.includes(%q)`, title))
+}
+
+func (p *page) show(tab string) {
+	p.t.Helper()
+	eval[bool](p, fmt.Sprintf(`location.hash = %q, true`, "#"+tab))
+	p.waitFor(10*time.Second, "tab "+tab, fmt.Sprintf(`document.getElementById(%q).classList.contains("active")`, tab))
+}
+
+// polls is how many polls the page has rendered.
+func (p *page) polls() int64 { return eval[int64](p, `window.sluiceStats.polls`) }
+
+// load sends requests from one client until stop is closed.
+func load(ctx context.Context, wg *sync.WaitGroup, every time.Duration, send func()) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				send()
+			}
+		}
+	}()
+}
+
+func TestStatusPageInBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs Chromium, Caddy and Redis; skipped under -short")
+	}
+	chromium := chromiumPath(t)
+	r := redistest.Start(t)
+	rc := r.Client()
+	ctx := context.Background()
+	pipe := rc.Pipeline()
+	for i := 0; i < bulkRules; i++ {
+		pipe.HSet(ctx, fmt.Sprintf("rate_limit:rule:bulk_%04d", i), "qps", 100+i, "key_resolver", "global")
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "upstream failing", http.StatusInternalServerError)
+	}))
+	defer upstream.Close()
+	admin, site := testcaddy.FreePort(t), testcaddy.FreePort(t)
+	testcaddy.Run(t, uiCaddyfile(admin, site, r.URL(), upstream.URL, t.TempDir()))
+	adminURL := fmt.Sprintf("http://localhost:%d", admin)
+	siteURL := fmt.Sprintf("http://127.0.0.1:%d", site)
+	testcaddy.Eventually(t, 20*time.Second, "1,000 rules from Redis in force", func() bool {
+		_, body := testcaddy.Get(t, adminURL+"/sluice/store")
+		return strings.Contains(body, fmt.Sprintf(`"rate_limit":%d`, bulkRules+1))
+	})
+
+	// Live traffic: alice over her limit, the canary split, 100 breaker keys.
+	get := func(path string, headers ...string) int {
+		req, _ := http.NewRequest(http.MethodGet, siteURL+path, nil)
+		for _, h := range headers {
+			k, v, _ := strings.Cut(h, ":")
+			req.Header.Set(k, strings.TrimSpace(v))
+		}
+		resp, err := trafficClient.Do(req)
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for i := 0; i < keyedBreakers; i++ {
+		for k := 0; k < keysPerRule; k++ {
+			if code := get(fmt.Sprintf("/keyed/%d", i), fmt.Sprintf("X-Key: k%02d", k)); code != 200 {
+				t.Fatalf("keyed breaker request: %d", code)
+			}
+		}
+	}
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer stopLoad()
+	var limited atomic.Int64
+	load(loadCtx, &wg, 50*time.Millisecond, func() {
+		if get("/limited", "X-User-Id: alice") == http.StatusTooManyRequests {
+			limited.Add(1)
+		}
+	})
+	load(loadCtx, &wg, 100*time.Millisecond, func() { get("/gray") })
+
+	// The browser: Debian's chromium with the flags this machine needs.
+	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx,
+		chromedp.ExecPath(chromium), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+		chromedp.WindowSize(1500, 1100))
+	defer cancelAlloc()
+	tab, cancelTab := chromedp.NewContext(alloc)
+	defer cancelTab()
+	tab, cancelTimeout := context.WithTimeout(tab, 4*time.Minute)
+	defer cancelTimeout()
+	p := &page{t: t, ctx: tab}
+
+	var consoleMu sync.Mutex
+	var consoleErrors []string
+	messages := chromedp.Console(tab)
+	go func() {
+		for m, err := range messages {
+			if err != nil {
+				return
+			}
+			if m.Type == chromedp.ConsoleError || m.IsException() {
+				consoleMu.Lock()
+				consoleErrors = append(consoleErrors, fmt.Sprintf("%s (%s %s)", m, m.Source, m.URL))
+				consoleMu.Unlock()
+			}
+		}
+	}()
+
+	t.Cleanup(func() {
+		if t.Failed() {
+			consoleMu.Lock()
+			defer consoleMu.Unlock()
+			t.Logf("browser console errors: %q", consoleErrors)
+		}
+	})
+
+	resp, err := chromedp.RunResponse(tab, chromedp.Navigate(adminURL+"/sluice/ui/"))
+	if err != nil {
+		t.Fatalf("open the page: %v", err)
+	}
+	if resp.Status != 200 {
+		t.Fatalf("open the page: HTTP %d", resp.Status)
+	}
+
+	// Overview: connected to Redis, every rule counted.
+	p.waitFor(20*time.Second, "overview rendered", `!!window.sluiceStats && window.sluiceStats.polls > 0`)
+	if got := p.text("#overview-cards"); !strings.Contains(got, "connected") {
+		t.Errorf("overview shows %q, want Redis connected", got)
+	}
+	if got := p.number(`#kinds tr[data-kind="rate_limit"] td.num`); got != bulkRules+1 {
+		t.Errorf("overview: %d rate-limit rules, want %d", got, bulkRules+1)
+	}
+
+	// A bad rule pushed to Redis is counted in red (the store keeps no
+	// rule for it; the last good version, here none, stays in force).
+	redistest.Push(t, rc, "rate_limit:rule:ui_bad", "gateway:rules:rate_limit", "ui_bad", "qps", "5", "no_such_field", "1")
+	p.waitFor(10*time.Second, "rejected rule counted in red", `[...document.querySelectorAll("#overview-cards .card")].some(c =>
+		c.textContent.startsWith("Rejected from Redis") && !!c.querySelector(".value.bad") && parseInt(c.querySelector(".value").textContent) >= 1)`)
+
+	// Rate limits: alice's refusals rise on the page while she is limited.
+	p.show("ratelimits")
+	row := `#rl-table tr[data-rule="ui_limited"]`
+	p.waitFor(20*time.Second, "ui_limited refusals shown", fmt.Sprintf(`!!document.querySelector(%q) && parseInt(document.querySelector(%q).textContent.replace(/,/g, "")) > 0`, row+" td.refused-total", row+" td.refused-total"))
+	first := p.number(row + " td.refused-total")
+	p.waitFor(20*time.Second, "refused count rising", fmt.Sprintf(`parseInt(document.querySelector(%q).textContent.replace(/,/g, "")) > %d`, row+" td.refused-total", first))
+	if limited.Load() == 0 {
+		t.Fatal("the client was never refused, yet the page counts refusals")
+	}
+	p.waitFor(20*time.Second, "refused per second above zero", fmt.Sprintf(`parseFloat(document.querySelector(%q).textContent) > 0`, row+" td.refused-rate"))
+	if n := eval[int](p, fmt.Sprintf(`document.querySelectorAll(%q).length`, row+" svg.spark polyline.refused")); n != 1 {
+		t.Errorf("sparkline: %d refused lines, want 1", n)
+	}
+	// Top keys are masked: the page never shows alice's id.
+	if got := p.text(row); !strings.Contains(got, "user:sha256:") || strings.Contains(eval[string](p, `document.body.innerHTML`), "alice") {
+		t.Errorf("top keys not masked: %q", got)
+	}
+
+	// Breakers: trip ui_breaker with real failures; the page shows it open
+	// at the latest on the second poll that completes after the trip.
+	p.show("breakers")
+	p.waitFor(20*time.Second, "ui_breaker listed closed", `!!document.querySelector('#cb-table tr[data-breaker="ui_breaker"] .badge.closed')`)
+	polls0 := int64(0)
+	var tripped time.Time
+	for i := 0; i < 20 && tripped.IsZero(); i++ {
+		if get("/flaky") == http.StatusServiceUnavailable {
+			tripped = time.Now()
+			polls0 = p.polls()
+		}
+	}
+	if tripped.IsZero() {
+		t.Fatal("the breaker did not open after 20 failing requests")
+	}
+	// One evaluation reads the badge and the poll count together (a poll
+	// renders and counts in one task), so later polls do not blur the count.
+	var shownAt int64
+	shownAfter := p.waitFor(20*time.Second, "ui_breaker shown open", `!!document.querySelector('#cb-table tr[data-breaker="ui_breaker"] .badge.open')`, &shownAt)
+	pollsToShow := shownAt - polls0
+	t.Logf("breaker open: shown %v after the trip, %d polls later", shownAfter.Round(time.Millisecond), pollsToShow)
+	if pollsToShow > 2 {
+		t.Errorf("the page showed the open breaker %d polls after the trip, want at most 2 (one second apart)", pollsToShow)
+	}
+	if got := p.text(`#cb-table tr[data-breaker="ui_breaker"] td.half-open`); !strings.HasSuffix(got, " s") {
+		t.Errorf("time to half-open %q, want seconds", got)
+	}
+	p.waitFor(10*time.Second, "transition closed -> open listed", `[...document.querySelectorAll("#cb-transitions tr")].some(r => r.textContent.includes("ui_breaker") && r.textContent.includes("open"))`)
+
+	// Action: force closed, through the confirm dialog.
+	p.click(`#cb-table tr[data-breaker="ui_breaker"] button[data-op="force_closed"]`)
+	p.confirm("Force closed: ui_breaker")
+	p.waitFor(10*time.Second, "ui_breaker shown force-closed", `(() => { const r = document.querySelector('#cb-table tr[data-breaker="ui_breaker"]'); return !!r && !!r.querySelector(".badge.forced_closed") && r.querySelector("td.mode").textContent.includes("force_closed"); })()`)
+	if code := get("/flaky"); code != http.StatusInternalServerError {
+		t.Errorf("after force closed, a request got %d, want the upstream's 500 (the breaker lets it through)", code)
+	}
+
+	// 100 breaker keys on the page, re-rendered every poll.
+	p.waitFor(10*time.Second, "100 breaker keys listed", fmt.Sprintf(`document.querySelectorAll("#cb-table tr[data-breaker-key]").length >= %d`, keyedBreakers*keysPerRule))
+
+	// Canaries: the weight in force, then the set-weight action (two confirms:
+	// the new weight, then the diff).
+	p.show("canaries")
+	p.waitFor(10*time.Second, "canary listed with weight 10%", `(document.querySelector('#gray-table tr[data-gray="ui_canary"] td.weight') || {}).textContent === "10%"`)
+	p.waitFor(10*time.Second, "per-version counts", `!!document.querySelector('#gray-table tr[data-gray="ui_canary"] [data-version]')`)
+	p.click(`#gray-table tr[data-gray="ui_canary"] button[data-action="weight"]`)
+	p.waitFor(10*time.Second, "weight input", `!!document.getElementById("weight-input")`)
+	if err := chromedp.Do(tab, chromedp.SetValue(chromedp.CSS("#weight-input"), "25")); err != nil {
+		t.Fatal(err)
+	}
+	p.confirm("Set the weight of ui_canary")
+	p.confirm("Write gray rule ui_canary?")
+	p.waitFor(10*time.Second, "canary shown at 25%", `(document.querySelector('#gray-table tr[data-gray="ui_canary"] td.weight') || {}).textContent === "25%"`)
+	if _, body := testcaddy.Get(t, adminURL+"/sluice/rules/gray/ui_canary"); !strings.Contains(body, `"weight":"25"`) {
+		t.Errorf("gray rule after set weight: %s", body)
+	}
+
+	// 1,000 rules: the rules tab renders them, and every poll of the
+	// breakers tab (100 keys) stays far inside the 1 s poll interval.
+	p.show("rules")
+	rulesShown := p.waitFor(30*time.Second, "1,000 rules listed", fmt.Sprintf(`document.querySelectorAll("#rules-table tr[data-rule]").length >= %d`, bulkRules))
+	renderRules := eval[float64](p, `(() => { const t = performance.now(); document.getElementById("rule-filter").dispatchEvent(new Event("input")); return performance.now() - t; })()`)
+	p.show("breakers")
+	eval[bool](p, `window.sluiceStats.maxRenderMs = 0, window.sluiceStats.maxUpdateMs = 0, true`)
+	start := p.polls()
+	p.waitFor(30*time.Second, "five polls of the breakers tab", fmt.Sprintf(`window.sluiceStats.polls >= %d`, start+5))
+	maxRender := eval[float64](p, `window.sluiceStats.maxRenderMs`)
+	maxUpdate := eval[float64](p, `window.sluiceStats.maxUpdateMs`)
+	t.Logf("responsiveness: %d rules listed %v after opening the tab, rules table re-render %.1f ms; breakers tab (%d keys): render max %.1f ms, poll+render max %.1f ms over 5 polls",
+		bulkRules+1, rulesShown.Round(time.Millisecond), renderRules, keyedBreakers*keysPerRule, maxRender, maxUpdate)
+	// Generous bounds, 3-5 times the worst seen on this busy 2-core machine
+	// (rules 550 ms, breakers 280 ms, poll+render 1,050 ms, which includes
+	// Caddy's answer under -race): the 1,000-row table renders only when the
+	// rules change; the breakers tab renders every second and must not hold
+	// the page for a second.
+	if renderRules > 2000 || maxRender > 1000 || maxUpdate > 5000 {
+		t.Errorf("page not responsive: rules render %.1f ms (max 2000), breakers render %.1f ms (max 1000), update %.1f ms (max 5000)", renderRules, maxRender, maxUpdate)
+	}
+
+	// Rule detail: fields and source.
+	eval[bool](p, `location.hash = "#rule/rate_limit/bulk_0042", true`)
+	p.waitFor(10*time.Second, "rule detail", `!!document.getElementById("detail-fields") && document.getElementById("detail-body").textContent.includes("bulk_0042")`)
+	if got := p.text("#detail-body"); !strings.Contains(got, "Source: redis") || !strings.Contains(got, "142") {
+		t.Errorf("rule detail %q, want source redis and qps 142", got)
+	}
+
+	// Edit it: an invalid value is refused with the reason and changes
+	// nothing; a valid one is written after the confirm.
+	edit := func(fields string) {
+		t.Helper()
+		if err := chromedp.Do(tab, chromedp.SetValue(chromedp.CSS("#edit-fields"), fields)); err != nil {
+			t.Fatal(err)
+		}
+		p.click(`button[data-action="apply"]`)
+		p.confirm("Write rate_limit rule bulk_0042?")
+	}
+	edit(`{"qps": "lots", "key_resolver": "global"}`)
+	p.waitFor(10*time.Second, "invalid edit refused", `(document.getElementById("edit-result") || {textContent: ""}).textContent.includes("qps")`)
+	if _, body := testcaddy.Get(t, adminURL+"/sluice/rules/rate_limit/bulk_0042"); !strings.Contains(body, `"qps":"142"`) {
+		t.Errorf("after an invalid edit the rule changed: %s", body)
+	}
+	edit(`{"qps": "7", "key_resolver": "global"}`)
+	p.waitFor(10*time.Second, "edit applied and shown", `(document.getElementById("detail-fields") || {textContent: ""}).textContent.includes("qps7")`)
+	if _, body := testcaddy.Get(t, adminURL+"/sluice/rules/rate_limit/bulk_0042"); !strings.Contains(body, `"qps":"7"`) {
+		t.Errorf("after the edit: %s", body)
+	}
+
+	if path := os.Getenv("SLUICE_SCREENSHOT"); path != "" {
+		p.show("breakers")
+		eval[bool](p, `window.scrollTo(0, 0), true`)
+		png, err := chromedp.Run(tab, chromedp.CaptureScreenshot())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("screenshot saved to %s", path)
+	}
+
+	consoleMu.Lock()
+	defer consoleMu.Unlock()
+	var errs []string
+	for _, e := range consoleErrors {
+		// The page asks for the rule's history at the paths a newer store
+		// serves; this store answers 404, which the browser logs.
+		if strings.Contains(e, "404") && strings.Contains(e, "/history") {
+			continue
+		}
+		// The invalid edit above, refused by design.
+		if strings.Contains(e, "400") && strings.Contains(e, "network") && strings.HasSuffix(e, "/sluice/rules/rate_limit/bulk_0042)") {
+			continue
+		}
+		errs = append(errs, e)
+	}
+	if len(errs) > 0 {
+		t.Errorf("console errors:\n%s", strings.Join(errs, "\n"))
+	}
+	if err := tab.Err(); err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+}
