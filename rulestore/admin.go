@@ -31,6 +31,7 @@ func init() {
 //
 // Writes take If-Match (412 on mismatch), ?dry_run=true (validate and show
 // the diff, write nothing) and, for bindings, ?allow_missing=true.
+//
 //	GET    /sluice/store               the store's Redis connection and counts
 //	GET    /sluice/state               live state of the store and every handler package
 //	POST   /sluice/{resource}/{id}/{action}  a registered action, e.g. breakers/order_cb/force_open

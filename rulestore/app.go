@@ -36,12 +36,12 @@ type App struct {
 
 	static   [numKinds]map[string]*Rule
 	overlays [numKinds]map[string]*overlaySlot // one per static id (overlay.go)
-	source  *redisSource // nil without Redis
-	ctx     caddy.Context
-	events  *caddyevents.App // nil if unavailable
-	poolKey string
-	logger  *zap.Logger
-	missing sync.Map // ruleRef -> *missingRef (status.go)
+	source   *redisSource                      // nil without Redis
+	ctx      caddy.Context
+	events   *caddyevents.App // nil if unavailable
+	poolKey  string
+	logger   *zap.Logger
+	missing  sync.Map // ruleRef -> *missingRef (status.go)
 }
 
 // CaddyModule returns the Caddy module information.
