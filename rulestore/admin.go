@@ -28,13 +28,12 @@ func init() {
 //	GET    /sluice/rules/{kind}/{id}/history            recorded changes, newest first
 //	POST   /sluice/rules/{kind}/{id}/rollback?version=  write a recorded version back
 //	GET|PUT|PATCH|DELETE /sluice/bindings[/{route}[/history|/rollback]]  the same for route bindings
-//
-// Writes take If-Match (412 on mismatch), ?dry_run=true (validate and show
-// the diff, write nothing) and, for bindings, ?allow_missing=true.
-//
 //	GET    /sluice/store               the store's Redis connection and counts
 //	GET    /sluice/state               live state of the store and every handler package
 //	POST   /sluice/{resource}/{id}/{action}  a registered action, e.g. breakers/order_cb/force_open
+//
+// Writes take If-Match (412 on mismatch), ?dry_run=true (validate and show
+// the diff, write nothing) and, for bindings, ?allow_missing=true.
 type adminAPI struct{}
 
 // CaddyModule returns the Caddy module information.
