@@ -29,11 +29,24 @@ func BenchmarkLookup(b *testing.B) {
 	src.snap.Store(&l)
 	app := &App{source: src}
 	app.static[RateLimit] = map[string]*Rule{"static": {ID: "static"}}
+	// rule_7 is declared statically and overlaid by one field in Redis
+	// (a kill switch): resolved once, then cached.
+	app.static[RateLimit]["rule_7"] = &Rule{Kind: RateLimit, ID: "rule_7", Fields: Fields{"qps": "5", "burst": "9"}}
+	app.overlays[RateLimit] = map[string]*overlaySlot{"rule_7": new(overlaySlot)}
+	l[RateLimit]["rule_7"] = newSlot(&Rule{Kind: RateLimit, ID: "rule_7", Fields: Fields{"qps": "1"}, partial: true})
 	b.Run("redis_rule", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
 			if app.Lookup(RateLimit, "rule_4242") == nil {
 				b.Fatal("missing")
+			}
+		}
+	})
+	b.Run("overlaid_static_rule", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			if r := app.Lookup(RateLimit, "rule_7"); r == nil || r.Fields["burst"] != "9" {
+				b.Fatal("overlay not resolved")
 			}
 		}
 	})
