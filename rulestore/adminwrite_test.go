@@ -53,7 +53,13 @@ func TestAdminWriteSemantics(t *testing.T) {
 				url = r.URL()
 			}
 			in := runStore(t, staticStore(url))
-			t.Cleanup(func() { memoryDelete(RateLimit, "s"); memoryDelete(RateLimit, "new") })
+			t.Cleanup(func() {
+				memoryDelete(RateLimit, "s")
+				memoryDelete(RateLimit, "new")
+				memory.mu.Lock()
+				delete(memory.history, ruleRef{RateLimit, "s"})
+				memory.mu.Unlock()
+			})
 			if withRedis {
 				testcaddy.Eventually(t, 10*time.Second, "connected", func() bool { return in.status().Connected })
 			}
@@ -136,6 +142,21 @@ func TestAdminWriteSemantics(t *testing.T) {
 			}
 			t.Cleanup(func() { memoryDelete(Binding, "r") })
 
+			// Every change of s was recorded, newest first, with the
+			// fields before and after: PUT, PATCH, DELETE.
+			code, body, _ = adminReq(t, in, "GET", "/sluice/rules/rate_limit/s/history", "")
+			var hist []HistoryEntry
+			json.Unmarshal([]byte(body), &hist)
+			if code != 200 || len(hist) != 3 || hist[0].Op != "delete" || !hist[0].Prev.Equal(Fields{"qps": "1", "burst": "3"}) ||
+				!hist[1].Fields.Equal(Fields{"qps": "1", "burst": "3"}) || !hist[2].Fields.Equal(Fields{"qps": "1"}) || hist[2].Prev != nil {
+				t.Fatalf("history: %d %s", code, body)
+			}
+			// A rollback to the first overlay writes it back.
+			if code, body, _ = adminReq(t, in, "POST", "/sluice/rules/rate_limit/s/rollback?version="+hist[2].Version, ""); code != 200 {
+				t.Fatalf("rollback: %d %s", code, body)
+			}
+			waitFields(`{"burst":"9","qps":"1"}`)
+
 			// The index lists kinds and counts.
 			testcaddy.Eventually(t, 10*time.Second, "index", func() bool {
 				_, body, _ := adminReq(t, in, "GET", "/sluice/rules", "")
@@ -192,5 +213,34 @@ func TestRejectedRuleIsReportedToWriter(t *testing.T) {
 	c.Publish(ctx, "gateway:rules:rate_limit", "fresh")
 	testcaddy.Eventually(t, 10*time.Second, "fixed", func() bool {
 		return verdict("s").State == "accepted" && metricValue(scrape(t, in.admin), `sluice_rules_invalid{kind="rate_limit"}`) == 0
+	})
+}
+
+// A handler asking for a rule the store lacks (with Redis) is listed as
+// missing and warned about once, not per request; it is dropped from the
+// list when the rule arrives.
+func TestMissingRuleListedAndWarnedOnce(t *testing.T) {
+	r := redistest.Start(t)
+	in := runStore(t, staticStore(r.URL()))
+	testcaddy.Eventually(t, 10*time.Second, "connected", func() bool { return in.status().Connected })
+	app := running.Load()
+	for range 100 {
+		app.WarnMissing(RateLimit, "order_apj")
+	}
+	code, body := adminDo(t, in, "GET", "/sluice/state", "")
+	if code != 200 || !strings.Contains(body, `"id":"order_apj","problem":"missing"`) {
+		t.Fatalf("state: %s", body)
+	}
+	if got := metricValue(scrape(t, in.admin), `sluice_rules_invalid{kind="rate_limit"}`); got != 1 {
+		t.Fatalf("sluice_rules_invalid = %v, want 1", got)
+	}
+	in.waitLog("rule not found", "order_apj")
+	if n := strings.Count(in.logs(), `"id":"order_apj"`); n != 1 {
+		t.Fatalf("%d warnings for 100 lookups of a missing rule, want 1 a minute", n)
+	}
+	push(t, r.Client(), "order_apj", "qps", "3")
+	testcaddy.Eventually(t, 10*time.Second, "no longer missing", func() bool {
+		_, body := adminDo(t, in, "GET", "/sluice/state", "")
+		return strings.Contains(body, `"invalid":[]`)
 	})
 }

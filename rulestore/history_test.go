@@ -11,12 +11,11 @@ import (
 
 	"github.com/sluicegw/sluice/internal/redistest"
 	"github.com/sluicegw/sluice/internal/testcaddy"
-	"github.com/sluicegw/sluice/rulestore"
 )
 
 type historyEntry struct {
 	Version, PrevVersion, Op, Via string
-	Prev, Fields              map[string]string
+	Prev, Fields                  map[string]string
 }
 
 func adminCall(t *testing.T, p *testcaddy.Process, method, path, body string) (int, string) {
@@ -133,5 +132,4 @@ func TestHistoryAndRollbackAcrossInstances(t *testing.T) {
 	if n := c.LLen(t.Context(), "gateway:history:gray:canary").Val(); n != 3 {
 		t.Fatalf("history list has %d entries, want 3", n)
 	}
-	_ = rulestore.Version
 }
