@@ -331,12 +331,6 @@ func (s *redisSource) apply(ctx context.Context, k Kind, id, via string, build f
 	return errWriteConflict
 }
 
-// write stores a rule as given (nil fields: deletes it), recorded as an
-// admin API write.
-func (s *redisSource) write(ctx context.Context, k Kind, id string, f Fields) error {
-	return s.apply(ctx, k, id, "admin_api", func(Fields) (Fields, error) { return f, nil })
-}
-
 // readBody reads a JSON object of fields. With patch, a null value unsets
 // the field; unset lists them.
 func readBody(r *http.Request, patch bool) (f Fields, unset []string, err error) {
