@@ -154,8 +154,11 @@ func (a *App) plan(ctx context.Context, req *writeRequest, cur Fields, res *writ
 					"(write them first, or add ?allow_missing=true)", id, strings.Join(missing, ", "))
 			}
 		}
-	} else if st != nil {
-		after = st.Fields // deleting an overlay brings the static rule back
+	} else {
+		res.Op = "delete" // also a PATCH that unset every field
+		if st != nil {
+			after = st.Fields // deleting an overlay brings the static rule back
+		}
 	}
 	res.Overlay, res.Fields, res.Diff = raw, after, DiffFields(before, after)
 	if after != nil {
@@ -245,7 +248,7 @@ func (a *App) commit(ctx context.Context, req *writeRequest) (writeResult, error
 	a.logger.Info("rule written through the admin API", zap.String("kind", res.Kind), zap.String("id", res.ID),
 		zap.String("op", res.Op), zap.String("stored", res.Stored), zap.String("via", req.via))
 	if a.source == nil {
-		emitUpdated(req.kind, req.id, req.op, "memory", res.Overlay)
+		emitUpdated(req.kind, req.id, res.Op, "memory", res.Overlay)
 	}
 	return res, nil
 }
