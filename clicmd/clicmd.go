@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -23,7 +24,7 @@ const DefaultAddress = "localhost:2019"
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "sluice",
-		Usage: "rules|bindings|state|store|breaker ... [--address <admin>]",
+		Usage: "rules|bindings|state|store|breaker|invalid|history|diff|rollback|apply|export ... [--address <admin>]",
 		Short: "Manages Sluice rules and shows live state through the admin API",
 		Long: `
 Talks to the admin API of a running Caddy (default localhost:2019, change
@@ -44,6 +45,13 @@ JSON object with --json (use --json - to read it from stdin).
   caddy sluice state [ratelimit|circuitbreaker|grayroute|rulestore]
   caddy sluice store
   caddy sluice breaker order_cb force_open|force_closed|reset
+  caddy sluice rules patch gray checkout-canary weight=0     # a kill switch, also for Caddyfile rules
+  caddy sluice invalid                                        # rejected and missing rule ids
+  caddy sluice history gray checkout-canary
+  caddy sluice diff gray checkout-canary [version]
+  caddy sluice rollback gray checkout-canary <version>
+  caddy sluice apply -f rules.json|rules.yaml [--dry-run] [--prune]
+  caddy sluice export [-o rules.json|rules.yaml]
 
 With Redis configured, writes go to Redis and reach every instance; without
 it they are held in the memory of the Caddy addressed (the answer says so).
@@ -67,6 +75,7 @@ func build(cmd *cobra.Command) {
 			RunE: func(c *cobra.Command, a []string) error { return set(c, rulePath(a[0], a[1]), a[2:]) }}),
 		&cobra.Command{Use: "delete <kind> <id>", Short: "Delete a rule", Args: cobra.ExactArgs(2),
 			RunE: func(c *cobra.Command, a []string) error { return call(c, "DELETE", rulePath(a[0], a[1]), nil) }},
+		patchCommand(),
 	)
 	bindings := &cobra.Command{Use: "bindings", Short: "List, get, set and delete route bindings"}
 	bindings.AddCommand(
@@ -93,6 +102,8 @@ func build(cmd *cobra.Command) {
 			return call(c, "POST", "/sluice/breakers/"+url.PathEscape(a[0])+"/"+url.PathEscape(a[1]), nil)
 		}}
 	cmd.AddCommand(rules, bindings, state, store, breaker)
+	cmd.AddCommand(changeCommands()...)
+	cmd.AddCommand(applyCommands()...)
 }
 
 func withJSON(c *cobra.Command) *cobra.Command {
@@ -118,7 +129,7 @@ func set(c *cobra.Command, path string, args []string) error {
 	case js != "" && len(args) > 0:
 		return fmt.Errorf("give fields as name=value arguments or with --json, not both")
 	case js == "-":
-		b, err := io.ReadAll(os.Stdin)
+		b, err := readStdin()
 		if err != nil {
 			return err
 		}
@@ -171,12 +182,18 @@ func call(c *cobra.Command, method, path string, body []byte) error {
 // request sends one admin API request; a non-2xx answer is an error with
 // the admin API's message (e.g. the field and reason of a rejected rule).
 func request(c *cobra.Command, method, path string, body []byte) ([]byte, error) {
+	return requestAs(c, method, path, body, http.Header{"X-Sluice-Via": {"cli"}})
+}
+
+// requestAs is request with headers: X-Sluice-Via names the writer in
+// the rule's history (cli, apply), If-Match makes a write conditional.
+func requestAs(c *cobra.Command, method, path string, body []byte, hdr http.Header) ([]byte, error) {
 	addr, _ := c.Flags().GetString("address")
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	resp, err := caddycmd.AdminAPIRequest(addr, method, path, nil, rd)
+	resp, err := caddycmd.AdminAPIRequest(addr, method, path, hdr, rd)
 	if err != nil {
 		// Errors come as "caddy responded with error: HTTP 400: {"error":...}":
 		// show the admin API's message itself.
@@ -209,3 +226,5 @@ func print(c *cobra.Command, body []byte) error {
 	_, err := c.OutOrStdout().Write(body)
 	return err
 }
+
+func readStdin() ([]byte, error) { return io.ReadAll(os.Stdin) }

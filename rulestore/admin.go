@@ -19,14 +19,21 @@ func init() {
 // adminAPI serves Sluice's rules and live state on Caddy's admin endpoint,
 // so it inherits the admin API's access controls:
 //
+//	GET    /sluice/rules               the kinds, with their counts
 //	GET    /sluice/rules/{kind}        every rule of a kind (rate_limit, circuit_breaker, gray, binding)
-//	GET    /sluice/rules/{kind}/{id}   one rule
-//	PUT    /sluice/rules/{kind}/{id}   validate, then write (Redis: hash, change log, publish; else memory)
-//	DELETE /sluice/rules/{kind}/{id}   delete
-//	GET|PUT|DELETE /sluice/bindings[/{route}]  the same for route bindings
+//	GET    /sluice/rules/{kind}/{id}   one rule, with its ETag
+//	PUT    /sluice/rules/{kind}/{id}   validate, then write (Redis: hash, history, change log, publish; else memory)
+//	PATCH  /sluice/rules/{kind}/{id}   change single fields (null unsets one)
+//	DELETE /sluice/rules/{kind}/{id}   delete the Redis (or memory) fields; a static rule comes back
+//	GET    /sluice/rules/{kind}/{id}/history            recorded changes, newest first
+//	POST   /sluice/rules/{kind}/{id}/rollback?version=  write a recorded version back
+//	GET|PUT|PATCH|DELETE /sluice/bindings[/{route}[/history|/rollback]]  the same for route bindings
 //	GET    /sluice/store               the store's Redis connection and counts
 //	GET    /sluice/state               live state of the store and every handler package
 //	POST   /sluice/{resource}/{id}/{action}  a registered action, e.g. breakers/order_cb/force_open
+//
+// Writes take If-Match (412 on mismatch), ?dry_run=true (validate and show
+// the diff, write nothing) and, for bindings, ?allow_missing=true.
 type adminAPI struct{}
 
 // CaddyModule returns the Caddy module information.
@@ -48,7 +55,11 @@ type ruleView struct {
 	ID      string `json:"id"`
 	Source  string `json:"source"`
 	Version string `json:"version"`
+	// Fields are the effective fields; Overlay the raw fields held in
+	// Redis (or memory); Static tells a rule declared in the config.
 	Fields  Fields `json:"fields"`
+	Overlay Fields `json:"overlay,omitempty"`
+	Static  bool   `json:"static"`
 }
 
 func notFound(format string, args ...any) error {
@@ -78,12 +89,23 @@ func serveAdmin(w http.ResponseWriter, r *http.Request) error {
 			return writeJSON(w, app.Status())
 		}
 		return writeJSON(w, app.State())
+	case len(parts) == 1 && parts[0] == "rules":
+		if r.Method != http.MethodGet {
+			return notAllowed(r)
+		}
+		return writeJSON(w, app.index())
+	case len(parts) == 4 && parts[0] == "rules":
+		kind, ok := ParseKind(parts[1])
+		if !ok {
+			return notFound("unknown rule kind %q", parts[1])
+		}
+		return app.serveHistory(w, r, kind, parts[2], parts[3])
 	case len(parts) >= 2 && len(parts) <= 3 && parts[0] == "rules":
 		kind, ok := ParseKind(parts[1])
 		if !ok {
 			return notFound("unknown rule kind %q", parts[1])
 		}
-		if len(parts) == 3 && (r.Method == http.MethodPut || r.Method == http.MethodDelete) {
+		if len(parts) == 3 && (r.Method == http.MethodPut || r.Method == http.MethodPatch || r.Method == http.MethodDelete) {
 			return app.serveWrite(w, r, kind, parts[2])
 		}
 		if r.Method != http.MethodGet {
@@ -92,13 +114,15 @@ func serveAdmin(w http.ResponseWriter, r *http.Request) error {
 		if len(parts) == 2 {
 			out := []ruleView{}
 			for _, rule := range app.Rules(kind) {
-				out = append(out, view(rule))
+				out = append(out, app.view(rule))
 			}
 			sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 			return writeJSON(w, out)
 		}
 		if rule := app.Lookup(kind, parts[2]); rule != nil {
-			return writeJSON(w, view(rule))
+			v := app.view(rule)
+			w.Header().Set("ETag", ETag(v.Version))
+			return writeJSON(w, v)
 		}
 		return notFound("no %s rule %q", kind, parts[2])
 	case len(parts) == 3:
@@ -126,8 +150,23 @@ func serveAdmin(w http.ResponseWriter, r *http.Request) error {
 	return notFound("not found: %s", r.URL.Path)
 }
 
-func view(r *Rule) ruleView {
-	return ruleView{Kind: r.Kind.String(), ID: r.ID, Source: r.Source, Version: Version(r.Fields), Fields: r.Fields}
+func (a *App) view(r *Rule) ruleView {
+	return ruleView{Kind: r.Kind.String(), ID: r.ID, Source: r.Source, Version: Version(r.Fields), Fields: r.Fields,
+		Overlay: r.Overlay, Static: a.Static(r.Kind, r.ID) != nil}
+}
+
+// kindIndex is one kind in GET /sluice/rules.
+type kindIndex struct {
+	Count int    `json:"count"`
+	Path  string `json:"path"`
+}
+
+func (a *App) index() map[string]kindIndex {
+	out := map[string]kindIndex{}
+	for _, k := range Kinds() {
+		out[k.String()] = kindIndex{Count: a.Count(k), Path: "/sluice/rules/" + k.String()}
+	}
+	return out
 }
 
 func writeJSON(w http.ResponseWriter, v any) error {

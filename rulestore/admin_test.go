@@ -107,7 +107,7 @@ func TestBindingsEndpoint(t *testing.T) {
 	in := runStore(t, redisStore(r.URL()))
 	c := r.Client()
 	ctx := context.Background()
-	code, body := adminDo(t, in, "PUT", "/sluice/bindings/order_route", `{"rate_limit": "order_api", "gray": "vip, ramp"}`)
+	code, body := adminDo(t, in, "PUT", "/sluice/bindings/order_route?allow_missing=true", `{"rate_limit": "order_api", "gray": "vip, ramp"}`)
 	if code != 200 || !strings.Contains(body, `"stored":"redis"`) {
 		t.Fatalf("PUT binding: %d %s", code, body)
 	}
@@ -121,6 +121,9 @@ func TestBindingsEndpoint(t *testing.T) {
 	if code, body := adminDo(t, in, "GET", "/sluice/bindings", ""); code != 200 || !strings.Contains(body, `"id":"order_route"`) {
 		t.Fatalf("list bindings: %d %s", code, body)
 	}
+	testcaddy.Eventually(t, 10*time.Second, "verdict on the binding", func() bool {
+		return c.Exists(ctx, "gateway:status:binding:order_route").Val() == 1
+	})
 
 	before := redisContents(t, c)
 	for _, bad := range []struct{ path, body, want string }{
@@ -157,6 +160,10 @@ func TestInvalidWritesLeaveRedisUntouched(t *testing.T) {
 		t.Fatalf("PUT: %d %s", code, body)
 	}
 	in.waitQPS("keep", "3")
+	// The store writes its verdict right after applying the rule.
+	testcaddy.Eventually(t, 10*time.Second, "verdict on keep", func() bool {
+		return c.Exists(context.Background(), "gateway:status:rate_limit:keep").Val() == 1
+	})
 	before := redisContents(t, c)
 	long := strings.Repeat("a", MaxIDLength+1)
 	huge := `{"qps": "` + strings.Repeat("9", maxRuleBody) + `"}`
@@ -293,7 +300,7 @@ func TestPropagationDelayIsMeasured(t *testing.T) {
 // Without Redis, writes act on memory, say so, and emit rule_updated.
 func TestMemoryWritesEmitEvents(t *testing.T) {
 	in := runStoreWithEvents(t, map[string]any{})
-	code, body := adminDo(t, in, "PUT", "/sluice/bindings/mem_route", `{"rate_limit": "x"}`)
+	code, body := adminDo(t, in, "PUT", "/sluice/bindings/mem_route?allow_missing=true", `{"rate_limit": "x"}`)
 	if code != 200 || !strings.Contains(body, `"stored":"memory"`) {
 		t.Fatalf("PUT: %d %s", code, body)
 	}

@@ -34,13 +34,14 @@ type App struct {
 	Gray           map[string]Fields `json:"gray,omitempty"`
 	Binding        map[string]Fields `json:"binding,omitempty"`
 
-	static  [numKinds]map[string]*Rule
-	source  *redisSource // nil without Redis
-	ctx     caddy.Context
-	events  *caddyevents.App // nil if unavailable
-	poolKey string
-	logger  *zap.Logger
-	missing sync.Map // "kind/id" already warned about
+	static   [numKinds]map[string]*Rule
+	overlays [numKinds]map[string]*overlaySlot // one per static id (overlay.go)
+	source   *redisSource                      // nil without Redis
+	ctx      caddy.Context
+	events   *caddyevents.App // nil if unavailable
+	poolKey  string
+	logger   *zap.Logger
+	missing  sync.Map // ruleRef -> *missingRef (status.go)
 }
 
 // CaddyModule returns the Caddy module information.
@@ -58,8 +59,17 @@ type Rule struct {
 	Fields Fields
 	// Value is the typed value the kind's parser returned.
 	Value any
-	// Source is "static" or "redis".
+	// Source is "static", "redis" or "memory" (admin API writes without
+	// Redis). A Redis or memory rule over a static one is their overlay.
 	Source string
+	// Overlay holds the raw fields kept in Redis (or memory) for this id,
+	// nil for a rule as declared in the config. Fields are the effective
+	// fields: the static rule's, overlaid by these.
+	Overlay Fields
+
+	// partial: validated as the overlay of a static rule, so not complete
+	// on its own.
+	partial bool
 }
 
 // layer holds the rules loaded from Redis by kind, then id. A published
@@ -120,12 +130,14 @@ func (a *App) Provision(ctx caddy.Context) error {
 	}
 	for _, k := range Kinds() {
 		a.static[k] = make(map[string]*Rule)
+		a.overlays[k] = make(map[string]*overlaySlot)
 		for id, f := range a.staticFields(k) {
 			v, err := Parse(k, id, f)
 			if err != nil {
 				return fmt.Errorf("static %s rule %q: %w", k, id, err)
 			}
 			a.static[k][id] = &Rule{Kind: k, ID: id, Fields: f, Value: v, Source: "static"}
+			a.overlays[k][id] = new(overlaySlot)
 		}
 	}
 	if err := a.registerMetrics(ctx.GetMetricsRegistry()); err != nil {
@@ -187,19 +199,18 @@ func (a *App) Cleanup() error {
 	return nil
 }
 
-// Lookup returns the rule of kind k with this id, or nil. A Redis rule
-// overrides a static rule of the same id while it exists. It reads local
-// memory only, takes no lock and does not allocate.
+// Lookup returns the rule of kind k with this id, or nil. A Redis (or
+// memory) rule overlays a static rule of the same id field by field while it
+// exists (see overlay.go). It reads local memory only, takes no lock and
+// does not allocate.
 func (a *App) Lookup(k Kind, id string) *Rule {
-	if a.source != nil {
-		if r := a.source.snapshot().get(k, id); r != nil {
-			return r
-		}
-	} else if r := memory.snap.Load().get(k, id); r != nil {
-		return r
-	}
 	if k >= numKinds {
 		return nil
+	}
+	if r := a.overlayLayer().get(k, id); r != nil {
+		if e := a.effective(k, id, r); e != nil {
+			return e
+		}
 	}
 	return a.static[k][id]
 }
@@ -252,38 +263,24 @@ func (a *App) Require(k Kind, id string) error {
 	return nil
 }
 
-// WarnMissing logs once per id that a handler refers to a rule the store
-// does not hold yet; requests pass through until it arrives.
-func (a *App) WarnMissing(k Kind, id string) {
-	if _, seen := a.missing.LoadOrStore(k.String()+"/"+id, struct{}{}); !seen {
-		a.logger.Warn("rule not found; requests pass through until it arrives",
-			zap.String("kind", k.String()), zap.String("id", id))
-	}
-}
-
 // Rules returns every rule of kind k currently in force, Redis (or, without
-// Redis, rules written through the admin API) over static.
+// Redis, rules written through the admin API) overlaying static.
 func (a *App) Rules(k Kind) map[string]*Rule {
 	out := make(map[string]*Rule)
 	for id, r := range a.static[k] {
 		out[id] = r
 	}
-	over := memory.snap.Load()
-	if a.source != nil {
-		over = a.source.snapshot()
-	}
-	for id, s := range over[k] {
-		out[id] = s.rule.Load()
+	for id, s := range a.overlayLayer()[k] {
+		if e := a.effective(k, id, s.rule.Load()); e != nil {
+			out[id] = e
+		}
 	}
 	return out
 }
 
 // Count is len(Rules(k)) without building the map: O(static rules).
 func (a *App) Count(k Kind) int {
-	over := memory.snap.Load()
-	if a.source != nil {
-		over = a.source.snapshot()
-	}
+	over := a.overlayLayer()
 	n := len(over[k])
 	for id := range a.static[k] {
 		if over[k][id] == nil {

@@ -16,6 +16,10 @@ type Fields map[string]string
 // UnmarshalJSON accepts string, number and boolean values, so JSON configs
 // can write "qps": 100 as naturally as "qps": "100".
 func (f *Fields) UnmarshalJSON(b []byte) error {
+	if string(bytes.TrimSpace(b)) == "null" {
+		*f = nil // as encoding/json does for a map
+		return nil
+	}
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return err

@@ -13,8 +13,9 @@ import (
 // it; a restart loses it. Deleting an id brings its static rule (if any)
 // back, as deleting a Redis rule does.
 var memory struct {
-	mu   sync.Mutex // serialises writers
-	snap atomic.Pointer[layer]
+	mu      sync.Mutex // serialises writers
+	snap    atomic.Pointer[layer]
+	history map[ruleRef][]HistoryEntry // newest first, see history.go
 }
 
 func init() { memory.snap.Store(new(layer)) }
@@ -31,6 +32,40 @@ func memoryPut(r *Rule) {
 	next := cur.clone(r.Kind)
 	next[r.Kind][r.ID] = newSlot(r)
 	memory.snap.Store(next)
+}
+
+// memoryApply runs one admin write on memory: build gets the raw fields
+// held now (nil: none) and returns the new ones (nil: delete), or an error
+// to write nothing. The change is recorded in the history.
+func memoryApply(k Kind, id string, build func(cur Fields) (*Rule, error), via string) (prev Fields, err error) {
+	memory.mu.Lock()
+	defer memory.mu.Unlock()
+	cur := memory.snap.Load()
+	if r := cur.get(k, id); r != nil {
+		prev = r.Fields
+	}
+	r, err := build(prev)
+	if err != nil {
+		return prev, err
+	}
+	var next Fields
+	switch s := cur[k][id]; {
+	case r != nil && s != nil:
+		s.rule.Store(r)
+	case r != nil:
+		n := cur.clone(k)
+		n[k][id] = newSlot(r)
+		memory.snap.Store(n)
+	case s != nil:
+		n := cur.clone(k)
+		delete(n[k], id)
+		memory.snap.Store(n)
+	}
+	if r != nil {
+		next = r.Fields
+	}
+	memoryRecord(newHistoryEntry(k, id, prev, next, via))
+	return prev, nil
 }
 
 // memoryDelete drops an in-memory rule; it reports whether there was one.

@@ -16,6 +16,7 @@ import (
 //	sluice_rulestore_last_resync_timestamp_seconds  time of the last full resync
 //	sluice_rulestore_admin_writes_total{kind,op,result}  writes through the admin API
 //	sluice_rulestore_propagation_delay_seconds      admin API write to applied here
+//	sluice_rules_invalid{kind}                      rule ids rejected (last version in Redis invalid) or missing (referenced, not held)
 var (
 	descRules      = prometheus.NewDesc("sluice_rulestore_rules", "Rules in force, by kind and source.", []string{"kind", "source"}, nil)
 	descConnected  = prometheus.NewDesc("sluice_rulestore_redis_connected", "1 while the store follows Redis, 0 otherwise.", nil, nil)
@@ -23,6 +24,7 @@ var (
 	descUpdates    = prometheus.NewDesc("sluice_rulestore_updates_total", "Rule changes applied from Redis (upserts and deletes).", nil, nil)
 	descRejected   = prometheus.NewDesc("sluice_rulestore_rejected_total", "Rules from Redis rejected as invalid.", nil, nil)
 	descLastResync = prometheus.NewDesc("sluice_rulestore_last_resync_timestamp_seconds", "Unix time of the last full resync.", nil, nil)
+	descInvalid    = prometheus.NewDesc("sluice_rules_invalid", "Rule ids rejected (the last version written is invalid; the last good one, if any, stays in force) or missing (a handler refers to them, the store holds none), by kind.", []string{"kind"}, nil)
 )
 
 // Process-wide collectors: they outlive configs, so a reload neither
@@ -43,14 +45,19 @@ var (
 type storeCollector struct{ app *App }
 
 func (c storeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRules, descConnected, descResyncs, descUpdates, descRejected, descLastResync} {
+	for _, d := range []*prometheus.Desc{descRules, descConnected, descResyncs, descUpdates, descRejected, descLastResync, descInvalid} {
 		ch <- d
 	}
 }
 
 func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
 	a := c.app
+	invalid := map[string]int{}
+	for _, r := range a.Invalid() {
+		invalid[r.Kind]++
+	}
 	for _, k := range Kinds() {
+		ch <- prometheus.MustNewConstMetric(descInvalid, prometheus.GaugeValue, float64(invalid[k.String()]), k.String())
 		ch <- prometheus.MustNewConstMetric(descRules, prometheus.GaugeValue, float64(len(a.static[k])), k.String(), "static")
 		if a.source != nil {
 			ch <- prometheus.MustNewConstMetric(descRules, prometheus.GaugeValue, float64(len(a.source.snapshot()[k])), k.String(), "redis")

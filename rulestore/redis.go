@@ -43,7 +43,8 @@ type redisSource struct {
 	done      chan struct{}
 	pubsub    atomic.Pointer[redis.PubSub] // the open subscription, closed to stop at once
 
-	status sourceStatus
+	status   sourceStatus
+	feedback feedback // verdicts and history to write back (status.go, history.go)
 
 	instanceID    string       // this process's heartbeat member
 	instances     atomic.Int64 // live instances sharing this Redis and prefix
@@ -313,9 +314,10 @@ func (s *redisSource) refresh(ctx context.Context, k Kind, id string) error {
 	s.refreshed[ruleRef{k, id}] = time.Now().UnixNano()
 	if len(fields) == 0 {
 		s.remove(k, id)
-		return nil
+	} else {
+		s.upsert(k, id, Fields(fields))
 	}
-	s.upsert(k, id, Fields(fields))
+	s.flushFeedback(ctx)
 	return nil
 }
 
@@ -339,13 +341,15 @@ func (s *redisSource) upsert(k Kind, id string, f Fields) {
 	}
 	s.status.updates.Add(1)
 	s.logger.Info("rule updated", zap.String("key", s.names.RuleKey(k, id)))
-	emitUpdated(k, id, "upsert", "redis", f)
+	s.applied(k, id, old, f)
 }
 
 func (s *redisSource) remove(k Kind, id string) {
 	cur := s.snap.Load()
 	delete(s.retained, ruleRef{k, id})
-	if cur.get(k, id) == nil {
+	old := cur.get(k, id)
+	if old == nil {
+		s.feedback.forget(k, id)
 		return
 	}
 	next := cur.clone(k)
@@ -353,13 +357,15 @@ func (s *redisSource) remove(k Kind, id string) {
 	s.snap.Store(next)
 	s.status.updates.Add(1)
 	s.logger.Info("rule deleted", zap.String("key", s.names.RuleKey(k, id)))
-	emitUpdated(k, id, "delete", "redis", nil)
+	s.applied(k, id, old, nil)
 }
 
 // parse validates a rule read from Redis. A bad rule is logged with its key,
 // field and reason, and the last good version (old) stays in force.
 func (s *redisSource) parse(k Kind, id string, f Fields, old *Rule) (*Rule, bool) {
-	v, err := Parse(k, id, f)
+	st := staticRule(k, id)
+	v, _, err := parseOver(k, id, st, f)
+	s.feedback.verdict(k, id, f, err)
 	if err != nil {
 		s.status.rejected.Add(1)
 		var fe *FieldError
@@ -375,7 +381,7 @@ func (s *redisSource) parse(k Kind, id string, f Fields, old *Rule) (*Rule, bool
 		emitRejected(k, id, "redis", err)
 		return nil, false
 	}
-	return &Rule{Kind: k, ID: id, Fields: f, Value: v, Source: "redis"}, true
+	return &Rule{Kind: k, ID: id, Fields: f, Value: v, Source: "redis", Overlay: f, partial: st != nil}, true
 }
 
 // fullResync reloads every rule from Redis and reconciles it with what is
@@ -426,7 +432,7 @@ func (s *redisSource) fullResync(ctx context.Context, reason string) error {
 				}
 				next[k][id] = newSlot(r)
 				if s.loaded {
-					emitUpdated(k, id, "upsert", "redis", f)
+					s.applied(k, id, old, f)
 				}
 			}
 		}
@@ -440,7 +446,7 @@ func (s *redisSource) fullResync(ctx context.Context, reason string) error {
 			}
 			removed++
 			if s.loaded {
-				emitUpdated(k, id, "delete", "redis", nil)
+				s.applied(k, id, old.rule.Load(), nil)
 			}
 		}
 	}
@@ -461,6 +467,7 @@ func (s *redisSource) fullResync(ctx context.Context, reason string) error {
 		zap.Int("added", added), zap.Int("updated", updated), zap.Int("removed", removed),
 		zap.Int("rejected", rejected), zap.Int("retained", len(s.retained)),
 		zap.Duration("took", time.Since(start)))
+	s.flushFeedback(ctx)
 	return nil
 }
 
@@ -665,6 +672,9 @@ func isWrongType(err error) bool {
 
 func (s *redisSource) rejectNonHash(key string) {
 	s.status.rejected.Add(1)
+	if k, id, ok := s.names.parseKey(key); ok && ValidID(id) == nil {
+		s.feedback.verdict(k, id, nil, errors.New("the key is not a hash"))
+	}
 	s.logger.Error("rule rejected: the key is not a hash; keeping the last good version", zap.String("key", clip(key)))
 }
 

@@ -67,6 +67,8 @@ type StoreState struct {
 	Writes string `json:"writes"`
 	// Versions of every rule in force, by kind then id (see Version).
 	Versions map[string]map[string]RuleVersion `json:"versions"`
+	// Invalid lists rejected and missing rule ids (see InvalidRule).
+	Invalid []InvalidRule `json:"invalid"`
 }
 
 // RuleVersion is one rule's version and where it comes from.
@@ -78,7 +80,7 @@ type RuleVersion struct {
 // State returns the whole of GET /sluice/state: the store's section under
 // "rulestore", then each registered reporter's section.
 func (a *App) State() map[string]any {
-	st := StoreState{Status: a.Status(), Writes: "memory", Versions: map[string]map[string]RuleVersion{}}
+	st := StoreState{Status: a.Status(), Writes: "memory", Versions: map[string]map[string]RuleVersion{}, Invalid: a.Invalid()}
 	if a.source != nil {
 		st.Writes = "redis"
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -21,123 +22,426 @@ const changeLogLength = 10000
 // maxRuleBody bounds a rule written through the admin API.
 const maxRuleBody = 64 << 10
 
-// writeResult is the answer to a PUT or DELETE.
+// writeResult is the answer to a PUT, PATCH, DELETE or rollback.
 type writeResult struct {
-	Kind    string `json:"kind"`
-	ID      string `json:"id"`
-	Op      string `json:"op"` // upsert or delete
+	Kind string `json:"kind"`
+	ID   string `json:"id"`
+	Op   string `json:"op"` // upsert or delete
+	// Version and Fields are the effective rule after the change (the
+	// static rule overlaid by Overlay); empty if no rule remains.
 	Version string `json:"version,omitempty"`
 	Fields  Fields `json:"fields,omitempty"`
+	// Overlay is the raw field set now held in Redis (or memory).
+	Overlay     Fields `json:"overlay,omitempty"`
+	PrevVersion string `json:"prev_version,omitempty"`
+	// Diff lists the effective fields that change.
+	Diff []FieldChange `json:"diff"`
+	// Value is the parsed rule (dry runs), where it can be shown as JSON.
+	Value  json.RawMessage `json:"value,omitempty"`
+	DryRun bool            `json:"dry_run,omitempty"`
 	// Stored is where the change went: redis, or memory without Redis.
 	Stored string `json:"stored"`
 	Note   string `json:"note,omitempty"`
 }
 
+// FieldChange is one field's change: added, removed or changed.
+type FieldChange struct {
+	Field  string `json:"field"`
+	Change string `json:"change"`
+	Old    string `json:"old,omitempty"`
+	New    string `json:"new,omitempty"`
+}
+
+// DiffFields lists the changes from a to b, by field name.
+func DiffFields(a, b Fields) []FieldChange {
+	out := []FieldChange{}
+	for _, name := range mergeFields(a, b).Names() {
+		av, inA := a[name]
+		bv, inB := b[name]
+		switch {
+		case inA && !inB:
+			out = append(out, FieldChange{Field: name, Change: "removed", Old: av})
+		case !inA && inB:
+			out = append(out, FieldChange{Field: name, Change: "added", New: bv})
+		case av != bv:
+			out = append(out, FieldChange{Field: name, Change: "changed", Old: av, New: bv})
+		}
+	}
+	return out
+}
+
 const memoryNote = "no redis configured: the change is held in this process's memory only " +
 	"(kept across caddy reload, lost on restart, not shared with other instances)"
 
-// serveWrite handles PUT and DELETE of one rule through the admin API.
-func (a *App) serveWrite(w http.ResponseWriter, r *http.Request, k Kind, id string) error {
-	if err := ValidID(id); err != nil {
-		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: err}
-	}
-	res := writeResult{Kind: k.String(), ID: id, Op: "delete", Stored: "redis"}
-	var f Fields
-	var value any
-	if r.Method == http.MethodPut {
-		res.Op = "upsert"
-		body, err := io.ReadAll(io.LimitReader(r.Body, maxRuleBody+1))
-		if err != nil || len(body) > maxRuleBody {
-			return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf("rule body unreadable or over %d bytes", maxRuleBody)}
-		}
-		if err := json.Unmarshal(body, &f); err != nil {
-			return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf("rule body: want a JSON object of fields: %v", err)}
-		}
-		if f == nil {
-			return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: errors.New("rule body: want a JSON object of fields, got null")}
-		}
-		if value, err = Parse(k, id, f); err != nil {
-			adminWrites.WithLabelValues(k.String(), res.Op, "invalid").Inc()
-			emitRejected(k, id, "admin_api", err)
-			return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: err}
-		}
-		res.Fields, res.Version = f, Version(f)
-	}
-
-	if a.source == nil {
-		res.Stored, res.Note = "memory", memoryNote
-		if f != nil {
-			memoryPut(&Rule{Kind: k, ID: id, Fields: f, Value: value, Source: "memory"})
-		} else if !memoryDelete(k, id) {
-			adminWrites.WithLabelValues(k.String(), res.Op, "not_found").Inc()
-			return notFound("no %s rule %q in memory (rules from the config can only change with the config)", k, id)
-		}
-		adminWrites.WithLabelValues(k.String(), res.Op, "ok").Inc()
-		a.logger.Info("rule written through the admin API", zap.String("kind", k.String()), zap.String("id", id),
-			zap.String("op", res.Op), zap.String("stored", "memory"))
-		emitUpdated(k, id, res.Op, "memory", f)
-		return writeJSON(w, res)
-	}
-	if err := a.source.write(r.Context(), k, id, f); err != nil {
-		adminWrites.WithLabelValues(k.String(), res.Op, "redis_error").Inc()
-		return caddy.APIError{HTTPStatus: http.StatusBadGateway, Err: fmt.Errorf("writing to redis: %w", err)}
-	}
-	adminWrites.WithLabelValues(k.String(), res.Op, "ok").Inc()
-	a.logger.Info("rule written through the admin API", zap.String("kind", k.String()), zap.String("id", id),
-		zap.String("op", res.Op), zap.String("stored", "redis"))
-	return writeJSON(w, res)
+// writeRequest is one write through the admin API.
+type writeRequest struct {
+	kind         Kind
+	id           string
+	op           string // upsert or delete
+	ifMatch      string
+	dryRun       bool
+	allowMissing bool
+	via          string
+	// next returns the new raw fields from the current ones (nil: none);
+	// nil means delete.
+	next func(cur Fields) (Fields, error)
 }
 
-// write stores a rule (nil fields: deletes it), appends to the change log
-// and publishes in one MULTI/EXEC: concurrent writers are serialised by
-// Redis, so the hash and its change-log entry never disagree, and no reader
-// sees a publish before the data or half a rule. The entry carries the
+// errDryRun stops a write after validation.
+var errDryRun = errors.New("dry run")
+
+func apiError(status int, format string, args ...any) error {
+	return caddy.APIError{HTTPStatus: status, Err: fmt.Errorf(format, args...)}
+}
+
+// ETag is the entity tag of a rule version.
+func ETag(version string) string { return `"` + version + `"` }
+
+// matchETag reports whether an If-Match header accepts the current version
+// ("" when no rule exists).
+func matchETag(header, version string) bool {
+	for _, tag := range strings.Split(header, ",") {
+		tag = strings.TrimPrefix(strings.TrimSpace(tag), "W/")
+		if (tag == "*" && version != "") || (version != "" && tag == ETag(version)) {
+			return true
+		}
+	}
+	return false
+}
+
+// plan validates one write against the raw fields held now and fills the
+// result. It returns the new raw fields and their parsed value.
+func (a *App) plan(ctx context.Context, req *writeRequest, cur Fields, res *writeResult) (Fields, any, error) {
+	k, id := req.kind, req.id
+	st := a.Static(k, id)
+	var before Fields
+	switch {
+	case cur != nil:
+		before = cur
+		if st != nil {
+			before = mergeFields(st.Fields, cur)
+		}
+	case st != nil:
+		before = st.Fields
+	}
+	if before != nil {
+		res.PrevVersion = Version(before)
+	}
+	if req.ifMatch != "" && !matchETag(req.ifMatch, res.PrevVersion) {
+		return nil, nil, apiError(http.StatusPreconditionFailed,
+			"If-Match %s does not match the current version %s of %s rule %q", req.ifMatch, ETag(res.PrevVersion), k, id)
+	}
+	raw, err := req.next(cur)
+	if err != nil {
+		return nil, nil, err
+	}
+	var value any
+	var after Fields
+	if raw != nil {
+		var perr error
+		value, after, perr = parseOver(k, id, st, raw)
+		if perr != nil {
+			adminWrites.WithLabelValues(k.String(), req.op, "invalid").Inc()
+			emitRejected(k, id, "admin_api", perr)
+			if st == nil && cur == nil {
+				perr = fmt.Errorf("%w (a rule that is not declared in the config must be complete)", perr)
+			}
+			return nil, nil, caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: perr}
+		}
+		if b, ok := value.(*RouteBinding); ok && !req.allowMissing {
+			if missing := a.missingRefs(ctx, b); len(missing) > 0 {
+				return nil, nil, apiError(http.StatusConflict, "binding %q refers to rules that do not exist: %s "+
+					"(write them first, or add ?allow_missing=true)", id, strings.Join(missing, ", "))
+			}
+		}
+	} else {
+		res.Op = "delete" // also a PATCH that unset every field
+		if st != nil {
+			after = st.Fields // deleting an overlay brings the static rule back
+		}
+	}
+	res.Overlay, res.Fields, res.Diff = raw, after, DiffFields(before, after)
+	if after != nil {
+		res.Version = Version(after)
+	}
+	if req.dryRun && value != nil {
+		if b, err := json.Marshal(value); err == nil {
+			res.Value = b
+		}
+	}
+	return raw, value, nil
+}
+
+// missingRefs lists the rules a binding names that exist nowhere: not in
+// the config, not in Redis (read there, not from this instance's copy, so
+// a rule written a moment ago counts), not in memory.
+func (a *App) missingRefs(ctx context.Context, b *RouteBinding) []string {
+	var missing []string
+	check := func(k Kind, id string) {
+		if id == "" || a.Static(k, id) != nil {
+			return
+		}
+		if a.source == nil {
+			if memory.snap.Load().get(k, id) == nil {
+				missing = append(missing, k.String()+" "+id)
+			}
+			return
+		}
+		n, err := a.source.client.Exists(ctx, a.source.names.RuleKey(k, id)).Result()
+		if err == nil && n == 0 {
+			missing = append(missing, k.String()+" "+id)
+		}
+	}
+	check(RateLimit, b.RateLimit)
+	check(CircuitBreaker, b.CircuitBreaker)
+	for _, g := range b.Gray {
+		check(Gray, g)
+	}
+	return missing
+}
+
+// commit runs a planned write: in memory, or in Redis where the current
+// fields are read and the new ones written in one WATCH/MULTI/EXEC, so an
+// If-Match holds against concurrent writers.
+func (a *App) commit(ctx context.Context, req *writeRequest) (writeResult, error) {
+	res := writeResult{Kind: req.kind.String(), ID: req.id, Op: req.op, DryRun: req.dryRun, Stored: "redis"}
+	var err error
+	if a.source == nil {
+		res.Stored, res.Note = "memory", memoryNote
+		_, err = memoryApply(req.kind, req.id, func(cur Fields) (*Rule, error) {
+			raw, value, err := a.plan(ctx, req, cur, &res)
+			if err != nil {
+				return nil, err
+			}
+			if req.dryRun {
+				return nil, errDryRun
+			}
+			if raw == nil {
+				return nil, nil
+			}
+			return &Rule{Kind: req.kind, ID: req.id, Fields: raw, Value: value, Source: "memory", Overlay: raw,
+				partial: a.Static(req.kind, req.id) != nil}, nil
+		}, req.via)
+	} else {
+		err = a.source.apply(ctx, req.kind, req.id, req.via, func(cur Fields) (Fields, error) {
+			raw, _, err := a.plan(ctx, req, cur, &res)
+			if err == nil && req.dryRun {
+				err = errDryRun
+			}
+			return raw, err
+		})
+	}
+	if errors.Is(err, errDryRun) {
+		return res, nil
+	}
+	if err != nil {
+		var ae caddy.APIError
+		if !errors.As(err, &ae) {
+			adminWrites.WithLabelValues(req.kind.String(), req.op, "redis_error").Inc()
+			err = caddy.APIError{HTTPStatus: http.StatusBadGateway, Err: fmt.Errorf("writing to redis: %w", err)}
+		} else if ae.HTTPStatus == http.StatusNotFound {
+			adminWrites.WithLabelValues(req.kind.String(), req.op, "not_found").Inc()
+		}
+		return res, err
+	}
+	adminWrites.WithLabelValues(req.kind.String(), req.op, "ok").Inc()
+	a.logger.Info("rule written through the admin API", zap.String("kind", res.Kind), zap.String("id", res.ID),
+		zap.String("op", res.Op), zap.String("stored", res.Stored), zap.String("via", req.via))
+	if a.source == nil {
+		emitUpdated(req.kind, req.id, res.Op, "memory", res.Overlay)
+	}
+	return res, nil
+}
+
+// maxWriteRounds bounds the optimistic retries of one write.
+const maxWriteRounds = 200
+
+// errWriteConflict: the rule kept changing under a write.
+var errWriteConflict = caddy.APIError{HTTPStatus: http.StatusConflict,
+	Err: errors.New("the rule changed during the write several times in a row; retry")}
+
+// apply reads a rule's raw fields, lets build decide the new ones (nil:
+// delete; an error writes nothing) and writes them with their history
+// entry and change-log entry, then publishes, in one transaction watched on
+// the rule's key. Concurrent writers are serialised by Redis, so the hash,
+// its history and its change-log entry never disagree, and no reader sees a
+// publish before the data or half a rule. The change-log entry carries the
 // rule's version and the publish time (published_at, unix ns) for the
 // propagation-delay histogram.
 //
 // Redis Cluster cannot run one transaction over keys in different slots, so
-// there the hash is replaced in its own MULTI/EXEC, then the entry is
-// appended, then the id published: a reader still never sees a publish
-// before the data, but two concurrent writers of one id may leave the last
-// entry naming the other's version (the next write or resync heals it).
-func (s *redisSource) write(ctx context.Context, k Kind, id string, f Fields) error {
+// there the hash alone is replaced in the watched transaction, then the
+// history and change-log entries are appended and the id published: a
+// reader still never sees a publish before the data.
+func (s *redisSource) apply(ctx context.Context, k Kind, id, via string, build func(cur Fields) (Fields, error)) error {
 	ctx, cancel := context.WithTimeout(ctx, 3*s.timeout)
 	defer cancel()
 	key := s.names.RuleKey(k, id)
-	entry := map[string]any{"type": k.String(), "id": id, "op": "delete",
-		"published_at": strconv.FormatInt(time.Now().UnixNano(), 10)}
-	var args []any
-	if f != nil {
-		entry["op"], entry["version"] = "upsert", Version(f)
-		args = make([]any, 0, 2*len(f))
-		for name, v := range f {
-			args = append(args, name, v)
+	_, cluster := s.client.(*redis.ClusterClient)
+	txf := func(tx *redis.Tx) error {
+		m, err := tx.HGetAll(ctx, key).Result()
+		if err != nil && !isWrongType(err) {
+			return err
 		}
-	}
-	replace := func(p redis.Pipeliner) {
-		p.Del(ctx, key)
+		var cur Fields
+		if len(m) > 0 {
+			cur = Fields(m)
+		}
+		f, err := build(cur)
+		if err != nil {
+			return err
+		}
+		entry := map[string]any{"type": k.String(), "id": id, "op": "delete",
+			"published_at": strconv.FormatInt(time.Now().UnixNano(), 10)}
+		var args []any
 		if f != nil {
-			p.HSet(ctx, key, args...)
+			entry["op"], entry["version"] = "upsert", Version(f)
+			for name, v := range f {
+				args = append(args, name, v)
+			}
 		}
-	}
-	xadd := &redis.XAddArgs{Stream: s.names.Stream(), MaxLen: changeLogLength, Approx: true, Values: entry}
-
-	if _, cluster := s.client.(*redis.ClusterClient); !cluster {
-		_, err := s.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			replace(p)
+		hist := newHistoryEntry(k, id, cur, f, via)
+		xadd := &redis.XAddArgs{Stream: s.names.Stream(), MaxLen: changeLogLength, Approx: true, Values: entry}
+		tail := func(p redis.Pipeliner) {
+			s.queueHistory(ctx, p, hist)
 			p.XAdd(ctx, xadd)
 			p.Publish(ctx, s.names.Channel(k), id)
+		}
+		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.Del(ctx, key)
+			if f != nil {
+				p.HSet(ctx, key, args...)
+			}
+			if !cluster {
+				tail(p)
+			}
 			return nil
 		})
+		if err != nil || !cluster {
+			return err
+		}
+		_, err = s.client.Pipelined(ctx, func(p redis.Pipeliner) error { tail(p); return nil })
 		return err
 	}
-	if _, err := s.client.TxPipelined(ctx, func(p redis.Pipeliner) error { replace(p); return nil }); err != nil {
+	// Optimistic: another writer's commit between the read and ours
+	// restarts the read. Each round lets one writer through, so this ends.
+	for range maxWriteRounds {
+		err := s.client.Watch(ctx, txf, key)
+		if !errors.Is(err, redis.TxFailedErr) {
+			return err
+		}
+	}
+	return errWriteConflict
+}
+
+// readBody reads a JSON object of fields. With patch, a null value unsets
+// the field; unset lists them.
+func readBody(r *http.Request, patch bool) (f Fields, unset []string, err error) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxRuleBody+1))
+	if err != nil || len(body) > maxRuleBody {
+		return nil, nil, apiError(http.StatusBadRequest, "rule body unreadable or over %d bytes", maxRuleBody)
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return nil, nil, apiError(http.StatusBadRequest, "rule body: want a JSON object of fields: %v", err)
+	}
+	if raw == nil { // null: an empty rule, rejected below with the field it lacks
+		raw = map[string]json.RawMessage{}
+	}
+	if patch {
+		for name, v := range raw {
+			if string(v) == "null" {
+				unset = append(unset, name)
+				delete(raw, name)
+			}
+		}
+	}
+	b, _ := json.Marshal(raw)
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, nil, apiError(http.StatusBadRequest, "rule body: %v", err)
+	}
+	return f, unset, nil
+}
+
+// serveWrite handles PUT, PATCH and DELETE of one rule through the admin
+// API. PUT replaces the raw fields held for the id (the overlay of a static
+// rule, or a whole rule); PATCH changes single fields of it (null unsets
+// one); DELETE removes it (a static rule comes back as declared).
+// If-Match makes the write conditional on the current ETag (412 else);
+// ?dry_run=true validates and answers the diff without writing;
+// ?allow_missing=true accepts a binding to rules that do not exist yet.
+func (a *App) serveWrite(w http.ResponseWriter, r *http.Request, k Kind, id string) error {
+	if err := ValidID(id); err != nil {
+		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: err}
+	}
+	q := r.URL.Query()
+	req := &writeRequest{kind: k, id: id, op: "upsert", ifMatch: r.Header.Get("If-Match"),
+		dryRun: boolParam(q.Get("dry_run")), allowMissing: boolParam(q.Get("allow_missing")), via: via(r)}
+	switch r.Method {
+	case http.MethodPut:
+		f, _, err := readBody(r, false)
+		if err != nil {
+			return err
+		}
+		req.next = func(Fields) (Fields, error) { return f, nil }
+	case http.MethodPatch:
+		f, unset, err := readBody(r, true)
+		if err != nil {
+			return err
+		}
+		req.next = func(cur Fields) (Fields, error) {
+			if cur == nil && a.Static(k, id) == nil {
+				return nil, apiError(http.StatusNotFound, "no %s rule %q to patch (create it with PUT)", k, id)
+			}
+			out := mergeFields(cur, f)
+			for _, name := range unset {
+				delete(out, name)
+			}
+			if len(out) == 0 {
+				return nil, nil // every overlay field unset: back to the static rule
+			}
+			return out, nil
+		}
+	case http.MethodDelete:
+		req.op = "delete"
+		req.next = func(cur Fields) (Fields, error) {
+			if cur != nil {
+				return nil, nil
+			}
+			if a.Static(k, id) != nil {
+				return nil, apiError(http.StatusNotFound, "%s rule %q is declared in the config and has no overlay "+
+					"in %s to delete (it changes with the config)", k, id, a.writesTo())
+			}
+			return nil, apiError(http.StatusNotFound, "no %s rule %q", k, id)
+		}
+	}
+	res, err := a.commit(r.Context(), req)
+	if err != nil {
 		return err
 	}
-	if err := s.client.XAdd(ctx, xadd).Err(); err != nil {
-		return err
+	if res.Version != "" {
+		w.Header().Set("ETag", ETag(res.Version))
 	}
-	return s.client.Publish(ctx, s.names.Channel(k), id).Err()
+	return writeJSON(w, res)
+}
+
+func (a *App) writesTo() string {
+	if a.source == nil {
+		return "memory"
+	}
+	return "redis"
+}
+
+func boolParam(v string) bool { b, _ := strconv.ParseBool(v); return b }
+
+// via names who made a change for the history: the CLI says so in a
+// header, anything else is the admin API.
+func via(r *http.Request) string {
+	switch v := r.Header.Get("X-Sluice-Via"); v {
+	case "cli", "apply", "rollback":
+		return v
+	}
+	return "admin_api"
 }
 
 // emitUpdated sends rule_updated for an applied change (f nil: a delete).

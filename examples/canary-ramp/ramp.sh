@@ -3,9 +3,16 @@
 #
 #   ./ramp.sh <gray-rule-id> [steps]        e.g. ./ramp.sh checkout-canary "0 10 50 100"
 #
-# Each step sets the weight of the rule's hash gray:rule:<id> and publishes
-# the id on gateway:rules:gray, so every Caddy instance applies it at once.
-# Users already on the canary stay on it as the weight rises.
+# Each step sets only the weight field of the hash gray:rule:<id> and
+# publishes the id on gateway:rules:gray, so every Caddy instance applies it
+# at once. For a rule declared in the Caddyfile the hash is an overlay: its
+# fields win and the Caddyfile fills in the rest (match_tag, match_value,
+# fallback_version, ...), so the ramp changes the weight and nothing else.
+# A rule that lives only in Redis must be complete: create it first, or set
+# TARGET. Users already on the canary stay on it as the weight rises.
+#
+# After each step the script prints every instance's verdict from
+# gateway:status:gray:<id> and stops if one rejected the change.
 #
 # Environment:
 #   REDIS_URL     redis://[user:pass@]host:port[/db]   (used if set)
@@ -14,11 +21,13 @@
 #   PAUSE         seconds between steps (default 300); 0 = no pause
 #   CONFIRM=1     wait for Enter before each step instead of sleeping
 #   TARGET        also set target_version before the first step (e.g. v2)
+#   SETTLE        seconds to wait for the verdicts after a publish (default 1)
 set -eu
 
 id=${1:?usage: $0 <gray-rule-id> [steps]}
 steps=${2:-"0 10 50 100"}
 pause=${PAUSE:-300}
+settle=${SETTLE:-1}
 
 if [ -n "${REDIS_URL:-}" ]; then
 	set -- -u "$REDIS_URL"
@@ -30,9 +39,19 @@ rcli() { redis-cli "$@" >/dev/null; }
 # Fail early if Redis is unreachable.
 redis-cli "$@" PING >/dev/null
 
-if [ -n "${TARGET:-}" ]; then
-	rcli "$@" HSET "gray:rule:$id" target_version "$TARGET"
-fi
+# verdicts prints each instance's verdict on the rule; it fails if one
+# rejected it (the instance keeps its last good rule: see docs/rulestore.md).
+verdicts() {
+	sleep "$settle"
+	out=$(redis-cli "$@" --raw HGETALL "gateway:status:gray:$id")
+	printf '%s\n' "$out" | paste - - | sed 's/^/    /'
+	case "$out" in
+	*'"state":"rejected"'*)
+		echo "a Caddy instance rejected the change (see above); stopping" >&2
+		return 1
+		;;
+	esac
+}
 
 first=1
 for w in $steps; do
@@ -45,8 +64,13 @@ for w in $steps; do
 			sleep "$pause"
 		fi
 	fi
+	if [ "$first" = 1 ] && [ -n "${TARGET:-}" ]; then
+		rcli "$@" HSET "gray:rule:$id" target_version "$TARGET" weight "$w"
+	else
+		rcli "$@" HSET "gray:rule:$id" weight "$w"
+	fi
 	first=0
-	rcli "$@" HSET "gray:rule:$id" weight "$w"
 	rcli "$@" PUBLISH gateway:rules:gray "$id"
 	echo "$(date -u +%H:%M:%S) gray rule $id: weight $w%"
+	verdicts "$@"
 done

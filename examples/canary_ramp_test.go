@@ -1,0 +1,94 @@
+package examples_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicegw/sluice/internal/redistest"
+	"github.com/sluicegw/sluice/internal/testcaddy"
+)
+
+// TestCanaryRampOnCaddyfileRule runs examples/canary-ramp/ramp.sh, without
+// TARGET, on a gray rule declared in the Caddyfile: each step must change
+// the weight only, the rule's match and fallback staying as declared
+// (issue 13, finding 2: the whole rule used to be replaced, or the step
+// rejected while the script reported success).
+func TestCanaryRampOnCaddyfileRule(t *testing.T) {
+	rds := redistest.Start(t)
+	port := testcaddy.FreePort(t)
+	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
+	testcaddy.Run(t, fmt.Sprintf(`{
+	%s
+	rulestore {
+		redis %s
+		gray checkout-canary {
+			match_tag        X-Beta
+			match_value      yes
+			target_version   v2
+			fallback_version v1
+			weight           0
+		}
+	}
+}
+http://127.0.0.1:%d {
+	grayroute checkout-canary
+	respond "{http.grayroute.version}"
+}`, testcaddy.Options(t), rds.URL(), port))
+
+	host, rport, _ := strings.Cut(rds.Addr, ":")
+	run := func(steps string) string {
+		t.Helper()
+		cmd := exec.Command("sh", "canary-ramp/ramp.sh", "checkout-canary", steps)
+		cmd.Env = append(os.Environ(), "PAUSE=0", "REDIS_HOST="+host, "REDIS_PORT="+rport)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("ramp.sh: %v\n%s", err, out)
+		}
+		return string(out)
+	}
+	count := func(header, want string) int {
+		n := 0
+		for i := range 20 {
+			if _, body := testcaddy.Get(t, url, fmt.Sprintf("X-User-Id: u%d", i), header); body == want {
+				n++
+			}
+		}
+		return n
+	}
+	if n := count("X-Beta: yes", "v2"); n != 0 {
+		t.Fatalf("weight 0 as declared: %d of 20 beta users on v2", n)
+	}
+
+	out := run("50 100")
+	testcaddy.Eventually(t, 10*time.Second, "weight 100: every beta user on v2", func() bool {
+		return count("X-Beta: yes", "v2") == 20
+	})
+	// The match stayed: users without the tag are all on v1.
+	if n := count("X-Other: 1", "v1"); n != 20 {
+		t.Fatalf("weight 100 from ramp.sh: %d of 20 users without the tag on v1, want 20\n%s", n, out)
+	}
+	// The script showed the instance's verdict on each step.
+	if c := strings.Count(out, `"state":"accepted"`); c < 2 {
+		t.Fatalf("ramp.sh printed %d accepted verdicts for 2 steps:\n%s", c, out)
+	}
+	f := rds.Client().HGetAll(context.Background(), "gray:rule:checkout-canary").Val()
+	if len(f) != 1 || f["weight"] != "100" {
+		t.Fatalf("Redis hash = %v, want only the overlay weight=100", f)
+	}
+
+	// A bad step is reported, and the script stops.
+	cmd := exec.Command("sh", "canary-ramp/ramp.sh", "checkout-canary", "150 10")
+	cmd.Env = append(os.Environ(), "PAUSE=0", "REDIS_HOST="+host, "REDIS_PORT="+rport)
+	bad, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(bad), "rejected") || strings.Contains(string(bad), "weight 10%") {
+		t.Fatalf("ramp.sh with weight 150: err=%v, want a rejection and a stop:\n%s", err, bad)
+	}
+	if n := count("X-Beta: yes", "v2"); n != 20 {
+		t.Fatalf("after the rejected step: %d of 20 beta users on v2, want the last good rule (weight 100)", n)
+	}
+}

@@ -1,0 +1,124 @@
+package rulestore
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// History: every change of a rule (admin API, CLI, or a raw redis-cli write
+// seen by the store) is recorded with its full previous and new raw fields
+// in the list gateway:history:<kind>:<id>, newest first, at most
+// historyLength entries. Every instance records the raw changes it sees; an
+// entry whose version equals the newest one already recorded is dropped, so
+// a change seen by the whole fleet (or written by the admin API, which
+// records it in the same transaction) is recorded once. Without Redis the
+// history is kept in memory.
+const (
+	historyKeyPrefix = "gateway:history:"
+	historyLength    = 50
+)
+
+// HistoryKey is the history list of rule id of kind k.
+func (n keyNames) HistoryKey(k Kind, id string) string {
+	return n.prefix + historyKeyPrefix + k.String() + ":" + id
+}
+
+// HistoryEntry is one recorded change. Fields are the raw fields held in
+// Redis (or memory): the overlay of a static rule, or a whole rule.
+type HistoryEntry struct {
+	Kind string `json:"kind"`
+	ID   string `json:"id"`
+	// Version of Fields ("" after a delete); PrevVersion of Prev.
+	Version     string `json:"version"`
+	PrevVersion string `json:"prev_version"`
+	Op          string `json:"op"` // upsert or delete
+	Prev        Fields `json:"prev"`
+	Fields      Fields `json:"fields"`
+	// Via is who made the change: redis (a write seen in Redis, e.g. with
+	// redis-cli), admin_api, cli, rollback or apply.
+	Via      string    `json:"via"`
+	Instance string    `json:"instance"`
+	At       time.Time `json:"at"`
+}
+
+func newHistoryEntry(k Kind, id string, prev, f Fields, via string) HistoryEntry {
+	e := HistoryEntry{Kind: k.String(), ID: id, Op: "upsert", Prev: prev, Fields: f, Via: via,
+		Instance: instanceName, At: time.Now().UTC()}
+	if f == nil {
+		e.Op = "delete"
+	} else {
+		e.Version = Version(f)
+	}
+	if prev != nil {
+		e.PrevVersion = Version(prev)
+	}
+	return e
+}
+
+// historyScript pushes an entry unless the newest one has the same version,
+// then trims the list. KEYS[1] list; ARGV entry, version, length.
+var historyScript = redis.NewScript(`
+local head = redis.call('LINDEX', KEYS[1], 0)
+if head then
+  local ok, h = pcall(cjson.decode, head)
+  if ok and type(h) == 'table' and h['version'] == ARGV[2] then return 0 end
+end
+redis.call('LPUSH', KEYS[1], ARGV[1])
+redis.call('LTRIM', KEYS[1], 0, tonumber(ARGV[3]) - 1)
+return 1`)
+
+func (s *redisSource) queueHistory(ctx context.Context, p redis.Pipeliner, e HistoryEntry) {
+	k, _ := ParseKind(e.Kind)
+	b, _ := json.Marshal(e)
+	historyScript.Eval(ctx, p, []string{s.names.HistoryKey(k, e.ID)}, string(b), e.Version, historyLength)
+}
+
+// history reads a rule's history, newest first.
+func (s *redisSource) history(ctx context.Context, k Kind, id string) ([]HistoryEntry, error) {
+	ctx, cancel := context.WithTimeout(ctx, 3*s.timeout)
+	defer cancel()
+	raw, err := s.client.LRange(ctx, s.names.HistoryKey(k, id), 0, historyLength-1).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]HistoryEntry, 0, len(raw))
+	for _, r := range raw {
+		var e HistoryEntry
+		if json.Unmarshal([]byte(r), &e) == nil {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// memoryRecord adds an entry to the in-memory history (no Redis). The
+// caller holds memory.mu.
+func memoryRecord(e HistoryEntry) {
+	k, _ := ParseKind(e.Kind)
+	ref := ruleRef{k, e.ID}
+	if memory.history == nil {
+		memory.history = map[ruleRef][]HistoryEntry{}
+	}
+	h := append([]HistoryEntry{e}, memory.history[ref]...)
+	if len(h) > historyLength {
+		h = h[:historyLength]
+	}
+	memory.history[ref] = h
+}
+
+func memoryHistory(k Kind, id string) []HistoryEntry {
+	memory.mu.Lock()
+	defer memory.mu.Unlock()
+	return append([]HistoryEntry{}, memory.history[ruleRef{k, id}]...)
+}
+
+// History returns the recorded changes of a rule, newest first.
+func (a *App) History(ctx context.Context, k Kind, id string) ([]HistoryEntry, error) {
+	if a.source == nil {
+		return memoryHistory(k, id), nil
+	}
+	return a.source.history(ctx, k, id)
+}

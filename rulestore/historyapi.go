@@ -1,0 +1,68 @@
+package rulestore
+
+import (
+	"net/http"
+
+	"github.com/caddyserver/caddy/v2"
+)
+
+// serveHistory serves GET .../{kind}/{id}/history and
+// POST .../{kind}/{id}/rollback?version=<version>.
+func (a *App) serveHistory(w http.ResponseWriter, r *http.Request, k Kind, id, what string) error {
+	if err := ValidID(id); err != nil {
+		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: err}
+	}
+	switch {
+	case what == "history" && r.Method == http.MethodGet:
+		h, err := a.History(r.Context(), k, id)
+		if err != nil {
+			return apiError(http.StatusBadGateway, "reading history from redis: %v", err)
+		}
+		return writeJSON(w, h)
+	case what == "rollback" && r.Method == http.MethodPost:
+		return a.serveRollback(w, r, k, id)
+	case what == "history" || what == "rollback":
+		return notAllowed(r)
+	}
+	return notFound("not found: %s", r.URL.Path)
+}
+
+// serveRollback writes back the raw fields a rule had at a recorded
+// version (the new fields of an entry, or the previous fields of one),
+// through the same validated, recorded path as a PUT.
+func (a *App) serveRollback(w http.ResponseWriter, r *http.Request, k Kind, id string) error {
+	version := r.URL.Query().Get("version")
+	if version == "" {
+		return apiError(http.StatusBadRequest, "rollback needs ?version=<version> (see the rule's history)")
+	}
+	h, err := a.History(r.Context(), k, id)
+	if err != nil {
+		return apiError(http.StatusBadGateway, "reading history from redis: %v", err)
+	}
+	var target Fields
+	for _, e := range h {
+		if e.Version == version && e.Fields != nil {
+			target = e.Fields
+			break
+		}
+		if e.PrevVersion == version && e.Prev != nil {
+			target = e.Prev
+			break
+		}
+	}
+	if target == nil {
+		return notFound("no version %q in the history of %s rule %q", version, k, id)
+	}
+	q := r.URL.Query()
+	req := &writeRequest{kind: k, id: id, op: "upsert", ifMatch: r.Header.Get("If-Match"),
+		dryRun: boolParam(q.Get("dry_run")), allowMissing: boolParam(q.Get("allow_missing")), via: "rollback",
+		next: func(Fields) (Fields, error) { return target, nil }}
+	res, err := a.commit(r.Context(), req)
+	if err != nil {
+		return err
+	}
+	if res.Version != "" {
+		w.Header().Set("ETag", ETag(res.Version))
+	}
+	return writeJSON(w, res)
+}

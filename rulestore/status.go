@@ -1,0 +1,257 @@
+package rulestore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Feedback for raw writers: every instance writes its verdict on each rule
+// version it sees to the hash gateway:status:<kind>:<id>, one field per
+// instance, so `redis-cli HGETALL gateway:status:gray:<id>` shows at once
+// whether the fleet took a change and why not. The hash expires statusTTL
+// after its last write.
+const (
+	statusKeyPrefix = "gateway:status:"
+	statusTTL       = 24 * time.Hour
+)
+
+// StatusKey is the verdict hash of rule id of kind k.
+func (n keyNames) StatusKey(k Kind, id string) string {
+	return n.prefix + statusKeyPrefix + k.String() + ":" + id
+}
+
+// instanceName names this process in verdicts and history: host:pid.
+var instanceName = func() string {
+	h, _ := os.Hostname()
+	return fmt.Sprintf("%s:%d", h, os.Getpid())
+}()
+
+// Verdict is one instance's answer to one version of a rule, as written to
+// the status hash (JSON in the field named after the instance).
+type Verdict struct {
+	// State is accepted, rejected or deleted.
+	State   string `json:"state"`
+	Version string `json:"version,omitempty"` // of the raw Redis fields
+	Field   string `json:"field,omitempty"`   // rejected: the field at fault
+	Error   string `json:"error,omitempty"`   // rejected: why
+	At      string `json:"at"`                // RFC 3339, UTC
+}
+
+// feedback collects, on the source's goroutine, the verdicts and history
+// entries to write back to Redis, and keeps the rejected ids for the state
+// listing and the invalid-rules gauge.
+type feedback struct {
+	mu      sync.Mutex
+	pending []pendingStatus
+	changes []HistoryEntry
+	invalid map[ruleRef]InvalidRule
+	failLog time.Time
+}
+
+type pendingStatus struct {
+	ref  ruleRef
+	json string
+}
+
+func (fb *feedback) verdict(k Kind, id string, f Fields, err error) {
+	now := time.Now().UTC()
+	v := Verdict{State: "accepted", At: now.Format(time.RFC3339Nano)}
+	if f != nil {
+		v.Version = Version(f)
+	}
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	ref := ruleRef{k, id}
+	if err != nil {
+		v.State, v.Error = "rejected", clipN(err.Error(), 512)
+		var fe *FieldError
+		if errors.As(err, &fe) {
+			v.Field = clip(fe.Field)
+		}
+		if fb.invalid == nil {
+			fb.invalid = map[ruleRef]InvalidRule{}
+		}
+		since := now
+		if prev, ok := fb.invalid[ref]; ok {
+			since = prev.Since
+		}
+		fb.invalid[ref] = InvalidRule{Kind: k.String(), ID: id, Problem: "rejected", Version: v.Version,
+			Field: v.Field, Reason: v.Error, Since: since}
+	} else {
+		delete(fb.invalid, ref)
+	}
+	fb.add(ref, v)
+}
+
+// deleted records that the rule's hash is gone from Redis.
+func (fb *feedback) deleted(k Kind, id string) {
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	ref := ruleRef{k, id}
+	delete(fb.invalid, ref)
+	fb.add(ref, Verdict{State: "deleted", At: time.Now().UTC().Format(time.RFC3339Nano)})
+}
+
+func (fb *feedback) add(ref ruleRef, v Verdict) {
+	b, _ := json.Marshal(v)
+	if len(fb.pending) < 10000 { // bounded if Redis stays unwritable
+		fb.pending = append(fb.pending, pendingStatus{ref, string(b)})
+	}
+}
+
+func (fb *feedback) rejected() []InvalidRule {
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	out := make([]InvalidRule, 0, len(fb.invalid))
+	for _, r := range fb.invalid {
+		out = append(out, r)
+	}
+	return out
+}
+
+// applied is called for every change the source applies: it emits the
+// event, and queues the history entry and (for a delete) the verdict.
+func (s *redisSource) applied(k Kind, id string, old *Rule, f Fields) {
+	op := "upsert"
+	if f == nil {
+		op = "delete"
+		s.feedback.deleted(k, id)
+	}
+	emitUpdated(k, id, op, "redis", f)
+	var prev Fields
+	if old != nil {
+		prev = old.Fields
+	}
+	s.feedback.mu.Lock()
+	if len(s.feedback.changes) < 10000 {
+		s.feedback.changes = append(s.feedback.changes, newHistoryEntry(k, id, prev, f, "redis"))
+	}
+	s.feedback.mu.Unlock()
+}
+
+// flushFeedback writes the queued verdicts and history entries in one
+// pipeline. It runs after the rules are applied, so it never delays one; a
+// failure is logged (at most every 10s) and the entries are dropped: they
+// are feedback, not rules.
+func (s *redisSource) flushFeedback(ctx context.Context) {
+	fb := &s.feedback
+	fb.mu.Lock()
+	pending, changes := fb.pending, fb.changes
+	fb.pending, fb.changes = nil, nil
+	fb.mu.Unlock()
+	if len(pending) == 0 && len(changes) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*s.timeout)
+	defer cancel()
+	pipe := s.client.Pipeline()
+	for _, p := range pending {
+		key := s.names.StatusKey(p.ref.kind, p.ref.id)
+		pipe.HSet(ctx, key, instanceName, p.json)
+		pipe.Expire(ctx, key, statusTTL)
+	}
+	for _, e := range changes {
+		s.queueHistory(ctx, pipe, e)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && ctx.Err() == nil {
+		fb.mu.Lock()
+		logIt := time.Since(fb.failLog) > 10*time.Second
+		if logIt {
+			fb.failLog = time.Now()
+		}
+		fb.mu.Unlock()
+		if logIt {
+			s.logger.Warn("could not write rule verdicts/history to redis", zap.Error(err))
+		}
+	}
+}
+
+// InvalidRule is a rule id that is not in force as its writer or a handler
+// expects: rejected (the last version in Redis failed validation) or missing
+// (a handler refers to it but the store holds no such rule).
+type InvalidRule struct {
+	Kind    string    `json:"kind"`
+	ID      string    `json:"id"`
+	Problem string    `json:"problem"` // rejected or missing
+	Version string    `json:"version,omitempty"`
+	Field   string    `json:"field,omitempty"`
+	Reason  string    `json:"reason"`
+	Since   time.Time `json:"since"`
+}
+
+// missingRef is a rule a handler asked for and did not find.
+type missingRef struct {
+	since    time.Time
+	lastWarn atomic.Int64 // unix ns
+}
+
+// missingWarnEvery bounds the warnings for one missing id (with Redis; without
+// Redis a missing id fails validation, so one warning is enough).
+const missingWarnEvery = time.Minute
+
+// WarnMissing records that a handler refers to a rule the store does not
+// hold; requests pass through until it arrives. The id is listed as missing
+// in /sluice/state and counted in sluice_rules_invalid, and logged at most
+// once a minute.
+func (a *App) WarnMissing(k Kind, id string) {
+	ref := ruleRef{k, id}
+	v, ok := a.missing.Load(ref)
+	if !ok {
+		v, _ = a.missing.LoadOrStore(ref, &missingRef{since: time.Now().UTC()})
+	}
+	m := v.(*missingRef)
+	now := time.Now().UnixNano()
+	last := m.lastWarn.Load()
+	if last != 0 && (a.source == nil || now-last < int64(missingWarnEvery)) {
+		return
+	}
+	if m.lastWarn.CompareAndSwap(last, now) {
+		a.logger.Warn("rule not found; requests pass through until it arrives",
+			zap.String("kind", k.String()), zap.String("id", id), zap.Time("missing_since", m.since))
+	}
+}
+
+// Invalid lists the rejected and missing rule ids, by kind then id.
+func (a *App) Invalid() []InvalidRule {
+	var out []InvalidRule
+	if a.source != nil {
+		out = a.source.feedback.rejected()
+	}
+	a.missing.Range(func(key, value any) bool {
+		ref := key.(ruleRef)
+		if a.Lookup(ref.kind, ref.id) != nil {
+			a.missing.Delete(key) // arrived since
+			return true
+		}
+		out = append(out, InvalidRule{Kind: ref.kind.String(), ID: ref.id, Problem: "missing",
+			Reason: "a handler refers to it; requests pass through unchecked until it exists",
+			Since:  value.(*missingRef).since})
+		return true
+	})
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Kind != out[j].Kind {
+			return out[i].Kind < out[j].Kind
+		}
+		return out[i].ID < out[j].ID
+	})
+	if out == nil {
+		out = []InvalidRule{}
+	}
+	return out
+}
+
+// forget drops a rejected id whose hash is gone (no version was in force).
+func (fb *feedback) forget(k Kind, id string) {
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	delete(fb.invalid, ruleRef{k, id})
+}
