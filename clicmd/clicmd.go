@@ -44,6 +44,7 @@ JSON object with --json (use --json - to read it from stdin).
   caddy sluice state [ratelimit|circuitbreaker|grayroute|rulestore]
   caddy sluice store
   caddy sluice breaker order_cb force_open|force_closed|reset
+  caddy sluice canary pause|resume|rollback|promote checkout_canary
 
 With Redis configured, writes go to Redis and reach every instance; without
 it they are held in the memory of the Caddy addressed (the answer says so).
@@ -92,7 +93,7 @@ func build(cmd *cobra.Command) {
 		RunE: func(c *cobra.Command, a []string) error {
 			return call(c, "POST", "/sluice/breakers/"+url.PathEscape(a[0])+"/"+url.PathEscape(a[1]), nil)
 		}}
-	cmd.AddCommand(rules, bindings, state, store, breaker)
+	cmd.AddCommand(rules, bindings, state, store, breaker, canaryCommand())
 }
 
 func withJSON(c *cobra.Command) *cobra.Command {
