@@ -3,6 +3,7 @@ package grayroute
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"sync"
@@ -82,6 +83,9 @@ func (h *analysisHub) Destruct() error {
 
 // attachHub gives a handler the process's hub; Cleanup releases it.
 func (h *Handler) attachHub(store *rulestore.App, reg *prometheus.Registry, logger *zap.Logger) error {
+	if err := h.checkInline(); err != nil {
+		return err
+	}
 	v, _, err := analysisPool.LoadOrNew(hubKey, newHub)
 	if err != nil {
 		return err
@@ -521,4 +525,15 @@ func analysisState() []CanaryReport {
 		return true
 	})
 	return out
+}
+
+// checkInline refuses analysis on an inline rule: its verdicts could not
+// be written anywhere (the rule lives in this handler's config only).
+func (h *Handler) checkInline() error {
+	for i, g := range h.inline {
+		if g != nil && g.Analysis != nil {
+			return fmt.Errorf("inline gray rule %q: analysis needs the rule in the rule store (the global rulestore block or Redis), where its verdicts are written", h.Rules[i].ID)
+		}
+	}
+	return nil
 }
