@@ -1,7 +1,9 @@
 package clicmd
 
 import (
+	"fmt"
 	"net/url"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -10,7 +12,11 @@ import (
 // <rule>`: POST /sluice/canary/<rule>/<action> on the admin API. With Redis
 // the change reaches every instance.
 func canaryCommand() *cobra.Command {
-	cmd := &cobra.Command{Use: "canary", Short: "Pause, resume, roll back or promote a gray rule's canary (every instance with Redis)"}
+	cmd := &cobra.Command{Use: "canary pause|resume|rollback|promote <rule>",
+		Short: "Pause, resume, roll back or promote a gray rule's canary (every instance with Redis)",
+		RunE: func(c *cobra.Command, args []string) error {
+			return fmt.Errorf("unknown canary command %q: want pause, resume, rollback or promote, then the rule id", strings.Join(args, " "))
+		}}
 	for _, a := range []struct{ name, short string }{
 		{"pause", "Stop the automatic analysis and ramp; keep the weight"},
 		{"resume", "Resume the automatic analysis and ramp"},
