@@ -38,10 +38,12 @@ func TestCanaryAnalysis(t *testing.T) {
 	}
 	cf := strings.Replace(string(raw), "admin localhost:{$ADMIN_PORT:2019}", "admin localhost:{{admin}}\n\tpersist_config off", 1)
 	var gateways, admins []string
+	var procs []*testcaddy.Process
 	for i := 0; i < 2; i++ {
 		port := testcaddy.FreePort(t)
 		t.Setenv("GATEWAY_PORT", fmt.Sprint(port)) // read when the process starts
 		p := testcaddy.Start(t, cf)
+		procs = append(procs, p)
 		gateways = append(gateways, fmt.Sprintf("http://localhost:%d/", port))
 		admins = append(admins, fmt.Sprintf("http://localhost:%d", p.AdminPort))
 	}
@@ -153,6 +155,23 @@ func TestCanaryAnalysis(t *testing.T) {
 	}
 	if after := hits(t, v2); after != before {
 		t.Fatalf("v2 answered %d requests after the rollback", after-before)
+	}
+
+	// A restarted instance (the second: GATEWAY_PORT is still its port)
+	// reads the verdict from Redis and does not resume the canary.
+	procs[1].Restart(cf)
+	testcaddy.Eventually(t, 20*time.Second, "the restarted instance loading the rule", func() bool {
+		_, body := testcaddy.Get(t, admins[1]+"/sluice/rules/gray/checkout_canary")
+		return strings.Contains(body, `"state":"rolled_back"`)
+	})
+	for i := 0; i < 50; i++ {
+		resp, _ := testcaddy.Get(t, gateways[1], fmt.Sprintf("X-User-Id: restart%d", i))
+		if resp.StatusCode != 200 || resp.Header.Get("X-Served-Version") != "v1" {
+			t.Fatalf("after restart: %d from %q", resp.StatusCode, resp.Header.Get("X-Served-Version"))
+		}
+	}
+	if after := hits(t, v2); after != before {
+		t.Fatalf("v2 answered %d requests after the restart", after-before)
 	}
 	t.Logf("v2 hits: %d in all, none after the rollback", before)
 }

@@ -242,8 +242,9 @@ func (a *Analysis) Observe(c *IntervalCounts, weight uint32) Verdict {
 	a.baseline.add(&c.Baseline)
 	q := cfg.LatencyPercentile / 100
 	var limit float64
+	baseQ := a.baseline.Latency.quantileOf(q, a.baseline.Requests)
 	if nb := float64(a.baseline.Requests); nb*(1-q) >= latencyMinTail && nb >= float64(cfg.MinSamples) {
-		limit = cfg.MaxLatencyRatio * a.baseline.Latency.quantileOf(q, a.baseline.Requests)
+		limit = cfg.MaxLatencyRatio * baseQ
 		p0 := 1 - q
 		p1 := math.Min(LatencyHitRatio*p0, (1+p0)/2)
 		a.latTest.observe(min(c.Canary.Latency.countAtLeast(limit), nc), nc, p0, p1)
@@ -260,7 +261,7 @@ func (a *Analysis) Observe(c *IntervalCounts, weight uint32) Verdict {
 		BaseErrorRate:    rate(a.baseline.Errors, a.baseline.Requests),
 		StepRequests:     a.stepRequests,
 		CanaryLatency:    a.canary.Latency.quantileOf(q, a.canary.Requests),
-		BaselineLatency:  a.baseline.Latency.quantileOf(q, a.baseline.Requests),
+		BaselineLatency:  baseQ,
 		LatencyLimit:     limit,
 		ErrorEvidence:    a.errTest.llr,
 		LatencyEvidence:  a.latTest.llr,

@@ -514,12 +514,20 @@ func analysisState() []CanaryReport {
 		if !ok {
 			return true
 		}
+		store := h.store.Load()
 		h.canaries.Range(func(_, v any) bool {
 			c := v.(*canary)
 			c.mu.Lock()
-			out = append(out, CanaryReport{Rule: c.rule, Target: c.target, Fallback: c.fallback,
-				State: c.state.String(), Weight: percent(c.weight), Intervals: append([]IntervalReport(nil), c.history...)})
+			rep := CanaryReport{Rule: c.rule, Target: c.target, Fallback: c.fallback,
+				State: c.state.String(), Weight: percent(c.weight), Intervals: append([]IntervalReport(nil), c.history...)}
 			c.mu.Unlock()
+			// The rule in force now, not as the hub last saw it.
+			if r := store.Lookup(rulestore.Gray, c.rule); r != nil {
+				if g, ok := r.Value.(*Rule); ok && g.Target == c.target && g.Fallback == c.fallback {
+					rep.State, rep.Weight = g.State.String(), percent(g.Weight)
+				}
+			}
+			out = append(out, rep)
 			return true
 		})
 		return true
