@@ -32,21 +32,21 @@ func LatencyBucket(d time.Duration) int {
 	return j
 }
 
-// bucketLower and bucketUpper are bucket j's bounds in seconds (the last
-// bucket's upper bound is +Inf).
-func bucketLower(j int) float64 {
-	if j == 0 {
-		return 0
+// bucketEdges[j] is bucket j's lower bound in seconds (bucket 0's is 0);
+// bucket j's upper bound is bucketEdges[j+1], +Inf for the last. A table
+// computed once, read only: the analysis compares against it every interval.
+var bucketEdges = func() (e [NumLatencyBuckets + 1]float64) {
+	for j := 1; j < NumLatencyBuckets; j++ {
+		e[j] = latencyBase.Seconds() * math.Exp2(float64(j-1)/latencyPerOctave)
 	}
-	return latencyBase.Seconds() * math.Exp2(float64(j-1)/latencyPerOctave)
-}
+	e[NumLatencyBuckets] = math.Inf(1)
+	return e
+}()
 
-func bucketUpper(j int) float64 {
-	if j >= NumLatencyBuckets-1 {
-		return math.Inf(1)
-	}
-	return latencyBase.Seconds() * math.Exp2(float64(j)/latencyPerOctave)
-}
+// bucketLower and bucketUpper are bucket j's bounds in seconds.
+func bucketLower(j int) float64 { return bucketEdges[j] }
+
+func bucketUpper(j int) float64 { return bucketEdges[j+1] }
 
 // total is the number of requests in h.
 func (h *Histogram) total() uint64 {
