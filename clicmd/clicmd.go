@@ -52,6 +52,7 @@ JSON object with --json (use --json - to read it from stdin).
   caddy sluice rollback gray checkout-canary <version>
   caddy sluice apply -f rules.json|rules.yaml [--dry-run] [--prune]
   caddy sluice export [-o rules.json|rules.yaml]
+  caddy sluice canary pause|resume|rollback|promote checkout_canary
 
 With Redis configured, writes go to Redis and reach every instance; without
 it they are held in the memory of the Caddy addressed (the answer says so).
@@ -101,7 +102,7 @@ func build(cmd *cobra.Command) {
 		RunE: func(c *cobra.Command, a []string) error {
 			return call(c, "POST", "/sluice/breakers/"+url.PathEscape(a[0])+"/"+url.PathEscape(a[1]), nil)
 		}}
-	cmd.AddCommand(rules, bindings, state, store, breaker)
+	cmd.AddCommand(rules, bindings, state, store, breaker, canaryCommand())
 	cmd.AddCommand(changeCommands()...)
 	cmd.AddCommand(applyCommands()...)
 }

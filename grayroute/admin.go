@@ -38,7 +38,7 @@ func reportState() any {
 		out = append(out, s)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Rule < out[j].Rule })
-	return map[string]any{"rules": out}
+	return map[string]any{"rules": out, "analysis": analysisState()}
 }
 
 // collect reads every series of a counter vector.

@@ -22,6 +22,9 @@ func (g *Rule) matches(q *request) bool {
 // weight, capped by its ramp if it has one. So a ramp raises the weight over
 // time, and setting weight lower (even 0) holds or stops a ramp at once.
 func (g *Rule) Threshold(now func() time.Time) uint32 {
+	if g.State == StateRolledBack {
+		return 0
+	}
 	t := g.Weight
 	if g.Ramp != nil {
 		if rt := g.Ramp.At(now()); rt < t {

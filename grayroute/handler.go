@@ -57,6 +57,7 @@ type Handler struct {
 	defaultCtr prometheus.Counter
 	now        func() time.Time
 	isOpen     func(ruleID, key string) bool
+	hub        *analysisHub // canary analysis (analysis_glue.go)
 }
 
 // RuleRef is one entry of a handler's rule list.
@@ -139,7 +140,7 @@ func (h *Handler) setup(store *rulestore.App, reg *prometheus.Registry, logger *
 		return err
 	}
 	h.defaultCtr = metrics.requests.WithLabelValues("", h.DefaultVersion)
-	return nil
+	return h.attachHub(store, reg, logger)
 }
 
 // Validate checks the configuration.
@@ -171,7 +172,7 @@ func (h *Handler) Validate() error {
 
 // ServeHTTP decides the version, hands it over and calls the next handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	version, versionAny, ruleAny := h.decide(r)
+	version, versionAny, ruleAny, cohort := h.decide(r)
 	caddyhttp.SetVar(r.Context(), VarName, versionAny)
 	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
 		repl.Set("http.grayroute.version", versionAny)
@@ -182,12 +183,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		// from the request.
 		r.Header[h.header] = []string{version}
 	}
+	if cohort != nil {
+		return h.serveCounted(w, r, next, cohort)
+	}
 	return next.ServeHTTP(w, r)
 }
 
-// decide returns the version for r, boxed for Caddy, and the deciding rule
-// id ("" when no rule matched).
-func (h *Handler) decide(r *http.Request) (version string, versionAny, ruleAny any) {
+// decide returns the version for r, boxed for Caddy, the deciding rule
+// id ("" when no rule matched) and, for a request of a canary analysis, the
+// counters of its cohort.
+func (h *Handler) decide(r *http.Request) (version string, versionAny, ruleAny any, cohort *cohortCounts) {
 	q := request{Request: r}
 	if h.Route != "" {
 		b := h.store.Route(h.Route)
@@ -208,7 +213,7 @@ func (h *Handler) decide(r *http.Request) (version string, versionAny, ruleAny a
 		}
 	}
 	h.defaultCtr.Inc()
-	return h.DefaultVersion, h.defaultAny, ""
+	return h.DefaultVersion, h.defaultAny, "", nil
 }
 
 // rule returns the current rule for id: the store's, else the inline one.
@@ -223,8 +228,9 @@ func (h *Handler) rule(id string, inline *Rule) *Rule {
 }
 
 // apply splits a matching request between the rule's target and fallback.
-func (h *Handler) apply(g *Rule, r *http.Request) (string, any, any) {
+func (h *Handler) apply(g *Rule, r *http.Request) (string, any, any, *cohortCounts) {
 	canary, random := g.Canary(r, h.now)
+	forced := false
 	if random {
 		metrics.random.WithLabelValues(g.ID).Inc()
 		if ce := h.logger.Check(zapcore.DebugLevel, "no hash key resolved; version chosen at random"); ce != nil {
@@ -232,7 +238,7 @@ func (h *Handler) apply(g *Rule, r *http.Request) (string, any, any) {
 		}
 	}
 	if canary && g.FallbackOnOpen != "" && h.isOpen(g.FallbackOnOpen, g.Target) {
-		canary = false
+		canary, forced = false, true
 	}
 	fallback, fallbackAny := g.Fallback, g.fallbackAny
 	if fallback == "" {
@@ -241,10 +247,10 @@ func (h *Handler) apply(g *Rule, r *http.Request) (string, any, any) {
 	ctrs := g.countersFor(fallback)
 	if canary {
 		ctrs.target.Inc()
-		return g.Target, g.targetAny, g.idAny
+		return g.Target, g.targetAny, g.idAny, h.cohort(g, true, forced)
 	}
 	ctrs.fallback.Inc()
-	return fallback, fallbackAny, g.idAny
+	return fallback, fallbackAny, g.idAny, h.cohort(g, false, forced)
 }
 
 var (

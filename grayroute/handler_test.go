@@ -35,14 +35,14 @@ func TestFallbackOnOpenAsksTheBreakerForTheTargetVersion(t *testing.T) {
 	h.isOpen = func(rule, key string) bool { asked = [2]string{rule, key}; return open }
 
 	r := httptest.NewRequest("GET", "/", nil)
-	if v, _, _ := h.decide(r); v != "v2" {
+	if v, _, _, _ := h.decide(r); v != "v2" {
 		t.Fatalf("breaker closed: got %s, want v2", v)
 	}
 	if asked != [2]string{"v2-breaker", "v2"} {
 		t.Errorf("asked IsOpen%v, want (v2-breaker, v2)", asked)
 	}
 	open = true
-	if v, _, rule := h.decide(r); v != "v1" || rule != "canary" {
+	if v, _, rule, _ := h.decide(r); v != "v1" || rule != "canary" {
 		t.Fatalf("breaker open: got %s by %v, want v1 by canary", v, rule)
 	}
 }
@@ -54,10 +54,10 @@ func TestFallbackDefaultsToDefaultVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := httptest.NewRequest("GET", "/", nil)
-	if v, _, _ := h.decide(r); v != "v1" {
+	if v, _, _, _ := h.decide(r); v != "v1" {
 		t.Errorf("got %s, want v1", v)
 	}
-	if v, _, _ := h2.decide(r); v != "stable" {
+	if v, _, _, _ := h2.decide(r); v != "stable" {
 		t.Errorf("got %s, want stable", v)
 	}
 }
@@ -84,7 +84,7 @@ func benchmarkDecide(b *testing.B, n int) {
 	r := httptest.NewRequest("GET", "/", nil)
 	r.Header.Set("X-Beta", "yes")
 	r.Header.Set("X-User-Id", "user-1234567")
-	if v, _, _ := h.decide(r); v != "v1" && v != "v2" {
+	if v, _, _, _ := h.decide(r); v != "v1" && v != "v2" {
 		b.Fatalf("decided %q", v)
 	}
 	b.Run("serial", func(b *testing.B) {

@@ -36,6 +36,10 @@ type Rule struct {
 	HashKey        handlerkit.Key
 	Ramp           *Ramp
 	FallbackOnOpen string // circuit breaker rule id, or ""
+	// Analysis settings (analysis_rule.go); nil when analysis is off.
+	Analysis   *RuleAnalysis
+	State      CanaryState
+	analysisOn bool
 
 	// Boxed once here, so handing a version to Caddy's vars and replacer on
 	// the request path does not allocate.
@@ -94,7 +98,13 @@ func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
 			}
 			g.FallbackOnOpen = v
 		default:
-			return nil, f.Errorf(name, "unknown field (want match_tag, match_value, match_source, target_version, weight, fallback_version, hash_key, ramp, fallback_on_open)")
+			if ok, err := g.parseAnalysisField(f, name, v); ok {
+				if err != nil {
+					return nil, err
+				}
+				continue
+			}
+			return nil, f.Errorf(name, "unknown field (want match_tag, match_value, match_source, target_version, weight, fallback_version, hash_key, ramp, fallback_on_open, or the analysis fields)")
 		}
 	}
 	if g.Target == "" {
@@ -102,6 +112,9 @@ func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
 	}
 	if g.Tag == "" && f["match_value"] != "" && f["match_value"] != "*" {
 		return nil, f.Errorf("match_value", "needs a match_tag")
+	}
+	if err := g.finishAnalysis(f); err != nil {
+		return nil, err
 	}
 	if g.HashKey.IsZero() {
 		g.HashKey, _ = handlerkit.ParseKey(DefaultHashKey)

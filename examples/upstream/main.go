@@ -9,6 +9,7 @@
 //	curl 127.0.0.1:9001/fail                   # 500
 //	curl -X POST '127.0.0.1:9001/fail-rate?value=1'   # from now on every request fails
 //	curl -X POST '127.0.0.1:9001/fail-rate?value=0'   # healthy again
+//	curl 127.0.0.1:9001/hits                   # requests answered on / and /slow so far
 package main
 
 import (
@@ -52,6 +53,7 @@ type upstream struct {
 	version, name string
 	delay         time.Duration
 	failRate      atomic.Uint64 // per mille of requests answered 500
+	hits          atomic.Uint64 // requests to / and /slow
 }
 
 func (u *upstream) setFailRate(r float64) { u.failRate.Store(uint64(r * 1000)) }
@@ -66,6 +68,9 @@ func (u *upstream) routes() *http.ServeMux {
 		}
 		u.setFailRate(v)
 		fmt.Fprintf(w, "%s: fail-rate %v\n", u.version, v)
+	})
+	mux.HandleFunc("GET /hits", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, u.hits.Load())
 	})
 	mux.HandleFunc("/fail", func(w http.ResponseWriter, r *http.Request) {
 		u.fail(w)
@@ -89,6 +94,7 @@ func (u *upstream) routes() *http.ServeMux {
 }
 
 func (u *upstream) answer(w http.ResponseWriter, r *http.Request) {
+	u.hits.Add(1)
 	if rate := u.failRate.Load(); rate > 0 && uint64(rand.IntN(1000)) < rate {
 		u.fail(w)
 		return

@@ -1,0 +1,18 @@
+#!/bin/sh
+# Start the two versions of the example: v1 healthy on 127.0.0.1:9001, v2
+# failing 10 % of its requests on 127.0.0.1:9002 (examples/upstream). Both
+# stop with this script (Ctrl-C). `curl 127.0.0.1:9002/hits` counts the
+# requests v2 has answered.
+#
+#   examples/canary-analysis/upstreams.sh [v2-fail-rate]     default 0.1
+set -eu
+cd "$(dirname "$0")/.."
+rate=${1:-0.1}
+bin=$(mktemp -d)/upstream
+go build -o "$bin" ./upstream
+"$bin" -addr "${V1_ADDR:-127.0.0.1:9001}" -version v1 &
+v1=$!
+"$bin" -addr "${V2_ADDR:-127.0.0.1:9002}" -version v2 -fail-rate "$rate" &
+v2=$!
+trap 'kill $v1 $v2 2>/dev/null; rm -f "$bin"' EXIT INT TERM
+wait

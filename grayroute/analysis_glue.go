@@ -1,0 +1,547 @@
+package grayroute
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+
+	"github.com/sluicegw/sluice/rulestore"
+)
+
+// The glue of the canary analysis (the decision is analysis.go):
+//
+//   - On the request path, a request the weighted hash sent to the canary
+//     or the baseline of a rule with analysis on is timed and its outcome
+//     counted in plain atomic counters (no lock, no allocation: the status
+//     recorder is pooled).
+//   - One goroutine per process (the hub, kept across reloads in a usage
+//     pool) closes each analysis interval on the wall clock: with Redis, it
+//     adds the interval's counts to a hash shared by the fleet (HINCRBY, one
+//     pipeline per rule and interval) and, a quarter interval later when
+//     every instance has added its own, reads the fleet's totals; without
+//     Redis it uses this instance's counts.
+//   - Every instance feeds the same totals to its analysis and writes the
+//     verdict into the rule through rulestore.Patch, a compare-and-set on
+//     the rule's weight and state: one instance's write wins, the store
+//     publishes it, and every instance routes by it within milliseconds.
+
+// Event names.
+const (
+	EventAnalysis   = "gray_analysis"
+	EventRolledBack = "gray_rolled_back"
+	EventPromoted   = "gray_promoted"
+)
+
+// analysisPool holds the process's hub across config reloads.
+var analysisPool = caddy.NewUsagePool()
+
+const hubKey = "grayroute.analysis"
+
+// hubTick is how often the hub looks for finished intervals.
+const hubTick = 20 * time.Millisecond
+
+// historyLength is how many interval reports /sluice/state shows per canary.
+const historyLength = 60
+
+// idleCanary: a canary whose rule has not been seen with analysis on for
+// this long is forgotten.
+const idleCanary = 10 * time.Minute
+
+type analysisHub struct {
+	store    atomic.Pointer[rulestore.App]
+	logger   atomic.Pointer[zap.Logger]
+	canaries sync.Map // canaryKey -> *canary
+	writers  sync.Pool
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+func newHub() (caddy.Destructor, error) {
+	h := &analysisHub{stop: make(chan struct{}), done: make(chan struct{})}
+	h.writers.New = func() any { return new(statusWriter) }
+	go h.run()
+	return h, nil
+}
+
+// Destruct stops the hub when the last handler using it is cleaned up.
+func (h *analysisHub) Destruct() error {
+	close(h.stop)
+	<-h.done
+	return nil
+}
+
+// attachHub gives a handler the process's hub; Cleanup releases it.
+func (h *Handler) attachHub(store *rulestore.App, reg *prometheus.Registry, logger *zap.Logger) error {
+	if err := h.checkInline(); err != nil {
+		return err
+	}
+	v, _, err := analysisPool.LoadOrNew(hubKey, newHub)
+	if err != nil {
+		return err
+	}
+	h.hub = v.(*analysisHub)
+	h.hub.store.Store(store)
+	h.hub.logger.Store(logger)
+	return initAnalysisMetrics(reg)
+}
+
+// Cleanup releases the handler's hold on the hub.
+func (h *Handler) Cleanup() error {
+	if h.hub != nil {
+		_, err := analysisPool.Delete(hubKey)
+		h.hub = nil
+		return err
+	}
+	return nil
+}
+
+// cohortCounts are one version's outcomes since the canary started,
+// written by requests with atomic adds.
+type cohortCounts struct {
+	requests, errors atomic.Uint64
+	latency          [NumLatencyBuckets]atomic.Uint64
+}
+
+func (c *cohortCounts) snapshot(v *VersionCounts) {
+	v.Requests, v.Errors = c.requests.Load(), c.errors.Load()
+	for i := range c.latency {
+		v.Latency[i] = c.latency[i].Load()
+	}
+}
+
+// canary is the analysis of one rule's target against its fallback.
+type canary struct {
+	rule, target, fallback string
+	counts                 [2]cohortCounts // canarySide, baselineSide
+	lastSeen               atomic.Int64    // unix ns the rule was last seen with analysis on
+
+	// Hub goroutine only.
+	analysis  *Analysis
+	interval  time.Duration
+	idx       int64             // wall-clock interval being counted
+	last      [2]VersionCounts  // cumulative counts at the last flush
+	pending   []pendingInterval // flushed, waiting to be judged
+	lastState CanaryState
+
+	mu      sync.Mutex // guards history and the fields below for state reports
+	history []IntervalReport
+	state   CanaryState
+	weight  uint32
+}
+
+const (
+	canarySide   = 0
+	baselineSide = 1
+)
+
+type pendingInterval struct {
+	idx   int64
+	due   time.Time
+	local IntervalCounts // this instance's counts (the totals without Redis)
+}
+
+// IntervalReport is one interval's verdict with its numbers, as
+// /sluice/state and the gray_analysis event show it.
+type IntervalReport struct {
+	Interval  int64     `json:"interval"`
+	At        time.Time `json:"at"`
+	Outcome   string    `json:"outcome"`
+	Action    string    `json:"action"`
+	Weight    float64   `json:"weight"`
+	NewWeight float64   `json:"new_weight"`
+	// Written: this instance wrote the action into the rule.
+	Written bool   `json:"written"`
+	Scope   string `json:"scope"` // fleet (Redis totals) or local
+	Reason  string `json:"reason"`
+	Verdict
+}
+
+// canaryFor returns the canary a rule's requests are counted in. The
+// pointer is cached on the parsed rule, so the request path looks it up
+// once per rule version.
+func (h *analysisHub) canaryFor(g *Rule) *canary {
+	if c := g.Analysis.rec.Load(); c != nil {
+		return c
+	}
+	key := g.ID + "\x00" + g.Target + "\x00" + g.Fallback
+	v, ok := h.canaries.Load(key)
+	if !ok {
+		v, _ = h.canaries.LoadOrStore(key, &canary{rule: g.ID, target: g.Target, fallback: g.Fallback})
+	}
+	c := v.(*canary)
+	c.lastSeen.Store(time.Now().UnixNano())
+	g.Analysis.rec.Store(c)
+	return c
+}
+
+// cohort returns the counters a request decided by g is counted in, or nil
+// when it is not part of the analysis: analysis off, canary not running, a
+// weight of 0 or 100 % (nothing to compare), or a request forced to a
+// version rather than split by the hash.
+func (h *Handler) cohort(g *Rule, canaryChosen, forced bool) *cohortCounts {
+	if g.Analysis == nil || g.State != StateRunning || forced || h.hub == nil ||
+		g.Weight == 0 || g.Weight >= Buckets {
+		return nil
+	}
+	c := h.hub.canaryFor(g)
+	if canaryChosen {
+		return &c.counts[canarySide]
+	}
+	return &c.counts[baselineSide]
+}
+
+// statusWriter remembers the response status for the analysis.
+type statusWriter struct {
+	caddyhttp.ResponseWriterWrapper
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 && code >= 200 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// serveCounted serves a request of an analysis cohort and counts its
+// outcome: a 5xx response, or an error from the proxy (dial, upstream,
+// timeout: Caddy's 502/503/504), is an error; a request the client gave up
+// on is not counted at all.
+func (h *Handler) serveCounted(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, c *cohortCounts) error {
+	sw := h.hub.writers.Get().(*statusWriter)
+	sw.ResponseWriter, sw.status = w, 0
+	start := time.Now()
+	err := next.ServeHTTP(sw, r)
+	elapsed := time.Since(start)
+	status := sw.status
+	sw.ResponseWriter = nil
+	h.hub.writers.Put(sw)
+
+	if r.Context().Err() != nil {
+		return err // the client went away: says nothing about the version
+	}
+	if err != nil {
+		status = http.StatusInternalServerError
+		var he caddyhttp.HandlerError
+		if errors.As(err, &he) && he.StatusCode != 0 {
+			status = he.StatusCode
+		}
+		if status == 499 {
+			return err
+		}
+	}
+	c.requests.Add(1)
+	if status >= 500 {
+		c.errors.Add(1)
+	}
+	c.latency[LatencyBucket(elapsed)].Add(1)
+	return err
+}
+
+func (h *analysisHub) run() {
+	defer close(h.done)
+	t := time.NewTicker(hubTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.stop:
+			return
+		case now := <-t.C:
+			h.canaries.Range(func(k, v any) bool {
+				if c := v.(*canary); !h.step(c, now) {
+					h.canaries.Delete(k)
+				}
+				return true
+			})
+		}
+	}
+}
+
+// step closes and judges c's finished intervals; false forgets c.
+func (h *analysisHub) step(c *canary, now time.Time) bool {
+	store := h.store.Load()
+	r := store.Lookup(rulestore.Gray, c.rule)
+	var g *Rule
+	if r != nil {
+		g, _ = r.Value.(*Rule)
+	}
+	if g == nil || g.Analysis == nil || g.Target != c.target || g.Fallback != c.fallback {
+		return now.UnixNano()-c.lastSeen.Load() < int64(idleCanary)
+	}
+	c.lastSeen.Store(now.UnixNano())
+	c.mu.Lock()
+	c.state, c.weight = g.State, g.Weight
+	c.mu.Unlock()
+	if c.analysis == nil || (g.State == StateRunning && c.lastState != StateRunning && c.lastState != StatePaused) {
+		// A new canary, or one resumed after a rollback or promotion:
+		// the evidence starts afresh.
+		c.analysis = NewAnalysis(g.Analysis.AnalysisConfig)
+	}
+	c.lastState = g.State
+	c.analysis.cfg = g.Analysis.AnalysisConfig
+	if c.interval != g.Analysis.Interval {
+		c.interval, c.idx, c.pending = g.Analysis.Interval, 0, nil
+	}
+	iv := int64(c.interval)
+	idx := now.UnixNano() / iv
+	if c.idx == 0 {
+		c.idx = idx
+		c.counts[canarySide].snapshot(&c.last[canarySide])
+		c.counts[baselineSide].snapshot(&c.last[baselineSide])
+		return true
+	}
+	if idx > c.idx {
+		var cum [2]VersionCounts
+		p := pendingInterval{idx: c.idx,
+			due: time.Unix(0, idx*iv).Add(c.interval / 4)}
+		for side := range cum {
+			c.counts[side].snapshot(&cum[side])
+		}
+		diff(&p.local.Canary, &cum[canarySide], &c.last[canarySide])
+		diff(&p.local.Baseline, &cum[baselineSide], &c.last[baselineSide])
+		c.last = cum
+		c.idx = idx
+		observeCounts(c, &p.local)
+		if client := store.Client(); client != nil && g.State == StateRunning {
+			if err := h.flush(store, client, c, &p); err != nil {
+				h.logger.Load().Warn("canary analysis: adding this instance's counts to redis failed; the interval is judged without them",
+					zap.String("rule", c.rule), zap.Error(err))
+			}
+		}
+		if g.State == StateRunning {
+			c.pending = append(c.pending, p)
+		}
+	}
+	for len(c.pending) > 0 && !now.Before(c.pending[0].due) {
+		p := c.pending[0]
+		c.pending = c.pending[1:]
+		if g.State != StateRunning {
+			c.pending = nil
+			break
+		}
+		h.judge(store, g, r.Fields, c, &p, now)
+	}
+	return true
+}
+
+func diff(out, cur, last *VersionCounts) {
+	out.Requests = cur.Requests - last.Requests
+	out.Errors = cur.Errors - last.Errors
+	for i := range out.Latency {
+		out.Latency[i] = cur.Latency[i] - last.Latency[i]
+	}
+}
+
+// fleetKey is the Redis hash adding up every instance's counts of one
+// interval of one canary.
+func fleetKey(store *rulestore.App, c *canary, idx int64) string {
+	return store.KeyPrefix() + "gray_analysis:" + c.rule + ":" + c.target + ":" + c.fallback + ":" +
+		strconv.FormatInt(c.interval.Milliseconds(), 10) + ":" + strconv.FormatInt(idx, 10)
+}
+
+// Fields of a fleet hash: cn, ce (canary requests and errors), bn, be
+// (baseline), c<j> and b<j> (latency bucket j), only those not zero.
+func (h *analysisHub) flush(store *rulestore.App, client redis.UniversalClient, c *canary, p *pendingInterval) error {
+	if p.local.Canary.Requests == 0 && p.local.Baseline.Requests == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), max(c.interval/4, 100*time.Millisecond))
+	defer cancel()
+	key := fleetKey(store, c, p.idx)
+	_, err := client.Pipelined(ctx, func(pl redis.Pipeliner) error {
+		add := func(field string, n uint64) {
+			if n > 0 {
+				pl.HIncrBy(ctx, key, field, int64(n))
+			}
+		}
+		for side, v := range []*VersionCounts{&p.local.Canary, &p.local.Baseline} {
+			pre := [...]string{"c", "b"}[side]
+			add(pre+"n", v.Requests)
+			add(pre+"e", v.Errors)
+			for j, n := range v.Latency {
+				add(pre+strconv.Itoa(j), n)
+			}
+		}
+		pl.PExpire(ctx, key, 20*c.interval+time.Minute)
+		return nil
+	})
+	return err
+}
+
+// fleetCounts reads the fleet's totals of one interval.
+func fleetCounts(ctx context.Context, client redis.UniversalClient, key string) (IntervalCounts, error) {
+	var out IntervalCounts
+	m, err := client.HGetAll(ctx, key).Result()
+	if err != nil {
+		return out, err
+	}
+	for f, s := range m {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil || len(f) < 2 {
+			continue
+		}
+		v := &out.Canary
+		if f[0] == 'b' {
+			v = &out.Baseline
+		}
+		switch f[1:] {
+		case "n":
+			v.Requests = n
+		case "e":
+			v.Errors = n
+		default:
+			if j, err := strconv.Atoi(f[1:]); err == nil && j >= 0 && j < NumLatencyBuckets {
+				v.Latency[j] = n
+			}
+		}
+	}
+	return out, nil
+}
+
+// judge feeds one interval to the analysis and writes its verdict.
+func (h *analysisHub) judge(store *rulestore.App, g *Rule, fields rulestore.Fields, c *canary, p *pendingInterval, now time.Time) {
+	logger := h.logger.Load()
+	counts, scope := p.local, "local"
+	if client := store.Client(); client != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), max(c.interval/4, 100*time.Millisecond))
+		fleet, err := fleetCounts(ctx, client, fleetKey(store, c, p.idx))
+		cancel()
+		if err != nil {
+			logger.Warn("canary analysis: reading the fleet's counts failed; judging this instance's own",
+				zap.String("rule", c.rule), zap.Error(err))
+		} else {
+			counts, scope = fleet, "fleet"
+		}
+	}
+	v := c.analysis.Observe(&counts, g.Weight)
+	rep := IntervalReport{Interval: p.idx, At: now.UTC(), Outcome: v.Outcome.String(), Action: v.Action.String(),
+		Weight: percent(g.Weight), NewWeight: percent(v.Weight), Scope: scope, Reason: v.Reason(), Verdict: v}
+	observeVerdict(c, &rep)
+
+	if v.Action != Hold {
+		patch := rulestore.Fields{"weight": formatWeight(v.Weight)}
+		switch v.Action {
+		case Rollback:
+			patch["state"] = StateRolledBack.String()
+		case Promote:
+			patch["state"] = StatePromoted.String()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), max(c.interval, time.Second))
+		ok, err := store.Patch(ctx, rulestore.Gray, c.rule, expectFields(fields), patch)
+		cancel()
+		rep.Written = ok
+		if err != nil {
+			logger.Error("canary analysis: writing the verdict into the rule failed; the next interval tries again",
+				zap.String("rule", c.rule), zap.String("action", v.Action.String()), zap.Error(err))
+		} else if ok {
+			logger.Info("canary analysis verdict written", zap.String("rule", c.rule),
+				zap.String("action", v.Action.String()), zap.String("weight", formatWeight(v.Weight)), zap.String("reason", rep.Reason))
+			switch v.Action {
+			case Rollback:
+				rulestore.Emit(EventRolledBack, verdictEvent(c, &rep, "analysis"))
+			case Promote:
+				rulestore.Emit(EventPromoted, verdictEvent(c, &rep, "analysis"))
+			}
+		}
+	}
+	c.mu.Lock()
+	if len(c.history) >= historyLength {
+		c.history = append(c.history[:0], c.history[1:]...)
+	}
+	c.history = append(c.history, rep)
+	c.mu.Unlock()
+	if rulestore.ShouldEmit(EventAnalysis) {
+		rulestore.Emit(EventAnalysis, verdictEvent(c, &rep, scope))
+	}
+}
+
+// expectFields are the fields a verdict's compare-and-set checks: the
+// weight and state the verdict was reached at.
+func expectFields(f rulestore.Fields) rulestore.Fields {
+	return rulestore.Fields{"weight": f["weight"], "state": f["state"]}
+}
+
+func verdictEvent(c *canary, rep *IntervalReport, source string) map[string]any {
+	return map[string]any{
+		"rule": c.rule, "target": c.target, "fallback": c.fallback, "interval": rep.Interval,
+		"outcome": rep.Outcome, "action": rep.Action, "weight": rep.Weight, "new_weight": rep.NewWeight,
+		"written": rep.Written, "source": source, "reason": rep.Reason,
+		"canary_requests": rep.CanaryRequests, "canary_errors": rep.CanaryErrors,
+		"baseline_requests": rep.BaselineRequests, "baseline_errors": rep.BaselineErrors,
+		"canary_latency_seconds": rep.CanaryLatency, "baseline_latency_seconds": rep.BaselineLatency,
+		"error_evidence": rep.ErrorEvidence, "latency_evidence": rep.LatencyEvidence, "fail_bound": rep.FailBound,
+	}
+}
+
+func percent(bp uint32) float64 { return float64(bp) / 100 }
+
+// formatWeight writes basis points as the weight field's percentage.
+func formatWeight(bp uint32) string { return strconv.FormatFloat(float64(bp)/100, 'f', -1, 64) }
+
+// CanaryReport is one canary's part of /sluice/state.
+type CanaryReport struct {
+	Rule      string           `json:"rule"`
+	Target    string           `json:"target"`
+	Fallback  string           `json:"fallback"`
+	State     string           `json:"state"`
+	Weight    float64          `json:"weight"`
+	Intervals []IntervalReport `json:"intervals"`
+}
+
+// analysisState lists every canary this process analyses.
+func analysisState() []CanaryReport {
+	out := []CanaryReport{}
+	analysisPool.Range(func(_, v any) bool {
+		h, ok := v.(*analysisHub)
+		if !ok {
+			return true
+		}
+		store := h.store.Load()
+		h.canaries.Range(func(_, v any) bool {
+			c := v.(*canary)
+			c.mu.Lock()
+			rep := CanaryReport{Rule: c.rule, Target: c.target, Fallback: c.fallback,
+				State: c.state.String(), Weight: percent(c.weight), Intervals: append([]IntervalReport(nil), c.history...)}
+			c.mu.Unlock()
+			// The rule in force now, not as the hub last saw it.
+			if r := store.Lookup(rulestore.Gray, c.rule); r != nil {
+				if g, ok := r.Value.(*Rule); ok && g.Target == c.target && g.Fallback == c.fallback {
+					rep.State, rep.Weight = g.State.String(), percent(g.Weight)
+				}
+			}
+			out = append(out, rep)
+			return true
+		})
+		return true
+	})
+	return out
+}
+
+// checkInline refuses analysis on an inline rule: its verdicts could not
+// be written anywhere (the rule lives in this handler's config only).
+func (h *Handler) checkInline() error {
+	for i, g := range h.inline {
+		if g != nil && g.Analysis != nil {
+			return fmt.Errorf("inline gray rule %q: analysis needs the rule in the rule store (the global rulestore block or Redis), where its verdicts are written", h.Rules[i].ID)
+		}
+	}
+	return nil
+}

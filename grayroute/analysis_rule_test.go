@@ -1,0 +1,101 @@
+package grayroute_test
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/sluicegw/sluice/grayroute"
+	"github.com/sluicegw/sluice/internal/redistest"
+	"github.com/sluicegw/sluice/internal/testcaddy"
+	"github.com/sluicegw/sluice/rulestore"
+)
+
+// analysisBad are analysis rules that must be refused, with the field the
+// error names.
+var analysisBad = []struct {
+	name  string
+	f     rulestore.Fields
+	field string
+}{
+	{"analysis without fallback_version", rulestore.Fields{"target_version": "v2", "analysis": "on", "step_weight": "10"}, "fallback_version"},
+	{"min_samples 0", rulestore.Fields{"target_version": "v2", "fallback_version": "v1", "analysis": "on", "step_weight": "10", "min_samples": "0"}, "min_samples"},
+	{"max_weight over 100", rulestore.Fields{"target_version": "v2", "fallback_version": "v1", "analysis": "on", "step_weight": "10", "max_weight": "150"}, "max_weight"},
+	{"step_weight 0", rulestore.Fields{"target_version": "v2", "fallback_version": "v1", "analysis": "on", "step_weight": "0"}, "step_weight"},
+	{"no step_weight", rulestore.Fields{"target_version": "v2", "fallback_version": "v1", "analysis": "on"}, "step_weight"},
+	{"analysis with a ramp", rulestore.Fields{"target_version": "v2", "fallback_version": "v1", "analysis": "on", "step_weight": "10", "ramp": "2026-12-01T10:00:00Z 1h"}, "ramp"},
+	{"field without analysis", rulestore.Fields{"target_version": "v2", "fallback_version": "v1", "min_samples": "10"}, "min_samples"},
+	{"bad state", rulestore.Fields{"target_version": "v2", "state": "gone"}, "state"},
+	{"interval too short", rulestore.Fields{"target_version": "v2", "fallback_version": "v1", "analysis": "on", "step_weight": "10", "analysis_interval": "1ms"}, "analysis_interval"},
+	{"percentile", rulestore.Fields{"target_version": "v2", "fallback_version": "v1", "analysis": "on", "step_weight": "10", "latency_percentile": "100"}, "latency_percentile"},
+	{"latency ratio", rulestore.Fields{"target_version": "v2", "fallback_version": "v1", "analysis": "on", "step_weight": "10", "max_latency_ratio": "0.5"}, "max_latency_ratio"},
+	{"failure_threshold", rulestore.Fields{"target_version": "v2", "fallback_version": "v1", "analysis": "on", "step_weight": "10", "failure_threshold": "0"}, "failure_threshold"},
+}
+
+func TestAnalysisFieldsRefusedNamingTheField(t *testing.T) {
+	for _, c := range analysisBad {
+		_, err := rulestore.Parse(rulestore.Gray, "r", c.f)
+		var fe *rulestore.FieldError
+		if !errors.As(err, &fe) || fe.Field != c.field {
+			t.Errorf("%s: error %v, want one naming %s", c.name, err, c.field)
+		}
+	}
+	v, err := rulestore.Parse(rulestore.Gray, "r", rulestore.Fields{"target_version": "v2", "fallback_version": "v1",
+		"analysis": "on", "step_weight": "5", "max_weight": "40", "min_samples": "50", "analysis_interval": "2s",
+		"max_latency_ratio": "1.5", "latency_percentile": "95", "failure_threshold": "3", "state": "paused"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := v.(*grayroute.Rule)
+	a := g.Analysis
+	if a == nil || a.StepWeight != 500 || a.MaxWeight != 4000 || a.MinSamples != 50 || a.Interval.Seconds() != 2 ||
+		a.MaxLatencyRatio != 1.5 || a.LatencyPercentile != 95 || a.FailureThreshold != 3 || g.State != grayroute.StatePaused {
+		t.Fatalf("parsed %+v state %v", a, g.State)
+	}
+	if g.Weight != 500 {
+		t.Errorf("weight %d without a weight field, want step_weight (500)", g.Weight)
+	}
+}
+
+// The same refusals in a Caddyfile: `caddy validate` names the field.
+func TestAnalysisFieldsRefusedAtValidate(t *testing.T) {
+	for _, c := range analysisBad[:4] {
+		var b strings.Builder
+		for _, name := range c.f.Names() {
+			fmt.Fprintf(&b, "\t\t\t%s %s\n", name, c.f[name])
+		}
+		cfg := fmt.Sprintf("{\n\trulestore {\n\t\tgray r {\n%s\t\t}\n\t}\n}\nhttp://127.0.0.1:1 {\n\tgrayroute r\n\trespond ok\n}\n", b.String())
+		err := testcaddy.Validate(cfg)
+		if err == nil || !strings.Contains(err.Error(), c.field) {
+			t.Errorf("%s: validate said %v, want an error naming %s", c.name, err, c.field)
+		}
+	}
+}
+
+// The same refusals on the admin API: 400 naming the field, nothing stored.
+func TestAnalysisFieldsRefusedOnTheAdminAPI(t *testing.T) {
+	r := redistest.Start(t)
+	addr, _ := site(t)
+	admin := testcaddy.FreePort(t)
+	testcaddy.Run(t, fmt.Sprintf("{\n\tadmin localhost:%d\n\tpersist_config off\n\trulestore {\n\t\tredis %s\n\t}\n}\n%s {\n\tgrayroute r\n\trespond ok\n}\n", admin, r.URL(), addr))
+	for _, c := range analysisBad[:4] {
+		body := "{"
+		for i, name := range c.f.Names() {
+			if i > 0 {
+				body += ","
+			}
+			body += fmt.Sprintf("%q:%q", name, c.f[name])
+		}
+		body += "}"
+		req, _ := http.NewRequest("PUT", fmt.Sprintf("http://localhost:%d/sluice/rules/gray/r", admin), strings.NewReader(body))
+		resp, text := testcaddy.Do(t, req)
+		if resp.StatusCode != 400 || !strings.Contains(text, c.field) {
+			t.Errorf("%s: %d %s, want 400 naming %s", c.name, resp.StatusCode, text, c.field)
+		}
+	}
+	if n := r.Client().Exists(t.Context(), "gray:rule:r").Val(); n != 0 {
+		t.Fatalf("a refused rule reached redis")
+	}
+}

@@ -1,0 +1,82 @@
+package grayroute
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/sluicegw/sluice/rulestore"
+)
+
+// Manual canary control on the admin API:
+//
+//	POST /sluice/canary/{rule}/pause     stop analysing and ramping; keep the weight
+//	POST /sluice/canary/{rule}/resume    analyse and ramp again
+//	POST /sluice/canary/{rule}/rollback  weight 0, state rolled_back
+//	POST /sluice/canary/{rule}/promote   weight 100, state promoted
+//
+// Each writes the rule's state (and weight) through the rule store, exactly
+// like an analysis verdict: with Redis it reaches every instance.
+func init() { rulestore.RegisterAction("canary", canaryAction) }
+
+// CanaryActionResult is the answer to a canary action.
+type CanaryActionResult struct {
+	Rule   string           `json:"rule"`
+	Action string           `json:"action"`
+	Fields rulestore.Fields `json:"written"`
+}
+
+// canaryPatches are the fields each action writes.
+var canaryPatches = map[string]rulestore.Fields{
+	"pause":    {"state": StatePaused.String()},
+	"resume":   {"state": StateRunning.String()},
+	"rollback": {"state": StateRolledBack.String(), "weight": "0"},
+	"promote":  {"state": StatePromoted.String(), "weight": "100"},
+}
+
+func canaryAction(id, action string) (any, error) {
+	patch, ok := canaryPatches[action]
+	if !ok {
+		return nil, &rulestore.ActionError{Status: http.StatusNotFound,
+			Err: fmt.Errorf("unknown canary action %q (want pause, resume, rollback or promote)", action)}
+	}
+	v, err := caddy.ActiveContext().AppIfConfigured("rulestore")
+	if err != nil {
+		return nil, &rulestore.ActionError{Status: http.StatusNotFound, Err: errors.New("no rulestore in the running config")}
+	}
+	store := v.(*rulestore.App)
+	return applyCanaryAction(store, id, action, patch)
+}
+
+func applyCanaryAction(store *rulestore.App, id, action string, patch rulestore.Fields) (any, error) {
+	r := store.Lookup(rulestore.Gray, id)
+	if r == nil {
+		return nil, &rulestore.ActionError{Status: http.StatusNotFound, Err: fmt.Errorf("no gray rule %q", id)}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ok, err := store.Patch(ctx, rulestore.Gray, id, expectFields(r.Fields), patch)
+	if err != nil {
+		var fe *rulestore.FieldError
+		if errors.As(err, &fe) {
+			return nil, &rulestore.ActionError{Status: http.StatusBadRequest, Err: fmt.Errorf("gray rule %q: %w", id, err)}
+		}
+		return nil, &rulestore.ActionError{Status: http.StatusBadGateway, Err: fmt.Errorf("writing gray rule %q: %w", id, err)}
+	}
+	if !ok {
+		return nil, &rulestore.ActionError{Status: http.StatusConflict,
+			Err: fmt.Errorf("gray rule %q changed while writing (a verdict or another operator); look at it and try again", id)}
+	}
+	data := map[string]any{"rule": id, "action": action, "source": "manual"}
+	switch action {
+	case "rollback":
+		rulestore.Emit(EventRolledBack, data)
+	case "promote":
+		rulestore.Emit(EventPromoted, data)
+	}
+	return CanaryActionResult{Rule: id, Action: action, Fields: patch}, nil
+}
