@@ -118,7 +118,7 @@ func (h *Handler) setup(store *rulestore.App, reg *prometheus.Registry, logger *
 		if err != nil {
 			return fmt.Errorf("inline gray rule %q: %w", ref.ID, err)
 		}
-		if r := store.Lookup(rulestore.Gray, ref.ID); r != nil && r.Source == "static" {
+		if store.Static(rulestore.Gray, ref.ID) != nil { // also when a Redis overlay covers it
 			return fmt.Errorf("gray rule %q is declared both inline and in the global rulestore block", ref.ID)
 		}
 		h.inline[i] = v.(*Rule)
