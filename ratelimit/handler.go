@@ -233,6 +233,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if repl != nil {
 		repl.Set("http.ratelimit.result", "allowed")
 	}
+	if rule.Flow.Behavior.paces() || d.adaptive != nil {
+		return serveShaped(w, r, next, rule, lim, eng, d, repl)
+	}
 	if d.slot != nil || d.total {
 		return serveHolding(w, r, next, eng, d)
 	}
@@ -366,6 +369,8 @@ func (r Reason) String() string {
 		return "max_concurrent_total"
 	case RedisUnavailable:
 		return "redis_unavailable"
+	case OverAdaptiveLimit:
+		return "max_concurrent_adaptive"
 	}
 	return "allowed"
 }
