@@ -36,6 +36,11 @@ const (
 	backoff   = 0.9
 )
 
+// smoothing is the weight of a window's new limit against the old one: the
+// latencies of a window come from requests admitted up to one RTT before,
+// so taking the new value whole overshoots and oscillates.
+const smoothing = 0.5
+
 // gradient is one rule's adaptive in-flight limit, after Envoy's adaptive
 // concurrency filter and Netflix's Gradient2: it measures the uncontended
 // latency (minRTT) now and then by letting only MinLimit requests in
@@ -151,7 +156,7 @@ func (g *gradient) update(now int64) {
 		if next > g.est && float64(g.peak) < g.est/2 {
 			next = g.est // not enough demand to tell whether more would do
 		}
-		g.est = next
+		g.est = g.est*(1-smoothing) + next*smoothing
 	}
 	g.est = math.Min(math.Max(g.est, float64(c.MinLimit)), float64(c.MaxLimit))
 	g.windowEnd = now + c.SampleWindow
