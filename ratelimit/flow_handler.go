@@ -18,20 +18,17 @@ const StatusClientClosed = 499
 // wait, boxed once so setting it does not allocate.
 var zeroWait any = time.Duration(0)
 
-// serveShaped serves a request admitted by a pacing or adaptive rule: it
-// waits for the request's slot (a timer, no lock held, ending early when
+// serveShaped serves a request that must wait for its slot or feeds the
+// adaptive limit (the request path that allocates: a timer, a status
+// recorder): it waits for the request's slot (a timer, no lock held, ending early when
 // the client goes), then serves it holding its in-flight slots, and feeds
 // the adaptive limit the latency from admission to the return of next.
 func serveShaped(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, rule *Rule, lim *limiter, eng Engine, d Decision, repl *caddy.Replacer) error {
 	defer eng.Release(&d)
-	if rule.Flow.Behavior.paces() {
+	if d.Wait > 0 {
 		waited, err := waitTurn(r.Context(), &d, lim)
 		if repl != nil {
-			if waited == 0 {
-				repl.Set("http.ratelimit.queue_wait", zeroWait)
-			} else {
-				repl.Set("http.ratelimit.queue_wait", time.Duration(waited))
-			}
+			repl.Set("http.ratelimit.queue_wait", time.Duration(waited))
 		}
 		if err != nil {
 			return caddyhttp.Error(StatusClientClosed, err)
@@ -52,9 +49,6 @@ func serveShaped(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler,
 // waitTurn waits d.Wait for the request's slot, or until ctx ends; it
 // returns the time waited. The request leaves the rule's queue either way.
 func waitTurn(ctx context.Context, d *Decision, lim *limiter) (int64, error) {
-	if d.Wait <= 0 {
-		return 0, nil
-	}
 	defer d.queued.Add(-1)
 	start := lim.now()
 	t := time.NewTimer(time.Duration(d.Wait))

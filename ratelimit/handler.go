@@ -233,8 +233,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if repl != nil {
 		repl.Set("http.ratelimit.result", "allowed")
 	}
-	if rule.Flow.Behavior.paces() || d.adaptive != nil {
+	if d.Wait > 0 || d.adaptive != nil {
 		return serveShaped(w, r, next, rule, lim, eng, d, repl)
+	}
+	if rule.Flow.Behavior.paces() && repl != nil {
+		repl.Set("http.ratelimit.queue_wait", zeroWait)
 	}
 	if d.slot != nil || d.total {
 		return serveHolding(w, r, next, eng, d)
