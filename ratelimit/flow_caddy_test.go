@@ -259,3 +259,31 @@ func TestFlowBadRuleFromRedisAndAdminKeepsLastGood(t *testing.T) {
 		t.Fatalf("admin PUT: %d %s, want 400 naming min_limit", resp.StatusCode, body)
 	}
 }
+
+// warm_up in Caddy: a cold rule lets through about burst/cold_factor of a
+// burst, not the whole burst a plain token bucket would.
+func TestWarmUpColdBurstInCaddy(t *testing.T) {
+	s := caddyfile(t, "", `
+	ratelimit {
+		qps 30
+		burst 30
+		key_resolver global
+		control_behavior warm_up
+		warm_up_period 1m
+	}
+	respond "ok"`)
+	testcaddy.Run(t, s.cfg)
+	start := time.Now()
+	admitted := 0
+	for i := 0; i < 30; i++ {
+		if status(t, s.urls[0]) == 200 {
+			admitted++
+		}
+	}
+	took := time.Since(start)
+	// Cold: 10 at once (burst/3), then 10 req/s (qps/3) while the 30
+	// requests take `took`; a warm bucket would admit all 30.
+	if want := 10 + int(took.Seconds()*10) + 1; admitted < 9 || admitted > want || admitted >= 30 {
+		t.Fatalf("cold burst: %d of 30 admitted in %v, want about 10 (at most %d)", admitted, took, want)
+	}
+}
