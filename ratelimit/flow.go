@@ -5,6 +5,10 @@ import (
 	"sync/atomic"
 )
 
+// maxFlowSeconds caps the intervals of a flow schedule (a rule with a qps
+// far below 1/hour), so the ns arithmetic cannot overflow.
+const maxFlowSeconds = 3600
+
 // flowState is a local engine's per-rule flow-shaping state: the number of
 // paced requests waiting, and the adaptive in-flight limit.
 type flowState struct {
@@ -60,7 +64,7 @@ func (e *localEngine) shape(r *Rule, ent *entry, l *Limits, now int64, cost floa
 	if !fl.Behavior.paces() {
 		// warm_up refuses instead of queueing: a burst of `burst` requests
 		// may go at once (a burst of burst/cold_factor while cold).
-		tolerance = ceilNanos((l.Burst - cost) / l.QPS)
+		tolerance = ceilNanos(math.Min((l.Burst-cost)/l.QPS, maxFlowSeconds))
 	}
 	var m warmModel
 	var wait int64
@@ -83,7 +87,7 @@ func (e *localEngine) shape(r *Rule, ent *entry, l *Limits, now int64, cost floa
 		}
 		d.Wait, d.queued = wait, &e.queued
 	}
-	interval := ceilNanos(cost / l.QPS)
+	interval := ceilNanos(math.Min(cost/l.QPS, maxFlowSeconds))
 	var next int64
 	if fl.Behavior.warms() {
 		ent.warm.take(now, cost, &m, tolerance)

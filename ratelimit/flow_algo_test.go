@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/sluicegw/sluice/rulestore"
 )
 
 const ms = int64(time.Millisecond)
@@ -226,5 +228,27 @@ func TestGradientBacksOffOnDropsAndIgnoresIdleness(t *testing.T) {
 	g.configure(cfg)
 	if g.Limit() != 30 {
 		t.Fatalf("after lowering max_limit: %d", g.Limit())
+	}
+}
+
+// A rule with an absurdly low or high qps keeps its schedule arithmetic in
+// range (no overflow into the past).
+func TestFlowExtremeRates(t *testing.T) {
+	for _, qps := range []string{"1e-12", "1e12"} {
+		for _, b := range []string{"pace", "warm_up", "warm_up_pace"} {
+			f := rulestore.Fields{"qps": qps, "control_behavior": b, "key_resolver": "global"}
+			if b != "pace" {
+				f["warm_up_period"] = "24h"
+			}
+			r := mustRule(t, f)
+			e := newLocalEngine(r)
+			now := sec
+			for i := 0; i < 3; i++ {
+				d := e.Take(r, []byte("global"), now)
+				if d.Wait < 0 || d.RetryAfter < 0 || d.Reset < 0 {
+					t.Fatalf("%s qps %s take %d: %+v", b, qps, i, d)
+				}
+			}
+		}
 	}
 }

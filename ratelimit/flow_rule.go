@@ -177,12 +177,12 @@ func (fl *Flow) idle(r *Rule) int64 {
 	if fl.Behavior == Reject {
 		return 0
 	}
-	d := fl.MaxQueueWait + ceilNanos(float64(r.Cost)/r.Limits.QPS)
+	d := fl.MaxQueueWait + ceilNanos(math.Min(float64(r.Cost)/r.Limits.QPS, maxFlowSeconds))
 	for _, l := range r.Overrides {
-		d = max(d, fl.MaxQueueWait+ceilNanos(float64(r.Cost)/l.QPS))
+		d = max(d, fl.MaxQueueWait+ceilNanos(math.Min(float64(r.Cost)/l.QPS, maxFlowSeconds)))
 	}
 	if fl.Behavior.warms() {
-		d += fl.WarmUpPeriod + ceilNanos(r.Limits.Burst/r.Limits.QPS)
+		d += fl.WarmUpPeriod + ceilNanos(math.Min(r.Limits.Burst/r.Limits.QPS, maxFlowSeconds))
 	}
 	return d
 }

@@ -28,7 +28,7 @@ type warmModel struct {
 }
 
 func newWarmModel(qps, coldFactor float64, period int64) warmModel {
-	m := warmModel{stable: 1e9 / qps}
+	m := warmModel{stable: math.Min(1e9/qps, maxFlowSeconds*1e9)}
 	m.cold = m.stable * coldFactor
 	p := float64(period)
 	// The area under the interval curve between threshold and maxPermits
