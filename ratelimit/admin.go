@@ -54,6 +54,8 @@ type RuleState struct {
 	Keys     int64            `json:"keys"`
 	InFlight int64            `json:"in_flight"`
 	TopKeys  []KeyUsage       `json:"top_keys"`
+	// Flow: pacing queue and adaptive limit, for rules that shape flow.
+	Flow *FlowState `json:"flow,omitempty"`
 }
 
 // KeyUsage is one key's use of its quota right now.
@@ -73,7 +75,7 @@ func reportState() any {
 			continue
 		}
 		rs := RuleState{Rule: l.id, Type: s.rule.Type.String(), Scope: s.rule.Scope, Requests: counts[l.id],
-			Keys: s.engine.Keys(), InFlight: s.engine.InFlight(), TopKeys: topKeys(s, l.now(), stateTopKeys)}
+			Keys: s.engine.Keys(), InFlight: s.engine.InFlight(), TopKeys: topKeys(s, l.now(), stateTopKeys), Flow: flowStateOf(s)}
 		if rs.Requests == nil {
 			rs.Requests = map[string]int64{}
 		}

@@ -233,6 +233,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if repl != nil {
 		repl.Set("http.ratelimit.result", "allowed")
 	}
+	if d.Wait > 0 || d.adaptive != nil {
+		return serveShaped(w, r, next, rule, lim, eng, d, repl)
+	}
+	if rule.Flow.Behavior.paces() && repl != nil {
+		repl.Set("http.ratelimit.queue_wait", zeroWait)
+	}
 	if d.slot != nil || d.total {
 		return serveHolding(w, r, next, eng, d)
 	}
@@ -366,6 +372,8 @@ func (r Reason) String() string {
 		return "max_concurrent_total"
 	case RedisUnavailable:
 		return "redis_unavailable"
+	case OverAdaptiveLimit:
+		return "max_concurrent_adaptive"
 	}
 	return "allowed"
 }

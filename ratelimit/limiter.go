@@ -32,6 +32,7 @@ const (
 	TooManyInFlight      // max_concurrent for the key
 	TooManyInFlightTotal // max_concurrent_total for the rule
 	RedisUnavailable     // scope cluster, Redis failed, on_redis_error deny
+	OverAdaptiveLimit    // max_concurrent adaptive: the limit found now
 )
 
 // Decision is the outcome of one Take.
@@ -50,7 +51,16 @@ type Decision struct {
 
 	slot  *entry // holds an in-flight slot to release
 	shard *shard
-	total bool // holds a slot of max_concurrent_total
+	total bool // holds a slot of max_concurrent_total (or adaptive)
+
+	// Wait (ns) is how long a paced request waits for its slot before it
+	// goes on; meanwhile it holds a place in the rule's queue.
+	Wait   int64
+	queued *atomic.Int64
+	// adaptive: observe the request's latency (max_concurrent adaptive);
+	// admittedAt is the in-flight count its admission made.
+	adaptive   *gradient
+	admittedAt int64
 }
 
 // OK reports whether the request may pass.
@@ -58,9 +68,10 @@ func (d *Decision) OK() bool { return d.Reason == Allowed }
 
 // localEngine is the in-memory engine: a sharded table of per-key state.
 type localEngine struct {
-	tab      *table
-	typ      LimitType
-	inflight atomic.Int64
+	tab       *table
+	typ       LimitType
+	inflight  atomic.Int64
+	flowState // pacing queue and adaptive limit (flow.go)
 	// slotsOnly: count in-flight slots only, no rate (a cluster engine's
 	// in-flight caps, which stay per instance).
 	slotsOnly bool
@@ -84,7 +95,11 @@ func (e *localEngine) Take(r *Rule, key []byte, now int64) Decision {
 		}
 	}
 	l := d.Limits
-	if r.MaxConcurrentTotal > 0 {
+	if r.Flow.Adaptive != nil {
+		if !e.admitAdaptive(r, &d) {
+			return d
+		}
+	} else if r.MaxConcurrentTotal > 0 {
 		if e.inflight.Add(1) > r.MaxConcurrentTotal {
 			e.inflight.Add(-1)
 			d.Reason = TooManyInFlightTotal
@@ -113,6 +128,9 @@ func (e *localEngine) Take(r *Rule, key []byte, now int64) Decision {
 	cost := float64(r.Cost)
 	if e.slotsOnly {
 		// the rate is decided elsewhere
+	} else if r.Flow.Behavior != Reject {
+		ok = e.shape(r, ent, l, now, cost, &d)
+		left = float64(d.Remaining)
 	} else if e.typ == SlidingWindow {
 		ok, left, d.RetryAfter = ent.sw.take(now, l.Window, l.Max, cost)
 		d.Reset = ent.sw.untilWindowEnd(now, l.Window)
@@ -157,6 +175,7 @@ func (e *localEngine) Release(d *Decision) {
 type limiter struct {
 	id       string
 	counters *ruleCounters
+	flow     flowMetrics
 	inline   *Rule // the first parse of an inline rule, shared by its handlers
 	state    atomic.Pointer[limiterState]
 	backend  atomic.Pointer[backendRef] // Redis for scope cluster
@@ -181,7 +200,7 @@ func newLimiter(id string, now func() int64) *limiter {
 	if now == nil {
 		now = monotonicNow
 	}
-	l := &limiter{id: id, now: now, stop: make(chan struct{}), counters: countersFor(id)}
+	l := &limiter{id: id, now: now, stop: make(chan struct{}), counters: countersFor(id), flow: flowMetricsFor(id)}
 	registerLimiter(l)
 	go l.janitor()
 	return l
@@ -206,12 +225,12 @@ func (l *limiter) adopt(r *Rule) Engine {
 		switch old := s.engine.(type) {
 		case *localEngine:
 			if !r.Cluster() && old.typ == r.Type && len(old.tab.shards) == shardsFor(r.MaxKeys) {
-				l.state.Store(&limiterState{rule: r, engine: old})
+				l.store(r, old)
 				return old
 			}
 		case *clusterEngine:
 			if old.fits(r) {
-				l.state.Store(&limiterState{rule: r, engine: old})
+				l.store(r, old)
 				return old
 			}
 		}
@@ -222,8 +241,17 @@ func (l *limiter) adopt(r *Rule) Engine {
 	} else {
 		e = newLocalEngine(r)
 	}
-	l.state.Store(&limiterState{rule: r, engine: e})
+	l.store(r, e)
 	return e
+}
+
+// store publishes rule r with engine e, after fitting e's flow state (the
+// adaptive limit) to r, so no request sees r without it.
+func (l *limiter) store(r *Rule, e Engine) {
+	if le, ok := e.(*localEngine); ok {
+		le.configureFlow(r, l.now())
+	}
+	l.state.Store(&limiterState{rule: r, engine: e})
 }
 
 // setBackend points the limiter's cluster engine at a config's Redis; the
@@ -273,6 +301,7 @@ func (l *limiter) Destruct() error {
 		close(l.stop)
 		unregisterLimiter(l)
 		dropCounters(l.id)
+		dropFlowMetrics(l.id)
 	})
 	return nil
 }

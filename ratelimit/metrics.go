@@ -50,7 +50,7 @@ func initMetrics(reg *prometheus.Registry) {
 	if reg == nil {
 		return
 	}
-	for _, c := range []prometheus.Collector{metrics.requests, metrics.redis, metrics.fallbacks, transitions, &metrics.gauges} {
+	for _, c := range []prometheus.Collector{metrics.requests, metrics.redis, metrics.fallbacks, transitions, queueWaitHist, &metrics.gauges} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {
@@ -124,6 +124,7 @@ func unregisterLimiter(l *limiter) {
 func (*gaugeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- keysDesc
 	ch <- inFlightDesc
+	describeFlow(ch)
 }
 
 func (*gaugeCollector) Collect(ch chan<- prometheus.Metric) {
@@ -136,5 +137,6 @@ func (*gaugeCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(keysDesc, prometheus.GaugeValue, float64(s.engine.Keys()), l.id)
 		ch <- prometheus.MustNewConstMetric(inFlightDesc, prometheus.GaugeValue, float64(s.engine.InFlight()), l.id)
+		collectFlow(ch, l, s.engine)
 	}
 }

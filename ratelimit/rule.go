@@ -81,6 +81,9 @@ type Rule struct {
 	RedisTimeout     time.Duration
 	LeaseSize        int64
 
+	// Flow: pacing, warm-up and the adaptive in-flight limit (flow_rule.go).
+	Flow Flow
+
 	idAny any // ID boxed once for the placeholder
 
 	// idle is how long a key may go unseen before its state equals a fresh
@@ -141,6 +144,9 @@ var knownFields = []string{
 	"max_concurrent", "max_concurrent_total", "on_empty_key", "shadow", "overrides",
 	"max_keys", "status", "concurrency_status", "headers", "body", "handle_errors", "scope",
 	"on_redis_error", "redis_timeout", "lease_size", "raw_keys",
+	// flow shaping (flow_rule.go)
+	"control_behavior", "max_queue_wait", "max_queued", "warm_up_period", "cold_factor",
+	"min_limit", "max_limit", "initial_limit", "latency_tolerance", "sample_window", "min_rtt_interval",
 }
 
 // ParseRule validates a rate_limit rule's fields. Errors are
@@ -213,10 +219,10 @@ func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
 	if r.Key, err = handlerkit.ParseKey(keySpec); err != nil {
 		return nil, f.Errorf("key_resolver", "%v", err)
 	}
-	if v, ok := get("max_concurrent"); ok {
+	if v, ok := get("max_concurrent"); ok && !isAdaptive(v) {
 		n, err := strconv.ParseInt(v, 10, 32)
 		if err != nil || n < 0 {
-			return nil, f.Errorf("max_concurrent", "want a whole number >= 0 (0 = no cap)")
+			return nil, f.Errorf("max_concurrent", "want a whole number >= 0 (0 = no cap) or adaptive")
 		}
 		r.MaxConcurrent = int32(n)
 	}
@@ -279,6 +285,9 @@ func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
 	r.idle = r.Limits.idle(r.Type)
 	for _, l := range r.Overrides {
 		r.idle = max(r.idle, l.idle(r.Type))
+	}
+	if err := r.parseFlow(f, get); err != nil {
+		return nil, err
 	}
 	return r, nil
 }

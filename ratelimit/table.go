@@ -34,6 +34,8 @@ type entry struct {
 	seen       int64       // ns of the last request
 	inflight   int32       // requests admitted and not finished (max_concurrent)
 	lease      *leaseState // cluster lease mode only
+	pace       pacer       // control_behavior pace
+	warm       warmBucket  // control_behavior warm_up, warm_up_pace
 	prev, next *entry
 }
 

@@ -10,6 +10,7 @@
 //	curl -X POST '127.0.0.1:9001/fail-rate?value=1'   # from now on every request fails
 //	curl -X POST '127.0.0.1:9001/fail-rate?value=0'   # healthy again
 //	curl 127.0.0.1:9001/hits                   # requests answered on / and /slow so far
+//	curl 127.0.0.1:9001/work                   # a service of -capacity workers (capacity.go)
 package main
 
 import (
@@ -29,6 +30,8 @@ func main() {
 	version := flag.String("version", "v1", "version to answer with")
 	name := flag.String("name", "", "name to answer with (default: upstream <addr>)")
 	delay := flag.Duration("delay", 2*time.Second, "how long /slow sleeps (/slow?d=500ms overrides it)")
+	capacity := flag.Int("capacity", 10, "/work: requests worked on at once; the rest queue (change it live: POST /capacity?value=5)")
+	work := flag.Duration("work", 100*time.Millisecond, "/work: how long one request is worked on")
 	failRate := flag.Float64("fail-rate", 0, "share of requests answered 500, 0..1 (change it live: POST /fail-rate?value=0.5)")
 	flag.Parse()
 	if *name == "" {
@@ -38,7 +41,7 @@ func main() {
 		log.Fatalf("-fail-rate %v: want 0..1", *failRate)
 	}
 
-	u := &upstream{version: *version, name: *name, delay: *delay}
+	u := &upstream{version: *version, name: *name, delay: *delay, workers: newWorkers(*capacity, *work)}
 	u.setFailRate(*failRate)
 	log.SetPrefix(*version + " ")
 	log.Printf("listening on %s (delay %v, fail-rate %v)", *addr, *delay, *failRate)
@@ -54,6 +57,7 @@ type upstream struct {
 	delay         time.Duration
 	failRate      atomic.Uint64 // per mille of requests answered 500
 	hits          atomic.Uint64 // requests to / and /slow
+	workers       *workers      // /work, /capacity, /stats (capacity.go)
 }
 
 func (u *upstream) setFailRate(r float64) { u.failRate.Store(uint64(r * 1000)) }
@@ -89,6 +93,7 @@ func (u *upstream) routes() *http.ServeMux {
 		}
 		u.answer(w, r)
 	})
+	u.workers.routes(mux)
 	mux.HandleFunc("/", u.answer)
 	return mux
 }

@@ -1,0 +1,212 @@
+package examples_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicegw/sluice/internal/testcaddy"
+)
+
+// The protect-downstream load: a flash-sale burst of 40 requests at once,
+// then 150 req/s (3× the service's healthy capacity of 50 req/s: 10
+// workers × 200 ms) for two phases of pdPhaseLen: healthy, then with the
+// capacity halved to 5 workers (the service slowed: 25 req/s). The rates
+// are low so the run means the same on a busy 2-core machine under -race.
+const (
+	pdBurst    = 40
+	pdRate     = 150
+	pdPhaseLen = 5 * time.Second
+	pdWork     = 200 * time.Millisecond
+	pdCapA     = 10
+	pdCapB     = 5
+)
+
+// pdRun is one gateway's figures; per phase, measured by the upstream
+// over the phase's second half.
+type pdRun struct {
+	name              string
+	admitted          [2]float64 // req/s answered 200 (by send time)
+	inFlight          [2]float64 // mean in flight at the upstream
+	maxInFlight       [2]int
+	p99               [2]time.Duration // time in the upstream (queue + work)
+	max10ms, max100ms int              // most arrivals at the upstream in one 10 ms / 100 ms slot, whole run
+}
+
+// TestProtectDownstream: examples/protect-downstream. Three gateways, one
+// service, the same load; the table is the README's. Run with -v to see it.
+func TestProtectDownstream(t *testing.T) {
+	s := startScenario(t, "protect-downstream", 9001, 8080) // 8080: the helper expects it
+	up := startUpstream(t, s.port[9001], "-capacity", fmt.Sprint(pdCapA), "-work", pdWork.String())
+	var runs []pdRun
+	for _, g := range []struct {
+		name string
+		port int
+	}{{"qps quota (40/s, burst 40)", 8081}, {"paced (40/s)", 8082}, {"adaptive in-flight", 8083}} {
+		runs = append(runs, drive(t, g.name, s.url(g.port), up))
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nservice: %d workers × %v (%d req/s), halved to %d after %v; offered %d req/s after a burst of %d\n",
+		pdCapA, pdWork, int(float64(pdCapA)/pdWork.Seconds()), pdCapB, pdPhaseLen, pdRate, pdBurst)
+	fmt.Fprintf(&b, "%-28s %17s %19s %17s %21s %17s\n", "gateway", "admitted req/s", "in flight (mean)", "max in flight", "p99 in upstream", "max per 10/100ms")
+	fmt.Fprintf(&b, "%-28s %8s %8s %9s %9s %8s %8s %10s %10s\n", "", "healthy", "slowed", "healthy", "slowed", "healthy", "slowed", "healthy", "slowed")
+	for _, r := range runs {
+		fmt.Fprintf(&b, "%-28s %8.1f %8.1f %9.1f %9.1f %8d %8d %10v %10v %10d/%d\n", r.name, r.admitted[0], r.admitted[1],
+			r.inFlight[0], r.inFlight[1], r.maxInFlight[0], r.maxInFlight[1],
+			r.p99[0], r.p99[1], r.max10ms, r.max100ms)
+	}
+	t.Log(b.String())
+
+	// rules.sh gives the quota gateway the adaptive limit too, live.
+	s.rulesSh(t)
+	s.waitRule(t, "rate_limit/quota", `"max_concurrent":"adaptive"`)
+
+	plain, paced, adaptive := runs[0], runs[1], runs[2]
+	// A QPS quota does not bound in-flight work: once the service serves
+	// 25 req/s and the quota admits 40, 15 req/s pile up (~40 to ~75 in
+	// flight over the measured half). 3 C is what the pile reaches ~1 s
+	// into the phase, so it holds even if a starved load generator lagged.
+	if plain.inFlight[1] < 3*pdCapB {
+		t.Errorf("qps quota, service slowed: %.1f in flight, want the pile-up (>= %d)", plain.inFlight[1], 3*pdCapB)
+	}
+	// The piled-up requests wait for seconds in the service (1.5 s to 3 s
+	// expected); assert 3× the work time.
+	if plain.p99[1] < 3*pdWork {
+		t.Errorf("qps quota, service slowed: p99 %v, want >= %v", plain.p99[1], 3*pdWork)
+	}
+	// The burst of 40 passes at once (the bucket is full): a pulse. The
+	// load generator opens 40 connections and the gateway 40 to the
+	// service, which a busy machine spreads out; 10 in one 100 ms slot
+	// (2.5× the paced 4) allows the 40 to be spread over 400 ms.
+	if plain.max100ms < 10 {
+		t.Errorf("qps quota: most arrivals in 100 ms %d, want the burst's pulse (>= 10)", plain.max100ms)
+	}
+	// Pacing spaces admissions 25 ms apart: at most 1 per 10 ms slot and
+	// 4 per 100 ms. A stalled process (GC, a busy machine, -race) releases
+	// the timers that came due meanwhile together; allow a 75 ms stall: 4
+	// per 10 ms, 7 per 100 ms. The burst's pulse would be 40.
+	if paced.max10ms > 4 || paced.max100ms > 7 {
+		t.Errorf("paced: %d per 10 ms, %d per 100 ms; want <= 4 and <= 7 (no pulse)", paced.max10ms, paced.max100ms)
+	}
+	// The adaptive limit keeps the service near its capacity: in flight
+	// settles about 1.35 C (the tolerance of 25% plus the headroom). It
+	// must stay <= 2 C in both phases (so it followed the halving). The
+	// lower bound is loose, 0.3 C: the limit learns from the latency the
+	// gateway sees, and a starved gateway process sees more than the
+	// service causes, so it errs low. (The issue's [0.7 C, 1.5 C] is the
+	// README figure.)
+	for i, c := range []int{pdCapA, pdCapB} {
+		if adaptive.inFlight[i] < 0.3*float64(c) || adaptive.inFlight[i] > 2*float64(c) {
+			t.Errorf("adaptive, phase %d: %.1f in flight, want within [%.1f, %d]", i+1, adaptive.inFlight[i], 0.3*float64(c), 2*c)
+		}
+		// Time in the service stays near the uncontended 200 ms (about
+		// 270 ms at the settled limit); <= 2× is the claim, asserted with
+		// room: 3×.
+		if adaptive.p99[i] > 3*pdWork || adaptive.p99[i] == 0 {
+			t.Errorf("adaptive, phase %d: p99 %v in the service, want <= %v", i+1, adaptive.p99[i], 3*pdWork)
+		}
+	}
+}
+
+// drive runs the load against one gateway and measures it: the upstream's
+// counters are reset half-way through each phase and read at its end.
+func drive(t *testing.T, name, gateway, upstream string) pdRun {
+	t.Helper()
+	post(t, upstream+fmt.Sprintf("/capacity?value=%d", pdCapA))
+	post(t, upstream+"/stats/reset")
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 512}}
+	defer client.CloseIdleConnections()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	run := pdRun{name: name}
+	var ok [2]atomic.Int64
+	var wg sync.WaitGroup
+	send := func(phase int) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequestWithContext(ctx, "GET", gateway+"/work", nil)
+			if resp, err := client.Do(req); err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == 200 {
+					ok[phase].Add(1)
+				}
+			}
+		}()
+	}
+	pulse := func(st map[string]float64) {
+		run.max10ms = max(run.max10ms, int(st["max_per_10ms"]))
+		run.max100ms = max(run.max100ms, int(st["max_per_100ms"]))
+	}
+	read := func(phase int) {
+		st := stats(t, upstream)
+		pulse(st)
+		run.inFlight[phase], run.maxInFlight[phase] = st["mean_in_flight"], int(st["max_in_flight"])
+		run.p99[phase] = time.Duration(st["p99_ms"]) * time.Millisecond
+	}
+	begin := time.Now()
+	for i := 0; i < pdBurst; i++ {
+		send(0)
+	}
+	// Open loop: request n goes at n/rate, however the earlier ones fare.
+	half := pdPhaseLen / 2
+	marks := []struct {
+		at time.Duration
+		do func()
+	}{
+		{half, func() { pulse(stats(t, upstream)); post(t, upstream+"/stats/reset") }},
+		{pdPhaseLen, func() { read(0); post(t, upstream+fmt.Sprintf("/capacity?value=%d", pdCapB)) }},
+		{pdPhaseLen + half, func() { pulse(stats(t, upstream)); post(t, upstream+"/stats/reset") }},
+	}
+	for n := 1; ; n++ {
+		at := time.Duration(n) * time.Second / pdRate
+		if at >= 2*pdPhaseLen {
+			break
+		}
+		for len(marks) > 0 && at >= marks[0].at {
+			marks[0].do()
+			marks = marks[1:]
+		}
+		time.Sleep(time.Until(begin.Add(at))) // sleep: the load generator's schedule
+		send(int(at / pdPhaseLen))
+	}
+	read(1)
+	cancel()
+	wg.Wait()
+	for i := range ok {
+		run.admitted[i] = float64(ok[i].Load()) / pdPhaseLen.Seconds()
+	}
+	testcaddy.Eventually(t, 20*time.Second, name+": the upstream drained", func() bool { return stats(t, upstream)["in_flight"] == 0 })
+	return run
+}
+
+func post(t *testing.T, url string) {
+	t.Helper()
+	resp, err := http.Post(url, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("POST %s: %d", url, resp.StatusCode)
+	}
+}
+
+func stats(t *testing.T, upstream string) map[string]float64 {
+	_, body := testcaddy.Get(t, upstream+"/stats")
+	var st map[string]float64
+	if err := json.Unmarshal([]byte(body), &st); err != nil {
+		t.Fatalf("upstream stats %q: %v", body, err)
+	}
+	return st
+}

@@ -1,0 +1,130 @@
+package ratelimit
+
+import (
+	"math"
+	"sync/atomic"
+)
+
+// maxFlowSeconds caps the intervals of a flow schedule (a rule with a qps
+// far below 1/hour), so the ns arithmetic cannot overflow.
+const maxFlowSeconds = 3600
+
+// flowState is a local engine's per-rule flow-shaping state: the number of
+// paced requests waiting, and the adaptive in-flight limit.
+type flowState struct {
+	queued   atomic.Int64
+	adaptive atomic.Pointer[gradient]
+}
+
+// configureFlow fits the engine to rule r: it starts the adaptive limit
+// when r has one, hands a changed configuration to the running one
+// (keeping what it learnt), and drops it when r has none.
+func (e *localEngine) configureFlow(r *Rule, now int64) {
+	a := r.Flow.Adaptive
+	if a == nil {
+		e.adaptive.Store(nil)
+		return
+	}
+	if g := e.adaptive.Load(); g != nil {
+		g.configure(*a)
+		return
+	}
+	e.adaptive.Store(newGradient(*a, now))
+}
+
+// admitAdaptive takes an in-flight slot under the adaptive limit (and
+// max_concurrent_total, which may be set as well).
+func (e *localEngine) admitAdaptive(r *Rule, d *Decision) bool {
+	g := e.adaptive.Load()
+	if g == nil { // a rule not yet fitted (cannot happen through limiter.engine)
+		return true
+	}
+	n := e.inflight.Add(1)
+	if r.MaxConcurrentTotal > 0 && n > r.MaxConcurrentTotal {
+		e.inflight.Add(-1)
+		d.Reason = TooManyInFlightTotal
+		return false
+	}
+	if n > g.Limit() {
+		e.inflight.Add(-1)
+		d.Reason = OverAdaptiveLimit
+		return false
+	}
+	d.total, d.adaptive, d.admittedAt = true, g, n
+	return true
+}
+
+// shape decides the rate of a request under pace, warm_up or warm_up_pace
+// in key's locked entry: admitted at once, admitted to wait d.Wait for its
+// slot (holding a place in the rule's queue), or refused with the true
+// d.RetryAfter. It fills d.Remaining and d.Reset.
+func (e *localEngine) shape(r *Rule, ent *entry, l *Limits, now int64, cost float64, d *Decision) bool {
+	fl := &r.Flow
+	tolerance := fl.MaxQueueWait
+	if !fl.Behavior.paces() {
+		// warm_up refuses instead of queueing: a burst of `burst` requests
+		// may go at once (a burst of burst/cold_factor while cold).
+		tolerance = ceilNanos(math.Min((l.Burst-cost)/l.QPS, maxFlowSeconds))
+	}
+	var m warmModel
+	var wait int64
+	if fl.Behavior.warms() {
+		m = newWarmModel(l.QPS, fl.ColdFactor, fl.WarmUpPeriod)
+		ent.warm.sync(now, &m)
+		wait = ent.warm.next - now
+	} else {
+		wait = ent.pace.slot(now)
+	}
+	if wait > tolerance {
+		d.RetryAfter, d.Reset = wait-tolerance, wait
+		return false
+	}
+	if wait > 0 && fl.Behavior.paces() {
+		if e.queued.Add(1) > fl.MaxQueued {
+			e.queued.Add(-1)
+			d.RetryAfter, d.Reset = wait, wait
+			return false
+		}
+		d.Wait, d.queued = wait, &e.queued
+	}
+	interval := ceilNanos(math.Min(cost/l.QPS, maxFlowSeconds))
+	var next int64
+	if fl.Behavior.warms() {
+		ent.warm.take(now, cost, &m, tolerance)
+		next = ent.warm.next
+		interval = int64(m.interval(ent.warm.stored))
+	} else {
+		ent.pace.commit(now, interval)
+		next = ent.pace.tat
+	}
+	d.Reset = next - now
+	if free := now + tolerance - next; free >= 0 {
+		d.Remaining = int64(math.Floor(float64(free)/float64(max(interval, 1)))) + 1
+	}
+	return true
+}
+
+// FlowState is a rule's flow shaping in GET /sluice/state.
+type FlowState struct {
+	// ControlBehavior is reject, pace, warm_up or warm_up_pace.
+	ControlBehavior string `json:"control_behavior"`
+	// Queued is the number of paced requests waiting for their slot now.
+	Queued int64 `json:"queued"`
+	// Adaptive is the max_concurrent adaptive limit: the limit in force,
+	// minRTT and the last sampled latency.
+	Adaptive *AdaptiveState `json:"adaptive,omitempty"`
+}
+
+func flowStateOf(s *limiterState) *FlowState {
+	le, ok := s.engine.(*localEngine)
+	fl := &s.rule.Flow
+	if !ok || fl.Behavior == Reject && fl.Adaptive == nil {
+		return nil
+	}
+	out := &FlowState{ControlBehavior: fl.Behavior.String(), Queued: le.queued.Load()}
+	if g := le.adaptive.Load(); g != nil {
+		st := g.state()
+		out.Adaptive = &st
+	}
+	return out
+}

@@ -1,0 +1,92 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+)
+
+// StatusClientClosed is the status logged for a paced request whose client
+// went away while it waited (nginx's 499); nothing reaches the client.
+const StatusClientClosed = 499
+
+// zeroWait is {http.ratelimit.queue_wait} of a paced request that did not
+// wait, boxed once so setting it does not allocate.
+var zeroWait any = time.Duration(0)
+
+// serveShaped serves a request that must wait for its slot or feeds the
+// adaptive limit (the request path that allocates: a timer, a status
+// recorder): it waits for the request's slot (a timer, no lock held, ending early when
+// the client goes), then serves it holding its in-flight slots, and feeds
+// the adaptive limit the latency from admission to the return of next.
+func serveShaped(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, rule *Rule, lim *limiter, eng Engine, d Decision, repl *caddy.Replacer) error {
+	defer eng.Release(&d)
+	if d.Wait > 0 {
+		waited, err := waitTurn(r.Context(), &d, lim)
+		if repl != nil {
+			repl.Set("http.ratelimit.queue_wait", time.Duration(waited))
+		}
+		if err != nil {
+			return caddyhttp.Error(StatusClientClosed, err)
+		}
+	}
+	if d.adaptive == nil {
+		return next.ServeHTTP(w, r)
+	}
+	start := lim.now()
+	rec := &statusRecorder{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}}
+	err := next.ServeHTTP(rec, r)
+	if r.Context().Err() == nil { // a client cancel says nothing of the upstream
+		d.adaptive.observe(start, lim.now(), d.admittedAt, isDrop(err, rec.status))
+	}
+	return err
+}
+
+// waitTurn waits d.Wait for the request's slot, or until ctx ends; it
+// returns the time waited. The request leaves the rule's queue either way.
+func waitTurn(ctx context.Context, d *Decision, lim *limiter) (int64, error) {
+	defer d.queued.Add(-1)
+	start := lim.now()
+	t := time.NewTimer(time.Duration(d.Wait))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		waited := lim.now() - start
+		lim.flow.queueWait.Observe(float64(waited) / 1e9)
+		return waited, nil
+	case <-ctx.Done():
+		lim.flow.queueWait.Observe(float64(lim.now()-start) / 1e9)
+		return lim.now() - start, ctx.Err()
+	}
+}
+
+// statusRecorder notes the status the next handler wrote, so a 5xx counts
+// as a drop for the adaptive limit.
+type statusRecorder struct {
+	*caddyhttp.ResponseWriterWrapper
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.status == 0 && code >= 200 {
+		s.status = code
+	}
+	s.ResponseWriterWrapper.WriteHeader(code)
+}
+
+// isDrop reports whether a request's outcome says the upstream is
+// overloaded or failing: a 5xx, or an error that is not a client error.
+func isDrop(err error, status int) bool {
+	if err != nil {
+		var he caddyhttp.HandlerError
+		if errors.As(err, &he) && he.StatusCode > 0 && he.StatusCode < 500 {
+			return false
+		}
+		return true
+	}
+	return status >= 500
+}
