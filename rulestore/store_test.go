@@ -84,9 +84,7 @@ func (in *instance) json(store map[string]any) []byte {
 
 func (in *instance) reload(store map[string]any) {
 	in.t.Helper()
-	if err := caddy.Load(in.json(store), true); err != nil {
-		in.t.Fatalf("reload: %v", err)
-	}
+	testcaddy.ReloadJSON(in.t, in.json(store))
 }
 
 // rule asks the admin API for a rule; ok is false on 404.
