@@ -233,7 +233,7 @@ func TestStateReflectsTraffic(t *testing.T) {
 	for range 20 {
 		testcaddy.Get(t, site+"/", "X-User-Id: alice")
 	}
-	time.Sleep(2 * time.Second) // two sampler ticks: proves the absence of an event
+	time.Sleep(2 * time.Second) // sleep: proves an event is absent: two ticks of the 1 s sampler see the 20 rejections
 	if n := len(eventsNamed("ratelimit_exceeded")); n != 1 {
 		t.Fatalf("%d ratelimit_exceeded events within one period, want 1", n)
 	}
