@@ -737,7 +737,7 @@ func TestConcurrentTrafficRespectsProbeLimit(t *testing.T) {
 			for m := maxInFlight.Load(); n > m && !maxInFlight.CompareAndSwap(m, n); m = maxInFlight.Load() {
 			}
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // sleep: the upstream's response time, so concurrent requests overlap
 		http.Error(w, "down", 500)
 	}))
 	defer up.Close()

@@ -490,7 +490,7 @@ func within(timeout time.Duration, cond func() bool) bool {
 		if time.Now().After(deadline) {
 			return false
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // sleep: poll interval of a condition wait
 	}
 	return true
 }

@@ -432,7 +432,7 @@ func TestJunkPubSubFlood(t *testing.T) {
 	// The change waits behind the flood's re-reads of valid-looking ids.
 	testcaddy.Eventually(t, 2*time.Minute, "the real change after the flood", func() bool {
 		v, ok := adminRule(t, rg.admin, "rate_limit", "after_flood")
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // sleep: polls the admin API gently, not competing with the flood it measures
 		return ok && v.Fields["qps"] == "4"
 	})
 	drained := time.Since(start)
@@ -515,7 +515,7 @@ func TestManyRuleIDs(t *testing.T) {
 		s := time.Now()
 		n := adminStore(t, admin).Rules["rate_limit"]
 		slowest = max(slowest, time.Since(s))
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // sleep: polls the admin API gently, not competing with the load it measures
 		return n >= bulk+live
 	})
 	applied := time.Since(start)

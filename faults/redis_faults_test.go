@@ -99,7 +99,7 @@ http://127.0.0.1:%d {
 
 // hold keeps a load phase running for d: the phase's length, not a wait
 // for a condition.
-func hold(d time.Duration) { time.Sleep(d) }
+func hold(d time.Duration) { time.Sleep(d) } // sleep: a load phase lasts d; nothing to wait on
 
 // TestRedisFaultsUnderLoad runs the built Caddy binary with the full chain
 // under steady load while Redis is partitioned away, paused (SIGSTOP),

@@ -360,7 +360,7 @@ func TestClusterRefusalIsRemembered(t *testing.T) {
 	// The rule changes: Redis is asked again at once (and a faster refill
 	// has brought a token back).
 	r2 := clusterRule(t, rulestore.Fields{"qps": "1000", "burst": "2", "key_resolver": "global"})
-	time.Sleep(2 * time.Millisecond) // two tokens at 1000/s
+	time.Sleep(2 * time.Millisecond) // sleep: at least two tokens come back at 1000/s (burst 2 caps a longer pause)
 	if d := take(l, r2, "k"); !d.OK() || counterValue(l.counters.redisCalls) != calls+1 {
 		t.Fatalf("after the rule changed: %+v, want allowed by Redis", d)
 	}
