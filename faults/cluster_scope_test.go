@@ -127,7 +127,7 @@ http://127.0.0.1:%d {
 	warm.waitSent(t, 200)
 	warm.stopLoad()
 	baseG := testcaddy.Settled(t, 20*time.Second, "goroutines", runtime.NumGoroutine)
-	baseConns := sluiceClients(t, c)
+	baseConns := testcaddy.Settled(t, 20*time.Second, "redis connections", func() int { return sluiceClients(t, c) })
 
 	l := startLoad(t, pick(200, 300), 8, func(n uint64) (*http.Request, check) {
 		p := paths[n%uint64(len(paths))]

@@ -142,7 +142,7 @@ func TestRedisFaultsUnderLoad(t *testing.T) {
 	warm.waitSent(t, 300)
 	warm.stopLoad()
 	baseG := testcaddy.Settled(t, 20*time.Second, "caddy goroutines", func() int { return processGoroutines(t, admin) })
-	baseConns := sluiceClients(t, c)
+	baseConns := testcaddy.Settled(t, 20*time.Second, "redis connections", func() int { return sluiceClients(t, c) })
 	t.Logf("RESULT baseline: caddy goroutines=%d redis connections=%d", baseG, baseConns)
 
 	l := startLoad(t, rate, 8, chainRequest(base))

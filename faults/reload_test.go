@@ -134,7 +134,7 @@ func TestReloadUnderLoad(t *testing.T) {
 	warm.waitSent(t, 200)
 	warm.stopLoad()
 	baseG := testcaddy.Settled(t, 20*time.Second, "goroutines", runtime.NumGoroutine)
-	baseConns := sluiceClients(t, c)
+	baseConns := testcaddy.Settled(t, 20*time.Second, "redis connections", func() int { return sluiceClients(t, c) })
 	updatesBefore := metric(metricsText(t, adminPort), "sluice_rulestore_updates_total")
 
 	l := startLoad(t, rate, 8, chainRequest(base))
