@@ -69,10 +69,7 @@ http://127.0.0.1:%d {
 		}},
 	}
 	cfgJSON, _ = json.Marshal(cfg)
-	if err := caddy.Load(cfgJSON, true); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { caddy.Stop() })
+	testcaddy.RunJSON(t, cfgJSON) // skipped under -short; stopped at cleanup
 	url := fmt.Sprintf("http://127.0.0.1:%d", port)
 
 	trip(t, url, 1)

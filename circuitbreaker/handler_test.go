@@ -3,6 +3,7 @@ package circuitbreaker_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -56,7 +57,7 @@ func newUpstream(t *testing.T) *upstream {
 			case <-r.Context().Done():
 			}
 		case "slow":
-			time.Sleep(500 * time.Millisecond)
+			time.Sleep(500 * time.Millisecond) // sleep: the slow upstream the slow-call tests need
 			fmt.Fprint(w, "slow ok")
 		case "drop":
 			conn, _, err := w.(http.Hijacker).Hijack()
@@ -235,16 +236,37 @@ func TestHalfOpenAdmitsOnlyProbesThenCloses(t *testing.T) {
 	expectOpen(t, u, url)
 	u.set("hang")
 	// Once the open time is over, exactly two probes reach the upstream.
-	testcaddy.Eventually(t, 10*time.Second, "a probe admitted", func() bool {
-		go http.Get(url)
-		time.Sleep(20 * time.Millisecond)
-		return u.inFlight.Load() > 0
-	})
-	testcaddy.Eventually(t, 5*time.Second, "two probes in flight", func() bool {
-		go http.Get(url)
-		time.Sleep(20 * time.Millisecond)
-		return u.inFlight.Load() >= 2
-	})
+	// Each attempt waits until its request is either answered (the breaker
+	// is still open) or in flight at the hanging upstream (a probe).
+	var probes sync.WaitGroup
+	t.Cleanup(func() { u.releaseAll(); probes.Wait() })
+	attempt := func() (probe bool) {
+		before := u.inFlight.Load()
+		answered := make(chan struct{})
+		probes.Add(1)
+		go func() {
+			defer probes.Done()
+			defer close(answered)
+			if resp, err := http.Get(url); err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		}()
+		testcaddy.Eventually(t, 10*time.Second, "the request answered or at the upstream", func() bool {
+			select {
+			case <-answered:
+				return true
+			default:
+			}
+			probe = u.inFlight.Load() > before
+			return probe
+		})
+		return probe
+	}
+	testcaddy.Eventually(t, 10*time.Second, "a probe admitted", attempt)
+	if !attempt() {
+		t.Fatal("the second request after the open time was refused, want a second probe (half_open_requests 2)")
+	}
 	for range 5 {
 		expectOpen(t, u, url) // probe slots are taken
 	}
@@ -715,7 +737,7 @@ func TestConcurrentTrafficRespectsProbeLimit(t *testing.T) {
 			for m := maxInFlight.Load(); n > m && !maxInFlight.CompareAndSwap(m, n); m = maxInFlight.Load() {
 			}
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // sleep: the upstream's response time, so concurrent requests overlap
 		http.Error(w, "down", 500)
 	}))
 	defer up.Close()

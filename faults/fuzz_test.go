@@ -3,6 +3,7 @@ package faults_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -20,8 +21,9 @@ import (
 // calls; failing inputs found by a fuzz run land in testdata/fuzz/.
 
 // FuzzRuleFields feeds arbitrary fields to every kind's rule parser (the
-// code that judges what comes from Redis): it must never panic, and a
-// rejection must be a FieldError naming a field.
+// code that judges what comes from Redis): it must never panic, and every
+// rejection must be a FieldError naming a real field: one the writer sent,
+// or one the kind knows (as its own "unknown field" message lists them).
 func FuzzRuleFields(f *testing.F) {
 	seeds := [][4]string{
 		{"qps", "10", "burst", "20"},
@@ -45,6 +47,10 @@ func FuzzRuleFields(f *testing.F) {
 		f.Add(s[0], s[1], s[2], s[3])
 	}
 	kinds := []rulestore.Kind{rulestore.RateLimit, rulestore.CircuitBreaker, rulestore.Gray, rulestore.Binding}
+	known := map[rulestore.Kind]map[string]bool{}
+	for _, k := range kinds {
+		known[k] = knownFields(f, k)
+	}
 	f.Fuzz(func(t *testing.T, n1, v1, n2, v2 string) {
 		fields := rulestore.Fields{n1: v1, n2: v2}
 		for _, k := range kinds {
@@ -53,11 +59,42 @@ func FuzzRuleFields(f *testing.F) {
 				continue
 			}
 			var fe *rulestore.FieldError
-			if errors.As(err, &fe) && fe.Field == "" {
+			switch {
+			case !errors.As(err, &fe):
+				t.Errorf("%s rule %q: rejected without a FieldError: %v", k, fields, err)
+			case fe.Field == "":
 				t.Errorf("%s rule %q: FieldError without a field: %v", k, fields, err)
+			case !known[k][fe.Field] && !hasField(fields, fe.Field):
+				t.Errorf("%s rule %q: FieldError names %q, neither sent nor a field of %s rules: %v", k, fields, fe.Field, k, err)
 			}
 		}
 	})
+}
+
+// knownFields asks a kind's parser for its field names: the "unknown field"
+// rejection of a made-up field lists them as "(want a, b, c)" or
+// "(want one of a, b, c)".
+func knownFields(f *testing.F, k rulestore.Kind) map[string]bool {
+	_, err := rulestore.Parse(k, "probe", rulestore.Fields{"no_such_field_probe": "1"})
+	msg := fmt.Sprint(err)
+	_, list, ok := strings.Cut(msg, "(want ")
+	list, _, ok2 := strings.Cut(list, ")")
+	if err == nil || !ok || !ok2 {
+		f.Fatalf("%s: the rejection of an unknown field does not list the known ones: %v", k, err)
+	}
+	names := map[string]bool{}
+	for _, n := range strings.Split(strings.TrimPrefix(list, "one of "), ",") {
+		names[strings.TrimSpace(n)] = true
+	}
+	if len(names) < 2 {
+		f.Fatalf("%s: known fields %v from %q", k, names, msg)
+	}
+	return names
+}
+
+func hasField(f rulestore.Fields, name string) bool {
+	_, ok := f[name]
+	return ok
 }
 
 // FuzzKey builds request keys from arbitrary specs and header values: no
@@ -97,9 +134,9 @@ func FuzzKey(f *testing.F) {
 	})
 }
 
-// FuzzCaddyfile adapts Caddyfiles whose directive blocks and global
-// rulestore block hold arbitrary text: the parsers must return an error,
-// never panic.
+// FuzzCaddyfile adapts and provisions (as `caddy validate` does) Caddyfiles
+// whose directive blocks and global rulestore block hold arbitrary text:
+// the parsers and Provision/Validate must return an error, never panic.
 func FuzzCaddyfile(f *testing.F) {
 	f.Add(uint8(0), "qps 10\nburst 20\nkey_resolver userId")
 	f.Add(uint8(0), "rule a\nroute b\nqps")
@@ -108,6 +145,8 @@ func FuzzCaddyfile(f *testing.F) {
 	f.Add(uint8(3), "redis {\nurl redis://x\naddrs\n}\nrate_limit a { qps 1 }\nbinding r { gray a,,b }")
 	f.Add(uint8(3), "rate_limit {\n}\n}\n{")
 	f.Add(uint8(1), "\"unterminated")
+	f.Add(uint8(0), "qps 10\nburst 20")
+	f.Add(uint8(3), "rate_limit a {\nqps 1\n}\nbinding r {\nrate_limit a\n}")
 	f.Fuzz(func(t *testing.T, which uint8, body string) {
 		var cf string
 		switch which % 4 {
@@ -120,6 +159,6 @@ func FuzzCaddyfile(f *testing.F) {
 		case 3:
 			cf = "{\n\trulestore {\n" + body + "\n\t}\n}\nhttp://127.0.0.1:1 {\n\trespond ok\n}\n"
 		}
-		testcaddy.Adapt(cf) // an error is fine; a panic fails the fuzz run
+		testcaddy.Validate(cf) // an error is fine; a panic fails the fuzz run
 	})
 }

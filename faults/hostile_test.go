@@ -343,7 +343,7 @@ func TestHostileRulePayloads(t *testing.T) {
 	l.setPhase("after")
 	l.waitSent(t, 200)
 	l.stopLoad()
-	l.report(latencyBound)
+	l.report(latencyBound, 0) // load starts after any reload: nothing closes a connection
 	t.Logf("RESULT %d hostile rules pushed one by one (up to 8 MiB, 10,000 fields), all rejected, last good kept, then a good update applied; %v in all",
 		len(pushes), took.Round(time.Millisecond))
 }
@@ -432,14 +432,14 @@ func TestJunkPubSubFlood(t *testing.T) {
 	// The change waits behind the flood's re-reads of valid-looking ids.
 	testcaddy.Eventually(t, 2*time.Minute, "the real change after the flood", func() bool {
 		v, ok := adminRule(t, rg.admin, "rate_limit", "after_flood")
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // sleep: polls the admin API gently, not competing with the flood it measures
 		return ok && v.Fields["qps"] == "4"
 	})
 	drained := time.Since(start)
 	l.setPhase("after")
 	l.waitSent(t, 200)
 	l.stopLoad()
-	l.report(latencyBound)
+	l.report(latencyBound, 0) // load starts after any reload: nothing closes a connection
 	logs := rg.logs()
 	ignored := strings.Count(logs, "ignoring message")
 	t.Logf("RESULT %d junk messages published in %v; real change applied %v after the flood began; admin API answered in %v during it; %d 'ignoring message' log lines (%d KiB of log)",
@@ -515,14 +515,14 @@ func TestManyRuleIDs(t *testing.T) {
 		s := time.Now()
 		n := adminStore(t, admin).Rules["rate_limit"]
 		slowest = max(slowest, time.Since(s))
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // sleep: polls the admin API gently, not competing with the load it measures
 		return n >= bulk+live
 	})
 	applied := time.Since(start)
 	l.setPhase("after")
 	l.waitSent(t, 200)
 	l.stopLoad()
-	l.report(latencyBound)
+	l.report(latencyBound, 0) // load starts after any reload: nothing closes a connection
 	perRule := float64(heapLoaded-min(heapLoaded, heapBefore)) / float64(bulk)
 	t.Logf("RESULT %d rules loaded by a full sync in %v; heap +%d MiB (~%.0f B/rule); then %d new rules pushed live (HSET+PUBLISH each) applied in %v (%.0f/s) while holding %d; slowest /sluice/store answer %v",
 		bulk, loaded.Round(time.Millisecond), (heapLoaded-min(heapLoaded, heapBefore))>>20, perRule,

@@ -468,11 +468,11 @@ func TestClusterLocalShareAcrossTwoCaddysWhenRedisDies(t *testing.T) {
 					t.Errorf("%s: status %d", u, resp.StatusCode)
 				}
 				mu.Unlock()
-				time.Sleep(5 * time.Millisecond)
+				time.Sleep(5 * time.Millisecond) // sleep: paces each client
 			}
 		}(u)
 	}
-	time.Sleep(time.Until(killAt))
+	time.Sleep(time.Until(killAt)) // sleep: Redis is killed at a set point of the load
 	rd.Kill()
 	killed.Store(true)
 	wg.Wait()

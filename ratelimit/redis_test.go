@@ -2,6 +2,7 @@ package ratelimit_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -37,14 +38,22 @@ func TestRuleFromRedisLive(t *testing.T) {
 	testcaddy.Eventually(t, 10*time.Second, "burst 10 in force", func() bool { return limitHeader(t, s.urls[0]) == "10" })
 	expect(t, s.urls[0], []int{429})
 
-	// A bad update is rejected; the last good rule stays in force.
+	// A bad update is rejected; the last good rule stays in force. The
+	// store's rejected count and a later rule (messages are handled in
+	// order) are the signs the bad one was processed; neither holds before.
+	rejectedBefore := storeRejected(t, s.adminPort)
+	if markerLoaded(t, s.adminPort) {
+		t.Fatal("marker rule present before it was pushed")
+	}
 	redistest.Push(t, c, "rate_limit:rule:api", "gateway:rules:rate_limit", "api", "qps", "-5")
-	// A later update is the sign the bad one was processed (messages are
-	// handled in order).
 	redistest.Push(t, c, "rate_limit:rule:marker", "gateway:rules:rate_limit", "marker", "qps", "1")
-	testcaddy.Eventually(t, 10*time.Second, "later update applied", func() bool {
-		return limitHeader(t, s.urls[0]) == "10" && status(t, s.urls[0]) == 429
+	testcaddy.Eventually(t, 10*time.Second, "bad update rejected and marker rule loaded", func() bool {
+		return storeRejected(t, s.adminPort) > rejectedBefore && markerLoaded(t, s.adminPort)
 	})
+	if got := limitHeader(t, s.urls[0]); got != "10" {
+		t.Fatalf("after the bad update X-RateLimit-Limit is %q, want the last good 10", got)
+	}
+	expect(t, s.urls[0], []int{429})
 
 	// limit_type changes: fresh counters under the new engine.
 	c.HDel(context.Background(), "rate_limit:rule:api", "burst")
@@ -62,4 +71,24 @@ func TestRuleFromRedisLive(t *testing.T) {
 	redistest.Push(t, c, "gateway:binding:checkout", "gateway:rules:binding", "checkout", "rate_limit", "checkout_rl")
 	testcaddy.Eventually(t, 10*time.Second, "route bound", func() bool { return limitHeader(t, s.urls[1]) == "2" })
 	expect(t, s.urls[1], []int{200, 429})
+}
+
+// storeRejected reads the store's count of rejected rules from the admin API.
+func storeRejected(t *testing.T, adminPort int) int64 {
+	t.Helper()
+	_, body := testcaddy.Get(t, fmt.Sprintf("http://localhost:%d/sluice/store", adminPort))
+	var st struct {
+		Rejected *int64 `json:"rejected"`
+	}
+	if err := json.Unmarshal([]byte(body), &st); err != nil || st.Rejected == nil {
+		t.Fatalf("GET /sluice/store: %v: %s", err, body)
+	}
+	return *st.Rejected
+}
+
+// markerLoaded tells whether the store holds rate_limit rule "marker".
+func markerLoaded(t *testing.T, adminPort int) bool {
+	t.Helper()
+	resp, _ := testcaddy.Get(t, fmt.Sprintf("http://localhost:%d/sluice/rules/rate_limit/marker", adminPort))
+	return resp.StatusCode == 200
 }

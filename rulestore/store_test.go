@@ -84,9 +84,7 @@ func (in *instance) json(store map[string]any) []byte {
 
 func (in *instance) reload(store map[string]any) {
 	in.t.Helper()
-	if err := caddy.Load(in.json(store), true); err != nil {
-		in.t.Fatalf("reload: %v", err)
-	}
+	testcaddy.ReloadJSON(in.t, in.json(store))
 }
 
 // rule asks the admin API for a rule; ok is false on 404.
@@ -137,7 +135,10 @@ func (in *instance) logs() string {
 
 func (in *instance) waitLog(substrs ...string) {
 	in.t.Helper()
-	testcaddy.Eventually(in.t, 10*time.Second, fmt.Sprintf("log line with %q", substrs), func() bool {
+	// 30 s: after a Redis restart the store's reconnect backoff alone may
+	// wait up to 5 s, after a restart that takes seconds on a busy 2-core
+	// machine; 10 s was seen to time out there. A wait, not a delay.
+	testcaddy.Eventually(in.t, 30*time.Second, fmt.Sprintf("log line with %q", substrs), func() bool {
 		for _, line := range strings.Split(in.logs(), "\n") {
 			all := true
 			for _, s := range substrs {
@@ -671,9 +672,9 @@ func TestReloadsLeakNothing(t *testing.T) {
 	in := runStore(t, redisStore(r1.URL()))
 	push(t, c1, "a", "qps", "1")
 	in.waitQPS("a", "1")
-	// Let the first generation settle, then measure.
-	time.Sleep(100 * time.Millisecond)
-	goroutines, conns := runtime.NumGoroutine(), redisClients(t, c1)
+	// Measure once the first generation has settled.
+	goroutines := testcaddy.Settled(t, 20*time.Second, "goroutines", runtime.NumGoroutine)
+	conns := testcaddy.Settled(t, 20*time.Second, "redis connections", func() int { return redisClients(t, c1) })
 
 	for i := 0; i < 20; i++ {
 		url := r1.URL()

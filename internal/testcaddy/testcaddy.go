@@ -5,6 +5,7 @@ package testcaddy
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -76,6 +77,9 @@ func Run(t testing.TB, caddyfile string) {
 	RunJSON(t, cfgJSON)
 }
 
+// loaded is the config last loaded in this process (guarded by inProcess).
+var loaded []byte
+
 // RunJSON loads a JSON config into this process's Caddy, like Run.
 func RunJSON(t testing.TB, cfgJSON []byte) {
 	t.Helper()
@@ -87,22 +91,89 @@ func RunJSON(t testing.TB, cfgJSON []byte) {
 		inProcess.Unlock()
 		t.Fatalf("load config: %v\n%s", err, cfgJSON)
 	}
+	loaded = cfgJSON
 	t.Cleanup(func() {
 		caddy.Stop()
+		loaded = nil
+		client.CloseIdleConnections()
 		inProcess.Unlock()
 	})
 }
 
-// Reload replaces the running in-process config, as `caddy reload` does.
+// Reload replaces the running in-process config, as `caddy reload` does,
+// and returns once the old generation no longer accepts connections.
+//
+// Why the wait: caddy.Load returns once the old servers have *started* to
+// shut down (Caddy's http app runs Shutdown in goroutines), and the old and
+// new listeners share each port through SO_REUSEPORT. A connection the
+// kernel queued on the old listener in that window is reset when it
+// closes, and the old server closes its idle keep-alive connections, so a
+// request sent at once could get "connection reset by peer" before any
+// response byte. Waiting until every listener address of both configs is
+// held by at most one listener, then dropping the shared client's idle
+// connections, makes the next request use a fresh connection to the new
+// generation. Tests that send traffic *during* reloads must instead count
+// such resets (see faults: retried once, counted, bounded).
 func Reload(t testing.TB, caddyfile string) {
 	t.Helper()
 	cfgJSON, err := Adapt(caddyfile)
 	if err != nil {
 		t.Fatalf("adapt Caddyfile: %v", err)
 	}
+	ReloadJSON(t, cfgJSON)
+}
+
+// ReloadJSON is Reload for a JSON config.
+func ReloadJSON(t testing.TB, cfgJSON []byte) {
+	t.Helper()
+	addrs := append(listenAddrs(t, loaded), listenAddrs(t, cfgJSON)...)
 	if err := caddy.Load(cfgJSON, true); err != nil {
 		t.Fatalf("reload config: %v", err)
 	}
+	loaded = cfgJSON
+	Eventually(t, 10*time.Second, "the old generation's listeners closed", func() bool {
+		for _, a := range addrs {
+			if caddy.ListenerUsage(a[0], a[1]) > 1 {
+				return false
+			}
+		}
+		return true
+	})
+	client.CloseIdleConnections()
+}
+
+// listenAddrs lists the (network, address) of every listener of an HTTP
+// app config, as Caddy's listener pool keys them.
+func listenAddrs(t testing.TB, cfgJSON []byte) [][2]string {
+	t.Helper()
+	if cfgJSON == nil {
+		return nil
+	}
+	var cfg struct {
+		Apps struct {
+			HTTP struct {
+				Servers map[string]struct {
+					Listen []string `json:"listen"`
+				} `json:"servers"`
+			} `json:"http"`
+		} `json:"apps"`
+	}
+	if err := json.Unmarshal(cfgJSON, &cfg); err != nil {
+		t.Fatalf("config JSON: %v", err)
+	}
+	var out [][2]string
+	for _, srv := range cfg.Apps.HTTP.Servers {
+		for _, l := range srv.Listen {
+			na, err := caddy.ParseNetworkAddress(l)
+			if err != nil {
+				t.Fatalf("listen address %q: %v", l, err)
+			}
+			for _, a := range na.Expand() {
+				out = append(out, [2]string{a.Network, a.JoinHostPort(0)})
+			}
+		}
+	}
+	return out
 }
 
 // Options returns a global-options block body that pins the admin endpoint to
@@ -153,6 +224,21 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// Settled waits until two readings of count taken 200 ms apart agree and
+// returns that value, or fails the test: a leak baseline taken before
+// things settle would loosen every leak check after it.
+func Settled(t testing.TB, timeout time.Duration, what string, count func() int) int {
+	t.Helper()
+	var v int
+	Eventually(t, timeout, what+" to settle (two equal readings 200ms apart)", func() bool {
+		a := count()
+		time.Sleep(200 * time.Millisecond)
+		v = count()
+		return a == v
+	})
+	return v
 }
 
 // Process is Caddy running as a subprocess of the test.
