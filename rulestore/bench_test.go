@@ -206,12 +206,16 @@ func BenchmarkKillSwitchPropagation(b *testing.B) {
 			qps := strconv.Itoa(n*200 + i + 1)
 			c.HSet(ctx, "rate_limit:rule:switch", "qps", qps)
 			start := time.Now()
+			deadline := start.Add(10 * time.Second)
 			c.Publish(ctx, "gateway:rules:rate_limit", "switch")
 			for {
 				if r := app.Lookup(RateLimit, "switch"); r.Fields["qps"] == qps && r.Fields["burst"] == "2000" {
 					break
 				}
-				time.Sleep(20 * time.Microsecond) // poll as a request would, without starving the store of CPU
+				if time.Now().After(deadline) {
+					b.Fatalf("kill switch qps=%s not in force 10s after its publish", qps)
+				}
+				runtime.Gosched() // poll as a request would, without a sleep floor under the figure
 			}
 			delays = append(delays, time.Since(start))
 		}
