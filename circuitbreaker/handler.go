@@ -43,6 +43,7 @@ type Handler struct {
 	holder *handlerkit.Holder[*ruleState]
 	logger *zap.Logger
 	hooks  *hooks
+	refs   []rulestore.CaddyfileRef // rules named in the Caddyfile, checked when parsed
 }
 
 // CaddyModule returns the Caddy module information.

@@ -57,6 +57,7 @@ type Handler struct {
 	defaultCtr prometheus.Counter
 	now        func() time.Time
 	isOpen     func(ruleID, key string) bool
+	refs       []rulestore.CaddyfileRef // rules named in the Caddyfile, checked when parsed
 }
 
 // RuleRef is one entry of a handler's rule list.
@@ -81,7 +82,17 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
-	return h.setup(store, ctx.GetMetricsRegistry(), ctx.Logger())
+	if err := h.setup(store, ctx.GetMetricsRegistry(), ctx.Logger()); err != nil {
+		return err
+	}
+	for _, g := range h.inline {
+		if g != nil && g.FallbackOnOpen != "" {
+			if err := store.Require(rulestore.CircuitBreaker, g.FallbackOnOpen); err != nil {
+				return fmt.Errorf("inline gray rule %q: fallback_on_open: %w", g.ID, err)
+			}
+		}
+	}
+	return nil
 }
 
 // setup is Provision without a Caddy context, so tests and benchmarks can

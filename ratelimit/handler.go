@@ -42,6 +42,7 @@ type Handler struct {
 	logger *zap.Logger
 
 	ruleTok, scopeTok caddyfile.Token // for errors pointing at the line
+	refs              []rulestore.CaddyfileRef
 }
 
 type routedLimiter struct {
