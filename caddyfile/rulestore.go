@@ -44,8 +44,11 @@ func parseRulestore(d *caddyfile.Dispenser, _ any) (any, error) {
 			if !d.NextArg() {
 				return nil, d.ArgErr()
 			}
-			dur, err := caddy.ParseDuration(d.Val())
-			if err != nil || dur <= 0 {
+			dur, err := rulestore.ParseDuration(d.Val())
+			if err != nil {
+				return nil, d.Errf("resync %s: %v", d.Val(), err)
+			}
+			if dur <= 0 {
 				return nil, d.Errf("resync: want a positive duration, got %q", d.Val())
 			}
 			app.Resync = caddy.Duration(dur)
@@ -172,7 +175,10 @@ func parseRedis(d *caddyfile.Dispenser) (*rulestore.RedisConfig, error) {
 			var v string
 			if v, err = one(); err == nil {
 				var dur time.Duration
-				if dur, err = caddy.ParseDuration(v); err != nil || dur <= 0 {
+				if dur, err = rulestore.ParseDuration(v); err != nil {
+					return nil, d.Errf("redis %s %s: %v", opt, v, err)
+				}
+				if dur <= 0 {
 					return nil, d.Errf("redis %s: want a positive duration, got %q", opt, v)
 				}
 				switch opt {
