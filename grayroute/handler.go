@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/sluicegw/sluice/circuitbreaker"
+	"github.com/sluicegw/sluice/internal/handlerkit"
 	"github.com/sluicegw/sluice/rulestore"
 )
 
@@ -185,6 +186,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	version, versionAny, ruleAny := h.decide(r)
 	caddyhttp.SetVar(r.Context(), VarName, versionAny)
 	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
+		handlerkit.EmptyPlaceholders(repl) // the other handlers' placeholders
 		repl.Set("http.grayroute.version", versionAny)
 		repl.Set("http.grayroute.rule", ruleAny)
 	}

@@ -187,11 +187,12 @@ func (h *Handler) current() (*Rule, *limiter) {
 
 // ServeHTTP decides the request: pass it on, or answer for the limiter.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	handlerkit.EmptyPlaceholders(repl)
 	rule, lim := h.current()
 	if rule == nil {
 		return next.ServeHTTP(w, r)
 	}
-	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	var buf [160]byte
 	key, ok := rule.Key.Append(buf[:0], r)
 	if !ok {
