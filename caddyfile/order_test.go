@@ -13,7 +13,11 @@ import (
 // first, then circuitbreaker, grayroute, and the standard directives, with
 // reverse_proxy last: no route block needed.
 func TestDirectiveOrder(t *testing.T) {
-	cfg, err := testcaddy.Adapt(`
+	cfg, err := testcaddy.Adapt(`{
+	rulestore {
+		redis redis://127.0.0.1:1
+	}
+}
 http://127.0.0.1:8080 {
 	reverse_proxy 127.0.0.1:9001
 	handle /static/* {

@@ -22,6 +22,7 @@ import (
 //	}
 func parseRulestore(d *caddyfile.Dispenser, _ any) (any, error) {
 	app := new(rulestore.App)
+	var declared []declaredRule
 	d.Next() // option name
 	if d.NextArg() {
 		return nil, d.ArgErr()
@@ -43,15 +44,18 @@ func parseRulestore(d *caddyfile.Dispenser, _ any) (any, error) {
 			if !d.NextArg() {
 				return nil, d.ArgErr()
 			}
-			dur, err := caddy.ParseDuration(d.Val())
-			if err != nil || dur <= 0 {
+			dur, err := rulestore.ParseDuration(d.Val())
+			if err != nil {
+				return nil, d.Errf("resync %s: %v", d.Val(), err)
+			}
+			if dur <= 0 {
 				return nil, d.Errf("resync: want a positive duration, got %q", d.Val())
 			}
 			app.Resync = caddy.Duration(dur)
 		default:
 			kind, ok := rulestore.ParseKind(opt)
 			if !ok {
-				return nil, d.Errf("unknown rulestore option %q (want redis, prefix, resync, rate_limit, circuit_breaker, gray, binding)", opt)
+				return nil, rulestore.UnknownField(d, "rulestore", opt, "redis", "prefix", "resync", "rate_limit", "circuit_breaker", "gray", "binding")
 			}
 			if !d.NextArg() {
 				return nil, d.Errf("%s needs an id", opt)
@@ -64,17 +68,51 @@ func parseRulestore(d *caddyfile.Dispenser, _ any) (any, error) {
 			if _, dup := (*m)[id]; dup {
 				return nil, d.Errf("%s rule %q declared twice", opt, id)
 			}
-			fields, err := rulestore.UnmarshalFields(d, kind, id)
+			idTok := d.Token()
+			fields, lines, err := rulestore.UnmarshalFieldsTokens(d, kind, id)
 			if err != nil {
 				return nil, err
 			}
+			declared = append(declared, declaredRule{kind, id, idTok, lines})
 			if *m == nil {
 				*m = map[string]rulestore.Fields{}
 			}
 			(*m)[id] = fields
 		}
 	}
+	if err := checkRefs(app, declared); err != nil {
+		return nil, err
+	}
 	return httpcaddyfile.App{Name: "rulestore", Value: caddyconfig.JSON(app, nil)}, nil
+}
+
+// declaredRule is where a static rule was declared, for errors found after
+// the whole block is read.
+type declaredRule struct {
+	kind  rulestore.Kind
+	id    string
+	idTok caddyfile.Token
+	lines map[string]caddyfile.Token
+}
+
+// checkRefs fails a binding or gray rule (fallback_on_open) that names a
+// rule the block does not declare, when there is no Redis to supply it: a
+// typo caught by `caddy validate`, at the referring field's line.
+func checkRefs(app *rulestore.App, rules []declaredRule) error {
+	if app.Redis != nil {
+		return nil
+	}
+	known := rulestore.DeclaredBy(app)
+	for _, r := range rules {
+		v, err := rulestore.Parse(r.kind, r.id, known.Fields(r.kind, r.id))
+		if err != nil {
+			return err // already checked field by field while reading
+		}
+		if err := rulestore.CheckRefs(known, v); err != nil {
+			return rulestore.ErrAtField(r.idTok, r.lines, err, "%s %q: %v", r.kind, r.id, err)
+		}
+	}
+	return nil
 }
 
 func staticRules(app *rulestore.App, k rulestore.Kind) *map[string]rulestore.Fields {
@@ -137,7 +175,10 @@ func parseRedis(d *caddyfile.Dispenser) (*rulestore.RedisConfig, error) {
 			var v string
 			if v, err = one(); err == nil {
 				var dur time.Duration
-				if dur, err = caddy.ParseDuration(v); err != nil || dur <= 0 {
+				if dur, err = rulestore.ParseDuration(v); err != nil {
+					return nil, d.Errf("redis %s %s: %v", opt, v, err)
+				}
+				if dur <= 0 {
 					return nil, d.Errf("redis %s: want a positive duration, got %q", opt, v)
 				}
 				switch opt {
@@ -150,7 +191,8 @@ func parseRedis(d *caddyfile.Dispenser) (*rulestore.RedisConfig, error) {
 				}
 			}
 		default:
-			return nil, d.Errf("unknown redis option %q", opt)
+			return nil, rulestore.UnknownField(d, "rulestore redis", opt, "url", "addrs", "master_name", "cluster", "username",
+				"password", "db", "tls", "dial_timeout", "read_timeout", "write_timeout")
 		}
 		if err != nil {
 			return nil, err

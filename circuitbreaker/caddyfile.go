@@ -2,6 +2,7 @@ package circuitbreaker
 
 import (
 	"errors"
+	"slices"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -14,8 +15,10 @@ import (
 // ParseCaddyfile parses the circuitbreaker directive.
 func ParseCaddyfile(hp httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	h := new(Handler)
-	err := h.UnmarshalCaddyfile(hp.Dispenser)
-	return h, err
+	if err := h.UnmarshalCaddyfile(hp.Dispenser); err != nil {
+		return nil, err
+	}
+	return h, rulestore.DeclaredIn(hp).RequireAll("circuitbreaker", h.refs)
 }
 
 // UnmarshalCaddyfile reads:
@@ -32,6 +35,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		if err := rulestore.ValidID(h.Rule); err != nil {
 			return d.Errf("circuitbreaker: %v", err)
 		}
+		h.refs = append(h.refs, rulestore.CaddyfileRef{Tok: d.Token(), Kind: rulestore.CircuitBreaker, ID: h.Rule})
 		if d.NextArg() {
 			return d.ArgErr()
 		}
@@ -58,11 +62,13 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if h.Rule != "" || h.Route != "" {
 				return d.Err("circuitbreaker: give one rule or route")
 			}
+			ref := rulestore.CaddyfileRef{Tok: tok, Kind: rulestore.CircuitBreaker, ID: args[0]}
 			if name == "rule" {
 				h.Rule = args[0]
 			} else {
-				h.Route = args[0]
+				h.Route, ref.Kind = args[0], rulestore.Binding
 			}
+			h.refs = append(h.refs, ref)
 			continue
 		case "header":
 			// Each header line adds to the headers field.
@@ -74,6 +80,9 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				lines["headers"] = tok
 			}
 			continue
+		}
+		if !slices.Contains(ruleFieldNames(), name) {
+			return rulestore.UnknownField(d, "circuitbreaker", name, directiveNames()...)
 		}
 		if len(args) == 0 {
 			return d.Errf("circuitbreaker: field %s needs a value", name)

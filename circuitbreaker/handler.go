@@ -43,6 +43,7 @@ type Handler struct {
 	holder *handlerkit.Holder[*ruleState]
 	logger *zap.Logger
 	hooks  *hooks
+	refs   []rulestore.CaddyfileRef // rules named in the Caddyfile, checked when parsed
 }
 
 // CaddyModule returns the Caddy module information.
@@ -198,6 +199,8 @@ func (h *Handler) rule() *Rule {
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	handlerkit.EmptyPlaceholders(repl)
 	rule := h.rule()
 	if rule == nil {
 		return next.ServeHTTP(w, r)
@@ -211,10 +214,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	// With a key, the breaker is the key value's; a key that is still empty
 	// (set by a later handler, e.g. grayroute's {http.vars.gray_version}) is
 	// resolved again once the call is done.
-	var repl *caddy.Replacer
 	b := st.def
 	if rule.Key != "" {
-		repl, _ = r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 		if repl != nil {
 			b = st.forKey(repl.ReplaceKnown(rule.Key, ""))
 		}

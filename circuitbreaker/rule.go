@@ -200,15 +200,12 @@ func intField(f rulestore.Fields, name string, lowest int) (int, error) {
 	return n, nil
 }
 
-// durationField accepts Go durations (500ms, 30s) or a bare number of
-// milliseconds.
+// durationField accepts durations with a unit (500ms, 30s); a bare number
+// is an error, since it could mean milliseconds or seconds.
 func durationField(f rulestore.Fields, name string, zeroOK bool) (time.Duration, error) {
-	v := strings.TrimSpace(f[name])
-	var d time.Duration
-	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-		d = time.Duration(n) * time.Millisecond
-	} else if d, err = caddy.ParseDuration(v); err != nil {
-		return 0, f.Errorf(name, "want a duration such as 500ms or 30s, or a number of milliseconds")
+	d, err := rulestore.ParseDuration(f[name])
+	if err != nil {
+		return 0, f.Errorf(name, "%v", err)
 	}
 	if d < 0 || (d == 0 && !zeroOK) {
 		return 0, f.Errorf(name, "must be positive")

@@ -31,7 +31,7 @@ func TestRuleDefaults(t *testing.T) {
 
 func TestRuleFields(t *testing.T) {
 	r, err := ParseRule("x", rulestore.Fields{
-		"failure_threshold": "0", "open_duration": "1500", "max_open_duration": "1m",
+		"failure_threshold": "0", "open_duration": "1500ms", "max_open_duration": "1m",
 		"window": "30s", "failure_rate": "25%", "slow_call_duration": "2s", "slow_call_rate": "80",
 		"failure_statuses": "5xx,429 400-403", "state": "force_closed", "status": "429",
 		"headers": "Content-Type: text/plain; charset=utf-8; X-Fallback: 1", "header": "X-One 1 2",

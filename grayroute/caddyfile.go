@@ -19,8 +19,10 @@ import (
 //	}]
 func ParseCaddyfile(hp httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	h := new(Handler)
-	err := h.UnmarshalCaddyfile(hp.Dispenser)
-	return h, err
+	if err := h.UnmarshalCaddyfile(hp.Dispenser); err != nil {
+		return nil, err
+	}
+	return h, rulestore.DeclaredIn(hp).RequireAll("grayroute", h.refs)
 }
 
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens.
@@ -38,10 +40,14 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		h.Rules = append(h.Rules, ref)
 		return nil
 	}
+	ref := func(k rulestore.Kind, id string) {
+		h.refs = append(h.refs, rulestore.CaddyfileRef{Tok: d.Token(), Kind: k, ID: id})
+	}
 	for d.NextArg() {
 		if err := addRule(RuleRef{ID: d.Val()}); err != nil {
 			return err
 		}
+		ref(rulestore.Gray, d.Val())
 	}
 	for d.NextBlock(0) {
 		switch opt := d.Val(); opt {
@@ -54,6 +60,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				if err := addRule(RuleRef{ID: id}); err != nil {
 					return err
 				}
+				ref(rulestore.Gray, id)
 			}
 		case "gray":
 			if !d.NextArg() {
@@ -63,9 +70,12 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if err := rulestore.ValidID(id); err != nil {
 				return d.Errf("grayroute: %v", err)
 			}
-			fields, err := rulestore.UnmarshalFields(d, rulestore.Gray, id)
+			fields, lines, err := rulestore.UnmarshalFieldsTokens(d, rulestore.Gray, id)
 			if err != nil {
 				return err
+			}
+			if v, ok := fields["fallback_on_open"]; ok {
+				h.refs = append(h.refs, rulestore.CaddyfileRef{Tok: lines["fallback_on_open"], Kind: rulestore.CircuitBreaker, ID: v})
 			}
 			if len(fields) == 0 {
 				return d.Errf("grayroute: inline gray rule %q has no fields", id)
@@ -84,6 +94,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if err := rulestore.ValidID(h.Route); err != nil {
 				return d.Errf("grayroute: route: %v", err)
 			}
+			ref(rulestore.Binding, h.Route)
 			if d.NextArg() {
 				return d.ArgErr()
 			}
@@ -110,7 +121,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			}
 		default:
-			return d.Errf("grayroute: unknown option %q (want rule, route, gray, default_version, header)", opt)
+			return rulestore.UnknownField(d, "grayroute", opt, directiveNames...)
 		}
 	}
 	if h.Route != "" && len(h.Rules) > 0 {

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/sluicegw/sluice/circuitbreaker"
+	"github.com/sluicegw/sluice/internal/handlerkit"
 	"github.com/sluicegw/sluice/rulestore"
 )
 
@@ -58,6 +59,7 @@ type Handler struct {
 	now        func() time.Time
 	isOpen     func(ruleID, key string) bool
 	hub        *analysisHub // canary analysis (analysis_glue.go)
+	refs       []rulestore.CaddyfileRef // rules named in the Caddyfile, checked when parsed
 }
 
 // RuleRef is one entry of a handler's rule list.
@@ -82,7 +84,17 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
-	return h.setup(store, ctx.GetMetricsRegistry(), ctx.Logger())
+	if err := h.setup(store, ctx.GetMetricsRegistry(), ctx.Logger()); err != nil {
+		return err
+	}
+	for _, g := range h.inline {
+		if g != nil && g.FallbackOnOpen != "" {
+			if err := store.Require(rulestore.CircuitBreaker, g.FallbackOnOpen); err != nil {
+				return fmt.Errorf("inline gray rule %q: fallback_on_open: %w", g.ID, err)
+			}
+		}
+	}
+	return nil
 }
 
 // setup is Provision without a Caddy context, so tests and benchmarks can
@@ -175,6 +187,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	version, versionAny, ruleAny, cohort := h.decide(r)
 	caddyhttp.SetVar(r.Context(), VarName, versionAny)
 	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
+		handlerkit.EmptyPlaceholders(repl) // the other handlers' placeholders
 		repl.Set("http.grayroute.version", versionAny)
 		repl.Set("http.grayroute.rule", ruleAny)
 	}

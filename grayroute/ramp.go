@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluicegw/sluice/rulestore"
 )
 
 // Ramp raises a rule's weight over wall-clock time. Every instance computes
@@ -36,8 +38,11 @@ func ParseRamp(s string) (*Ramp, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start %q: want an RFC 3339 time such as 2026-12-01T10:00:00Z", words[0])
 	}
-	d, err := time.ParseDuration(words[1])
-	if err != nil || d <= 0 {
+	d, err := rulestore.ParseDuration(words[1])
+	if err != nil {
+		return nil, fmt.Errorf("%q: %v", words[1], err)
+	}
+	if d <= 0 {
 		return nil, fmt.Errorf("%q: want a positive duration such as 10m or 2h", words[1])
 	}
 	r := &Ramp{Start: start}

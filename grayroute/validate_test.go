@@ -14,7 +14,7 @@ func TestBadCaddyfileFailsValidateWithLineAndReason(t *testing.T) {
 		name, block string
 		want        []string
 	}{
-		{"unknown option", "grayroute {\n\t\tcolour red\n\t}", []string{"Caddyfile:5", `unknown option "colour"`}},
+		{"unknown option", "grayroute {\n\t\tcolour red\n\t}", []string{"Caddyfile:5", `unknown field 'colour' in grayroute`}},
 		{"bad inline field names the field and its line", "grayroute {\n\t\tgray beta {\n\t\t\ttarget_version v2\n\t\t\tweight 150\n\t\t}\n\t}",
 			[]string{"Caddyfile:7", "weight", "0 to 100"}},
 		{"unknown inline field", "grayroute {\n\t\tgray beta {\n\t\t\ttarget_version v2\n\t\t\twieght 10\n\t\t}\n\t}",

@@ -22,6 +22,9 @@ func ParseCaddyfile(hp httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error
 	if err := h.UnmarshalCaddyfile(hp.Dispenser); err != nil {
 		return nil, err
 	}
+	if err := rulestore.DeclaredIn(hp).RequireAll("ratelimit", h.refs); err != nil {
+		return nil, err
+	}
 	return h, h.checkClusterHasRedis(hp)
 }
 
@@ -62,6 +65,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		if err := rulestore.ValidID(h.Rule); err != nil {
 			return d.Errf("ratelimit: %v", err)
 		}
+		h.refs = append(h.refs, rulestore.CaddyfileRef{Tok: h.ruleTok, Kind: rulestore.RateLimit, ID: h.Rule})
 		if d.NextArg() {
 			return d.ArgErr()
 		}
@@ -99,10 +103,15 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			if which == "rule" {
 				h.Rule, h.ruleTok = id, scan.Token()
+				h.refs = append(h.refs, rulestore.CaddyfileRef{Tok: scan.Token(), Kind: rulestore.RateLimit, ID: id})
 			} else {
 				h.Route = id
+				h.refs = append(h.refs, rulestore.CaddyfileRef{Tok: scan.Token(), Kind: rulestore.Binding, ID: id})
 			}
 		default:
+			if !contains(knownFields, scan.Val()) {
+				return rulestore.UnknownField(scan, "ratelimit", scan.Val(), directiveNames()...)
+			}
 			if h.Rule != "" || h.Route != "" {
 				return scan.Errf("ratelimit: inline rule field %s cannot be mixed with rule or route", scan.Val())
 			}

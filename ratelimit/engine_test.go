@@ -190,7 +190,7 @@ func TestRuleFieldErrors(t *testing.T) {
 		{rulestore.Fields{"qps": "1", "scope": "cluster", "on_redis_error": "panic"}, "on_redis_error", "allow, deny [status] or local"},
 		{rulestore.Fields{"qps": "1", "scope": "cluster", "on_redis_error": "deny 200"}, "on_redis_error", "400-599"},
 		{rulestore.Fields{"qps": "1", "scope": "cluster", "on_redis_error": "allow 503"}, "on_redis_error", "allow, deny [status] or local"},
-		{rulestore.Fields{"qps": "1", "scope": "cluster", "redis_timeout": "50"}, "redis_timeout", "duration"},
+		{rulestore.Fields{"qps": "1", "scope": "cluster", "redis_timeout": "50"}, "redis_timeout", "needs a unit, e.g. 50s or 50ms"},
 		{rulestore.Fields{"qps": "1", "scope": "cluster", "redis_timeout": "1m"}, "redis_timeout", "1ms to 10s"},
 		{rulestore.Fields{"qps": "10", "scope": "cluster", "lease_size": "11"}, "lease_size", "exceeds the quota 10"},
 		{rulestore.Fields{"qps": "10", "scope": "cluster", "lease_size": "2", "requested_tokens": "3"}, "lease_size", "less than requested_tokens"},

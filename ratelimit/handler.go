@@ -42,6 +42,7 @@ type Handler struct {
 	logger *zap.Logger
 
 	ruleTok, scopeTok caddyfile.Token // for errors pointing at the line
+	refs              []rulestore.CaddyfileRef
 }
 
 type routedLimiter struct {
@@ -186,11 +187,12 @@ func (h *Handler) current() (*Rule, *limiter) {
 
 // ServeHTTP decides the request: pass it on, or answer for the limiter.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	handlerkit.EmptyPlaceholders(repl)
 	rule, lim := h.current()
 	if rule == nil {
 		return next.ServeHTTP(w, r)
 	}
-	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	var buf [160]byte
 	key, ok := rule.Key.Append(buf[:0], r)
 	if !ok {
@@ -207,13 +209,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	eng := lim.engine(rule)
 	d := eng.Take(rule, key, lim.now())
+	// An in-flight cap refuses before the rate quota is consulted: the
+	// quota is untouched and unknown here, so no quota headers claim r=0.
+	quota := d.Reason != TooManyInFlight && d.Reason != TooManyInFlightTotal
 	if repl != nil {
 		repl.Set("http.ratelimit.rule", rule.idAny)
 		repl.Set("http.ratelimit.key", string(key))
-		repl.Set("http.ratelimit.remaining", d.Remaining)
-		repl.Set("http.ratelimit.limit", d.Limits.quotaAny)
+		if quota {
+			repl.Set("http.ratelimit.remaining", d.Remaining)
+			repl.Set("http.ratelimit.limit", d.Limits.quotaAny)
+		}
 	}
-	if rule.Headers && !d.Unknown {
+	if rule.Headers && !d.Unknown && quota {
 		setHeaders(w.Header(), rule, &d)
 	}
 	if !d.OK() {

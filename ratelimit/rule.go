@@ -377,8 +377,11 @@ func (r *Rule) parseCluster(f rulestore.Fields, get func(string) (string, bool))
 		}
 	}
 	if v, ok := get("redis_timeout"); ok {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < time.Millisecond || d > 10*time.Second {
+		d, err := rulestore.ParseDuration(v)
+		if err != nil {
+			return f.Errorf("redis_timeout", "%v", err)
+		}
+		if d < time.Millisecond || d > 10*time.Second {
 			return f.Errorf("redis_timeout", "want a duration from 1ms to 10s (e.g. 50ms)")
 		}
 		r.RedisTimeout = d

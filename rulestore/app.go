@@ -140,6 +140,11 @@ func (a *App) Provision(ctx caddy.Context) error {
 			a.overlays[k][id] = new(overlaySlot)
 		}
 	}
+	if a.Redis == nil {
+		if err := a.checkStaticRefs(); err != nil {
+			return err
+		}
+	}
 	if err := a.registerMetrics(ctx.GetMetricsRegistry()); err != nil {
 		return err
 	}
@@ -257,7 +262,7 @@ func (a *App) Require(k Kind, id string) error {
 		return nil
 	}
 	if a.source == nil {
-		return fmt.Errorf("no %s rule %q: declare it in the global rulestore block or configure redis", k, id)
+		return CheckRef(staticDeclared{a}, k, id)
 	}
 	a.WarnMissing(k, id)
 	return nil

@@ -75,7 +75,11 @@ type FieldError struct {
 	Field  string
 	Value  string
 	Reason string
+	err    error // the cause, if it is an error of its own (a *MissingError)
 }
+
+// Unwrap returns the cause, so errors.As finds a *MissingError.
+func (e *FieldError) Unwrap() error { return e.err }
 
 func (e *FieldError) Error() string {
 	if e.Value == "" {

@@ -46,6 +46,8 @@ type Parser func(id string, f Fields) (any, error)
 var (
 	parsersMu sync.RWMutex
 	parsers   = [numKinds]Parser{Binding: parseBinding}
+	// fieldNames are each kind's field names, for suggestions.
+	fieldNames = [numKinds][]string{Binding: {"rate_limit", "circuit_breaker", "gray"}}
 )
 
 // RegisterParser installs the parser for a kind. Handler packages call it from
@@ -70,7 +72,11 @@ func Parse(k Kind, id string, f Fields) (any, error) {
 	if p == nil {
 		return nil, fmt.Errorf("no handler module for %s rules is compiled in", k)
 	}
-	return p(id, f)
+	v, err := p(id, f)
+	if err != nil {
+		return nil, suggestField(k, err)
+	}
+	return v, nil
 }
 
 // MaxIDLength bounds rule ids and route names.

@@ -1,0 +1,108 @@
+package rulestore
+
+import (
+	"strings"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+)
+
+// Suggest returns the known name nearest to name, for a "did you mean"
+// hint, or "" when none is close enough to be a likely typo: at most one
+// edit for short names, about one edit per three letters for longer ones.
+func Suggest(name string, known ...string) string {
+	best, bestDist := "", maxTypoDistance(name)+1
+	for _, k := range known {
+		if k == name {
+			return k
+		}
+		if d := editDistance(name, k); d < bestDist {
+			best, bestDist = k, d
+		}
+	}
+	return best
+}
+
+// DidYouMean is ": did you mean <name>?" for the nearest known name, or "".
+func DidYouMean(name string, known ...string) string {
+	if s := Suggest(name, known...); s != "" && s != name {
+		return ": did you mean " + s + "?"
+	}
+	return ""
+}
+
+func maxTypoDistance(name string) int {
+	return max(1, len(name)/3)
+}
+
+// editDistance is the Damerau–Levenshtein (optimal string alignment)
+// distance, so a swapped pair of letters counts as one typo.
+func editDistance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 {
+		return max(len(a), len(b)) // not a typo of a field name
+	}
+	var rows [3][65]int
+	prev2, prev, cur := &rows[0], &rows[1], &rows[2]
+	for j := 0; j <= len(b); j++ {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
+		}
+		prev2, prev, cur = prev, cur, prev2
+	}
+	return prev[len(b)]
+}
+
+// UnknownField is the error for a misspelled sub-directive or field at the
+// dispenser's line: "unknown field 'rout' in ratelimit: did you mean
+// route?", or the list of known names when none is close.
+func UnknownField(d *caddyfile.Dispenser, what, name string, known ...string) error {
+	if hint := DidYouMean(name, known...); hint != "" {
+		return d.Errf("unknown field '%s' in %s%s", name, what, hint)
+	}
+	return d.Errf("unknown field '%s' in %s (want %s)", name, what, strings.Join(known, ", "))
+}
+
+// RegisterFieldNames lists the fields of a kind's rules, so an unknown field
+// (in the Caddyfile, JSON, Redis or the admin API) gets a suggestion.
+func RegisterFieldNames(k Kind, names ...string) {
+	parsersMu.Lock()
+	defer parsersMu.Unlock()
+	fieldNames[k] = names
+}
+
+// FieldNames returns the fields registered for a kind.
+func FieldNames(k Kind) []string {
+	if k >= numKinds {
+		return nil
+	}
+	parsersMu.RLock()
+	defer parsersMu.RUnlock()
+	return fieldNames[k]
+}
+
+// suggestField adds "did you mean" to a parser's unknown-field error.
+func suggestField(k Kind, err error) error {
+	fe, ok := err.(*FieldError)
+	if !ok || !strings.HasPrefix(fe.Reason, unknownFieldReason) {
+		return err
+	}
+	hint := DidYouMean(fe.Field, FieldNames(k)...)
+	if hint == "" {
+		return err
+	}
+	c := *fe
+	c.Reason = unknownFieldReason + hint
+	return &c
+}
+
+const unknownFieldReason = "unknown field"
