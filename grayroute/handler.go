@@ -58,7 +58,7 @@ type Handler struct {
 	defaultCtr prometheus.Counter
 	now        func() time.Time
 	isOpen     func(ruleID, key string) bool
-	hub        *analysisHub // canary analysis (analysis_glue.go)
+	hub        *analysisHub             // canary analysis (analysis_glue.go)
 	refs       []rulestore.CaddyfileRef // rules named in the Caddyfile, checked when parsed
 }
 
