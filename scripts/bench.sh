@@ -33,11 +33,11 @@ fi
 [[ " $parts " == *" wrk "* ]] || exit 0
 
 echo "== whole server (wrk -c$conns, $rounds rounds x ${secs}s per case, one Caddy process per case)"
-./xcaddy/build.sh >/dev/null # always this checkout's code
+./xcaddy/build.sh >"$out/build.log" 2>&1 || { cat "$out/build.log" >&2; exit 1; } # always this checkout's code
 # Plain Caddy, the baseline: the same version without Sluice, built once.
 if ! bin/caddy-plain version 2>/dev/null | grep -q "^$plain_version "; then
 	OUTPUT=bin/caddy-plain go run github.com/caddyserver/xcaddy/cmd/xcaddy@v0.4.5 build "$plain_version" \
-		--output bin/caddy-plain >/dev/null
+		--output bin/caddy-plain >"$out/build-plain.log" 2>&1 || { cat "$out/build-plain.log" >&2; exit 1; }
 fi
 ./scripts/ensure-redis.sh
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -180,10 +180,12 @@ for name in base:
     rr = per_round(name, lambda a, b: a["rps"] / b["rps"])
     pr = per_round(name, lambda a, b: a["p99"] / b["p99"])
     cr = per_round(name, lambda a, b: a["cpu"] / b["cpu"] if b["cpu"] else float("nan"))
-    rcpu = med([m["rcpu"] for m in ms_])
+    # Redis CPU only means something for the cases that call Redis; the
+    # others would show Redis's idle background work.
+    rcpu = f"{med([m['rcpu'] for m in ms_]):.1f}" if name.startswith("cluster") else "—"
     print(f"| {name} | {med([m['rps'] for m in ms_]):.0f} | {med(rr):.2f} of {base[name]} | {spread(rr, r2)} "
           f"| {med([m['p99'] for m in ms_]):.2f} | {med(pr):.2f} | {med([m['cpu'] for m in ms_]):.1f} "
-          f"| {med(cr):.2f} | {spread(cr, r2)} | {rcpu:.1f} | {max(m['rss'] for m in ms_):.0f} "
+          f"| {med(cr):.2f} | {spread(cr, r2)} | {rcpu} | {max(m['rss'] for m in ms_):.0f} "
           f"| {sum(m['errs'] for m in ms_)} |")
 for name in ("cluster", "cluster+lease"):
     ms_ = [run[(r, name)] for r in rounds if (r, name) in run]
