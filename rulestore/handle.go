@@ -24,7 +24,7 @@ type resolution struct {
 // Handle returns a handle on the rule of kind k with this id, present or not.
 func (a *App) Handle(k Kind, id string) *Handle {
 	h := &Handle{a: a, k: k, id: id}
-	h.resolve(a.overlay())
+	h.resolve(a.liveLayer())
 	return h
 }
 
@@ -33,7 +33,7 @@ func (h *Handle) ID() string { return h.id }
 
 // Rule returns the rule of the handle's kind and id, or nil, as Lookup.
 func (h *Handle) Rule() *Rule {
-	cur := h.a.overlay()
+	cur := h.a.liveLayer()
 	res := h.res.Load()
 	if res.layer != cur {
 		res = h.resolve(cur)
@@ -56,9 +56,9 @@ func (h *Handle) resolve(cur *layer) *resolution {
 	return res
 }
 
-// overlay is the layer Lookup reads over the static rules: Redis's, or the
+// liveLayer is the layer Lookup reads over the static rules: Redis's, or the
 // in-memory one without Redis.
-func (a *App) overlay() *layer {
+func (a *App) liveLayer() *layer {
 	if a.source != nil {
 		return a.source.snapshot()
 	}
