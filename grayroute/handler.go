@@ -60,6 +60,7 @@ type Handler struct {
 	isOpen     func(ruleID, key string) bool
 	hub        *analysisHub             // canary analysis (analysis_glue.go)
 	refs       []rulestore.CaddyfileRef // rules named in the Caddyfile, checked when parsed
+	handles    ruleHandles              // the rules, held (handles.go)
 }
 
 // RuleRef is one entry of a handler's rule list.
@@ -152,6 +153,7 @@ func (h *Handler) setup(store *rulestore.App, reg *prometheus.Registry, logger *
 		return err
 	}
 	h.defaultCtr = metrics.requests.WithLabelValues("", h.DefaultVersion)
+	h.holdRules()
 	return h.attachHub(store, reg, logger)
 }
 
@@ -208,19 +210,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 func (h *Handler) decide(r *http.Request) (version string, versionAny, ruleAny any, cohort *cohortCounts) {
 	q := request{Request: r}
 	if h.Route != "" {
-		b := h.store.Route(h.Route)
-		if b == nil {
+		list, ok := h.routeRules()
+		if !ok {
 			h.store.WarnMissing(rulestore.Binding, h.Route)
-		} else {
-			for _, id := range b.Gray {
-				if g := h.rule(id, nil); g != nil && g.matches(&q) {
-					return h.apply(g, r)
-				}
+		}
+		for _, hd := range list {
+			if g := h.held(hd, nil); g != nil && g.matches(&q) {
+				return h.apply(g, r)
 			}
 		}
 	} else {
-		for i := range h.Rules {
-			if g := h.rule(h.Rules[i].ID, h.inline[i]); g != nil && g.matches(&q) {
+		for i, hd := range h.handles.list {
+			if g := h.held(hd, h.inline[i]); g != nil && g.matches(&q) {
 				return h.apply(g, r)
 			}
 		}
@@ -230,6 +231,7 @@ func (h *Handler) decide(r *http.Request) (version string, versionAny, ruleAny a
 }
 
 // rule returns the current rule for id: the store's, else the inline one.
+// The request path holds handles instead (handles.go).
 func (h *Handler) rule(id string, inline *Rule) *Rule {
 	if r := h.store.Lookup(rulestore.Gray, id); r != nil {
 		return r.Value.(*Rule)

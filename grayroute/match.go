@@ -36,11 +36,43 @@ func ParseSource(s string) (Source, error) {
 }
 
 // request is a request as the matchers read it: the Cookie header is looked
-// up once, when a rule first needs it, however many rules are tried.
+// up once, when a rule first needs it, however many rules are tried. A
+// request with few headers has them listed once, so each rule tried
+// compares a few names instead of hashing its tag for a map lookup.
 type request struct {
 	*http.Request
 	cookies     []string
 	cookiesRead bool
+	headersRead bool
+	few         int // headers listed in names and values; -1: too many, use the map
+	names       [fewHeaders]string
+	values      [fewHeaders][]string
+}
+
+const fewHeaders = 8
+
+// header returns the values of a header by its canonical name.
+func (q *request) header(name string) []string {
+	if !q.headersRead {
+		q.headersRead = true
+		if len(q.Header) > fewHeaders {
+			q.few = -1
+		} else {
+			for k, v := range q.Header {
+				q.names[q.few], q.values[q.few] = k, v
+				q.few++
+			}
+		}
+	}
+	if q.few < 0 {
+		return q.Header[name]
+	}
+	for i := range q.few {
+		if q.names[i] == name {
+			return q.values[i]
+		}
+	}
+	return nil
 }
 
 func (q *request) cookieLines() []string {
@@ -59,7 +91,7 @@ func TagValue(r *http.Request, src Source, tag, header string) (string, bool) {
 
 func tagValue(q *request, src Source, tag, header string) (string, bool) {
 	if src == SourceAny || src == SourceHeader {
-		if v := q.Header[header]; len(v) > 0 && v[0] != "" {
+		if v := q.header(header); len(v) > 0 && v[0] != "" {
 			return v[0], true
 		}
 	}

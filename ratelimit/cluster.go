@@ -1,7 +1,6 @@
 package ratelimit
 
 import (
-	"context"
 	"errors"
 	"math"
 	"sync/atomic"
@@ -209,7 +208,8 @@ func (e *clusterEngine) topUp(r *Rule, l *Limits, key string, s *shard, ls *leas
 }
 
 // call runs one script on Redis within the rule's redis_timeout, unless the
-// gate is down; a failure brings the gate down.
+// gate is down, in a batch with the other decisions waiting on the client
+// (batcher.go); a failure brings the gate down.
 func (e *clusterEngine) call(r *Rule, l *Limits, key []byte, min, max int64) (grant, error) {
 	ref := e.lim.backend.Load()
 	if ref == nil {
@@ -228,10 +228,8 @@ func (e *clusterEngine) call(r *Rule, l *Limits, key []byte, min, max int64) (gr
 	if g.down.Load() {
 		return grant{}, errGateDown
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), r.RedisTimeout)
 	rkey := redisKey(ref.b.KeyPrefix(), e.typ, r.ID, key)
-	res, err := runScript(ctx, c, e.typ, rkey, l, min, max)
-	cancel()
+	res, err := g.batch.run(e.typ, rkey, l, min, max, r.RedisTimeout)
 	if err != nil {
 		e.lim.counters.redisErrors.Inc()
 		if unreachable(err) {

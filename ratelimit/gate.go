@@ -21,6 +21,7 @@ import (
 type gate struct {
 	client redis.UniversalClient
 	down   atomic.Bool
+	batch  *batcher // the client's decisions, sent in pipelined batches
 }
 
 const (
@@ -36,7 +37,7 @@ func gateFor(c redis.UniversalClient) *gate {
 	if g, ok := gates.Load(c); ok {
 		return g.(*gate)
 	}
-	g, _ := gates.LoadOrStore(c, &gate{client: c})
+	g, _ := gates.LoadOrStore(c, &gate{client: c, batch: newBatcher(c)})
 	return g.(*gate)
 }
 

@@ -1,16 +1,15 @@
 package ratelimit
 
 import (
-	"context"
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
 )
 
 // The cluster engines: each decision (or lease) is one script run on the
-// Redis server, atomic, one round trip (EVALSHA; go-redis's Script.Run
-// falls back to EVAL, which reloads the script, when Redis answers NOSCRIPT,
-// e.g. after a restart or SCRIPT FLUSH). The clock is Redis's own TIME, so
+// Redis server, atomic (EVALSHA, falling back to EVAL, which reloads the script, when Redis
+// answers NOSCRIPT, e.g. after a restart or SCRIPT FLUSH). The decisions
+// waiting at the same moment share one pipelined round trip (batcher.go). The clock is Redis's own TIME, so
 // the instances' clocks do not matter. Each script works on one hash key
 // whose name carries a hash tag, and refreshes its TTL.
 //
@@ -110,13 +109,8 @@ type grant struct {
 	n, remaining, wait, reset int64
 }
 
-// runScript runs the engine's script for one key of limits l.
-func runScript(ctx context.Context, c redis.Scripter, typ LimitType, key string, l *Limits, min, max int64) (grant, error) {
-	script := tokenBucketScript
-	if typ == SlidingWindow {
-		script = slidingWindowScript
-	}
-	cmd := script.Run(ctx, c, []string{key}, l.scriptArgs[0], l.scriptArgs[1], min, max)
+// parseGrant reads a script's reply {granted, remaining, wait µs, reset µs}.
+func parseGrant(cmd *redis.Cmd) (grant, error) {
 	res, err := cmd.Int64Slice()
 	if err != nil {
 		return grant{}, err
