@@ -16,51 +16,46 @@ type Handle struct {
 
 // resolution is a handle resolved against one layer.
 type resolution struct {
-	layer *layer
-	slot  *slot // the id's slot in layer; nil if the layer lacks the id
-	rule  *Rule // without a slot: the static rule, or nil
+	layer  *layer
+	slot   *slot // the id's slot in layer; nil if the layer lacks the id
+	static *Rule // the static rule, or nil
 }
 
 // Handle returns a handle on the rule of kind k with this id, present or not.
 func (a *App) Handle(k Kind, id string) *Handle {
 	h := &Handle{a: a, k: k, id: id}
-	h.resolve(a.liveLayer())
+	h.resolve(a.overlayLayer())
 	return h
 }
 
 // ID is the rule id the handle holds.
 func (h *Handle) ID() string { return h.id }
 
-// Rule returns the rule of the handle's kind and id, or nil, as Lookup.
+// Rule returns the rule of the handle's kind and id, or nil, as Lookup: a
+// Redis (or in-memory) rule overlays the static one field by field
+// (overlay.go).
 func (h *Handle) Rule() *Rule {
-	cur := h.a.liveLayer()
+	cur := h.a.overlayLayer()
 	res := h.res.Load()
 	if res.layer != cur {
 		res = h.resolve(cur)
 	}
 	if res.slot != nil {
-		return res.slot.rule.Load()
+		if r := res.slot.rule.Load(); r != nil {
+			if e := h.a.effective(h.k, h.id, r); e != nil {
+				return e
+			}
+		}
 	}
-	return res.rule
+	return res.static
 }
 
 func (h *Handle) resolve(cur *layer) *resolution {
 	res := &resolution{layer: cur}
 	if h.k < numKinds {
 		res.slot = cur[h.k][h.id]
-		if res.slot == nil {
-			res.rule = h.a.static[h.k][h.id]
-		}
+		res.static = h.a.static[h.k][h.id]
 	}
 	h.res.Store(res)
 	return res
-}
-
-// liveLayer is the layer Lookup reads over the static rules: Redis's, or the
-// in-memory one without Redis.
-func (a *App) liveLayer() *layer {
-	if a.source != nil {
-		return a.source.snapshot()
-	}
-	return memory.snap.Load()
 }
