@@ -179,8 +179,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	if h.header != "" {
 		// Overwrites whatever the client sent: the version is never trusted
-		// from the request.
+		// from the request, in its headers or its trailers.
 		r.Header[h.header] = []string{version}
+		stripTrailer(r, h.header)
 	}
 	return next.ServeHTTP(w, r)
 }
