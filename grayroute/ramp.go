@@ -3,9 +3,10 @@ package grayroute
 import (
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluicegw/sluice/rulestore"
 )
 
 // Ramp raises a rule's weight over wall-clock time. Every instance computes
@@ -37,8 +38,8 @@ func ParseRamp(s string) (*Ramp, error) {
 		return nil, fmt.Errorf("start %q: want an RFC 3339 time such as 2026-12-01T10:00:00Z", words[0])
 	}
 	d, err := time.ParseDuration(words[1])
-	if err != nil || d <= 0 {
-		return nil, fmt.Errorf("%q: want a positive duration such as 10m or 2h", words[1])
+	if err != nil || d <= 0 || d > rulestore.MaxRuleDuration {
+		return nil, fmt.Errorf("%q: want a positive duration such as 10m or 2h, at most 366 days", words[1])
 	}
 	r := &Ramp{Start: start}
 	if len(words) == 2 {
@@ -84,8 +85,8 @@ func (r *Ramp) At(now time.Time) uint32 {
 // ParseWeight parses a percentage 0–100 with up to two decimals (12.5) into
 // basis points.
 func ParseWeight(s string) (uint32, error) {
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || f < 0 || f > 100 {
+	f, ok := rulestore.ParseNumber(s, 0, 100)
+	if !ok {
 		return 0, fmt.Errorf("want a percentage from 0 to 100")
 	}
 	bp := math.Round(f * 100)
