@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -336,11 +335,6 @@ func (s *redisSource) awaitSubscriptions(ctx context.Context, ps *redis.PubSub, 
 		}
 	}
 	return nil
-}
-
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // onMessage takes one published change: the message is the rule id, and
