@@ -124,7 +124,7 @@ func (st *ruleState) report() RuleState {
 	}
 	var keyed []BreakerState
 	st.keys.Range(func(k, b any) bool {
-		keyed = append(keyed, b.(*Breaker).snapshot(k.(string)))
+		keyed = append(keyed, b.(*Breaker).snapshot(st.shownKey(k.(string))))
 		return len(keyed) < 10*maxReportedKeys // bounded work on huge rules
 	})
 	sort.Slice(keyed, func(i, j int) bool {

@@ -61,9 +61,12 @@ const (
 )
 
 // onTransition returns the transition callback of the breaker for key.
+// The metric series keeps the key as shown when the breaker was made.
 func (st *ruleState) onTransition(key string, exported bool) func(Transition) {
+	series := st.shownKey(key)
 	return func(tr Transition) {
-		st.metrics.transition(key, exported, tr.To)
+		st.metrics.transition(series, exported, tr.To)
+		key := st.shownKey(key)
 		h := current.Load()
 		if h == nil {
 			return

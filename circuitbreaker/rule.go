@@ -35,6 +35,10 @@ type Rule struct {
 	Body         string
 	Headers      http.Header
 	HandleErrors bool
+	// RawKeys shows key values as they are in logs, events and
+	// /sluice/state; by default they are masked (handlerkit.MaskKey), as
+	// the rate limiter does.
+	RawKeys bool
 }
 
 // Defaults of the seed design.
@@ -51,7 +55,7 @@ const (
 // fieldNames lists every field, for the unknown-field message.
 const fieldNames = "failure_threshold, success_threshold, open_duration, max_open_duration, window, " +
 	"failure_rate, min_requests, slow_call_duration, slow_call_rate, failure_statuses, half_open_requests, " +
-	"ramp_duration, key, state, status, body, headers, header, handle_errors"
+	"ramp_duration, key, raw_keys, state, status, body, headers, header, handle_errors"
 
 // ParseRule validates a rule's fields.
 func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
@@ -97,10 +101,10 @@ func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
 					return nil, f.Errorf(name, "a call count must be 1 to 1000000")
 				}
 				s.WindowCount = n
-			} else if d, e := caddy.ParseDuration(v); e == nil && d > 0 {
+			} else if d, e := caddy.ParseDuration(v); e == nil && d > 0 && d <= rulestore.MaxRuleDuration {
 				s.WindowDuration = d
 			} else {
-				return nil, f.Errorf(name, "want a duration with a unit (e.g. 60s) or a call count (e.g. 100)")
+				return nil, f.Errorf(name, "want a duration with a unit (e.g. 60s, at most 366 days) or a call count (e.g. 100)")
 			}
 		case "failure_rate":
 			s.FailureRate, err = percentField(f, name)
@@ -150,6 +154,11 @@ func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
 			r.Headers.Add(hname, strings.TrimSpace(hval))
 		case "handle_errors":
 			r.HandleErrors, err = strconv.ParseBool(v)
+			if err != nil {
+				return nil, f.Errorf(name, "want true or false")
+			}
+		case "raw_keys":
+			r.RawKeys, err = strconv.ParseBool(v)
 			if err != nil {
 				return nil, f.Errorf(name, "want true or false")
 			}
@@ -210,13 +219,16 @@ func durationField(f rulestore.Fields, name string, zeroOK bool) (time.Duration,
 	if d < 0 || (d == 0 && !zeroOK) {
 		return 0, f.Errorf(name, "must be positive")
 	}
+	if d > rulestore.MaxRuleDuration {
+		return 0, f.Errorf(name, "at most 366 days")
+	}
 	return d, nil
 }
 
 func percentField(f rulestore.Fields, name string) (float64, error) {
 	v := strings.TrimSuffix(strings.TrimSpace(f[name]), "%")
-	p, err := strconv.ParseFloat(v, 64)
-	if err != nil || p <= 0 || p > 100 {
+	p, ok := rulestore.ParseNumber(v, 0, 100)
+	if !ok || p == 0 {
 		return 0, f.Errorf(name, "want a percentage above 0 and at most 100")
 	}
 	return p, nil

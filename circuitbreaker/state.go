@@ -97,6 +97,15 @@ func (st *ruleState) apply(s Settings) {
 	st.metrics.setState("", st.def.State())
 }
 
+// shownKey is a key value as logs, events and the state endpoint show it:
+// masked unless the rule in force sets raw_keys.
+func (st *ruleState) shownKey(key string) string {
+	if r := st.rule.Load(); key == "" || r != nil && r.RawKeys {
+		return key
+	}
+	return handlerkit.MaskKey(key)
+}
+
 // forKey returns the breaker for a resolved key value; the default breaker
 // for an empty value or once MaxKeys is reached.
 func (st *ruleState) forKey(v string) *Breaker {
@@ -124,7 +133,7 @@ func (st *ruleState) forKey(v string) *Breaker {
 	st.keys.Store(v, b)
 	st.nkeys.Add(1)
 	if exported {
-		st.metrics.setState(v, b.State())
+		st.metrics.setState(st.shownKey(v), b.State())
 	}
 	return b
 }

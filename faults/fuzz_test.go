@@ -7,12 +7,15 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/sluicegw/sluice/circuitbreaker"
 	"github.com/sluicegw/sluice/internal/handlerkit"
 	"github.com/sluicegw/sluice/internal/testcaddy"
+	"github.com/sluicegw/sluice/ratelimit"
 	"github.com/sluicegw/sluice/rulestore"
 )
 
@@ -42,6 +45,17 @@ func FuzzRuleFields(f *testing.F) {
 		{"gray", "a,a,a", "circuit_breaker", "bad id!"},
 		{"scope", "cluster", "on_redis_error", "maybe"},
 		{"\x00", "\xff\xfe", "qps", strings.Repeat("9", 400)},
+		// Numeric ranges (issue 20): extremes, one past them, NaN and Inf.
+		{"qps", "1e308", "burst", "1"},
+		{"qps", "1e9", "burst", "1000000000000"},
+		{"qps", "0.000001", "burst", "1000000000000"},
+		{"qps", "1", "requested_tokens", "9223372036854775807"},
+		{"qps", "1e9", "limit_type", "sliding_window"},
+		{"window_size", "8784h", "qps", "1e9"},
+		{"overrides", "user:a=1e9/1000000000000", "qps", "1e-6"},
+		{"open_duration", "9223372036854775807", "max_open_duration", "8784h"},
+		{"failure_rate", "NaN", "slow_call_rate", "Inf"},
+		{"weight", "NaN", "ramp", "2026-12-01T10:00:00Z 9999999h"},
 	}
 	for _, s := range seeds {
 		f.Add(s[0], s[1], s[2], s[3])
@@ -54,8 +68,9 @@ func FuzzRuleFields(f *testing.F) {
 	f.Fuzz(func(t *testing.T, n1, v1, n2, v2 string) {
 		fields := rulestore.Fields{n1: v1, n2: v2}
 		for _, k := range kinds {
-			_, err := rulestore.Parse(k, "fuzz", fields)
+			v, err := rulestore.Parse(k, "fuzz", fields)
 			if err == nil {
+				checkBounded(t, fields, v)
 				continue
 			}
 			var fe *rulestore.FieldError
@@ -95,6 +110,38 @@ func knownFields(f *testing.F, k rulestore.Kind) map[string]bool {
 func hasField(f rulestore.Fields, name string) bool {
 	_, ok := f[name]
 	return ok
+}
+
+// checkBounded asserts that an accepted rule's numbers, given and
+// computed, are finite and inside the documented ranges.
+func checkBounded(t *testing.T, fields rulestore.Fields, v any) {
+	t.Helper()
+	switch r := v.(type) {
+	case *ratelimit.Rule:
+		limits := []*ratelimit.Limits{&r.Limits}
+		for _, l := range r.Overrides {
+			limits = append(limits, l)
+		}
+		for _, l := range limits {
+			if !(l.QPS >= ratelimit.MinQPS && l.QPS <= ratelimit.MaxQPS) || !(l.Burst >= 0 && l.Burst <= ratelimit.MaxBurst) ||
+				l.Window < 0 || l.Window > int64(rulestore.MaxRuleDuration) || !(l.Max >= 0 && l.Max < 1<<62) {
+				t.Errorf("rate_limit rule %q accepted with limits out of range: %+v", fields, *l)
+			}
+			if l.Burst > 0 && l.Burst/l.QPS > rulestore.MaxRuleDuration.Seconds() {
+				t.Errorf("rate_limit rule %q: refill time %gs over a year", fields, l.Burst/l.QPS)
+			}
+		}
+	case *circuitbreaker.Rule:
+		s := r.Settings
+		for _, d := range []time.Duration{s.OpenDuration, s.MaxOpenDuration, s.RampDuration, s.WindowDuration, r.SlowCallDuration} {
+			if d < 0 || d > rulestore.MaxRuleDuration {
+				t.Errorf("circuit_breaker rule %q accepted with a duration out of range: %v", fields, d)
+			}
+		}
+		if !(s.FailureRate >= 0 && s.FailureRate <= 100) || !(s.SlowCallRate >= 0 && s.SlowCallRate <= 100) {
+			t.Errorf("circuit_breaker rule %q accepted with a rate out of range: %v %v", fields, s.FailureRate, s.SlowCallRate)
+		}
+	}
 }
 
 // FuzzKey builds request keys from arbitrary specs and header values: no

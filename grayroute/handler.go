@@ -195,8 +195,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	if h.header != "" {
 		// Overwrites whatever the client sent: the version is never trusted
-		// from the request.
+		// from the request, in its headers or its trailers.
 		r.Header[h.header] = []string{version}
+		stripTrailer(r, h.header)
 	}
 	if cohort != nil {
 		return h.serveCounted(w, r, next, cohort)

@@ -3,7 +3,6 @@ package grayroute
 import (
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 	"time"
 
@@ -42,8 +41,8 @@ func ParseRamp(s string) (*Ramp, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%q: %v", words[1], err)
 	}
-	if d <= 0 {
-		return nil, fmt.Errorf("%q: want a positive duration such as 10m or 2h", words[1])
+	if d <= 0 || d > rulestore.MaxRuleDuration {
+		return nil, fmt.Errorf("%q: want a positive duration such as 10m or 2h, at most 366 days", words[1])
 	}
 	r := &Ramp{Start: start}
 	if len(words) == 2 {
@@ -89,8 +88,8 @@ func (r *Ramp) At(now time.Time) uint32 {
 // ParseWeight parses a percentage 0–100 with up to two decimals (12.5) into
 // basis points.
 func ParseWeight(s string) (uint32, error) {
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || f < 0 || f > 100 {
+	f, ok := rulestore.ParseNumber(s, 0, 100)
+	if !ok {
 		return 0, fmt.Errorf("want a percentage from 0 to 100")
 	}
 	bp := math.Round(f * 100)

@@ -6,16 +6,14 @@ package ratelimit
 // path: nothing here adds work to a request.
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/sluicegw/sluice/internal/handlerkit"
 	"github.com/sluicegw/sluice/rulestore"
 )
 
@@ -195,15 +193,9 @@ func (r *Rule) shownKey(key string) string {
 	return MaskKey(key)
 }
 
-// MaskKey hides a key's value: "user:alice" becomes "user:sha256:<12 hex>".
-func MaskKey(key string) string {
-	sum := sha256.Sum256([]byte(key))
-	h := "sha256:" + hex.EncodeToString(sum[:6])
-	if p, _, ok := strings.Cut(key, ":"); ok && len(p) <= 16 && p != "" {
-		return p + ":" + h
-	}
-	return h
-}
+// MaskKey hides a key's value: "user:alice" becomes "user:sha256:<12 hex>"
+// (handlerkit.MaskKey, shared with the circuit breaker).
+func MaskKey(key string) string { return handlerkit.MaskKey(key) }
 
 // The ratelimit_exceeded sampler: once a second it reads the rejection
 // counters; a rule whose count grew gets one event, then none for

@@ -198,7 +198,7 @@ func TestRuleFieldErrors(t *testing.T) {
 		{rulestore.Fields{"qps": "1", "overrides": "user:1"}, "overrides", "key=qps"},
 		{rulestore.Fields{"qps": "1", "status": "200"}, "status", "400-599"},
 		{rulestore.Fields{"qps": "1", "shadow": "maybe"}, "shadow", "true or false"},
-		{rulestore.Fields{"qps": "1", "max_keys": "0"}, "max_keys", ">= 1"},
+		{rulestore.Fields{"qps": "1", "max_keys": "0"}, "max_keys", "from 1 to 1000000000"},
 	}
 	for _, c := range cases {
 		_, err := ParseRule("t", c.f)

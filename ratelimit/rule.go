@@ -42,6 +42,17 @@ const (
 	DefaultKey     = "ip"
 )
 
+// Ranges of the numeric fields (docs/ratelimit.md, "Numbers"). With them
+// no computed value overflows: a quota is at most 1e12 (token bucket) or
+// qps × window ≤ 3.2e16, a refill time at most a year.
+const (
+	MinQPS        = 1e-6 // one request per 11.6 days
+	MaxQPS        = 1e9
+	MaxBurst      = 1e12 // also requested_tokens, max_concurrent_total
+	MaxConcurrent = 1_000_000_000
+	MaxMaxKeys    = 1_000_000_000
+)
+
 // Rule is a validated rate_limit rule. Its fields have the same names in the
 // Caddyfile, in JSON and in the Redis hash rate_limit:rule:<id>.
 type Rule struct {
@@ -180,16 +191,16 @@ func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
 	if !ok {
 		return nil, f.Errorf("qps", "required: requests per second")
 	}
-	if r.Limits.QPS, err = strconv.ParseFloat(v, 64); err != nil || !(r.Limits.QPS > 0) || math.IsInf(r.Limits.QPS, 0) {
-		return nil, f.Errorf("qps", "want a number > 0")
+	if r.Limits.QPS, ok = rulestore.ParseNumber(v, MinQPS, MaxQPS); !ok {
+		return nil, f.Errorf("qps", "want a number > 0, %s", rulestore.Range(MinQPS, MaxQPS))
 	}
 	if v, ok := get("burst"); ok {
 		if r.Type != TokenBucket {
 			return nil, f.Errorf("burst", "applies to limit_type token_bucket only")
 		}
-		b, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || b < 0 {
-			return nil, f.Errorf("burst", "want a whole number >= 0 (0 means one second's worth of qps)")
+		b, ok := rulestore.ParseWhole(v, 0, MaxBurst)
+		if !ok {
+			return nil, f.Errorf("burst", "want a whole number %s (0 means one second's worth of qps)", rulestore.Range(0, int64(MaxBurst)))
 		}
 		r.Limits.Burst = float64(b)
 	}
@@ -204,8 +215,8 @@ func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
 		r.Limits.Window = w
 	}
 	if v, ok := get("requested_tokens"); ok {
-		if r.Cost, err = strconv.ParseInt(v, 10, 64); err != nil || r.Cost < 1 {
-			return nil, f.Errorf("requested_tokens", "want a whole number >= 1")
+		if r.Cost, ok = rulestore.ParseWhole(v, 1, MaxBurst); !ok {
+			return nil, f.Errorf("requested_tokens", "want a whole number %s", rulestore.Range(1, int64(MaxBurst)))
 		}
 	}
 	if field, err := r.finish(&r.Limits); err != nil {
@@ -220,15 +231,15 @@ func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
 		return nil, f.Errorf("key_resolver", "%v", err)
 	}
 	if v, ok := get("max_concurrent"); ok && !isAdaptive(v) {
-		n, err := strconv.ParseInt(v, 10, 32)
-		if err != nil || n < 0 {
-			return nil, f.Errorf("max_concurrent", "want a whole number >= 0 (0 = no cap) or adaptive")
+		n, ok := rulestore.ParseWhole(v, 0, MaxConcurrent)
+		if !ok {
+			return nil, f.Errorf("max_concurrent", "want a whole number %s (0 = no cap) or adaptive", rulestore.Range(0, int64(MaxConcurrent)))
 		}
 		r.MaxConcurrent = int32(n)
 	}
 	if v, ok := get("max_concurrent_total"); ok {
-		if r.MaxConcurrentTotal, err = strconv.ParseInt(v, 10, 64); err != nil || r.MaxConcurrentTotal < 0 {
-			return nil, f.Errorf("max_concurrent_total", "want a whole number >= 0 (0 = no cap)")
+		if r.MaxConcurrentTotal, ok = rulestore.ParseWhole(v, 0, MaxBurst); !ok {
+			return nil, f.Errorf("max_concurrent_total", "want a whole number %s (0 = no cap)", rulestore.Range(0, int64(MaxBurst)))
 		}
 	}
 	if v, ok := get("on_empty_key"); ok {
@@ -247,9 +258,11 @@ func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
 		}
 	}
 	if v, ok := get("max_keys"); ok {
-		if r.MaxKeys, err = strconv.Atoi(v); err != nil || r.MaxKeys < 1 {
-			return nil, f.Errorf("max_keys", "want a whole number >= 1")
+		n, ok := rulestore.ParseWhole(v, 1, MaxMaxKeys)
+		if !ok {
+			return nil, f.Errorf("max_keys", "want a whole number %s", rulestore.Range(1, int64(MaxMaxKeys)))
 		}
+		r.MaxKeys = int(n)
 	}
 	for _, s := range []struct {
 		name string
@@ -299,6 +312,9 @@ func (r *Rule) finish(l *Limits) (string, error) {
 	case TokenBucket:
 		if l.Burst == 0 {
 			l.Burst = math.Ceil(l.QPS)
+		}
+		if refill := l.Burst / l.QPS; refill > rulestore.MaxRuleDuration.Seconds() {
+			return "burst", fmt.Errorf("a full bucket would take %.0fs to refill (burst ÷ qps); at most a year", refill)
 		}
 		if float64(r.Cost) > l.Burst {
 			return "requested_tokens", fmt.Errorf("%d exceeds burst %g: no request could ever pass", r.Cost, l.Burst)
@@ -387,9 +403,9 @@ func (r *Rule) parseCluster(f rulestore.Fields, get func(string) (string, bool))
 		r.RedisTimeout = d
 	}
 	if v, ok := get("lease_size"); ok {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 {
-			return f.Errorf("lease_size", "want a whole number >= 0 (0 = one Redis call per request)")
+		n, ok := rulestore.ParseWhole(v, 0, MaxBurst)
+		if !ok {
+			return f.Errorf("lease_size", "want a whole number >= 0 (0 = one Redis call per request), at most the quota")
 		}
 		if n > 0 && n < r.Cost {
 			return f.Errorf("lease_size", "%d is less than requested_tokens %d", n, r.Cost)
@@ -465,18 +481,18 @@ func (r *Rule) parseOverrides(v string) error {
 		}
 		l := &Limits{Window: r.Limits.Window}
 		qs, bs, hasBurst := strings.Cut(nums, "/")
-		q, err := strconv.ParseFloat(qs, 64)
-		if err != nil || !(q > 0) || math.IsInf(q, 0) {
-			return fmt.Errorf("%q: qps: want a number > 0", it)
+		q, ok := rulestore.ParseNumber(qs, MinQPS, MaxQPS)
+		if !ok {
+			return fmt.Errorf("%q: qps: want a number > 0, %s", it, rulestore.Range(MinQPS, MaxQPS))
 		}
 		l.QPS = q
 		if hasBurst {
 			if r.Type != TokenBucket {
 				return fmt.Errorf("%q: a burst applies to token_bucket only", it)
 			}
-			b, err := strconv.ParseInt(bs, 10, 64)
-			if err != nil || b < 1 {
-				return fmt.Errorf("%q: burst: want a whole number >= 1", it)
+			b, ok := rulestore.ParseWhole(bs, 1, MaxBurst)
+			if !ok {
+				return fmt.Errorf("%q: burst: want a whole number %s", it, rulestore.Range(1, int64(MaxBurst)))
 			}
 			l.Burst = float64(b)
 		}
@@ -504,14 +520,14 @@ func InlineID(f rulestore.Fields) string {
 
 func parseSeconds(v string) (int64, error) {
 	if s, err := strconv.ParseFloat(v, 64); err == nil {
-		if !(s > 0) || s > 366*24*3600 {
+		if !(s*1e9 >= 1) || s > 366*24*3600 {
 			return 0, fmt.Errorf("want seconds > 0")
 		}
 		return int64(s * 1e9), nil
 	}
 	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("want seconds (e.g. 10) or a duration (e.g. 1m)")
+	if err != nil || d <= 0 || d > rulestore.MaxRuleDuration {
+		return 0, fmt.Errorf("want seconds (e.g. 10) or a duration (e.g. 1m), at most 366 days")
 	}
 	return int64(d), nil
 }

@@ -3,12 +3,11 @@ package rulestore
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	mrand "math/rand/v2"
-	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,7 +59,12 @@ type redisSource struct {
 	// refreshed is when each rule was last re-read, for the propagation
 	// delay of admin API writes (see observeDelay).
 	refreshed map[ruleRef]int64
-	loaded    bool // the first full load is done (it emits no per-rule events)
+	loaded    bool         // the first full load is done (it emits no per-rule events)
+	queue     refreshQueue // ids named on the rule channels, to re-read
+
+	// Where and how waitToReconnect probes for Redis coming back.
+	probeAddrs []string
+	probeTLS   *tls.Config
 }
 
 type ruleRef struct {
@@ -90,13 +94,16 @@ func acquireSource(cfg *RedisConfig, prefix string, resync time.Duration, logger
 	key := string(b)
 	v, _, err := sources.LoadOrNew(key, func() (caddy.Destructor, error) {
 		s := &redisSource{
-			names:     keyNames{prefix: prefix},
-			resync:    resync,
-			timeout:   opts.ReadTimeout,
-			client:    redis.NewUniversalClient(opts), // connects lazily
-			logger:    logger.With(zap.Strings("redis", opts.Addrs)),
-			retained:  map[ruleRef]bool{},
-			refreshed: map[ruleRef]int64{},
+			names:      keyNames{prefix: prefix},
+			resync:     resync,
+			timeout:    opts.ReadTimeout,
+			client:     redis.NewUniversalClient(opts), // connects lazily
+			logger:     logger.With(zap.Strings("redis", opts.Addrs)),
+			retained:   map[ruleRef]bool{},
+			refreshed:  map[ruleRef]int64{},
+			queue:      newRefreshQueue(),
+			probeAddrs: opts.Addrs,
+			probeTLS:   opts.TLSConfig,
 		}
 		var b [8]byte
 		rand.Read(b[:])
@@ -146,18 +153,19 @@ func (s *redisSource) Destruct() error {
 }
 
 // run keeps a session with Redis open, reconnecting with backoff and
-// jitter. Every new session starts with a full resync, so nothing published
-// while disconnected is lost.
+// jitter, cut short when Redis comes back (see waitToReconnect). Every new
+// session starts with a full resync, so nothing published while
+// disconnected is lost.
 func (s *redisSource) run(ctx context.Context) {
 	defer close(s.done)
-	backoff := 100 * time.Millisecond
+	backoff := minBackoff
 	for ctx.Err() == nil {
 		connected, err := s.session(ctx)
 		if ctx.Err() != nil {
 			return
 		}
 		if connected {
-			backoff = 100 * time.Millisecond
+			backoff = minBackoff
 		}
 		if !s.down {
 			s.down = true
@@ -165,13 +173,11 @@ func (s *redisSource) run(ctx context.Context) {
 			s.logger.Warn("redis unavailable: serving the last good rules, retrying in the background",
 				zap.Error(err))
 		}
-		wait := backoff/2 + mrand.N(backoff/2+1)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
+		if s.waitToReconnect(ctx, backoff) {
+			backoff = minBackoff
+		} else {
+			backoff = min(backoff*2, maxBackoff)
 		}
-		backoff = min(backoff*2, 5*time.Second)
 	}
 }
 
@@ -201,17 +207,55 @@ func (s *redisSource) session(ctx context.Context) (connected bool, err error) {
 	s.down = false
 	s.status.connected.Store(true)
 
+	// One goroutine receives, so this one can take every message already
+	// waiting and re-read the ids they name in one batch (see refresh.go).
+	events := make(chan received, 1024)
+	rctx, stopReceiving := context.WithCancel(ctx)
+	var receiving sync.WaitGroup
+	receiving.Add(1)
+	go func() { defer receiving.Done(); receive(rctx, ps, events) }()
+	defer func() { stopReceiving(); ps.Close(); receiving.Wait() }()
+
+	tick := time.NewTicker(sessionTick)
+	defer tick.Stop()
 	nextResync := time.Now().Add(s.resync)
 	nextPoll := time.Now().Add(streamPollInterval)
 	lastHeard, pingSent := time.Now(), time.Time{}
 	for {
-		msg, err := ps.ReceiveTimeout(ctx, streamPollInterval)
-		now := time.Now()
-		switch {
-		case err != nil && !isTimeout(err):
-			return true, err
-		case err != nil:
-			// Idle: a hung Redis (SIGSTOP, blackholed) never closes the
+		select {
+		case <-ctx.Done():
+			return true, ctx.Err()
+		case ev := <-events:
+			// Take what is already waiting, up to drainLimit, then re-read.
+			for n := 0; ; n++ {
+				if ev.err != nil {
+					return true, ev.err
+				}
+				lastHeard, pingSent = time.Now(), time.Time{}
+				if err := s.onReceived(ctx, ev.msg, len(channels)); err != nil {
+					return true, err
+				}
+				if n == drainLimit {
+					break
+				}
+				var more bool
+				select {
+				case ev, more = <-events:
+				default:
+				}
+				if !more {
+					break
+				}
+			}
+			if err := s.flushPending(ctx); err != nil {
+				return true, err
+			}
+		case now := <-tick.C:
+			s.queue.due(now)
+			if err := s.flushPending(ctx); err != nil {
+				return true, err
+			}
+			// A hung Redis (SIGSTOP, blackholed) never closes the
 			// connection, so check it answers a ping in time.
 			if !pingSent.IsZero() && now.Sub(pingSent) > s.timeout+streamPollInterval {
 				return true, errors.New("redis stopped answering pings")
@@ -222,39 +266,63 @@ func (s *redisSource) session(ctx context.Context) (connected bool, err error) {
 				}
 				pingSent = now
 			}
-		default:
-			lastHeard, pingSent = now, time.Time{}
-			switch m := msg.(type) {
-			case *redis.Message:
-				if err := s.onMessage(ctx, m); err != nil {
+			if now.After(nextPoll) {
+				if err := s.pollStream(ctx); err != nil {
 					return true, err
 				}
-			case *redis.Subscription:
-				// go-redis resubscribed after a reconnect of its own:
-				// messages may have been missed in between.
-				if m.Kind == "subscribe" && m.Count == len(channels) {
-					if err := s.fullResync(ctx, "resubscribed"); err != nil {
-						return true, err
-					}
+				if err := s.heartbeat(ctx, now); err != nil {
+					return true, err
 				}
+				nextPoll = now.Add(streamPollInterval)
 			}
-		}
-		if now.After(nextPoll) {
-			if err := s.pollStream(ctx); err != nil {
-				return true, err
+			if now.After(nextResync) {
+				if err := s.fullResync(ctx, "periodic"); err != nil {
+					return true, err
+				}
+				nextResync = now.Add(s.resync)
 			}
-			if err := s.heartbeat(ctx, now); err != nil {
-				return true, err
-			}
-			nextPoll = now.Add(streamPollInterval)
-		}
-		if now.After(nextResync) {
-			if err := s.fullResync(ctx, "periodic"); err != nil {
-				return true, err
-			}
-			nextResync = now.Add(s.resync)
 		}
 	}
+}
+
+// sessionTick paces the session's periodic work: deferred re-reads,
+// pings, change-log polls, resyncs.
+const sessionTick = 50 * time.Millisecond
+
+// received is one reply from the subscription, or the error that ended it.
+type received struct {
+	msg any
+	err error
+}
+
+// receive passes the subscription's replies on until an error or ctx ends.
+func receive(ctx context.Context, ps *redis.PubSub, out chan<- received) {
+	for {
+		msg, err := ps.Receive(ctx)
+		select {
+		case out <- received{msg, err}:
+		case <-ctx.Done():
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// onReceived handles one reply: a message queues its id for re-reading.
+func (s *redisSource) onReceived(ctx context.Context, msg any, channels int) error {
+	switch m := msg.(type) {
+	case *redis.Message:
+		s.onMessage(m)
+	case *redis.Subscription:
+		// go-redis resubscribed after a reconnect of its own: messages may
+		// have been missed in between.
+		if m.Kind == "subscribe" && m.Count == channels {
+			return s.fullResync(ctx, "resubscribed")
+		}
+	}
+	return nil
 }
 
 func (s *redisSource) awaitSubscriptions(ctx context.Context, ps *redis.PubSub, n int) error {
@@ -270,17 +338,12 @@ func (s *redisSource) awaitSubscriptions(ctx context.Context, ps *redis.PubSub, 
 	return nil
 }
 
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
-}
-
-// onMessage applies one published change: the message is the rule id, and
-// the store re-reads that one key.
-func (s *redisSource) onMessage(ctx context.Context, m *redis.Message) error {
+// onMessage takes one published change: the message is the rule id, and
+// the store queues that key to be re-read.
+func (s *redisSource) onMessage(m *redis.Message) {
 	kind, ok := s.names.parseChannel(m.Channel)
 	if !ok {
-		return nil
+		return
 	}
 	if err := ValidID(m.Payload); err != nil {
 		// A flood of junk must not flood the log: one line per 10s, with
@@ -292,33 +355,9 @@ func (s *redisSource) onMessage(ctx context.Context, m *redis.Message) error {
 				zap.Int("ignored_since_last_line", s.junk), zap.String("error", clip(err.Error())))
 			s.junk, s.junkLogged = 0, now
 		}
-		return nil
+		return
 	}
-	return s.refresh(ctx, kind, m.Payload)
-}
-
-// refresh re-reads one rule: present means upsert, absent means delete.
-func (s *redisSource) refresh(ctx context.Context, k Kind, id string) error {
-	key := s.names.RuleKey(k, id)
-	fields, err := s.client.HGetAll(ctx, key).Result()
-	if isWrongType(err) {
-		s.rejectNonHash(key)
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if len(s.refreshed) > 10000 {
-		clear(s.refreshed) // bounded; only recent refreshes matter
-	}
-	s.refreshed[ruleRef{k, id}] = time.Now().UnixNano()
-	if len(fields) == 0 {
-		s.remove(k, id)
-	} else {
-		s.upsert(k, id, Fields(fields))
-	}
-	s.flushFeedback(ctx)
-	return nil
+	s.queue.add(ruleRef{kind, m.Payload}, time.Now())
 }
 
 func (s *redisSource) upsert(k Kind, id string, f Fields) {
@@ -599,6 +638,11 @@ func (s *redisSource) pollStream(ctx context.Context) error {
 		if err != nil && err != redis.Nil {
 			return err
 		}
+		// Entries name rules written through Sluice: re-read them all in
+		// one batch, past the absent-id cache (a write is authoritative).
+		refs := make([]ruleRef, 0, len(entries))
+		values := make([]map[string]any, 0, len(entries))
+		seen := make([]int64, 0, len(entries))
 		for _, e := range entries {
 			s.streamID = e.ID
 			typ, _ := e.Values["type"].(string)
@@ -607,11 +651,15 @@ func (s *redisSource) pollStream(ctx context.Context) error {
 			if !ok || ValidID(id) != nil {
 				continue
 			}
-			seen := s.refreshed[ruleRef{k, id}]
-			if err := s.refresh(ctx, k, id); err != nil {
-				return err
-			}
-			s.observeDelay(e.Values, seen)
+			refs = append(refs, ruleRef{k, id})
+			values = append(values, e.Values)
+			seen = append(seen, s.refreshed[ruleRef{k, id}])
+		}
+		if err := s.refreshAll(ctx, refs); err != nil {
+			return err
+		}
+		for i := range refs {
+			s.observeDelay(values[i], seen[i])
 		}
 		if len(entries) < 500 {
 			return nil

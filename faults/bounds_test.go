@@ -1,0 +1,150 @@
+package faults_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/sluicegw/sluice/internal/testcaddy"
+	"github.com/sluicegw/sluice/ratelimit"
+	"github.com/sluicegw/sluice/rulestore"
+)
+
+// TestNumericFieldRanges: every numeric field of every kind accepts its
+// documented extreme and rejects the next value out, NaN and Inf, with the
+// field named (docs: the reference tables of ratelimit.md,
+// circuitbreaker.md, grayroute.md).
+func TestNumericFieldRanges(t *testing.T) {
+	rl, cb, gr := rulestore.RateLimit, rulestore.CircuitBreaker, rulestore.Gray
+	cases := []struct {
+		kind  rulestore.Kind
+		field string
+		ok    []string
+		bad   []string
+		other []string // the rest of the rule
+	}{
+		{rl, "qps", []string{"0.000001", "1e9"}, []string{"1e308", "1000000001", "0.0000009", "0", "NaN", "Inf", "-Inf"}, nil},
+		{rl, "burst", []string{"0", "1000000000000"}, []string{"1000000000001", "9223372036854775807", "-1", "NaN"}, []string{"qps", "1e9"}},
+		{rl, "requested_tokens", []string{"1", "1000000000000"}, []string{"1000000000001", "0"}, []string{"qps", "1e9", "burst", "1000000000000"}},
+		{rl, "window_size", []string{"0.001", "31622400", "8784h"}, []string{"31622401", "8785h", "1e-10", "NaN", "Inf"}, []string{"qps", "1000", "limit_type", "sliding_window"}},
+		{rl, "max_concurrent", []string{"0", "1000000000"}, []string{"1000000001", "-1"}, []string{"qps", "1"}},
+		{rl, "max_concurrent_total", []string{"0", "1000000000000"}, []string{"1000000000001"}, []string{"qps", "1"}},
+		{rl, "max_keys", []string{"1", "1000000000"}, []string{"1000000001", "0"}, []string{"qps", "1"}},
+		{rl, "overrides", []string{"user:a=1e9/1000000000000"}, []string{"user:a=1e308", "user:a=NaN", "user:a=1/1000000000001"}, []string{"qps", "1"}},
+		{cb, "failure_rate", []string{"0.01", "100"}, []string{"100.1", "NaN", "Inf", "0"}, nil},
+		{cb, "open_duration", []string{"1ms", "8784h", "31622400000"}, []string{"8785h", "31622400001", "9223372036854775807"}, nil},
+		{cb, "max_open_duration", []string{"0", "8784h"}, []string{"8785h", "9223372036854775807"}, nil},
+		{cb, "failure_threshold", []string{"0", "1000000"}, []string{"1000001"}, nil},
+		{cb, "window", []string{"1000000", "8784h"}, []string{"1000001", "8785h"}, []string{"failure_rate", "50"}},
+		{gr, "weight", []string{"0", "100", "12.5"}, []string{"100.01", "NaN", "Inf"}, []string{"target_version", "v2"}},
+		{gr, "ramp", []string{"2026-12-01T10:00:00Z 8784h"}, []string{"2026-12-01T10:00:00Z 8785h", "2026-12-01T10:00:00Z 1h NaN"}, []string{"target_version", "v2"}},
+	}
+	for _, c := range cases {
+		fields := func(v string) rulestore.Fields {
+			f := rulestore.Fields{c.field: v}
+			for i := 0; i+1 < len(c.other); i += 2 {
+				f[c.other[i]] = c.other[i+1]
+			}
+			if c.kind == rl && f["qps"] == "" {
+				f["qps"] = "1"
+			}
+			return f
+		}
+		for _, v := range c.ok {
+			if _, err := rulestore.Parse(c.kind, "r", fields(v)); err != nil {
+				t.Errorf("%s %s=%q rejected: %v", c.kind, c.field, v, err)
+			}
+		}
+		for _, v := range c.bad {
+			_, err := rulestore.Parse(c.kind, "r", fields(v))
+			if err == nil {
+				t.Errorf("%s %s=%q accepted", c.kind, c.field, v)
+				continue
+			}
+			if !strings.Contains(err.Error(), "field "+c.field) {
+				t.Errorf("%s %s=%q: error does not name the field: %v", c.kind, c.field, v, err)
+			}
+		}
+	}
+	// Computed values at the extremes stay in range.
+	r, err := ratelimit.ParseRule("r", rulestore.Fields{"qps": "1e9"})
+	if err != nil || r.Limits.Burst != 1e9 {
+		t.Errorf("qps 1e9: burst %v, %v; want the default burst 1e9", r.Limits.Burst, err)
+	}
+	if _, err := ratelimit.ParseRule("r", rulestore.Fields{"qps": "0.000001", "burst": "1000000000000"}); err == nil ||
+		!strings.Contains(err.Error(), "field burst") {
+		t.Errorf("a bucket that takes 31,700 years to refill was accepted (err %v)", err)
+	}
+}
+
+// TestHugeQPSRejectedOnEveryPath: qps 1e308 (which once made a rule that
+// never limits, or a default burst that overflowed to a negative
+// X-RateLimit-Limit) is refused by the Caddyfile, by JSON config, from
+// Redis (the last good rule stays) and by the admin API; qps 1e9, the
+// largest allowed, gives the exact header.
+func TestHugeQPSRejectedOnEveryPath(t *testing.T) {
+	// Caddyfile: caddy validate fails, naming the field.
+	err := testcaddy.Validate(`{
+	rulestore {
+		rate_limit huge {
+			qps 1e308
+		}
+	}
+}
+:0 {
+	ratelimit huge
+	respond "ok"
+}
+`)
+	if err == nil || !strings.Contains(err.Error(), "qps") {
+		t.Errorf("Caddyfile with qps 1e308: validate error %v, want one naming qps", err)
+	}
+	// JSON config.
+	var cfg caddy.Config
+	if err := json.Unmarshal([]byte(`{"apps": {"rulestore": {"rate_limit": {"huge": {"qps": 1e308}}}}}`), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := caddy.Validate(&cfg); err == nil || !strings.Contains(err.Error(), "field qps") {
+		t.Errorf("JSON with qps 1e308: validate error %v, want one naming qps", err)
+	}
+
+	// Redis and the admin API, on running Caddy: per_user is a static rule
+	// of the rig, replaced from Redis.
+	rg := startRig(t)
+	push(t, rg.c, "rate_limit", "per_user", "qps", "1e9", "key_resolver", "userId")
+	waitRule(t, rg.admin, "rate_limit", "per_user", map[string]string{"qps": "1e9"})
+	limit := func() string {
+		resp, _ := testcaddy.Get(t, rg.site+"/user", "X-User-Id: bounds")
+		return resp.Header.Get("X-RateLimit-Limit")
+	}
+	if got := limit(); got != "1000000000" {
+		t.Errorf("qps 1e9: X-RateLimit-Limit %q, want 1000000000", got)
+	}
+	push(t, rg.c, "rate_limit", "per_user", "qps", "1e308", "key_resolver", "userId")
+	testcaddy.Eventually(t, 15*time.Second, "the rejection logged", func() bool {
+		return strings.Contains(rg.logs(), `"key":"rate_limit:rule:per_user","field":"qps"`)
+	})
+	if v, _ := adminRule(t, rg.admin, "rate_limit", "per_user"); v.Fields["qps"] != "1e9" {
+		t.Errorf("after qps 1e308 from Redis, rule = %v, want the last good one (1e9)", v.Fields)
+	}
+	if got := limit(); got != "1000000000" {
+		t.Errorf("after qps 1e308 from Redis: X-RateLimit-Limit %q, want 1000000000", got)
+	}
+	req, _ := http.NewRequest("PUT", fmt.Sprintf("http://localhost:%d/sluice/rules/rate_limit/per_user", rg.admin),
+		strings.NewReader(`{"qps": "1e308", "key_resolver": "userId"}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 400 || !strings.Contains(string(body), "qps") {
+		t.Errorf("admin PUT qps 1e308: %d %s, want 400 naming qps", resp.StatusCode, body)
+	}
+}

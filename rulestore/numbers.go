@@ -1,0 +1,44 @@
+package rulestore
+
+import (
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Every numeric rule field has a documented range, so no value can make a
+// computed one (a refill time, a quota, a deadline) overflow or go NaN. The
+// rule parsers read numbers only through these helpers.
+
+// ParseNumber parses a finite decimal number from lo to hi inclusive; ok is
+// false for anything else (not a number, NaN, ±Inf, out of range).
+func ParseNumber(v string, lo, hi float64) (x float64, ok bool) {
+	x, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err != nil || math.IsNaN(x) || x < lo || x > hi {
+		return 0, false
+	}
+	return x, true
+}
+
+// ParseWhole parses a whole number from lo to hi inclusive.
+func ParseWhole(v string, lo, hi int64) (n int64, ok bool) {
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil || n < lo || n > hi {
+		return 0, false
+	}
+	return n, true
+}
+
+// MaxRuleDuration bounds every duration field of a rule (a year and a day):
+// longer is a typo, and deadlines computed from it stay far from overflow.
+const MaxRuleDuration = 366 * 24 * time.Hour
+
+// Range says "from lo to hi" for an error message, in plain digits.
+func Range[T int64 | float64](lo, hi T) string {
+	return "from " + formatNumber(float64(lo)) + " to " + formatNumber(float64(hi))
+}
+
+func formatNumber(x float64) string {
+	return strconv.FormatFloat(x, 'f', -1, 64)
+}

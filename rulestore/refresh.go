@@ -1,0 +1,131 @@
+package rulestore
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Refreshing rules named on the rule channels. Anyone who can PUBLISH can
+// name any id, so the cost of a message must not grow with the junk in
+// front of it: ids are collected while messages are waiting (duplicates
+// collapse), then re-read in one pipelined round trip per refreshBatch ids.
+// An id found absent is remembered for absentTTL: a message naming it again
+// within that time does not re-read it at once but defers it to when the
+// entry expires. A real creation of such an id (HSET, then PUBLISH) is thus
+// applied at most absentTTL late, never lost; ids nobody junked before are
+// not delayed at all.
+const (
+	refreshBatch = 500                    // ids per pipelined round trip
+	drainLimit   = 2000                   // messages taken before re-reading
+	absentTTL    = 200 * time.Millisecond // how long an absent id is remembered
+	absentMax    = 100_000                // bound on remembered absent ids
+)
+
+// refreshQueue is owned by the run goroutine.
+type refreshQueue struct {
+	pending  map[ruleRef]struct{}  // to re-read in the next batch
+	deferred map[ruleRef]struct{}  // named again while remembered absent
+	absent   map[ruleRef]time.Time // found absent: remembered until
+}
+
+func newRefreshQueue() refreshQueue {
+	return refreshQueue{pending: map[ruleRef]struct{}{}, deferred: map[ruleRef]struct{}{}, absent: map[ruleRef]time.Time{}}
+}
+
+// add queues a published id. now is the time the message was taken.
+func (q *refreshQueue) add(ref ruleRef, now time.Time) {
+	if until, ok := q.absent[ref]; ok && now.Before(until) {
+		q.deferred[ref] = struct{}{}
+		return
+	}
+	q.pending[ref] = struct{}{}
+}
+
+// due moves deferred ids whose absent entry expired to pending, and forgets
+// expired entries once the map is large.
+func (q *refreshQueue) due(now time.Time) {
+	for ref := range q.deferred {
+		if !now.Before(q.absent[ref]) {
+			delete(q.deferred, ref)
+			q.pending[ref] = struct{}{}
+		}
+	}
+	if len(q.absent) > absentMax/2 {
+		for ref, until := range q.absent {
+			if !now.Before(until) {
+				delete(q.absent, ref)
+			}
+		}
+	}
+}
+
+// found records the result of a re-read.
+func (q *refreshQueue) found(ref ruleRef, present bool, now time.Time) {
+	if present {
+		delete(q.absent, ref)
+		return
+	}
+	if len(q.absent) >= absentMax {
+		return // full of junk: re-read, as without the cache
+	}
+	q.absent[ref] = now.Add(absentTTL)
+}
+
+// take returns the pending ids and empties the set.
+func (q *refreshQueue) take() []ruleRef {
+	if len(q.pending) == 0 {
+		return nil
+	}
+	refs := make([]ruleRef, 0, len(q.pending))
+	for ref := range q.pending {
+		refs = append(refs, ref)
+	}
+	clear(q.pending)
+	return refs
+}
+
+// flushPending re-reads every pending id.
+func (s *redisSource) flushPending(ctx context.Context) error {
+	return s.refreshAll(ctx, s.queue.take())
+}
+
+// refreshAll re-reads rules in pipelined batches: present means upsert,
+// absent means delete.
+func (s *redisSource) refreshAll(ctx context.Context, refs []ruleRef) error {
+	for i := 0; i < len(refs); i += refreshBatch {
+		chunk := refs[i:min(i+refreshBatch, len(refs))]
+		pipe := s.client.Pipeline()
+		cmds := make([]*redis.MapStringStringCmd, len(chunk))
+		for j, ref := range chunk {
+			cmds[j] = pipe.HGetAll(ctx, s.names.RuleKey(ref.kind, ref.id))
+		}
+		if _, err := pipe.Exec(ctx); err != nil && !isWrongType(err) {
+			return err
+		}
+		now := time.Now()
+		if len(s.refreshed) > 10000 {
+			clear(s.refreshed) // bounded; only recent refreshes matter
+		}
+		for j, ref := range chunk {
+			fields, err := cmds[j].Result()
+			if isWrongType(err) {
+				s.rejectNonHash(s.names.RuleKey(ref.kind, ref.id))
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			s.refreshed[ref] = now.UnixNano()
+			s.queue.found(ref, len(fields) > 0, now)
+			if len(fields) == 0 {
+				s.remove(ref.kind, ref.id)
+				continue
+			}
+			s.upsert(ref.kind, ref.id, Fields(fields))
+		}
+	}
+	s.flushFeedback(ctx) // the verdicts and history of what was applied (status.go)
+	return nil
+}

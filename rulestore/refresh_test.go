@@ -1,0 +1,97 @@
+package rulestore
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/sluicegw/sluice/internal/redistest"
+)
+
+func TestRefreshQueueCollapsesAndDefersAbsentIDs(t *testing.T) {
+	q := newRefreshQueue()
+	now := time.Unix(1000, 0)
+	a, b := ruleRef{RateLimit, "a"}, ruleRef{RateLimit, "b"}
+	q.add(a, now)
+	q.add(a, now)
+	q.add(b, now)
+	if got := q.take(); len(got) != 2 {
+		t.Fatalf("take = %v, want a and b once each", got)
+	}
+	if got := q.take(); got != nil {
+		t.Fatalf("take after take = %v, want nothing", got)
+	}
+
+	// a was found absent: named again within absentTTL it waits, and is
+	// re-read when the entry expires (a real creation is late, not lost).
+	q.found(a, false, now)
+	q.add(a, now.Add(absentTTL/2))
+	if got := q.take(); got != nil {
+		t.Fatalf("an id found absent just now was re-read at once: %v", got)
+	}
+	q.due(now.Add(absentTTL / 2))
+	if got := q.take(); got != nil {
+		t.Fatalf("deferred id re-read before its entry expired: %v", got)
+	}
+	q.due(now.Add(absentTTL))
+	if got := q.take(); len(got) != 1 || got[0] != a {
+		t.Fatalf("deferred id not re-read when its entry expired: %v", got)
+	}
+	// Found present again: no longer remembered absent.
+	q.found(a, true, now.Add(absentTTL))
+	q.add(a, now.Add(absentTTL))
+	if got := q.take(); len(got) != 1 {
+		t.Fatalf("a present id was deferred: %v", got)
+	}
+	// After expiry, a named id is re-read at once.
+	q.found(b, false, now)
+	q.add(b, now.Add(absentTTL))
+	if got := q.take(); len(got) != 1 {
+		t.Fatalf("an expired absent entry still deferred: %v", got)
+	}
+}
+
+func TestRefreshQueueBounded(t *testing.T) {
+	q := newRefreshQueue()
+	now := time.Unix(1000, 0)
+	for i := range absentMax + 10 {
+		q.found(ruleRef{RateLimit, strconv.Itoa(i)}, false, now)
+	}
+	if len(q.absent) > absentMax {
+		t.Fatalf("%d absent ids remembered, bound %d", len(q.absent), absentMax)
+	}
+	q.due(now.Add(absentTTL))
+	if len(q.absent) != 0 {
+		t.Fatalf("expired entries kept: %d", len(q.absent))
+	}
+}
+
+// TestJunkedIDCreatedLaterIsApplied: an id published while absent (junk),
+// then really created (HSET + PUBLISH) right after, is applied: the
+// absent-id cache delays such a creation by at most absentTTL, it never
+// hides it. The same for a burst of junk that names it many times.
+func TestJunkedIDCreatedLaterIsApplied(t *testing.T) {
+	r := redistest.Start(t)
+	c := r.Client()
+	in := runStore(t, redisStore(r.URL()))
+	push(t, c, "ready", "qps", "1")
+	in.waitQPS("ready", "1")
+	ctx := context.Background()
+	for i := range 3 {
+		id := "soon-" + strconv.Itoa(i)
+		pipe := c.Pipeline()
+		for range 200 {
+			pipe.Publish(ctx, "gateway:rules:rate_limit", id)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if i > 0 {
+			// sleep: let the store find the id absent and remember it
+			time.Sleep(absentTTL / 4)
+		}
+		push(t, c, id, "qps", "9")
+		in.waitQPS(id, "9")
+	}
+}
