@@ -19,6 +19,7 @@ const clusterRules = `rate_limit c_allow {
 			burst          100000
 			key_resolver   userId
 			scope          cluster
+			redis_timeout  500ms
 			on_redis_error allow
 		}
 		rate_limit c_deny {
@@ -26,6 +27,7 @@ const clusterRules = `rate_limit c_allow {
 			burst          100000
 			key_resolver   userId
 			scope          cluster
+			redis_timeout  500ms
 			on_redis_error "deny 503"
 		}
 		rate_limit c_local {
@@ -33,6 +35,7 @@ const clusterRules = `rate_limit c_allow {
 			burst          100000
 			key_resolver   userId
 			scope          cluster
+			redis_timeout  500ms
 			on_redis_error local
 		}
 		rate_limit c_lease {
@@ -40,6 +43,7 @@ const clusterRules = `rate_limit c_allow {
 			burst          100000
 			key_resolver   userId
 			scope          cluster
+			redis_timeout  500ms
 			lease_size     10
 		}
 		rate_limit c_probe {
@@ -47,12 +51,20 @@ const clusterRules = `rate_limit c_allow {
 			burst          3
 			key_resolver   userId
 			scope          cluster
+			redis_timeout  500ms
 			on_redis_error allow
 		}`
 
-// clusterLatencyBound: redis_timeout (50ms, the default) plus a margin for
-// a loaded machine under the race detector.
-const clusterLatencyBound = time.Second
+// The rules' redis_timeout is 500ms, not the 50ms default: under -race on
+// a busy 2-core machine a healthy Redis call can take longer than 50ms, and
+// one timeout brings the client's health gate down for every rule, so the
+// probe below would see on_redis_error's answer instead of the quota. This
+// test is about failure modes, not the timeout's size (ratelimit's tests
+// cover that).
+//
+// clusterLatencyBound: redis_timeout plus a margin for a loaded machine
+// under the race detector.
+const clusterLatencyBound = 2 * time.Second
 
 // TestClusterScopeUnderRedisFaults runs scope cluster rules (one quota in
 // Redis) of every on_redis_error mode under load while Redis is paused,

@@ -471,6 +471,9 @@ func (s *redisSource) fullResync(ctx context.Context, reason string) error {
 				}
 				next[k][id] = newSlot(r)
 				if s.loaded {
+					if old != nil { // as a published change would: one line per changed rule
+						s.logger.Info("rule updated", zap.String("key", s.names.RuleKey(k, id)), zap.String("by", "resync"))
+					}
 					s.applied(k, id, old, f)
 				}
 			}
