@@ -232,7 +232,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if rule.SlowCallDuration > 0 {
 		start = time.Now()
 	}
-	sw := &statusWriter{ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: w}}
+	sw := &handlerkit.StatusWriter{ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: w}}
 	done := false
 	record := func(o Outcome) {
 		slow := rule.SlowCallDuration > 0 && time.Since(start) >= rule.SlowCallDuration
@@ -255,7 +255,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}()
 	err := next.ServeHTTP(sw, r)
 	done = true
-	record(outcome(r, rule, sw.status, err))
+	record(outcome(r, rule, sw.Status, err))
 	return err
 }
 
@@ -342,26 +342,6 @@ func (h *Handler) reject(w http.ResponseWriter, r *http.Request, rule *Rule, b *
 		h.logger.Debug("writing open response", zap.Error(err))
 	}
 	return nil
-}
-
-// statusWriter remembers the response status.
-type statusWriter struct {
-	caddyhttp.ResponseWriterWrapper
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 && code >= 200 {
-		w.status = code
-	}
-	w.ResponseWriterWrapper.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(p []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriterWrapper.Write(p)
 }
 
 var (

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
+	"github.com/sluicegw/sluice/internal/handlerkit"
 	"github.com/sluicegw/sluice/rulestore"
 )
 
@@ -69,7 +70,7 @@ type analysisHub struct {
 
 func newHub() (caddy.Destructor, error) {
 	h := &analysisHub{stop: make(chan struct{}), done: make(chan struct{})}
-	h.writers.New = func() any { return new(statusWriter) }
+	h.writers.New = func() any { return new(handlerkit.StatusWriter) }
 	go h.run()
 	return h, nil
 }
@@ -201,37 +202,17 @@ func (h *Handler) cohort(g *Rule, canaryChosen, forced bool) *cohortCounts {
 	return &c.counts[baselineSide]
 }
 
-// statusWriter remembers the response status for the analysis.
-type statusWriter struct {
-	caddyhttp.ResponseWriterWrapper
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 && code >= 200 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
 // serveCounted serves a request of an analysis cohort and counts its
 // outcome: a 5xx response, or an error from the proxy (dial, upstream,
 // timeout: Caddy's 502/503/504), is an error; a request the client gave up
 // on is not counted at all.
 func (h *Handler) serveCounted(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, c *cohortCounts) error {
-	sw := h.hub.writers.Get().(*statusWriter)
-	sw.ResponseWriter, sw.status = w, 0
+	sw := h.hub.writers.Get().(*handlerkit.StatusWriter)
+	sw.ResponseWriter, sw.Status = w, 0
 	start := time.Now()
 	err := next.ServeHTTP(sw, r)
 	elapsed := time.Since(start)
-	status := sw.status
+	status := sw.Status
 	sw.ResponseWriter = nil
 	h.hub.writers.Put(sw)
 
