@@ -38,7 +38,7 @@ func TestNumericFieldRanges(t *testing.T) {
 		{rl, "max_keys", []string{"1", "1000000000"}, []string{"1000000001", "0"}, []string{"qps", "1"}},
 		{rl, "overrides", []string{"user:a=1e9/1000000000000"}, []string{"user:a=1e308", "user:a=NaN", "user:a=1/1000000000001"}, []string{"qps", "1"}},
 		{cb, "failure_rate", []string{"0.01", "100"}, []string{"100.1", "NaN", "Inf", "0"}, nil},
-		{cb, "open_duration", []string{"1ms", "8784h", "31622400000"}, []string{"8785h", "31622400001", "9223372036854775807"}, nil},
+		{cb, "open_duration", []string{"1ms", "8784h", "527040m"}, []string{"8785h", "527041m", "31622400000", "9223372036854775807"}, nil},
 		{cb, "max_open_duration", []string{"0", "8784h"}, []string{"8785h", "9223372036854775807"}, nil},
 		{cb, "failure_threshold", []string{"0", "1000000"}, []string{"1000001"}, nil},
 		{cb, "window", []string{"1000000", "8784h"}, []string{"1000001", "8785h"}, []string{"failure_rate", "50"}},
@@ -117,7 +117,7 @@ func TestHugeQPSRejectedOnEveryPath(t *testing.T) {
 	// Redis and the admin API, on running Caddy: per_user is a static rule
 	// of the rig, replaced from Redis.
 	rg := startRig(t)
-	push(t, rg.c, "rate_limit", "per_user", "qps", "1e9", "key_resolver", "userId")
+	push(t, rg.c, "rate_limit", "per_user", "qps", "1e9", "burst", "1000000000", "key_resolver", "userId")
 	waitRule(t, rg.admin, "rate_limit", "per_user", map[string]string{"qps": "1e9"})
 	limit := func() string {
 		resp, _ := testcaddy.Get(t, rg.site+"/user", "X-User-Id: bounds")
@@ -126,7 +126,7 @@ func TestHugeQPSRejectedOnEveryPath(t *testing.T) {
 	if got := limit(); got != "1000000000" {
 		t.Errorf("qps 1e9: X-RateLimit-Limit %q, want 1000000000", got)
 	}
-	push(t, rg.c, "rate_limit", "per_user", "qps", "1e308", "key_resolver", "userId")
+	push(t, rg.c, "rate_limit", "per_user", "qps", "1e308", "burst", "1000000000", "key_resolver", "userId")
 	testcaddy.Eventually(t, 15*time.Second, "the rejection logged", func() bool {
 		return strings.Contains(rg.logs(), `"key":"rate_limit:rule:per_user","field":"qps"`)
 	})

@@ -20,9 +20,14 @@ import (
 )
 
 // reloadRules are static rules the reload test follows across generations.
+// The quotas of the reload test: budget refills one token per 1000 s, so
+// within a run it only counts down (a full refill must stay within a year:
+// 30000 / 0.001 = 347 days); budget_sw is 50 × 2000 s.
+var quotaLimits = map[string]int{"/budget": 30000, "/budget_sw": 100000}
+
 const reloadRules = `rate_limit budget {
 			qps          0.001
-			burst        100000
+			burst        30000
 			key_resolver userId
 		}
 		rate_limit budget_sw {
@@ -150,7 +155,7 @@ func TestReloadUnderLoad(t *testing.T) {
 		quotaWG.Add(1)
 		go func() {
 			defer quotaWG.Done()
-			quotaClient(t, siteURL+path, 100000, n, resets, stopQuota)
+			quotaClient(t, siteURL+path, quotaLimits[path], n, resets, stopQuota)
 		}()
 	}
 
