@@ -55,15 +55,6 @@ type feedback struct {
 	changes []HistoryEntry
 	invalid map[ruleRef]InvalidRule
 	failLog time.Time
-	// flushing is set while a writer goroutine drains the queues, so the
-	// goroutine that applies rules never waits on these writes.
-	flushing atomic.Bool
-}
-
-func (fb *feedback) queued() bool {
-	fb.mu.Lock()
-	defer fb.mu.Unlock()
-	return len(fb.pending) > 0 || len(fb.changes) > 0
 }
 
 type pendingStatus struct {
@@ -147,31 +138,11 @@ func (s *redisSource) applied(k Kind, id string, old *Rule, f Fields) {
 	s.feedback.mu.Unlock()
 }
 
-// flushFeedback has the queued verdicts and history entries written by one
-// writer goroutine at a time, in the order they were queued. The rule loop
-// goes on at once: a change published right after this one is applied
-// without waiting for these round trips (they cost the propagation p99 when
-// written inline).
+// flushFeedback writes the queued verdicts and history entries in one
+// pipeline. It runs after the rules are applied, so it never delays one; a
+// failure is logged (at most every 10s) and the entries are dropped: they
+// are feedback, not rules.
 func (s *redisSource) flushFeedback(ctx context.Context) {
-	fb := &s.feedback
-	if !fb.flushing.CompareAndSwap(false, true) {
-		return // the running writer sees the new entries before it stops
-	}
-	go func() {
-		for {
-			s.writeFeedback(ctx)
-			fb.flushing.Store(false)
-			if !fb.queued() || !fb.flushing.CompareAndSwap(false, true) {
-				return
-			}
-		}
-	}()
-}
-
-// writeFeedback writes what is queued in one pipeline. A failure is logged
-// (at most every 10s) and the entries are dropped: they are feedback, not
-// rules.
-func (s *redisSource) writeFeedback(ctx context.Context) {
 	fb := &s.feedback
 	fb.mu.Lock()
 	pending, changes := fb.pending, fb.changes
