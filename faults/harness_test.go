@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/http/httptrace"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -401,6 +402,26 @@ type storeStatus struct {
 	Resyncs   int64          `json:"resyncs"`
 	Rejected  int64          `json:"rejected"`
 	Rules     map[string]int `json:"rules"`
+	Pool      *struct {
+		Open   int `json:"open"`
+		PubSub int `json:"pubsub"`
+	} `json:"pool"`
+}
+
+// redisConnsAccounted is the leak check for Redis connections: once
+// settled, every connection Redis sees from Sluice belongs to the store's
+// client (pooled command connections or subscribers), and the pool stays
+// within go-redis's default size (10 per CPU). Idle pooled connections are
+// not leaks: the pool keeps as many as the load's peak concurrency opened,
+// which after an outage can exceed the quiet baseline.
+func redisConnsAccounted(t testing.TB, c *redis.Client, admin int) (server, pooled int, ok bool) {
+	t.Helper()
+	st := adminStore(t, admin)
+	if st.Pool == nil {
+		t.Fatalf("/sluice/store has no pool figures")
+	}
+	server, pooled = sluiceClients(t, c), st.Pool.Open+st.Pool.PubSub
+	return server, pooled, server == pooled && st.Pool.Open <= 10*runtime.NumCPU()
 }
 
 func adminStore(t testing.TB, admin int) storeStatus {

@@ -427,6 +427,10 @@ func (s *redisSource) parse(k Kind, id string, f Fields, old *Rule) (*Rule, bool
 // held: new and changed rules are applied, rules gone from Redis are dropped,
 // unless Redis lost its data (see checkEpoch).
 func (s *redisSource) fullResync(ctx context.Context, reason string) error {
+	return s.resyncAttempt(ctx, reason, 1)
+}
+
+func (s *redisSource) resyncAttempt(ctx context.Context, reason string, attempt int) error {
 	start := time.Now()
 	if err := s.checkEpoch(ctx); err != nil {
 		return err
@@ -443,6 +447,17 @@ func (s *redisSource) fullResync(ctx context.Context, reason string) error {
 	hashes, err := s.readHashes(ctx, keys)
 	if err != nil {
 		return err
+	}
+	// Redis may have restarted empty during the scan: then the rules it
+	// no longer has are lost data, not deletes. Start over, so checkEpoch
+	// retains them.
+	if m, err := s.client.Get(ctx, s.names.Epoch()).Result(); err != nil && err != redis.Nil {
+		return err
+	} else if m != s.epoch {
+		if attempt >= 3 {
+			return errors.New("redis epoch marker keeps changing during the resync")
+		}
+		return s.resyncAttempt(ctx, reason, attempt+1)
 	}
 	cur := s.snap.Load()
 	var next layer

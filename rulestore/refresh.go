@@ -101,7 +101,17 @@ func (s *redisSource) refreshAll(ctx context.Context, refs []ruleRef) error {
 		for j, ref := range chunk {
 			cmds[j] = pipe.HGetAll(ctx, s.names.RuleKey(ref.kind, ref.id))
 		}
-		if _, err := pipe.Exec(ctx); err != nil && !isWrongType(err) {
+		// The epoch marker rides in the same round trip: go-redis redials a
+		// pooled connection on its own, so this read may reach a Redis that
+		// restarted empty before the subscription noticed. Its absent
+		// hashes are lost data, not deletes: resync, which retains them.
+		marker := pipe.Get(ctx, s.names.Epoch())
+		if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil && !isWrongType(err) {
+			return err
+		}
+		if m, err := marker.Result(); (err == nil || err == redis.Nil) && m != s.epoch {
+			return s.fullResync(ctx, "epoch changed")
+		} else if err != nil && err != redis.Nil {
 			return err
 		}
 		now := time.Now()

@@ -138,7 +138,7 @@ func (in *instance) waitLog(substrs ...string) {
 	// 30 s: after a Redis restart the store's reconnect backoff alone may
 	// wait up to 5 s, after a restart that takes seconds on a busy 2-core
 	// machine; 10 s was seen to time out there. A wait, not a delay.
-	testcaddy.Eventually(in.t, 30*time.Second, fmt.Sprintf("log line with %q", substrs), func() bool {
+	found := func() bool {
 		for _, line := range strings.Split(in.logs(), "\n") {
 			all := true
 			for _, s := range substrs {
@@ -149,7 +149,24 @@ func (in *instance) waitLog(substrs ...string) {
 			}
 		}
 		return false
-	})
+	}
+	for deadline := time.Now().Add(30 * time.Second); !found(); {
+		if time.Now().After(deadline) {
+			in.t.Fatalf("timed out after 30s waiting for a log line with %q; the store's log:\n%s", substrs, in.storeLogs())
+		}
+		time.Sleep(10 * time.Millisecond) // sleep: poll interval of the wait
+	}
+}
+
+// storeLogs is the rulestore's part of the log, for failure messages.
+func (in *instance) storeLogs() string {
+	var out []string
+	for _, line := range strings.Split(in.logs(), "\n") {
+		if strings.Contains(line, `"logger":"rulestore`) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 func redisStore(url string) map[string]any {
@@ -387,6 +404,40 @@ func TestRedisRestartedEmptyKeepsRules(t *testing.T) {
 	// Rules pushed after the loss apply; a deliberate delete still deletes.
 	push(t, c, "c", "qps", "3")
 	in.waitQPS("c", "3")
+	c.Publish(context.Background(), "gateway:rules:rate_limit", "b")
+	in.waitQPS("b", "")
+	if _, ok := in.rule("rate_limit", "a"); !ok {
+		t.Fatal("rule a dropped")
+	}
+}
+
+// TestRefreshAfterDataLossRetains covers the race behind an intermittent
+// failure of TestRedisRestartedEmptyKeepsRules: a rule re-read (for a
+// message) on a connection go-redis redialled to a Redis that lost its
+// data, before the subscription noticed. FLUSHALL makes it deterministic:
+// the subscription stays up, the data and the epoch marker go, and a
+// message names a held rule. The absent hash is lost data, not a delete.
+func TestRefreshAfterDataLossRetains(t *testing.T) {
+	r := redistest.Start(t)
+	c := r.Client()
+	in := runStore(t, redisStore(r.URL()))
+	push(t, c, "a", "qps", "1")
+	push(t, c, "b", "qps", "2")
+	in.waitQPS("a", "1")
+	in.waitQPS("b", "2")
+
+	r.Flush()
+	c.Publish(context.Background(), "gateway:rules:rate_limit", "a")
+	in.waitLog("resynced rules from redis", `"reason":"epoch changed"`, `"retained":2`)
+	for _, id := range []string{"a", "b"} {
+		if _, ok := in.rule("rate_limit", id); !ok {
+			t.Fatalf("rule %s dropped after Redis lost its data", id)
+		}
+	}
+	if strings.Contains(in.logs(), `"msg":"rule deleted"`) {
+		t.Fatalf("a rule was deleted after Redis lost its data:\n%s", in.storeLogs())
+	}
+	// Once the loss is known, a deliberate delete (DEL + PUBLISH) deletes.
 	c.Publish(context.Background(), "gateway:rules:rate_limit", "b")
 	in.waitQPS("b", "")
 	if _, ok := in.rule("rate_limit", "a"); !ok {
