@@ -203,7 +203,7 @@ http://127.0.0.1:%d {
 		var ok bool
 		g = runtime.NumGoroutine()
 		conns, pooled, ok = redisConnsAccounted(t, c, admin)
-		return g <= baseG+10 && ok
+		return g <= baseG+goroutineSlack && ok
 	}) {
 		t.Errorf("after the outages: goroutines=%d (baseline %d), redis connections=%d (baseline %d, held by the store's client %d)\n%s",
 			g, baseG, conns, baseConns, pooled, clientList(t, c))

@@ -408,6 +408,13 @@ type storeStatus struct {
 	} `json:"pool"`
 }
 
+// goroutineSlack is how many goroutines above the settled baseline a leak
+// check tolerates: net/http keeps a goroutine per idle keep-alive
+// connection and go-redis one per pooled connection's reader at most, both
+// bounded by the load's 8 workers; a leak grows with every outage or reload
+// (dozens over a test), far above this.
+const goroutineSlack = 10
+
 // redisConnsAccounted is the leak check for Redis connections: once
 // settled, every connection Redis sees from Sluice belongs to the store's
 // client (pooled command connections or subscribers), and the pool stays

@@ -251,19 +251,21 @@ loop:
 	}
 
 	// Nothing leaked.
-	var g, conns int
+	var g, conns, pooled int
 	if !within(20*time.Second, func() bool {
-		g, conns = runtime.NumGoroutine(), sluiceClients(t, c)
-		return g <= baseG+10 && conns <= baseConns
+		var ok bool
+		g = runtime.NumGoroutine()
+		conns, pooled, ok = redisConnsAccounted(t, c, adminPort)
+		return g <= baseG+goroutineSlack && ok
 	}) {
 		buf := make([]byte, 4<<20)
 		buf = buf[:runtime.Stack(buf, true)]
 		dump := filepath.Join(os.TempDir(), "faults-reload-goroutines.txt")
 		os.WriteFile(dump, buf, 0o644)
-		t.Errorf("after %d reloads: goroutines=%d (baseline %d), redis connections=%d (baseline %d); goroutines written to %s\n%s",
-			reloads, g, baseG, conns, baseConns, dump, clientList(t, c))
+		t.Errorf("after %d reloads: goroutines=%d (baseline %d), redis connections=%d (baseline %d, held by the store's client %d); goroutines written to %s\n%s",
+			reloads, g, baseG, conns, baseConns, pooled, dump, clientList(t, c))
 	}
-	t.Logf("RESULT after %d reloads: goroutines=%d (baseline %d), redis connections=%d (baseline %d)", reloads, g, baseG, conns, baseConns)
+	t.Logf("RESULT after %d reloads: goroutines=%d (baseline %d), redis connections=%d (baseline %d, held by the store's client %d)", reloads, g, baseG, conns, baseConns, pooled)
 }
 
 // quotaClient sends one request at a time until stop, and checks that the
