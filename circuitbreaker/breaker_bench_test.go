@@ -64,19 +64,6 @@ func BenchmarkAllowOpen(b *testing.B) {
 	}
 }
 
-func BenchmarkIsOpen(b *testing.B) {
-	st := newRuleState("bench-isopen")
-	r, _ := ParseRule("bench-isopen", map[string]string{"key": "{http.vars.v}"})
-	st.use(r)
-	st.forKey("v2")
-	b.ReportAllocs()
-	for b.Loop() {
-		if IsOpen("bench-isopen", "v2") {
-			b.Fatal("open")
-		}
-	}
-}
-
 type nopNext struct{}
 
 func (nopNext) ServeHTTP(w http.ResponseWriter, _ *http.Request) error {
