@@ -53,13 +53,6 @@ func TestAdminWriteSemantics(t *testing.T) {
 				url = r.URL()
 			}
 			in := runStore(t, staticStore(url))
-			t.Cleanup(func() {
-				memoryDelete(RateLimit, "s")
-				memoryDelete(RateLimit, "new")
-				memory.mu.Lock()
-				delete(memory.history, ruleRef{RateLimit, "s"})
-				memory.mu.Unlock()
-			})
 			if withRedis {
 				testcaddy.Eventually(t, 10*time.Second, "connected", func() bool { return in.status().Connected })
 			}
@@ -140,7 +133,6 @@ func TestAdminWriteSemantics(t *testing.T) {
 			if code, body, _ = adminReq(t, in, "PUT", "/sluice/bindings/r", `{"rate_limit": "s"}`); code != 200 {
 				t.Fatalf("binding to a static rule: %d %s", code, body)
 			}
-			t.Cleanup(func() { memoryDelete(Binding, "r") })
 
 			// Every change of s was recorded, newest first, with the
 			// fields before and after: PUT, PATCH, DELETE.
@@ -223,7 +215,7 @@ func TestMissingRuleListedAndWarnedOnce(t *testing.T) {
 	r := redistest.Start(t)
 	in := runStore(t, staticStore(r.URL()))
 	testcaddy.Eventually(t, 10*time.Second, "connected", func() bool { return in.status().Connected })
-	app := running.Load()
+	app := active()
 	for range 100 {
 		app.WarnMissing(RateLimit, "order_apj")
 	}

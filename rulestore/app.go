@@ -40,6 +40,10 @@ type App struct {
 	ctx      caddy.Context
 	events   *caddyevents.App // nil if unavailable
 	poolKey  string
+	memory   *memoryLayer // admin-API writes without Redis, shared across reloads
+
+	eventQueue  chan pendingEvent // see Emit
+	lastDropLog atomic.Int64
 	logger   *zap.Logger
 	missing  sync.Map // ruleRef -> *missingRef (status.go)
 }
@@ -125,6 +129,12 @@ func (l *layer) clone(k Kind) *layer {
 func (a *App) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
 	a.ctx = ctx
+	a.eventQueue = make(chan pendingEvent, 1024)
+	m, _, err := memoryPool.LoadOrNew(memoryKey, newMemoryLayer)
+	if err != nil {
+		return err
+	}
+	a.memory = m.(*memoryLayer)
 	if ev, err := ctx.AppIfConfigured("events"); err == nil { // events has subscribers only if configured
 		a.events, _ = ev.(*caddyevents.App)
 	}
@@ -178,9 +188,12 @@ func (a *App) staticFields(k Kind) map[string]Fields {
 // Start begins following Redis. It never blocks on Redis: until the first
 // load completes, lookups answer from the static rules.
 func (a *App) Start() error {
-	running.Store(a)
-	startTicker()
+	if a.events != nil {
+		go a.dispatchEvents()
+	}
+	go a.runTickers()
 	if a.source != nil {
+		a.source.app.Store(a)
 		a.source.start()
 	} else {
 		a.logger.Info("no redis configured: serving the rules declared in the config only")
@@ -188,16 +201,20 @@ func (a *App) Start() error {
 	return nil
 }
 
-// Stop hands events over to the next generation; the Redis source is
-// shared with it and released in Cleanup, so a reload loses no update.
+// Stop has nothing to stop: the event and ticker goroutines end with the
+// config's context, and the Redis source is shared with the next
+// generation and released in Cleanup, so a reload loses no update.
 func (a *App) Stop() error {
-	running.CompareAndSwap(a, nil)
 	return nil
 }
 
 // Cleanup releases this generation's hold on the shared Redis source.
 func (a *App) Cleanup() error {
+	if a.memory != nil {
+		memoryPool.Delete(memoryKey)
+	}
 	if a.source != nil {
+		a.source.app.CompareAndSwap(a, nil)
 		_, err := sources.Delete(a.poolKey)
 		return err
 	}

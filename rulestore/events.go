@@ -1,10 +1,9 @@
 package rulestore
 
 import (
-	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 )
 
@@ -20,96 +19,99 @@ const (
 	EventRuleRejected = "rule_rejected"
 )
 
-// running is the newest started rulestore app: its context and events app
-// are where events go. The Redis source and handler state outlive configs,
-// so emitters read it at the time of the event.
-var running atomic.Pointer[App]
+// active returns the rulestore app of the running config, or nil. Event
+// emitters and state that outlives a config (breakers, limiters) find the
+// app through Caddy's active context at the time of the event, so events
+// always go to the newest config's events app.
+func active() *App {
+	v, err := caddy.ActiveContext().AppIfConfigured("rulestore")
+	if err != nil {
+		return nil
+	}
+	a, _ := v.(*App)
+	return a
+}
 
 type pendingEvent struct {
-	app  *App
 	name string
 	data map[string]any
 }
 
-var (
-	eventQueue chan pendingEvent
-	eventsOnce sync.Once
-)
-
 // ShouldEmit reports whether an event of this name would reach a
 // subscriber, so an emitter can skip assembling costly data.
 func ShouldEmit(name string) bool {
-	a := running.Load()
+	a := active()
 	return a != nil && a.events != nil && a.events.ShouldEmit(name)
 }
 
 // Emit sends a Caddy event through the events app of the running config,
 // without blocking: event handlers run synchronously and may be slow (exec,
-// HTTP calls), so they never run on a request or on the Redis sync. One
-// dispatcher keeps events in order; 1024 events behind, further ones are
-// dropped and logged. Handler packages use it for their own events.
+// HTTP calls), so they never run on a request or on the Redis sync. Each
+// config's app dispatches its events in order on one goroutine; 1024
+// events behind, further ones are dropped and logged. Handler packages use
+// it for their own events.
 func Emit(name string, data map[string]any) {
-	a := running.Load()
-	if a == nil || a.events == nil || !a.events.ShouldEmit(name) {
+	if a := active(); a != nil {
+		a.emit(name, data)
+	}
+}
+
+func (a *App) emit(name string, data map[string]any) {
+	if a.events == nil || !a.events.ShouldEmit(name) {
 		return
 	}
-	eventsOnce.Do(func() {
-		eventQueue = make(chan pendingEvent, 1024)
-		go func() {
-			for e := range eventQueue {
-				e.app.events.Emit(e.app.ctx, e.name, e.data)
-			}
-		}()
-	})
 	select {
-	case eventQueue <- pendingEvent{a, name, data}:
+	case a.eventQueue <- pendingEvent{name, data}:
 	default:
 		// Log the first drop of a burst, not every one.
-		if now := time.Now().UnixNano(); now-lastDropLog.Load() > int64(10*time.Second) {
-			lastDropLog.Store(now)
+		if now := time.Now().UnixNano(); now-a.lastDropLog.Load() > int64(10*time.Second) {
+			a.lastDropLog.Store(now)
 			a.logger.Warn("events dropped: event handlers are too slow", zap.String("event", name))
 		}
 	}
 }
 
-var lastDropLog atomic.Int64
-
-// Tickers: functions run once a second while a config runs, on one
-// goroutine, for work that samples state rather than sits on the request
-// path (e.g. ratelimit_exceeded events, at most one per rule per period).
-var tickers struct {
-	sync.Mutex
-	fns  []func(now time.Time)
-	once sync.Once
+// dispatchEvents runs the queued events until the config is unloaded.
+func (a *App) dispatchEvents() {
+	for {
+		select {
+		case e := <-a.eventQueue:
+			a.events.Emit(a.ctx, e.name, e.data)
+		case <-a.ctx.Done():
+			return
+		}
+	}
 }
+
+// Tickers: functions run once a second while a config runs, for work that
+// samples state rather than sits on the request path (e.g.
+// ratelimit_exceeded events, at most one per rule per period). The list is
+// filled by handler packages' init functions and only read afterwards.
+var tickers []func(now time.Time)
 
 // OnTick registers fn to run once a second while a rulestore app runs.
 // Call it from init.
-func OnTick(fn func(now time.Time)) {
-	tickers.Lock()
-	tickers.fns = append(tickers.fns, fn)
-	tickers.Unlock()
-}
+func OnTick(fn func(now time.Time)) { tickers = append(tickers, fn) }
 
 // tickInterval is the period of OnTick functions.
 const tickInterval = time.Second
 
-func startTicker() {
-	tickers.once.Do(func() {
-		go func() {
-			t := time.NewTicker(tickInterval)
-			defer t.Stop()
-			for now := range t.C {
-				if running.Load() == nil {
-					continue
-				}
-				tickers.Lock()
-				fns := tickers.fns
-				tickers.Unlock()
-				for _, fn := range fns {
-					fn(now)
-				}
+// runTickers calls the OnTick functions until the config is unloaded. While
+// a reload overlaps two configs, only the active one's ticker calls them.
+func (a *App) runTickers() {
+	t := time.NewTicker(tickInterval)
+	defer t.Stop()
+	for {
+		select {
+		case now := <-t.C:
+			if active() != a {
+				continue
 			}
-		}()
-	})
+			for _, fn := range tickers {
+				fn(now)
+			}
+		case <-a.ctx.Done():
+			return
+		}
+	}
 }

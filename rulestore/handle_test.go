@@ -14,7 +14,7 @@ func TestHandleFollowsLookup(t *testing.T) {
 	if err := a.Provision(caddy.Context{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { memoryDelete(RateLimit, "static_h"); memoryDelete(RateLimit, "later_h") })
+	t.Cleanup(func() { a.Cleanup() }) // the memory layer goes with the last app
 	hs, hl := a.Handle(RateLimit, "static_h"), a.Handle(RateLimit, "later_h")
 	check := func(step string) {
 		t.Helper()
@@ -29,24 +29,24 @@ func TestHandleFollowsLookup(t *testing.T) {
 		t.Fatalf("static: %+v %+v", hs.Rule(), hl.Rule())
 	}
 	over := &Rule{Kind: RateLimit, ID: "static_h", Fields: Fields{"qps": "2"}, Source: "memory"}
-	memoryPut(over)
+	a.memory.put(over)
 	check("written")
 	if hs.Rule().Fields["qps"] != "2" {
 		t.Fatal("written: the handle does not see the overlay")
 	}
 	upd := &Rule{Kind: RateLimit, ID: "static_h", Fields: Fields{"qps": "3"}, Source: "memory"}
-	memoryPut(upd) // same id: swapped in its slot, same layer
+	a.memory.put(upd) // same id: swapped in its slot, same layer
 	check("updated")
 	if hs.Rule().Fields["qps"] != "3" {
 		t.Fatal("updated: the handle does not see the update")
 	}
 	later := &Rule{Kind: RateLimit, ID: "later_h", Fields: Fields{"qps": "4"}, Source: "memory"}
-	memoryPut(later)
+	a.memory.put(later)
 	check("new id")
 	if hl.Rule() != later {
 		t.Fatal("new id: the handle does not see it")
 	}
-	memoryDelete(RateLimit, "static_h")
+	a.memory.remove(RateLimit, "static_h")
 	check("deleted")
 	if hs.Rule() == nil || hs.Rule().Source != "static" {
 		t.Fatalf("deleted: %+v, want the static rule back", hs.Rule())

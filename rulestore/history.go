@@ -94,31 +94,31 @@ func (s *redisSource) history(ctx context.Context, k Kind, id string) ([]History
 	return out, nil
 }
 
-// memoryRecord adds an entry to the in-memory history (no Redis). The
-// caller holds memory.mu.
-func memoryRecord(e HistoryEntry) {
+// record adds an entry to the in-memory history (no Redis). The caller
+// holds m.mu.
+func (m *memoryLayer) record(e HistoryEntry) {
 	k, _ := ParseKind(e.Kind)
 	ref := ruleRef{k, e.ID}
-	if memory.history == nil {
-		memory.history = map[ruleRef][]HistoryEntry{}
+	if m.history == nil {
+		m.history = map[ruleRef][]HistoryEntry{}
 	}
-	h := append([]HistoryEntry{e}, memory.history[ref]...)
+	h := append([]HistoryEntry{e}, m.history[ref]...)
 	if len(h) > historyLength {
 		h = h[:historyLength]
 	}
-	memory.history[ref] = h
+	m.history[ref] = h
 }
 
-func memoryHistory(k Kind, id string) []HistoryEntry {
-	memory.mu.Lock()
-	defer memory.mu.Unlock()
-	return append([]HistoryEntry{}, memory.history[ruleRef{k, id}]...)
+func (m *memoryLayer) historyOf(k Kind, id string) []HistoryEntry {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]HistoryEntry{}, m.history[ruleRef{k, id}]...)
 }
 
 // History returns the recorded changes of a rule, newest first.
 func (a *App) History(ctx context.Context, k Kind, id string) ([]HistoryEntry, error) {
 	if a.source == nil {
-		return memoryHistory(k, id), nil
+		return a.memory.historyOf(k, id), nil
 	}
 	return a.source.history(ctx, k, id)
 }

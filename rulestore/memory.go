@@ -5,42 +5,62 @@ import (
 	"encoding/hex"
 	"sync"
 	"sync/atomic"
+
+	"github.com/caddyserver/caddy/v2"
 )
 
-// memory holds the rules written through the admin API when no Redis is
-// configured: an overlay over the static rules, like the Redis layer, but
-// kept in this process only. It is package-level so a `caddy reload` keeps
-// it; a restart loses it. Deleting an id brings its static rule (if any)
-// back, as deleting a Redis rule does.
-var memory struct {
+// memoryLayer holds the rules written through the admin API when no Redis
+// is configured: an overlay over the static rules, like the Redis layer,
+// but kept in this process only. It lives in a UsagePool, so a `caddy
+// reload` keeps it while a restart (or stopping the last config) loses it.
+// Deleting an id brings its static rule (if any) back, as deleting a Redis
+// rule does.
+type memoryLayer struct {
 	mu      sync.Mutex // serialises writers
 	snap    atomic.Pointer[layer]
 	history map[ruleRef][]HistoryEntry // newest first, see history.go
 }
 
-func init() { memory.snap.Store(new(layer)) }
+// memoryPool holds the one memoryLayer every config generation shares.
+var memoryPool = caddy.NewUsagePool()
 
-// memoryPut validates nothing: the caller parsed the rule.
-func memoryPut(r *Rule) {
-	memory.mu.Lock()
-	defer memory.mu.Unlock()
-	cur := memory.snap.Load()
+const memoryKey = "memory"
+
+func newMemoryLayer() (caddy.Destructor, error) {
+	m := new(memoryLayer)
+	m.snap.Store(new(layer))
+	return m, nil
+}
+
+// Destruct has nothing to release: the rules go with the last config.
+func (m *memoryLayer) Destruct() error { return nil }
+
+// put stores a parsed rule.
+func (m *memoryLayer) put(r *Rule) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.putLocked(r)
+}
+
+// putLocked is put for a caller holding m.mu.
+func (m *memoryLayer) putLocked(r *Rule) {
+	cur := m.snap.Load()
 	if s := cur[r.Kind][r.ID]; s != nil {
 		s.rule.Store(r)
 		return
 	}
 	next := cur.clone(r.Kind)
 	next[r.Kind][r.ID] = newSlot(r)
-	memory.snap.Store(next)
+	m.snap.Store(next)
 }
 
-// memoryApply runs one admin write on memory: build gets the raw fields
-// held now (nil: none) and returns the new ones (nil: delete), or an error
-// to write nothing. The change is recorded in the history.
-func memoryApply(k Kind, id string, build func(cur Fields) (*Rule, error), via string) (prev Fields, err error) {
-	memory.mu.Lock()
-	defer memory.mu.Unlock()
-	cur := memory.snap.Load()
+// apply runs one admin write: build gets the raw fields held now (nil:
+// none) and returns the new ones (nil: delete), or an error to write
+// nothing. The change is recorded in the history.
+func (m *memoryLayer) apply(k Kind, id string, build func(cur Fields) (*Rule, error), via string) (prev Fields, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cur := m.snap.Load()
 	if r := cur.get(k, id); r != nil {
 		prev = r.Fields
 	}
@@ -55,30 +75,30 @@ func memoryApply(k Kind, id string, build func(cur Fields) (*Rule, error), via s
 	case r != nil:
 		n := cur.clone(k)
 		n[k][id] = newSlot(r)
-		memory.snap.Store(n)
+		m.snap.Store(n)
 	case s != nil:
 		n := cur.clone(k)
 		delete(n[k], id)
-		memory.snap.Store(n)
+		m.snap.Store(n)
 	}
 	if r != nil {
 		next = r.Fields
 	}
-	memoryRecord(newHistoryEntry(k, id, prev, next, via))
+	m.record(newHistoryEntry(k, id, prev, next, via))
 	return prev, nil
 }
 
-// memoryDelete drops an in-memory rule; it reports whether there was one.
-func memoryDelete(k Kind, id string) bool {
-	memory.mu.Lock()
-	defer memory.mu.Unlock()
-	cur := memory.snap.Load()
+// remove drops a rule; it reports whether there was one.
+func (m *memoryLayer) remove(k Kind, id string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cur := m.snap.Load()
 	if cur.get(k, id) == nil {
 		return false
 	}
 	next := cur.clone(k)
 	delete(next[k], id)
-	memory.snap.Store(next)
+	m.snap.Store(next)
 	return true
 }
 

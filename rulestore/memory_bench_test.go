@@ -1,13 +1,20 @@
 package rulestore
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+)
 
 // BenchmarkLookupWithoutRedis is the lookup of a static rule in a store
 // without Redis, which first consults the (empty) in-memory layer of rules
 // written through the admin API, and of a rule held in that layer.
 func BenchmarkLookupWithoutRedis(b *testing.B) {
-	app := &App{}
-	app.static[RateLimit] = map[string]*Rule{"static": {ID: "static"}}
+	app := &App{RateLimit: map[string]Fields{"static": {"qps": "1"}}}
+	if err := app.Provision(caddy.Context{}); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { app.Cleanup() }) // the memory layer goes with the last app
 	b.Run("static_rule", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
@@ -16,8 +23,7 @@ func BenchmarkLookupWithoutRedis(b *testing.B) {
 			}
 		}
 	})
-	memoryPut(&Rule{Kind: RateLimit, ID: "bench_mem", Fields: Fields{}})
-	b.Cleanup(func() { memoryDelete(RateLimit, "bench_mem") })
+	app.memory.put(&Rule{Kind: RateLimit, ID: "bench_mem", Fields: Fields{}})
 	b.Run("memory_rule", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {

@@ -62,7 +62,7 @@ func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
 		if a.source != nil {
 			ch <- prometheus.MustNewConstMetric(descRules, prometheus.GaugeValue, float64(len(a.source.snapshot()[k])), k.String(), "redis")
 		} else {
-			ch <- prometheus.MustNewConstMetric(descRules, prometheus.GaugeValue, float64(len(memory.snap.Load()[k])), k.String(), "memory")
+			ch <- prometheus.MustNewConstMetric(descRules, prometheus.GaugeValue, float64(len(a.memory.snap.Load()[k])), k.String(), "memory")
 		}
 	}
 	if a.source == nil {

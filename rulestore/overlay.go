@@ -51,10 +51,10 @@ func parseOver(k Kind, id string, st *Rule, raw Fields) (any, Fields, error) {
 	return v, f, err
 }
 
-// staticRule returns the running config's static rule for (k, id), or nil:
+// staticRule returns the newest config's static rule for (k, id), or nil:
 // the Redis source validates an overlay against it.
-func staticRule(k Kind, id string) *Rule {
-	a := running.Load()
+func (s *redisSource) staticRule(k Kind, id string) *Rule {
+	a := s.app.Load()
 	if a == nil || k >= numKinds {
 		return nil
 	}
@@ -90,7 +90,10 @@ func (a *App) overlayLayer() *layer {
 	if a.source != nil {
 		return a.source.snapshot()
 	}
-	return memory.snap.Load()
+	if a.memory == nil { // an App built without Provision (tests)
+		return &layer{}
+	}
+	return a.memory.snap.Load()
 }
 
 // Static returns the rule of kind k declared in the config, or nil.

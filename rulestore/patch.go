@@ -88,10 +88,10 @@ func (a *App) Patch(ctx context.Context, k Kind, id string, expect, patch Fields
 	}
 
 	if a.source == nil {
-		memory.mu.Lock()
-		defer memory.mu.Unlock()
+		a.memory.mu.Lock()
+		defer a.memory.mu.Unlock()
 		now := a.static[k][id]
-		if r := memory.snap.Load().get(k, id); r != nil {
+		if r := a.memory.snap.Load().get(k, id); r != nil {
 			now = r
 		}
 		if now == nil {
@@ -102,7 +102,7 @@ func (a *App) Patch(ctx context.Context, k Kind, id string, expect, patch Fields
 				return false, nil
 			}
 		}
-		putLocked(&Rule{Kind: k, ID: id, Fields: merged, Value: value, Source: "memory"})
+		a.memory.putLocked(&Rule{Kind: k, ID: id, Fields: merged, Value: value, Source: "memory"})
 		emitUpdated(k, id, "upsert", "memory", merged)
 		return true, nil
 	}
@@ -152,14 +152,3 @@ func (a *App) Patch(ctx context.Context, k Kind, id string, expect, patch Fields
 	return true, nil
 }
 
-// putLocked is memoryPut for a caller holding memory.mu.
-func putLocked(r *Rule) {
-	cur := memory.snap.Load()
-	if s := cur[r.Kind][r.ID]; s != nil {
-		s.rule.Store(r)
-		return
-	}
-	next := cur.clone(r.Kind)
-	next[r.Kind][r.ID] = newSlot(r)
-	memory.snap.Store(next)
-}

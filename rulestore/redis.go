@@ -41,6 +41,9 @@ type redisSource struct {
 	cancel    context.CancelFunc
 	done      chan struct{}
 	pubsub    atomic.Pointer[redis.PubSub] // the open subscription, closed to stop at once
+	// app is the newest started config's app: its static rules are what
+	// an overlay from Redis is validated against.
+	app atomic.Pointer[App]
 
 	status   sourceStatus
 	feedback feedback // verdicts and history to write back (status.go, history.go)
@@ -113,8 +116,8 @@ func acquireSource(cfg *RedisConfig, prefix string, resync time.Duration, logger
 		// A reload that changes the Redis settings gets a new source: until
 		// its first load completes, it serves the rules the running one
 		// holds, so a Redis-only rule never lapses during the reload.
-		if prev := runningSource.Load(); prev != nil {
-			s.snap.Store(prev.snapshot().copy())
+		if prev := active(); prev != nil && prev.source != nil {
+			s.snap.Store(prev.source.snapshot().copy())
 		}
 		return s, nil
 	})
@@ -131,17 +134,12 @@ func (s *redisSource) start() {
 	s.startOnce.Do(func() {
 		ctx, cancel := context.WithCancel(context.Background())
 		s.cancel, s.done = cancel, make(chan struct{})
-		runningSource.Store(s)
 		go s.run(ctx)
 	})
 }
 
-// runningSource is the source most recently started and not yet stopped.
-var runningSource atomic.Pointer[redisSource]
-
 // Destruct stops following Redis once no config generation uses it.
 func (s *redisSource) Destruct() error {
-	runningSource.CompareAndSwap(s, nil)
 	if s.cancel != nil {
 		s.cancel()
 		if ps := s.pubsub.Load(); ps != nil {
@@ -402,7 +400,7 @@ func (s *redisSource) remove(k Kind, id string) {
 // parse validates a rule read from Redis. A bad rule is logged with its key,
 // field and reason, and the last good version (old) stays in force.
 func (s *redisSource) parse(k Kind, id string, f Fields, old *Rule) (*Rule, bool) {
-	st := staticRule(k, id)
+	st := s.staticRule(k, id)
 	v, _, err := parseOver(k, id, st, f)
 	s.feedback.verdict(k, id, f, err)
 	if err != nil {

@@ -182,7 +182,7 @@ func (a *App) missingRefs(ctx context.Context, b *RouteBinding) []string {
 			return
 		}
 		if a.source == nil {
-			if memory.snap.Load().get(k, id) == nil {
+			if a.memory.snap.Load().get(k, id) == nil {
 				missing = append(missing, k.String()+" "+id)
 			}
 			return
@@ -208,7 +208,7 @@ func (a *App) commit(ctx context.Context, req *writeRequest) (writeResult, error
 	var err error
 	if a.source == nil {
 		res.Stored, res.Note = "memory", memoryNote
-		_, err = memoryApply(req.kind, req.id, func(cur Fields) (*Rule, error) {
+		_, err = a.memory.apply(req.kind, req.id, func(cur Fields) (*Rule, error) {
 			raw, value, err := a.plan(ctx, req, cur, &res)
 			if err != nil {
 				return nil, err
