@@ -14,7 +14,26 @@ import "math"
 // once without a Redis call. A slot is reserved only when it lies within
 // max_queue_wait; one reserved by a request that then times out on Redis
 // or whose client goes is left unused, which can only admit less.
+//
+// A refusal is remembered until Redis said a slot within max_queue_wait
+// could come (exact: other instances can only move the schedule later; a
+// changed rule forgets it), so a flood of refused requests does not reach
+// Redis either.
 func (e *clusterEngine) pace(r *Rule, key []byte, now int64, d *Decision) {
+	s := e.keys.shard(key)
+	s.mu.Lock()
+	ent := e.keys.get(s, key, now, r.idle, max(1, r.MaxKeys/len(e.keys.shards)))
+	ls := ent.lease
+	if ls == nil {
+		ls = new(leaseState)
+		ent.lease = ls
+	}
+	if ls.refusing(r, now) {
+		d.Reason, d.RetryAfter, d.Remaining, d.Reset = RateLimited, ls.deniedUntil-now, 0, max(0, ls.resetAt-now)
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
 	q := &e.slots.queued
 	if q.Add(1) > r.Flow.MaxQueued {
 		q.Add(-1)
@@ -35,6 +54,11 @@ func (e *clusterEngine) pace(r *Rule, key []byte, now int64, d *Decision) {
 	case g.n == 0:
 		q.Add(-1)
 		d.Reason, d.RetryAfter = RateLimited, g.wait
+		// now was read before the call, so now + wait ends no later than
+		// the refusal Redis computed.
+		s.mu.Lock()
+		ls.deniedUntil, ls.deniedBy, ls.resetAt = now+g.wait, r, now+g.reset
+		s.mu.Unlock()
 	case g.wait == 0:
 		q.Add(-1)
 	default:

@@ -1,0 +1,71 @@
+package ratelimit
+
+import (
+	"testing"
+	"time"
+
+	"github.com/sluicegw/sluice/internal/redistest"
+	"github.com/sluicegw/sluice/rulestore"
+)
+
+// Two instances share one paced schedule in Redis: at 1 qps with
+// max_queue_wait 2500ms, quick requests alternating between them get the
+// slots 0, 1 s and 2 s (waiting longer each time, whichever instance asks)
+// and the rest are refused with the true Retry-After. A refusal is then
+// remembered: the refused instance does not ask Redis again until the
+// retry, and a changed rule forgets it.
+func TestClusterPaceSharedSchedule(t *testing.T) {
+	srv := redistest.Start(t)
+	b := &testBackend{c: newTestClient(t, srv.Addr), instances: 2}
+	r := clusterRule(t, rulestore.Fields{"qps": "1", "control_behavior": "pace", "max_queue_wait": "2500ms", "key_resolver": "global"})
+	ls := []*limiter{instance(t, b, "pace-a"), instance(t, b, "pace-b")}
+	start := time.Now()
+	var waits []time.Duration
+	for i := 0; i < 3; i++ {
+		l := ls[i%2]
+		d := l.engine(r).Take(r, []byte("k"), l.now())
+		if !d.OK() {
+			t.Fatalf("request %d: %+v, want a slot", i+1, d)
+		}
+		waits = append(waits, time.Duration(d.Wait))
+		if d.queued != nil {
+			d.queued.Add(-1) // what waitTurn does when the wait ends
+		}
+		l.engine(r).Release(&d)
+	}
+	took := time.Since(start)
+	// Slot i is i seconds after the first call; each wait is that minus
+	// the time since, so wait i lies within (i s - took, i s].
+	for i, w := range waits {
+		if slot := time.Duration(i) * time.Second; w > slot || w <= slot-took-time.Millisecond {
+			t.Fatalf("waits %v (took %v): want slot i within i s - took .. i s", waits, took)
+		}
+	}
+	before := time.Now()
+	d := take(ls[1], r, "k")
+	// The next slot is 3 s away: beyond 2.5 s by about 0.5 s.
+	if d.Reason != RateLimited || d.RetryAfter <= 0 || d.RetryAfter > int64(500*time.Millisecond) {
+		t.Fatalf("4th request: %+v, want refused with a retry of at most 500ms", d)
+	}
+	// The refusal is remembered until at least before + RetryAfter.
+	remembered := before.Add(time.Duration(d.RetryAfter))
+	calls := counterValue(ls[1].counters.redisCalls)
+	for i := 0; i < 50; i++ {
+		d := take(ls[1], r, "k")
+		if d.Reason != RateLimited || d.RetryAfter <= 0 {
+			t.Fatalf("refused request %d: %+v", i+1, d)
+		}
+	}
+	got := counterValue(ls[1].counters.redisCalls) - calls
+	if time.Now().Before(remembered) {
+		if got != 0 {
+			t.Fatalf("%v Redis calls for 50 refusals within the remembered retry, want 0", got)
+		}
+	} else {
+		t.Logf("the 50 refusals outlasted the remembered retry (a busy machine): %v Redis calls, not checked", got)
+	}
+	r2 := clusterRule(t, rulestore.Fields{"qps": "1", "control_behavior": "pace", "max_queue_wait": "1m", "key_resolver": "global"})
+	if d := take(ls[1], r2, "k"); !d.OK() || counterValue(ls[1].counters.redisCalls) == calls {
+		t.Fatalf("after the rule changed: %+v, want a slot from Redis", d)
+	}
+}
