@@ -320,6 +320,9 @@ func scaleRule(r *Rule, n int) *Rule {
 			c.Overrides[k] = &sl
 		}
 	}
+	// A paced share spaces requests n times further apart: its schedule
+	// stays ahead of the clock for longer, so its keys must too.
+	c.idle = max(r.idle, c.Flow.idle(&c))
 	return &c
 }
 

@@ -1,8 +1,12 @@
 package ratelimit
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicegw/sluice/internal/redistest"
 	"github.com/sluicegw/sluice/rulestore"
@@ -67,5 +71,42 @@ func TestClusterPaceSharedSchedule(t *testing.T) {
 	r2 := clusterRule(t, rulestore.Fields{"qps": "1", "control_behavior": "pace", "max_queue_wait": "1m", "key_resolver": "global"})
 	if d := take(ls[1], r2, "k"); !d.OK() || counterValue(ls[1].counters.redisCalls) == calls {
 		t.Fatalf("after the rule changed: %+v, want a slot from Redis", d)
+	}
+}
+
+// On a real three-node Redis Cluster each key's schedule lives in its
+// slot's node (hash-tagged key): every key's first request goes at once
+// and its second gets the next slot, 1 s later.
+func TestClusterPaceOnRedisCluster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	b := &testBackend{c: newTestClient(t, cl.Addrs()...), instances: 1}
+	r := clusterRule(t, rulestore.Fields{"qps": "1", "control_behavior": "pace", "max_queue_wait": "2s", "key_resolver": "userId"})
+	l := instance(t, b, "pace-cluster")
+	for k := 0; k < 12; k++ {
+		key := fmt.Sprintf("user-%d", k)
+		start := time.Now()
+		first, second := take(l, r, key), take(l, r, key)
+		// The second slot is 1 s after the first call; the second call
+		// came at most `took` later (+1 ms for the µs rounding).
+		took := time.Since(start)
+		if !first.OK() || first.Wait != 0 || !second.OK() || second.Wait < int64(time.Second-took-time.Millisecond) || second.Wait > int64(time.Second) {
+			t.Fatalf("%s: %+v then %+v, want at once then about 1s later", key, first, second)
+		}
+		for _, d := range []Decision{first, second} {
+			if d.queued != nil {
+				d.queued.Add(-1)
+			}
+		}
+	}
+	used := 0
+	for _, n := range cl.Nodes {
+		c := redis.NewClient(&redis.Options{Addr: n.Addr})
+		if keys, _ := c.Keys(context.Background(), "t:ratelimit:pc:*").Result(); len(keys) > 0 {
+			used++
+		}
+		c.Close()
+	}
+	if used < 2 {
+		t.Fatalf("schedules on %d node(s), want them spread over the cluster", used)
 	}
 }
