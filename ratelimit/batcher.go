@@ -69,6 +69,7 @@ type scriptCall struct {
 	script   *redis.Script
 	keys     [1]string
 	args     [4]any
+	nargs    int // how many of args the script takes
 	deadline time.Time
 	given    atomic.Bool // the caller stopped waiting
 	done     chan struct{}
@@ -90,13 +91,29 @@ var errRedisTimeout = fmt.Errorf("redis_timeout: %w", context.DeadlineExceeded)
 // run runs the engine's script for one key through the batcher and waits
 // for its answer at most timeout.
 func (b *batcher) run(typ LimitType, key string, l *Limits, min, max int64, timeout time.Duration) (grant, error) {
-	c := callPool.Get().(*scriptCall)
-	c.script = tokenBucketScript
+	script := tokenBucketScript
 	if typ == SlidingWindow {
-		c.script = slidingWindowScript
+		script = slidingWindowScript
 	}
+	return b.runScript(script, key, [4]any{l.scriptArgs[0], l.scriptArgs[1], min, max}, timeout)
+}
+
+// runPace reserves a paced request's slot (paceLua) through the batcher:
+// interval and maxWait in µs.
+func (b *batcher) runPace(key string, interval float64, maxWait int64, timeout time.Duration) (grant, error) {
+	return b.runScript(paceScript, key, [4]any{interval, maxWait}, timeout)
+}
+
+// runScript runs script on key with args (a trailing nil ends them).
+func (b *batcher) runScript(script *redis.Script, key string, args [4]any, timeout time.Duration) (grant, error) {
+	c := callPool.Get().(*scriptCall)
+	c.script = script
 	c.keys[0] = key
-	c.args = [4]any{l.scriptArgs[0], l.scriptArgs[1], min, max}
+	c.args = args
+	c.nargs = 4
+	for c.nargs > 0 && args[c.nargs-1] == nil {
+		c.nargs--
+	}
 	c.deadline = time.Now().Add(timeout)
 	c.timer.Reset(timeout)
 	b.submit(c)
@@ -192,7 +209,7 @@ func (b *batcher) send(batch []*scriptCall) {
 	cmds := make([]*redis.Cmd, len(live))
 	pipe := b.client.Pipeline()
 	for i, c := range live {
-		cmds[i] = c.script.EvalSha(ctx, pipe, c.keys[:], c.args[:]...)
+		cmds[i] = c.script.EvalSha(ctx, pipe, c.keys[:], c.args[:c.nargs]...)
 	}
 	pipe.Exec(ctx) // errors are read per command
 	b.roundTrips.Add(1)
@@ -207,7 +224,7 @@ func (b *batcher) send(batch []*scriptCall) {
 		pipe := b.client.Pipeline()
 		for _, i := range retry {
 			c := live[i]
-			cmds[i] = c.script.Eval(ctx, pipe, c.keys[:], c.args[:]...)
+			cmds[i] = c.script.Eval(ctx, pipe, c.keys[:], c.args[:c.nargs]...)
 		}
 		pipe.Exec(ctx)
 		b.roundTrips.Add(1)

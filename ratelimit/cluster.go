@@ -98,7 +98,11 @@ func (e *clusterEngine) Take(r *Rule, key []byte, now int64) Decision {
 	if !d.OK() {
 		return d
 	}
-	e.decide(r, key, now, &d)
+	if r.Flow.Behavior == Pace {
+		e.pace(r, key, now, &d)
+	} else {
+		e.decide(r, key, now, &d)
+	}
 	if !d.OK() {
 		e.slots.Release(&d)
 	}
@@ -228,8 +232,16 @@ func (e *clusterEngine) call(r *Rule, l *Limits, key []byte, min, max int64) (gr
 	if g.down.Load() {
 		return grant{}, errGateDown
 	}
-	rkey := redisKey(ref.b.KeyPrefix(), e.typ, r.ID, key)
-	res, err := g.batch.run(e.typ, rkey, l, min, max, r.RedisTimeout)
+	var rkey string
+	var res grant
+	var err error
+	if r.Flow.Behavior == Pace {
+		rkey = redisKeyOf(ref.b.KeyPrefix(), "pc", r.ID, key)
+		res, err = g.batch.runPace(rkey, math.Min(float64(min)/l.QPS, maxFlowSeconds)*1e6, r.Flow.MaxQueueWait/1000, r.RedisTimeout)
+	} else {
+		rkey = redisKey(ref.b.KeyPrefix(), e.typ, r.ID, key)
+		res, err = g.batch.run(e.typ, rkey, l, min, max, r.RedisTimeout)
+	}
 	if err != nil {
 		e.lim.counters.redisErrors.Inc()
 		if unreachable(err) {
@@ -275,6 +287,7 @@ func (e *clusterEngine) fail(r *Rule, key []byte, now int64, d *Decision) {
 		fd := e.fallback.Take(e.shareOf(r), key, now)
 		d.Reason, d.Limits = fd.Reason, fd.Limits
 		d.Remaining, d.Reset, d.RetryAfter = fd.Remaining, fd.Reset, fd.RetryAfter
+		d.Wait, d.queued = fd.Wait, fd.queued // a paced rule waits in the local pacer
 	}
 }
 
@@ -307,6 +320,9 @@ func scaleRule(r *Rule, n int) *Rule {
 			c.Overrides[k] = &sl
 		}
 	}
+	// A paced share spaces requests n times further apart: its schedule
+	// stays ahead of the clock for longer, so its keys must too.
+	c.idle = max(r.idle, c.Flow.idle(&c))
 	return &c
 }
 

@@ -116,9 +116,19 @@ type FlowState struct {
 }
 
 func flowStateOf(s *limiterState) *FlowState {
-	le, ok := s.engine.(*localEngine)
 	fl := &s.rule.Flow
-	if !ok || fl.Behavior == Reject && fl.Adaptive == nil {
+	if fl.Behavior == Reject && fl.Adaptive == nil {
+		return nil
+	}
+	var le *localEngine
+	switch e := s.engine.(type) {
+	case *localEngine:
+		le = e
+	case *clusterEngine:
+		// A paced cluster rule's waiting requests: those holding a slot
+		// reserved in Redis, and those paced locally while Redis fails.
+		return &FlowState{ControlBehavior: fl.Behavior.String(), Queued: e.slots.queued.Load() + e.fallback.queued.Load()}
+	default:
 		return nil
 	}
 	out := &FlowState{ControlBehavior: fl.Behavior.String(), Queued: le.queued.Load()}

@@ -125,6 +125,7 @@ func parseGrant(cmd *redis.Cmd) (grant, error) {
 //
 //	<prefix>ratelimit:tb:{<rule-id>:<key>}   token bucket
 //	<prefix>ratelimit:sw:{<rule-id>:<key>}   sliding window
+//	<prefix>ratelimit:pc:{<rule-id>:<key>}   token bucket, control_behavior pace
 //
 // The hash tag spreads a rule's keys over a Redis Cluster while keeping all
 // of one key's state in one slot. The engine is in the name, so changing
@@ -134,6 +135,10 @@ func redisKey(prefix string, typ LimitType, id string, key []byte) string {
 	if typ == SlidingWindow {
 		eng = "sw"
 	}
+	return redisKeyOf(prefix, eng, id, key)
+}
+
+func redisKeyOf(prefix, eng, id string, key []byte) string {
 	b := make([]byte, 0, len(prefix)+len("ratelimit:tb:{:}")+len(id)+len(key))
 	b = append(b, prefix...)
 	b = append(b, "ratelimit:"...)

@@ -1,0 +1,67 @@
+package ratelimit
+
+import "math"
+
+// pace decides a request of a paced cluster rule (control_behavior pace,
+// scope cluster): one script call per request reserves its slot in the
+// fleet-wide schedule in Redis (paceLua), and the request then waits for
+// it locally like a locally paced one (serveShaped: a timer, no lock,
+// ending early when the client goes, holding its in-flight slots).
+//
+// A request holds a place in the rule's queue (max_queued, per instance)
+// from before it asks Redis until its slot comes, so a flood costs at most
+// max_queued goroutines and Redis calls at a time: the rest are refused at
+// once without a Redis call. A slot is reserved only when it lies within
+// max_queue_wait; one reserved by a request that then times out on Redis
+// or whose client goes is left unused, which can only admit less.
+//
+// A refusal is remembered until Redis said a slot within max_queue_wait
+// could come (exact: other instances can only move the schedule later; a
+// changed rule forgets it), so a flood of refused requests does not reach
+// Redis either.
+func (e *clusterEngine) pace(r *Rule, key []byte, now int64, d *Decision) {
+	s := e.keys.shard(key)
+	s.mu.Lock()
+	ent := e.keys.get(s, key, now, r.idle, max(1, r.MaxKeys/len(e.keys.shards)))
+	ls := ent.lease
+	if ls == nil {
+		ls = new(leaseState)
+		ent.lease = ls
+	}
+	if ls.refusing(r, now) {
+		d.Reason, d.RetryAfter, d.Remaining, d.Reset = RateLimited, ls.deniedUntil-now, 0, max(0, ls.resetAt-now)
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	q := &e.slots.queued
+	if q.Add(1) > r.Flow.MaxQueued {
+		q.Add(-1)
+		// The queue drains one slot per interval at the fleet's rate at
+		// least; the hint is the next slot's distance at that rate.
+		d.Reason, d.Remaining = RateLimited, 0
+		d.RetryAfter = ceilNanos(math.Min(float64(r.Cost)/d.Limits.QPS, maxFlowSeconds))
+		return
+	}
+	g, err := e.call(r, d.Limits, key, r.Cost, r.Cost)
+	if err != nil {
+		q.Add(-1)
+		e.fail(r, key, now, d)
+		return
+	}
+	d.Remaining, d.Reset = g.remaining, g.reset
+	switch {
+	case g.n == 0:
+		q.Add(-1)
+		d.Reason, d.RetryAfter = RateLimited, g.wait
+		// now was read before the call, so now + wait ends no later than
+		// the refusal Redis computed.
+		s.mu.Lock()
+		ls.deniedUntil, ls.deniedBy, ls.resetAt = now+g.wait, r, now+g.reset
+		s.mu.Unlock()
+	case g.wait == 0:
+		q.Add(-1)
+	default:
+		d.Wait, d.queued = g.wait, q
+	}
+}
