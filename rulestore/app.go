@@ -44,8 +44,8 @@ type App struct {
 
 	eventQueue  chan pendingEvent // see Emit
 	lastDropLog atomic.Int64
-	logger   *zap.Logger
-	missing  sync.Map // ruleRef -> *missingRef (status.go)
+	logger      *zap.Logger
+	missing     sync.Map // ruleRef -> *missingRef (status.go)
 }
 
 // CaddyModule returns the Caddy module information.

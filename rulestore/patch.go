@@ -151,4 +151,3 @@ func (a *App) Patch(ctx context.Context, k Kind, id string, expect, patch Fields
 	}
 	return true, nil
 }
-
