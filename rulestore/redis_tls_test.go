@@ -5,12 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	_ "github.com/sluicegw/sluice/caddyfile" // the rulestore global option
 	"github.com/sluicegw/sluice/internal/redistest"
 	"github.com/sluicegw/sluice/internal/testcaddy"
 	"github.com/sluicegw/sluice/rulestore"
@@ -118,18 +119,23 @@ func TestRedisSettingsRejected(t *testing.T) {
 		}
 	}
 
+	// The same through `caddy validate` of the built binary.
 	caddyfile := func(redis string) string {
-		return fmt.Sprintf("{\n\t%s\n\trulestore {\n\t\tredis {\n%s\n\t\t}\n\t}\n}\n", testcaddy.Options(t), redis)
+		return fmt.Sprintf("{\n\trulestore {\n\t\tredis {\n%s\n\t\t}\n\t}\n}\n", redis)
 	}
 	for _, c := range []struct{ redis, want string }{
 		{"\t\t\turl rediss://127.0.0.1:1\n\t\t\ttls {\n\t\t\t\tca " + missing + "\n\t\t\t}", "redis tls ca_files: open " + missing},
-		{"\t\t\turl 127.0.0.1:1\n\t\t\tpool_size 0", `redis pool_size: want a number > 0, got "0"`},
-		{"\t\t\turl 127.0.0.1:1\n\t\t\ttls {\n\t\t\t\tclient_auth " + pki.ClientCert + "\n\t\t\t}", "redis tls client_auth: want <cert_file> <key_file>"},
+		{"\t\t\turl 127.0.0.1:1\n\t\t\tpool_size 0", `redis pool_size: want a number > 0, got \"0\", at `}, // the log is JSON
+		{"\t\t\turl 127.0.0.1:1\n\t\t\ttls {\n\t\t\t\tclient_auth " + pki.ClientCert + "\n\t\t\t}", "redis tls client_auth: want <cert_file> <key_file>, at "},
 		{"\t\t\turl 127.0.0.1:1\n\t\t\ttls {\n\t\t\t\tcafile x\n\t\t\t}", "cafile"},
 	} {
-		err := testcaddy.Validate(caddyfile(c.redis))
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%q: got %v, want an error containing %q", c.redis, err, c.want)
+		path := filepath.Join(t.TempDir(), "Caddyfile")
+		if err := os.WriteFile(path, []byte(caddyfile(c.redis)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(testcaddy.Binary(t), "validate", "--config", path, "--adapter", "caddyfile").CombinedOutput()
+		if err == nil || !strings.Contains(string(out), c.want) {
+			t.Errorf("%q: got %v\n%s\nwant a failure containing %q", c.redis, err, out, c.want)
 		}
 	}
 }
