@@ -15,7 +15,8 @@ import (
 // parseRulestore parses the global option:
 //
 //	rulestore {
-//		redis <url> | redis { url|addrs|master_name|cluster|username|password|db|tls|dial_timeout|read_timeout|write_timeout ... }
+//		redis <url> | redis { url|addrs|master_name|sentinel_username|sentinel_password|cluster|username|password|db|pool_size|dial_timeout|read_timeout|write_timeout ...
+//			tls [{ ca <file>...; client_auth <cert_file> <key_file>; server_name <name>; insecure_skip_verify }] }
 //		prefix <string>
 //		resync <duration>
 //		rate_limit|circuit_breaker|gray|binding <id> { <field> <value...> ... }
@@ -159,7 +160,23 @@ func parseRedis(d *caddyfile.Dispenser) (*rulestore.RedisConfig, error) {
 		case "cluster":
 			cfg.Cluster = true
 		case "tls":
-			cfg.TLS = true
+			if len(args) != 0 {
+				return nil, d.Errf("redis tls: takes no value, only an optional block")
+			}
+			if cfg.TLS, err = parseRedisTLS(d); err != nil {
+				return nil, err
+			}
+		case "sentinel_username":
+			cfg.SentinelUsername, err = one()
+		case "sentinel_password":
+			cfg.SentinelPassword, err = one()
+		case "pool_size":
+			var v string
+			if v, err = one(); err == nil {
+				if cfg.PoolSize, err = strconv.Atoi(v); err != nil || cfg.PoolSize <= 0 {
+					return nil, d.Errf("redis pool_size: want a number > 0, got %q", v)
+				}
+			}
 		case "username":
 			cfg.Username, err = one()
 		case "password":
@@ -191,8 +208,8 @@ func parseRedis(d *caddyfile.Dispenser) (*rulestore.RedisConfig, error) {
 				}
 			}
 		default:
-			return nil, rulestore.UnknownField(d, "rulestore redis", opt, "url", "addrs", "master_name", "cluster", "username",
-				"password", "db", "tls", "dial_timeout", "read_timeout", "write_timeout")
+			return nil, rulestore.UnknownField(d, "rulestore redis", opt, "url", "addrs", "master_name", "sentinel_username",
+				"sentinel_password", "cluster", "username", "password", "db", "tls", "pool_size", "dial_timeout", "read_timeout", "write_timeout")
 		}
 		if err != nil {
 			return nil, err
@@ -202,4 +219,39 @@ func parseRedis(d *caddyfile.Dispenser) (*rulestore.RedisConfig, error) {
 		return nil, d.Errf("redis: give a URL or addrs")
 	}
 	return cfg, nil
+}
+
+// parseRedisTLS reads the optional block after `tls` in a redis block; the
+// dispenser is at `tls`. Without a block TLS uses the system's CAs.
+func parseRedisTLS(d *caddyfile.Dispenser) (*rulestore.RedisTLS, error) {
+	t := new(rulestore.RedisTLS)
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		opt := d.Val()
+		args := d.RemainingArgs()
+		switch opt {
+		case "ca":
+			if len(args) == 0 {
+				return nil, d.Errf("redis tls ca: want one or more PEM files")
+			}
+			t.CAFiles = append(t.CAFiles, args...)
+		case "client_auth":
+			if len(args) != 2 {
+				return nil, d.Errf("redis tls client_auth: want <cert_file> <key_file>")
+			}
+			t.ClientCertificateFile, t.ClientCertificateKeyFile = args[0], args[1]
+		case "server_name":
+			if len(args) != 1 {
+				return nil, d.Errf("redis tls server_name: want one name")
+			}
+			t.ServerName = args[0]
+		case "insecure_skip_verify":
+			if len(args) != 0 {
+				return nil, d.Errf("redis tls insecure_skip_verify: takes no value")
+			}
+			t.InsecureSkipVerify = true
+		default:
+			return nil, rulestore.UnknownField(d, "rulestore redis tls", opt, "ca", "client_auth", "server_name", "insecure_skip_verify")
+		}
+	}
+	return t, nil
 }

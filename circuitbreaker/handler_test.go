@@ -620,21 +620,37 @@ func TestMetrics(t *testing.T) {
 	}`, fmt.Sprintf(`
 	circuitbreaker m
 	reverse_proxy %s`, u.hostPort()))
+	var admin string
+	fmt.Sscanf(cf[strings.Index(cf, "admin ")+len("admin "):], "%s", &admin)
+	scrape := func(when string, want ...string) {
+		t.Helper()
+		_, _, body := get(t, "http://"+admin+"/metrics")
+		for _, w := range want {
+			if !strings.Contains(body, w+"\n") {
+				t.Errorf("%s: metrics lack %s", when, w)
+			}
+		}
+	}
+	// Before any request: every series an alert tests with absent() is
+	// there, at 0 (the default breaker is closed).
+	scrape("after provisioning",
+		`sluice_circuitbreaker_state{key="",rule="m",state="closed"} 1`,
+		`sluice_circuitbreaker_state{key="",rule="m",state="open"} 0`,
+		`sluice_circuitbreaker_state{key="",rule="m",state="forced_open"} 0`,
+		`sluice_circuitbreaker_rejected_total{rule="m"} 0`,
+		`sluice_circuitbreaker_calls_total{outcome="failure",rule="m"} 0`,
+		`sluice_circuitbreaker_transitions_total{rule="m",to="open"} 0`,
+	)
 	trip(t, url, 1)
 	expectOpen(t, u, url)
 	expectOpen(t, u, url)
-	var admin string
-	fmt.Sscanf(cf[strings.Index(cf, "admin ")+len("admin "):], "%s", &admin)
-	_, _, body := get(t, "http://"+admin+"/metrics")
-	for _, want := range []string{
-		`sluice_circuitbreaker_state{key="",rule="m"} 1`,
+	scrape("tripped",
+		`sluice_circuitbreaker_state{key="",rule="m",state="closed"} 0`,
+		`sluice_circuitbreaker_state{key="",rule="m",state="open"} 1`,
+		`sluice_circuitbreaker_state{key="",rule="m",state="forced_open"} 0`,
 		`sluice_circuitbreaker_rejected_total{rule="m"} 2`,
 		`sluice_circuitbreaker_transitions_total{rule="m",to="open"} 1`,
-	} {
-		if !strings.Contains(body, want) {
-			t.Errorf("metrics lack %s", want)
-		}
-	}
+	)
 }
 
 // Two routes with the same inline fields still have separate breakers, and
@@ -806,5 +822,35 @@ func TestNestedBreakerRejectionIsNotAFailure(t *testing.T) {
 	}
 	if circuitbreaker.IsOpen("outer", "") {
 		t.Fatal("the inner breaker's rejections opened the outer one")
+	}
+}
+
+// A forced-open breaker is its own series, so an alert on state="open"
+// (tripped by failures) does not fire for an administrator's force_open.
+func TestForcedOpenIsItsOwnSeries(t *testing.T) {
+	u := newUpstream(t)
+	url, cf := site(t, `
+	rulestore {
+		circuit_breaker fo {
+			failure_threshold 1
+			state             force_open
+		}
+	}`, fmt.Sprintf(`
+	circuitbreaker fo
+	reverse_proxy %s`, u.hostPort()))
+	if code, _, _ := get(t, url); code != http.StatusServiceUnavailable {
+		t.Fatalf("force_open: got %d, want 503", code)
+	}
+	var admin string
+	fmt.Sscanf(cf[strings.Index(cf, "admin ")+len("admin "):], "%s", &admin)
+	_, _, body := get(t, "http://"+admin+"/metrics")
+	for _, want := range []string{
+		`sluice_circuitbreaker_state{key="",rule="fo",state="forced_open"} 1`,
+		`sluice_circuitbreaker_state{key="",rule="fo",state="open"} 0`,
+		`sluice_circuitbreaker_state{key="",rule="fo",state="closed"} 0`,
+	} {
+		if !strings.Contains(body, want+"\n") {
+			t.Errorf("metrics lack %s", want)
+		}
 	}
 }

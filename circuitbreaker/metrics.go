@@ -25,8 +25,8 @@ func initMetrics() {
 		const ns, sub = "sluice", "circuitbreaker"
 		metrics.state = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: ns, Subsystem: sub, Name: "state",
-			Help: "Breaker state: 0 closed, 1 open, 2 half_open, 3 forced_open, 4 forced_closed, 5 disabled.",
-		}, []string{"rule", "key"})
+			Help: "1 for the state the breaker is in, 0 for the others: closed, open, half_open, forced_open, forced_closed, disabled.",
+		}, []string{"rule", "key", "state"})
 		metrics.transitions = prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "transitions_total",
 			Help: "State changes, by the state entered.",
@@ -69,20 +69,37 @@ type ruleMetrics struct {
 	keys     atomic.Int64          // keyed series handed out so far
 }
 
+// newRuleMetrics resolves a rule's series when the rule is first
+// provisioned. Every series an alert may test with absent() exists from
+// then on: the default breaker's state (closed until the rule is first
+// applied), and the counters at 0, with a transitions series per state.
 func newRuleMetrics(id string) *ruleMetrics {
 	initMetrics()
 	m := &ruleMetrics{id: id, rejected: metrics.rejected.WithLabelValues(id)}
 	for o, name := range [...]string{Success: "success", Failure: "failure", Ignored: "ignored"} {
 		m.calls[o] = metrics.calls.WithLabelValues(id, name)
 	}
+	for _, name := range stateNames {
+		metrics.transitions.WithLabelValues(id, name)
+	}
+	m.setState("", StateClosed)
 	return m
 }
 
-// exportKey reports whether a new key of the rule gets a state series.
+// exportKey reports whether a new key of the rule gets state series.
 func (m *ruleMetrics) exportKey() bool { return m.keys.Add(1) <= maxKeyMetrics }
 
+// setState sets the key's series of state s to 1 and its other states' to
+// 0, so `state="open"` and `state="forced_open"` are separate series.
+// Transitions are rare: the label lookups here are off the request path.
 func (m *ruleMetrics) setState(key string, s State) {
-	metrics.state.WithLabelValues(m.id, key).Set(float64(s))
+	for i, name := range stateNames {
+		v := 0.0
+		if State(i) == s {
+			v = 1
+		}
+		metrics.state.WithLabelValues(m.id, key, name).Set(v)
+	}
 }
 
 func (m *ruleMetrics) transition(key string, exported bool, to State) {

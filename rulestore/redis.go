@@ -85,7 +85,7 @@ type sourceStatus struct {
 }
 
 func acquireSource(cfg *RedisConfig, prefix string, resync time.Duration, logger *zap.Logger) (*redisSource, string, error) {
-	opts, err := cfg.Options()
+	opts, tlsDigest, err := cfg.options()
 	if err != nil {
 		return nil, "", err
 	}
@@ -93,7 +93,8 @@ func acquireSource(cfg *RedisConfig, prefix string, resync time.Duration, logger
 		R      *RedisConfig
 		P      string
 		Resync time.Duration
-	}{cfg, prefix, resync})
+		TLS    string // contents of the TLS files, which may change under the same names
+	}{cfg, prefix, resync, tlsDigest})
 	key := string(b)
 	v, _, err := sources.LoadOrNew(key, func() (caddy.Destructor, error) {
 		s := &redisSource{

@@ -1,8 +1,13 @@
 package rulestore
 
 import (
+	"crypto/sha256"
 	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -16,14 +21,31 @@ type RedisConfig struct {
 	URL string `json:"url,omitempty"`
 	// Addrs lists several nodes: Cluster seeds, or Sentinels with MasterName.
 	Addrs []string `json:"addrs,omitempty"`
-	// MasterName selects Sentinel mode: Addrs are then the Sentinels.
+	// MasterName selects Sentinel mode: Addrs (and URL's address) are then
+	// the Sentinels, which tell the store where the master named so is.
 	MasterName string `json:"master_name,omitempty"`
+	// SentinelUsername and SentinelPassword authenticate to the Sentinels
+	// themselves (Sentinel's own `requirepass` or ACL user); Username and
+	// Password are for the master. Placeholders are expanded.
+	SentinelUsername string `json:"sentinel_username,omitempty"`
+	SentinelPassword string `json:"sentinel_password,omitempty"`
 	// Cluster forces Redis Cluster mode even with a single seed address.
-	Cluster  bool   `json:"cluster,omitempty"`
+	Cluster bool `json:"cluster,omitempty"`
+	// Username and Password log in to Redis (ACL user, or `requirepass`
+	// with Password alone). Placeholders such as {env.REDIS_PASSWORD} are
+	// expanded.
 	Username string `json:"username,omitempty"`
 	Password string `json:"password,omitempty"`
-	DB       int    `json:"db,omitempty"`
-	TLS      bool   `json:"tls,omitempty"`
+	// DB selects a database (standalone and Sentinel only).
+	DB int `json:"db,omitempty"`
+	// TLS connects over TLS. `{}` (or `true`) uses the system's trusted
+	// CAs and the address's host as server name; a rediss:// URL implies it.
+	TLS *RedisTLS `json:"tls,omitempty"`
+	// PoolSize is the most connections kept per Redis node (go-redis's
+	// default, 10 per CPU, when omitted). The store's own session uses a
+	// few; the rest serve handlers that keep state in Redis (cluster
+	// rate limits).
+	PoolSize int `json:"pool_size,omitempty"`
 	// Timeouts; 1s each by default, so a dead or hung Redis is noticed fast
 	// and never holds a request or a reload for long.
 	DialTimeout  caddy.Duration `json:"dial_timeout,omitempty"`
@@ -31,24 +53,76 @@ type RedisConfig struct {
 	WriteTimeout caddy.Duration `json:"write_timeout,omitempty"`
 }
 
+// RedisTLS is how the store speaks TLS to Redis (and to Sentinels), shaped
+// like the TLS settings of Caddy's reverse-proxy transport. File names may
+// use placeholders. Files are read when the config is provisioned, so a bad
+// file fails `caddy validate` and a reload picks up rotated files.
+type RedisTLS struct {
+	// CAFiles are PEM files of the CAs that Redis's certificate must chain
+	// to. When set, only these are trusted; else the system's CAs are.
+	CAFiles []string `json:"ca_files,omitempty"`
+	// ClientCertificateFile and ClientCertificateKeyFile are a PEM
+	// certificate and its key presented to Redis, for a server started with
+	// `tls-auth-clients yes`. Both or neither.
+	ClientCertificateFile    string `json:"client_certificate_file,omitempty"`
+	ClientCertificateKeyFile string `json:"client_certificate_key_file,omitempty"`
+	// ServerName is the name Redis's certificate must carry, when it is not
+	// the host of the address dialled (e.g. Redis reached by IP, or masters
+	// found through Sentinel).
+	ServerName string `json:"server_name,omitempty"`
+	// InsecureSkipVerify accepts any server certificate. For tests only:
+	// it gives up the protection TLS is there for.
+	InsecureSkipVerify bool `json:"insecure_skip_verify,omitempty"`
+}
+
+// UnmarshalJSON also accepts `true`, the older form of `"tls": {}`.
+func (t *RedisTLS) UnmarshalJSON(b []byte) error {
+	switch strings.TrimSpace(string(b)) {
+	case "true":
+		*t = RedisTLS{}
+		return nil
+	case "false":
+		return fmt.Errorf("redis tls: false is not a setting: leave tls out for plain TCP")
+	}
+	type plain RedisTLS
+	return json.Unmarshal(b, (*plain)(t))
+}
+
 const defaultRedisTimeout = time.Second
 
 // Options turns the config into go-redis options for a universal client.
-// Placeholders such as {env.REDIS_PASSWORD} are expanded.
+// Placeholders such as {env.REDIS_PASSWORD} are expanded. A bad value fails
+// with an error naming its field.
 func (c *RedisConfig) Options() (*redis.UniversalOptions, error) {
+	o, _, err := c.options()
+	return o, err
+}
+
+// options is Options plus a digest of the TLS files read, so a reload after
+// a certificate rotation gets a new client even if the paths are the same.
+func (c *RedisConfig) options() (*redis.UniversalOptions, string, error) {
 	repl := caddy.NewReplacer()
+	if c.PoolSize < 0 {
+		return nil, "", fmt.Errorf("redis pool_size: want a number > 0, got %d", c.PoolSize)
+	}
 	o := &redis.UniversalOptions{
 		MasterName:            repl.ReplaceAll(c.MasterName, ""),
+		SentinelUsername:      repl.ReplaceAll(c.SentinelUsername, ""),
+		SentinelPassword:      repl.ReplaceAll(c.SentinelPassword, ""),
 		IsClusterMode:         c.Cluster,
 		Username:              repl.ReplaceAll(c.Username, ""),
 		Password:              repl.ReplaceAll(c.Password, ""),
 		DB:                    c.DB,
+		PoolSize:              c.PoolSize,
 		DialTimeout:           orDefault(c.DialTimeout),
 		ReadTimeout:           orDefault(c.ReadTimeout),
 		WriteTimeout:          orDefault(c.WriteTimeout),
 		ContextTimeoutEnabled: true, // else go-redis ignores context deadlines
 		MaxRetries:            1,
 		DisableIdentity:       true,
+	}
+	if (o.SentinelUsername != "" || o.SentinelPassword != "") && o.MasterName == "" {
+		return nil, "", fmt.Errorf("redis sentinel_username/sentinel_password: need master_name (Sentinel mode)")
 	}
 	for _, a := range c.Addrs {
 		o.Addrs = append(o.Addrs, repl.ReplaceAll(a, ""))
@@ -59,7 +133,7 @@ func (c *RedisConfig) Options() (*redis.UniversalOptions, error) {
 		}
 		parsed, err := redis.ParseURL(u)
 		if err != nil {
-			return nil, fmt.Errorf("redis url: %v", err)
+			return nil, "", fmt.Errorf("redis url: %v", err)
 		}
 		o.Addrs = append([]string{parsed.Addr}, o.Addrs...)
 		if o.Username == "" {
@@ -74,15 +148,76 @@ func (c *RedisConfig) Options() (*redis.UniversalOptions, error) {
 		o.TLSConfig = parsed.TLSConfig
 	}
 	if len(o.Addrs) == 0 {
-		return nil, fmt.Errorf("redis: no url or addrs")
+		return nil, "", fmt.Errorf("redis: no url or addrs")
 	}
-	if c.TLS && o.TLSConfig == nil {
-		o.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	var digest string
+	if c.TLS != nil {
+		cfg, d, err := c.TLS.config(repl)
+		if err != nil {
+			return nil, "", err
+		}
+		if cfg.ServerName == "" && o.TLSConfig != nil {
+			cfg.ServerName = o.TLSConfig.ServerName // the rediss:// URL's host
+		}
+		o.TLSConfig, digest = cfg, d
 	}
 	if o.DB != 0 && (c.Cluster || len(o.Addrs) > 1 && o.MasterName == "") {
-		return nil, fmt.Errorf("redis: db %d is not available in cluster mode", o.DB)
+		return nil, "", fmt.Errorf("redis: db %d is not available in cluster mode", o.DB)
 	}
-	return o, nil
+	return o, digest, nil
+}
+
+// config builds the client TLS config, reading the files it names; the
+// digest covers their contents.
+func (t *RedisTLS) config(repl *caddy.Replacer) (*tls.Config, string, error) {
+	cfg := &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		ServerName:         repl.ReplaceAll(t.ServerName, ""),
+		InsecureSkipVerify: t.InsecureSkipVerify,
+	}
+	h := sha256.New()
+	read := func(field, name string) ([]byte, error) {
+		b, err := os.ReadFile(repl.ReplaceAll(name, ""))
+		if err != nil {
+			return nil, fmt.Errorf("redis tls %s: %v", field, err)
+		}
+		h.Write(b)
+		return b, nil
+	}
+	if len(t.CAFiles) > 0 {
+		cfg.RootCAs = x509.NewCertPool()
+		for _, name := range t.CAFiles {
+			pem, err := read("ca_files", name)
+			if err != nil {
+				return nil, "", err
+			}
+			if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+				return nil, "", fmt.Errorf("redis tls ca_files: %s holds no PEM certificate", name)
+			}
+		}
+	}
+	certFile, keyFile := t.ClientCertificateFile, t.ClientCertificateKeyFile
+	switch {
+	case certFile != "" && keyFile == "":
+		return nil, "", fmt.Errorf("redis tls client_certificate_file: needs client_certificate_key_file too")
+	case certFile == "" && keyFile != "":
+		return nil, "", fmt.Errorf("redis tls client_certificate_key_file: needs client_certificate_file too")
+	case certFile != "":
+		certPEM, err := read("client_certificate_file", certFile)
+		if err != nil {
+			return nil, "", err
+		}
+		keyPEM, err := read("client_certificate_key_file", keyFile)
+		if err != nil {
+			return nil, "", err
+		}
+		cert, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			return nil, "", fmt.Errorf("redis tls client_certificate_file/client_certificate_key_file: %v", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, hex.EncodeToString(h.Sum(nil)), nil
 }
 
 func orDefault(d caddy.Duration) time.Duration {

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Makes sure redis-server and redis-cli are installed: the tests start their
 # own servers on free loopback ports and never use a Redis already running.
+# Debian's redis-server is built with TLS and runs Sentinel too
+# (`redis-server <conf> --sentinel`), which the TLS and Sentinel tests use.
 set -euo pipefail
 if command -v redis-server >/dev/null && command -v redis-cli >/dev/null; then
 	exit 0
