@@ -145,8 +145,8 @@ func (st *ruleState) report() RuleState {
 // pushed change shows before any request applied it), else the rule last
 // applied (inline rules).
 func (st *ruleState) currentRule() *Rule {
-	if h := current.Load(); h != nil && h.store != nil {
-		if r := h.store.Lookup(rulestore.CircuitBreaker, st.id); r != nil {
+	if a := rulestore.Active(); a != nil {
+		if r := a.Lookup(rulestore.CircuitBreaker, st.id); r != nil {
 			if v, ok := r.Value.(*Rule); ok {
 				return v
 			}

@@ -1,57 +1,10 @@
 package circuitbreaker
 
 import (
-	"sync"
-	"sync/atomic"
-
-	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/modules/caddyevents"
 	"go.uber.org/zap"
 
 	"github.com/sluicegw/sluice/rulestore"
 )
-
-// hooks are where transitions are reported: the logger and events app of
-// the newest config. Breakers outlive configs, so they read it at the time
-// of the transition rather than keeping their creator's.
-type hooks struct {
-	ctx    caddy.Context
-	logger *zap.Logger
-	events *caddyevents.App // nil if unavailable
-	store  *rulestore.App   // for IsOpen
-}
-
-var (
-	current atomic.Pointer[hooks] // the newest live hooks, or nil
-	liveMu  sync.Mutex
-	live    []*hooks // hooks of provisioned handlers not yet cleaned up, oldest first
-)
-
-// addHooks makes h the hooks transitions report to.
-func addHooks(h *hooks) {
-	liveMu.Lock()
-	defer liveMu.Unlock()
-	live = append(live, h)
-	current.Store(h)
-}
-
-// removeHooks drops h; the newest remaining hooks take over, so a config
-// that fails to load (and is cleaned up) does not silence the running one.
-func removeHooks(h *hooks) {
-	liveMu.Lock()
-	defer liveMu.Unlock()
-	for i, x := range live {
-		if x == h {
-			live = append(live[:i], live[i+1:]...)
-			break
-		}
-	}
-	if len(live) == 0 {
-		current.Store(nil)
-	} else {
-		current.Store(live[len(live)-1])
-	}
-}
 
 // Event names emitted on transitions.
 const (
@@ -67,8 +20,8 @@ func (st *ruleState) onTransition(key string, exported bool) func(Transition) {
 	return func(tr Transition) {
 		st.metrics.transition(series, exported, tr.To)
 		key := st.shownKey(key)
-		h := current.Load()
-		if h == nil {
+		a := rulestore.Active()
+		if a == nil {
 			return
 		}
 		fields := []zap.Field{
@@ -81,7 +34,7 @@ func (st *ruleState) onTransition(key string, exported bool) func(Transition) {
 		if tr.To == StateOpen {
 			fields = append(fields, zap.Duration("open_for", tr.OpenFor), zap.Int("trips", tr.Trips))
 		}
-		h.logger.Warn("circuit breaker state change", fields...)
+		a.Logger().Warn("circuit breaker state change", fields...)
 
 		name := EventClosed
 		switch tr.To {
@@ -90,56 +43,23 @@ func (st *ruleState) onTransition(key string, exported bool) func(Transition) {
 		case StateHalfOpen:
 			name = EventHalfOpen
 		}
-		if h.events == nil || !h.events.ShouldEmit(name) {
+		if !rulestore.ShouldEmit(name) {
 			return
 		}
-		data := map[string]any{
+		rulestore.Emit(name, map[string]any{
 			"rule": st.id, "key": key, "from": tr.From.String(), "to": tr.To.String(),
 			"reason": tr.Reason, "open_for_seconds": tr.OpenFor.Seconds(),
-		}
-		emit(pendingEvent{h, name, data})
+		})
 	}
 }
 
-type pendingEvent struct {
-	hooks *hooks
-	name  string
-	data  map[string]any
-}
-
-var (
-	eventQueue chan pendingEvent
-	eventsOnce sync.Once
-)
-
-// emit hands an event to the dispatcher without blocking: event handlers
-// run synchronously and may be slow (exec, http calls), so they never run
-// on a request's goroutine. One dispatcher keeps the events in order; if
-// it falls 1024 events behind, further events are dropped and logged.
-func emit(e pendingEvent) {
-	eventsOnce.Do(func() {
-		eventQueue = make(chan pendingEvent, 1024)
-		go func() {
-			for e := range eventQueue {
-				e.hooks.events.Emit(e.hooks.ctx, e.name, e.data)
-			}
-		}()
-	})
-	select {
-	case eventQueue <- e:
-	default:
-		e.hooks.logger.Warn("circuit breaker event dropped: event handlers are too slow", zap.String("event", e.name))
-	}
-}
-
-var tooManyKeys sync.Map
-
-func logTooManyKeys(id string) {
-	if _, seen := tooManyKeys.LoadOrStore(id, true); seen {
+// logTooManyKeys warns once per rule state that its key limit is reached.
+func (st *ruleState) logTooManyKeys() {
+	if st.warnedTooMany.Swap(true) {
 		return
 	}
-	if h := current.Load(); h != nil {
-		h.logger.Warn("circuit breaker rule reached its key limit; further keys share the rule's default breaker",
-			zap.String("rule", id), zap.Int("max_keys", MaxKeys))
+	if a := rulestore.Active(); a != nil {
+		a.Logger().Warn("circuit breaker rule reached its key limit; further keys share the rule's default breaker",
+			zap.String("rule", st.id), zap.Int("max_keys", MaxKeys))
 	}
 }

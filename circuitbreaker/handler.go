@@ -12,11 +12,9 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/modules/caddyevents"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
@@ -42,7 +40,6 @@ type Handler struct {
 	inline *Rule
 	holder *handlerkit.Holder[*ruleState]
 	logger *zap.Logger
-	hooks  *hooks
 	refs   []rulestore.CaddyfileRef // rules named in the Caddyfile, checked when parsed
 }
 
@@ -92,12 +89,6 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := registerMetrics(ctx.GetMetricsRegistry()); err != nil {
 		return err
 	}
-	hk := &hooks{ctx: ctx, logger: h.logger, store: store}
-	if app, err := ctx.App("events"); err == nil {
-		hk.events, _ = app.(*caddyevents.App)
-	}
-	h.hooks = hk
-	addHooks(hk)
 	h.holder = shared.Holder(newRuleState)
 	// Take hold of the rule's state now, while the previous config still
 	// holds it, so a reload keeps the breakers.
@@ -131,35 +122,14 @@ func inlineID(f rulestore.Fields) string {
 	return "inline-" + hex.EncodeToString(hash.Sum(nil)[:8])
 }
 
-// inlineSeen counts, per config (its rule store), the inline rules with
-// the same fields, so two routes with identical inline blocks still get
-// separate breakers: the n-th gets "-n" appended. Provisioning is
-// sequential and ordered, so the ids are stable across reloads.
-var inlineSeen struct {
-	sync.Mutex
-	m map[*rulestore.App]map[string]int
-}
-
+// inlineInstanceID names an inline rule's state: the n-th identical
+// inline block of a config gets "-n" appended, so two routes with the same
+// inline fields still get separate breakers.
 func inlineInstanceID(store *rulestore.App, id string) string {
-	inlineSeen.Lock()
-	defer inlineSeen.Unlock()
-	if inlineSeen.m == nil {
-		inlineSeen.m = map[*rulestore.App]map[string]int{}
-	}
-	if inlineSeen.m[store] == nil {
-		inlineSeen.m[store] = map[string]int{}
-	}
-	inlineSeen.m[store][id]++
-	if n := inlineSeen.m[store][id]; n > 1 {
+	if n := store.Occurrence("circuit_breaker inline " + id); n > 1 {
 		return fmt.Sprintf("%s-%d", id, n)
 	}
 	return id
-}
-
-func forgetInline(store *rulestore.App) {
-	inlineSeen.Lock()
-	delete(inlineSeen.m, store)
-	inlineSeen.Unlock()
 }
 
 // Cleanup releases this config's hold on the shared breakers.
@@ -167,10 +137,6 @@ func (h *Handler) Cleanup() error {
 	if h.holder != nil {
 		h.holder.Release()
 	}
-	if h.hooks != nil {
-		removeHooks(h.hooks)
-	}
-	forgetInline(h.store)
 	return nil
 }
 

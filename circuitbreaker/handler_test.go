@@ -20,6 +20,7 @@ import (
 	_ "github.com/sluicegw/sluice/caddyfile"
 	"github.com/sluicegw/sluice/circuitbreaker"
 	"github.com/sluicegw/sluice/internal/testcaddy"
+	"github.com/sluicegw/sluice/rulestore"
 )
 
 // upstream is a backend the test can make succeed, fail, hang or drop.
@@ -412,7 +413,7 @@ func TestRoutesWithDifferentRulesAreIndependent(t *testing.T) {
 	if code, _, _ := get(t, url+"/b"); code != 200 {
 		t.Fatalf("route b got %d: a's failures leaked into b", code)
 	}
-	if !circuitbreaker.IsOpen("a", "") || circuitbreaker.IsOpen("b", "") {
+	if !circuitbreaker.IsOpen(rulestore.Active(), "a", "") || circuitbreaker.IsOpen(rulestore.Active(), "b", "") {
 		t.Fatal("IsOpen disagrees with what clients see")
 	}
 }
@@ -436,7 +437,7 @@ func TestPerKeyIsolation(t *testing.T) {
 	if code, _, _ := get(t, url); code != 200 {
 		t.Fatalf("keyless request got %d", code)
 	}
-	if !circuitbreaker.IsOpen("canary", "v2") || circuitbreaker.IsOpen("canary", "v1") || circuitbreaker.IsOpen("canary", "") {
+	if !circuitbreaker.IsOpen(rulestore.Active(), "canary", "v2") || circuitbreaker.IsOpen(rulestore.Active(), "canary", "v1") || circuitbreaker.IsOpen(rulestore.Active(), "canary", "") {
 		t.Fatal("IsOpen per key is wrong")
 	}
 }
@@ -458,10 +459,10 @@ func TestKeyResolvedAfterTheCall(t *testing.T) {
 		reverse_proxy %s
 	}`, u.hostPort()))
 	trip(t, url, 2, "X-Version: v2")
-	if !circuitbreaker.IsOpen("late", "v2") {
+	if !circuitbreaker.IsOpen(rulestore.Active(), "late", "v2") {
 		t.Fatal("v2's failures did not open v2's breaker")
 	}
-	if circuitbreaker.IsOpen("late", "") || circuitbreaker.IsOpen("late", "v1") {
+	if circuitbreaker.IsOpen(rulestore.Active(), "late", "") || circuitbreaker.IsOpen(rulestore.Active(), "late", "v1") {
 		t.Fatal("v2's failures opened another breaker")
 	}
 	if code, _, _ := get(t, url, "X-Version: v1"); code != 200 {
@@ -694,10 +695,10 @@ func TestIsOpenFollowsTheRuleStore(t *testing.T) {
 			failure_threshold 1
 		}
 	}`, "circuitbreaker /never quiet\n\trespond ok")
-	if !circuitbreaker.IsOpen("maint", "") || !circuitbreaker.IsOpen("maint", "v2") {
+	if !circuitbreaker.IsOpen(rulestore.Active(), "maint", "") || !circuitbreaker.IsOpen(rulestore.Active(), "maint", "v2") {
 		t.Fatal("a force_open rule is not open")
 	}
-	if circuitbreaker.IsOpen("quiet", "") || circuitbreaker.IsOpen("nosuch", "") {
+	if circuitbreaker.IsOpen(rulestore.Active(), "quiet", "") || circuitbreaker.IsOpen(rulestore.Active(), "nosuch", "") {
 		t.Fatal("an unused rule is open")
 	}
 }
@@ -788,7 +789,7 @@ func TestConcurrentTrafficRespectsProbeLimit(t *testing.T) {
 	}
 	defer func() { close(stop); wg.Wait() }()
 	testcaddy.Eventually(t, 10*time.Second, "first trip, closed-state calls done", func() bool {
-		return circuitbreaker.IsOpen("busy", "") && inFlight.Load() == 0
+		return circuitbreaker.IsOpen(rulestore.Active(), "busy", "") && inFlight.Load() == 0
 	})
 	measuring.Store(true)
 	testcaddy.Eventually(t, 10*time.Second, "several half-open periods", func() bool { return hits.Load() >= 20 })
@@ -820,7 +821,7 @@ func TestNestedBreakerRejectionIsNotAFailure(t *testing.T) {
 	for range 5 {
 		expectOpen(t, u, url)
 	}
-	if circuitbreaker.IsOpen("outer", "") {
+	if circuitbreaker.IsOpen(rulestore.Active(), "outer", "") {
 		t.Fatal("the inner breaker's rejections opened the outer one")
 	}
 }

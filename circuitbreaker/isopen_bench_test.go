@@ -6,6 +6,7 @@ import (
 
 	"github.com/sluicegw/sluice/circuitbreaker"
 	"github.com/sluicegw/sluice/internal/testcaddy"
+	"github.com/sluicegw/sluice/rulestore"
 )
 
 // BenchmarkIsOpen is grayroute's fallback_on_open check as it runs in
@@ -32,9 +33,10 @@ http://127.0.0.1:%d {
 	if resp.StatusCode != 200 {
 		b.Fatalf("status %d", resp.StatusCode)
 	}
+	store := rulestore.Active() // grayroute holds its config's store
 	b.ReportAllocs()
 	for b.Loop() {
-		if circuitbreaker.IsOpen("bench_isopen", "v2") {
+		if circuitbreaker.IsOpen(store, "bench_isopen", "v2") {
 			b.Fatal("open")
 		}
 	}

@@ -20,7 +20,10 @@ const maxKeyLength = 256
 var (
 	// shared keeps each rule id's breakers across config reloads.
 	shared = handlerkit.NewShared[*ruleState]()
-	// byID indexes the live rule states for IsOpen, without a lock.
+	// byID indexes the rule states shared holds, for IsOpen without a
+	// lock (a UsagePool lookup locks and counts a reference). An exception
+	// to "no package-level mutable state": it mirrors the pool, entries
+	// are added when the pool creates a state and removed in its Destruct.
 	byID sync.Map // rule id -> *ruleState
 )
 
@@ -38,6 +41,8 @@ type ruleState struct {
 	// (POST /sluice/breakers/{id}/...): 0 none, else Mode+1. It wins over
 	// the rule's state field until reset.
 	override atomic.Int32
+	// warnedTooMany: the key limit was logged (once per rule state).
+	warnedTooMany atomic.Bool
 }
 
 func newRuleState(id string) *ruleState {
@@ -124,7 +129,7 @@ func (st *ruleState) forKey(v string) *Breaker {
 		return b.(*Breaker)
 	}
 	if st.nkeys.Load() >= MaxKeys {
-		logTooManyKeys(st.id)
+		st.logTooManyKeys()
 		return st.def
 	}
 	r := st.rule.Load()
@@ -162,14 +167,14 @@ func hashKey(v string) string {
 // For a rule with a key, key is the key's resolved value (e.g. "v2" for
 // `key {http.vars.gray_version}`); it is ignored for rules without a key. A
 // rule with state force_open is open; otherwise a rule or key no request
-// has used yet is not. The rule is read from the newest config's rule
-// store, so a change (e.g. a state pushed to Redis) shows at once. It reads
+// has used yet is not. The rule is read from the store, so a change (e.g.
+// a state pushed to Redis) shows at once. It reads
 // local memory only, takes no lock and does not allocate. grayroute's
-// fallback_on_open calls it.
-func IsOpen(ruleID, key string) bool {
+// fallback_on_open calls it with its own config's store.
+func IsOpen(store *rulestore.App, ruleID, key string) bool {
 	var rule *Rule
-	if h := current.Load(); h != nil && h.store != nil {
-		if r := h.store.Lookup(rulestore.CircuitBreaker, ruleID); r != nil {
+	if store != nil {
+		if r := store.Lookup(rulestore.CircuitBreaker, ruleID); r != nil {
 			rule, _ = r.Value.(*Rule)
 		}
 	}

@@ -106,7 +106,7 @@ func (h *Handler) setup(store *rulestore.App, reg *prometheus.Registry, logger *
 		h.now = time.Now
 	}
 	if h.isOpen == nil {
-		h.isOpen = circuitbreaker.IsOpen
+		h.isOpen = func(rule, key string) bool { return circuitbreaker.IsOpen(store, rule, key) }
 	}
 	if h.DefaultVersion == "" {
 		h.DefaultVersion = DefaultVersion

@@ -44,8 +44,11 @@ type App struct {
 
 	eventQueue  chan pendingEvent // see Emit
 	lastDropLog atomic.Int64
-	logger      *zap.Logger
-	missing     sync.Map // ruleRef -> *missingRef (status.go)
+
+	seqMu   sync.Mutex
+	seq     map[string]int // see Occurrence
+	logger  *zap.Logger
+	missing sync.Map // ruleRef -> *missingRef (status.go)
 }
 
 // CaddyModule returns the Caddy module information.
@@ -327,3 +330,17 @@ var (
 	_ caddy.Provisioner  = (*App)(nil)
 	_ caddy.CleanerUpper = (*App)(nil)
 )
+
+// Occurrence counts the calls with this name within this config: 1 for
+// the first, 2 for the second... Handlers provision in config order, so a
+// handler that names its state by its contents (an inline rule's hash)
+// tells apart two identical blocks, with the same names on every reload.
+func (a *App) Occurrence(name string) int {
+	a.seqMu.Lock()
+	defer a.seqMu.Unlock()
+	if a.seq == nil {
+		a.seq = map[string]int{}
+	}
+	a.seq[name]++
+	return a.seq[name]
+}

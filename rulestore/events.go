@@ -19,10 +19,16 @@ const (
 	EventRuleRejected = "rule_rejected"
 )
 
-// active returns the rulestore app of the running config, or nil. Event
-// emitters and state that outlives a config (breakers, limiters) find the
-// app through Caddy's active context at the time of the event, so events
-// always go to the newest config's events app.
+// Active returns the rulestore app of the running config, or nil. State
+// that outlives a config (breakers, limiters) finds the app through
+// Caddy's active context at the time of an event, so its logs and events
+// always go to the newest config. It takes a read lock: not for a
+// request's path.
+func Active() *App { return active() }
+
+// Logger is the app's logger.
+func (a *App) Logger() *zap.Logger { return a.logger }
+
 func active() *App {
 	v, err := caddy.ActiveContext().AppIfConfigured("rulestore")
 	if err != nil {
