@@ -141,3 +141,40 @@ func BenchmarkServeHTTP(b *testing.B) {
 		h.ServeHTTP(w, r, next)
 	}
 }
+
+// The presence mask only ever skips a rule whose tag the request cannot
+// carry: with few and with many headers, in a query and in a cookie.
+func TestTagMaskNeverHidesATag(t *testing.T) {
+	var refs []RuleRef
+	for i := range 10 {
+		refs = append(refs, RuleRef{ID: fmt.Sprintf("absent%d", i), Inline: rulestore.Fields{
+			"target_version": "v9", "match_tag": fmt.Sprintf("X-Absent-%d", i), "match_value": "yes"}})
+	}
+	refs = append(refs, RuleRef{ID: "beta", Inline: rulestore.Fields{
+		"target_version": "v2", "match_tag": "X-Beta", "match_value": "yes"}})
+	h := newHandler(t, refs...)
+	for _, c := range []struct {
+		name, url string
+		headers   int
+		cookie    bool
+	}{
+		{"few headers", "/", 2, false},
+		{"many headers", "/", 20, false},
+		{"query", "/?X-Beta=yes", 20, false},
+		{"cookie", "/", 3, true},
+	} {
+		r := httptest.NewRequest("GET", c.url, nil)
+		for i := range c.headers {
+			r.Header.Set(fmt.Sprintf("X-Other-%d", i), "x")
+		}
+		switch {
+		case c.cookie:
+			r.Header.Set("Cookie", "a=b; X-Beta=yes")
+		case c.url == "/":
+			r.Header.Set("X-Beta", "yes")
+		}
+		if v, _, rule, _ := h.decide(r); v != "v2" || rule != "beta" {
+			t.Errorf("%s: decided %s by %v, want v2 by beta", c.name, v, rule)
+		}
+	}
+}

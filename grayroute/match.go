@@ -36,20 +36,25 @@ func ParseSource(s string) (Source, error) {
 }
 
 // request is a request as the matchers read it: the Cookie header is looked
-// up once, when a rule first needs it, however many rules are tried. The
-// header names are read once into a 64-bit presence mask (headerBit), so a
-// rule whose tag header the request lacks, the usual case, is turned away
-// by one bit test. A request with few headers has them listed too, so a
-// rule whose bit is set compares a few names instead of hashing its tag for
-// a map lookup.
+// up once, when a rule first needs it, however many rules are tried. A
+// request with few headers has them listed once, and their names read into
+// a 64-bit presence mask (headerBit), so a rule whose tag header the
+// request lacks, the usual case, is turned away by one bit test, and one
+// whose bit is set compares a few names instead of hashing its tag for a
+// map lookup. A request with many headers is looked up in its map until
+// maskAfter rules have asked; only then are its names read into the mask
+// (reading them costs a few map lookups: worth it for many rules, not for
+// one or two).
 type request struct {
 	*http.Request
 	cookies     []string
 	cookiesRead bool
 	headersRead bool
 	few         int    // headers listed in names and values; -1: too many, use the map
-	mask        uint64 // headerBit of every header name
-	headersOnly bool   // no query string and no Cookie header: a tag can only be a header
+	mask        uint64 // headerBit of every header name, once masked
+	masked      bool
+	lookups     int  // map lookups before masked, with many headers
+	headersOnly bool // no query string and no Cookie header: a tag can only be a header
 	names       [fewHeaders]string
 	values      [fewHeaders][]string
 }
@@ -65,20 +70,24 @@ func headerBit(name string) uint64 {
 	return 1 << ((uint(n)*7 + uint(name[n-1])*3 + uint(name[n/2])) & 63)
 }
 
-// readHeaders fills the mask, and the list when the request has few headers.
+// maskAfter is how many map lookups a request with many headers takes
+// before its names are read into the mask.
+const maskAfter = 4
+
+// readHeaders lists a request's few headers and fills the mask.
 func (q *request) readHeaders() {
 	q.headersRead = true
 	q.headersOnly = q.URL.RawQuery == "" && len(q.Header["Cookie"]) == 0
 	if len(q.Header) > fewHeaders {
 		q.few = -1
+		return
 	}
 	for k, v := range q.Header {
 		q.mask |= headerBit(k)
-		if q.few >= 0 {
-			q.names[q.few], q.values[q.few] = k, v
-			q.few++
-		}
+		q.names[q.few], q.values[q.few] = k, v
+		q.few++
 	}
+	q.masked = true
 }
 
 // mayHave reports whether the request may carry a header of this bit
@@ -86,6 +95,15 @@ func (q *request) readHeaders() {
 func (q *request) mayHave(bit uint64) bool {
 	if !q.headersRead {
 		q.readHeaders()
+	}
+	if !q.masked {
+		if q.lookups++; q.lookups <= maskAfter {
+			return true
+		}
+		for k := range q.Header {
+			q.mask |= headerBit(k)
+		}
+		q.masked = true
 	}
 	return q.mask&bit != 0
 }
