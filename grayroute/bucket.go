@@ -14,13 +14,21 @@ const (
 // Bucket places a bucketing key in [0, Buckets) for a rule. The rule id salts
 // the hash, so a user's bucket under one rule says nothing about another rule
 // (two canaries at 10% do not get the same 10% of users).
-func Bucket(ruleID string, key []byte) uint32 {
+func Bucket(ruleID string, key []byte) uint32 { return bucketFrom(idHash(ruleID), key) }
+
+// idHash is the hash state after the rule id and its separator: the same
+// for every request of a rule, so a rule computes it once (Rule.idHash).
+func idHash(ruleID string) uint64 {
 	h := uint64(fnvOffset64)
 	for i := 0; i < len(ruleID); i++ {
 		h ^= uint64(ruleID[i])
 		h *= fnvPrime64
 	}
-	h *= fnvPrime64 // a 0 separator byte: ids never contain one
+	return h * fnvPrime64 // a 0 separator byte: ids never contain one
+}
+
+// bucketFrom is Bucket from the rule's idHash.
+func bucketFrom(h uint64, key []byte) uint32 {
 	for _, c := range key {
 		h ^= uint64(c)
 		h *= fnvPrime64

@@ -14,7 +14,17 @@ func (g *Rule) matches(q *request) bool {
 	if g.Tag == "" {
 		return true
 	}
-	v, ok := tagValue(q, g.Source, g.Tag, g.tagHeader)
+	if !q.headersRead {
+		q.readHeaders()
+	}
+	if q.masked && q.mask&g.tagBit == 0 && (g.Source == SourceHeader || g.Source == SourceAny && q.headersOnly) {
+		return false // no such header, and no query or cookie to look in
+	}
+	return g.matchTag(q)
+}
+
+func (g *Rule) matchTag(q *request) bool {
+	v, ok := tagValue(q, g.Source, g.Tag, g.tagHeader, g.tagBit)
 	return ok && g.Value.Match(v)
 }
 
@@ -50,5 +60,5 @@ func (g *Rule) Canary(r *http.Request, now func() time.Time) (canary, random boo
 	if !ok {
 		return rand.Uint32N(Buckets) < t, true
 	}
-	return InCanary(Bucket(g.ID, key), t), false
+	return InCanary(bucketFrom(g.idHash, key), t), false
 }

@@ -189,9 +189,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	version, versionAny, ruleAny, cohort := h.decide(r)
 	caddyhttp.SetVar(r.Context(), VarName, versionAny)
 	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
-		handlerkit.EmptyPlaceholders(repl) // the other handlers' placeholders
-		repl.Set("http.grayroute.version", versionAny)
-		repl.Set("http.grayroute.rule", ruleAny)
+		handlerkit.Publish(repl, handlerkit.Fresh(repl), placeholders{versionAny, ruleAny}, placeholderNames)
 	}
 	if h.header != "" {
 		// Overwrites whatever the client sent: the version is never trusted
@@ -203,6 +201,24 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return h.serveCounted(w, r, next, cohort)
 	}
 	return next.ServeHTTP(w, r)
+}
+
+// placeholders are a decision's {http.grayroute.*} values (boxed once per
+// rule), published by handlerkit.Publish: as the request's one Sluice
+// provider when no other Sluice handler ran first, else set.
+type placeholders struct{ version, rule any }
+
+var placeholderNames = []string{"http.grayroute.version", "http.grayroute.rule"}
+
+// Placeholder answers one {http.grayroute.*} placeholder.
+func (p placeholders) Placeholder(name string) (any, bool) {
+	switch name {
+	case "http.grayroute.version":
+		return p.version, true
+	case "http.grayroute.rule":
+		return p.rule, true
+	}
+	return nil, false
 }
 
 // decide returns the version for r, boxed for Caddy, the deciding rule

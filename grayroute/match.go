@@ -37,16 +37,75 @@ func ParseSource(s string) (Source, error) {
 
 // request is a request as the matchers read it: the Cookie header is looked
 // up once, when a rule first needs it, however many rules are tried. A
-// request with few headers has them listed once, so each rule tried
-// compares a few names instead of hashing its tag for a map lookup.
+// request with few headers has them listed once, and their names read into
+// a 64-bit presence mask (headerBit), so a rule whose tag header the
+// request lacks, the usual case, is turned away by one bit test, and one
+// whose bit is set compares a few names instead of hashing its tag for a
+// map lookup. A request with many headers is looked up in its map until
+// maskAfter rules have asked; only then are its names read into the mask
+// (reading them costs a few map lookups: worth it for many rules, not for
+// one or two).
 type request struct {
 	*http.Request
 	cookies     []string
 	cookiesRead bool
 	headersRead bool
-	few         int // headers listed in names and values; -1: too many, use the map
+	few         int    // headers listed in names and values; -1: too many, use the map
+	mask        uint64 // headerBit of every header name, once masked
+	masked      bool
+	lookups     int  // map lookups before masked, with many headers
+	headersOnly bool // no query string and no Cookie header: a tag can only be a header
 	names       [fewHeaders]string
 	values      [fewHeaders][]string
+}
+
+// headerBit maps a header name to one of 64 bits, from its length and two
+// of its bytes: cheap, and different for most names a request carries.
+// Names that share a bit are told apart by the lookup that follows.
+func headerBit(name string) uint64 {
+	n := len(name)
+	if n == 0 {
+		return 1
+	}
+	return 1 << ((uint(n)*7 + uint(name[n-1])*3 + uint(name[n/2])) & 63)
+}
+
+// maskAfter is how many map lookups a request with many headers takes
+// before its names are read into the mask.
+const maskAfter = 4
+
+// readHeaders lists a request's few headers and fills the mask.
+func (q *request) readHeaders() {
+	q.headersRead = true
+	q.headersOnly = q.URL.RawQuery == "" && len(q.Header["Cookie"]) == 0
+	if len(q.Header) > fewHeaders {
+		q.few = -1
+		return
+	}
+	for k, v := range q.Header {
+		q.mask |= headerBit(k)
+		q.names[q.few], q.values[q.few] = k, v
+		q.few++
+	}
+	q.masked = true
+}
+
+// mayHave reports whether the request may carry a header of this bit
+// (false: it certainly does not).
+func (q *request) mayHave(bit uint64) bool {
+	if !q.headersRead {
+		q.readHeaders()
+	}
+	if !q.masked {
+		if q.lookups++; q.lookups <= maskAfter {
+			return true
+		}
+		for k := range q.Header {
+			q.mask |= headerBit(k)
+		}
+		q.masked = true
+	}
+	return q.mask&bit != 0
 }
 
 const fewHeaders = 8
@@ -54,15 +113,7 @@ const fewHeaders = 8
 // header returns the values of a header by its canonical name.
 func (q *request) header(name string) []string {
 	if !q.headersRead {
-		q.headersRead = true
-		if len(q.Header) > fewHeaders {
-			q.few = -1
-		} else {
-			for k, v := range q.Header {
-				q.names[q.few], q.values[q.few] = k, v
-				q.few++
-			}
-		}
+		q.readHeaders()
 	}
 	if q.few < 0 {
 		return q.Header[name]
@@ -86,11 +137,12 @@ func (q *request) cookieLines() []string {
 // common case. header must be the canonical form of the tag
 // (textproto.CanonicalMIMEHeaderKey); query and cookie names are exact.
 func TagValue(r *http.Request, src Source, tag, header string) (string, bool) {
-	return tagValue(&request{Request: r}, src, tag, header)
+	return tagValue(&request{Request: r}, src, tag, header, headerBit(header))
 }
 
-func tagValue(q *request, src Source, tag, header string) (string, bool) {
-	if src == SourceAny || src == SourceHeader {
+// tagValue is TagValue; bit is headerBit(header).
+func tagValue(q *request, src Source, tag, header string, bit uint64) (string, bool) {
+	if (src == SourceAny || src == SourceHeader) && q.mayHave(bit) {
 		if v := q.header(header); len(v) > 0 && v[0] != "" {
 			return v[0], true
 		}

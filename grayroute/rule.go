@@ -26,6 +26,8 @@ type Rule struct {
 	// request (a weight-only canary).
 	Tag       string
 	tagHeader string // canonical header form of Tag
+	tagBit    uint64 // headerBit(tagHeader)
+	idHash    uint64 // idHash(ID), the bucket hash's start
 	Source    Source
 	Value     ValueMatcher
 	// Target is the canary version; Fallback the version for matching traffic
@@ -120,6 +122,7 @@ func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
 		g.HashKey, _ = handlerkit.ParseKey(DefaultHashKey)
 	}
 	g.tagHeader = textproto.CanonicalMIMEHeaderKey(g.Tag)
+	g.tagBit, g.idHash = headerBit(g.tagHeader), idHash(g.ID)
 	g.idAny, g.targetAny, g.fallbackAny = g.ID, g.Target, g.Fallback
 	return g, nil
 }

@@ -4,6 +4,7 @@
 package ratelimit
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net/http"
@@ -188,68 +189,79 @@ func (h *Handler) current() (*Rule, *limiter) {
 // ServeHTTP decides the request: pass it on, or answer for the limiter.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
-	handlerkit.EmptyPlaceholders(repl)
+	fresh := handlerkit.Fresh(repl)
 	rule, lim := h.current()
 	if rule == nil {
+		if fresh {
+			handlerkit.EmptyPlaceholders(repl)
+		}
 		return next.ServeHTTP(w, r)
 	}
+	ph := placeholders{rule: rule}
 	var buf [160]byte
 	key, ok := rule.Key.Append(buf[:0], r)
 	if !ok {
 		switch {
 		case rule.EmptyKeyStatus != 0:
-			return h.denyEmptyKey(w, r, next, rule, lim, repl)
+			return h.denyEmptyKey(w, r, next, rule, lim, repl, fresh, &ph)
 		case rule.emptyLiteral != "":
 			key = append(key[:0], rule.emptyLiteral...)
 		default:
 			if key, ok = rule.EmptyKey.Append(key[:0], r); !ok {
-				return h.denyEmptyKey(w, r, next, rule, lim, repl)
+				return h.denyEmptyKey(w, r, next, rule, lim, repl, fresh, &ph)
 			}
 		}
 	}
 	eng := lim.engine(rule)
-	d := eng.Take(rule, key, lim.now())
+	d := decide(eng, rule, key, lim.now())
+	ph.setKey(key)
 	// An in-flight cap refuses before the rate quota is consulted: the
 	// quota is untouched and unknown here, so no quota headers claim r=0.
 	quota := d.Reason != TooManyInFlight && d.Reason != TooManyInFlightTotal
-	if repl != nil {
-		repl.Set("http.ratelimit.rule", rule.idAny)
-		repl.Set("http.ratelimit.key", string(key))
-		if quota {
-			repl.Set("http.ratelimit.remaining", d.Remaining)
-			repl.Set("http.ratelimit.limit", d.Limits.quotaAny)
-		}
+	if quota {
+		ph.limits, ph.remaining = d.Limits, d.Remaining
 	}
 	if rule.Headers && !d.Unknown && quota {
 		setHeaders(w.Header(), rule, &d)
 	}
 	if !d.OK() {
 		if !rule.Shadow {
-			return h.reject(w, rule, lim, &d, repl)
+			return h.reject(w, rule, lim, &d, repl, fresh, &ph)
 		}
 		lim.counters.shadow.Inc()
-		if repl != nil {
-			repl.Set("http.ratelimit.result", "shadow_rejected")
-		}
+		ph.result = resultShadowRejected
+		ph.publish(repl, fresh)
 		if c := h.logger.Check(zap.InfoLevel, "shadow rule would reject"); c != nil {
 			c.Write(zap.String("rule", rule.ID), zap.String("key", rule.shownKey(string(key))), zap.String("reason", d.Reason.String()))
 		}
 		return next.ServeHTTP(w, r)
 	}
 	lim.counters.allowed.Inc()
-	if repl != nil {
-		repl.Set("http.ratelimit.result", "allowed")
-	}
+	ph.result = resultAllowed
 	if d.Wait > 0 || d.adaptive != nil {
+		ph.publish(repl, fresh)
 		return serveShaped(w, r, next, rule, lim, eng, d, repl)
 	}
-	if rule.Flow.Behavior.paces() && repl != nil {
-		repl.Set("http.ratelimit.queue_wait", zeroWait)
-	}
+	ph.paces = rule.Flow.Behavior.paces()
+	ph.publish(repl, fresh)
 	if d.slot != nil || d.total {
 		return serveHolding(w, r, next, eng, d)
 	}
 	return next.ServeHTTP(w, r)
+}
+
+// decide decides through the engine's concrete type. Neither engine keeps
+// the key; called directly, the compiler sees that, so the key's buffer
+// stays on the stack (through the interface it would be one allocation per
+// request).
+func decide(eng Engine, rule *Rule, key []byte, now int64) Decision {
+	switch e := eng.(type) {
+	case *localEngine:
+		return e.Take(rule, key, now)
+	case *clusterEngine:
+		return e.Take(rule, key, now)
+	}
+	return eng.Take(rule, bytes.Clone(key), now)
 }
 
 // serveHolding serves a request that holds an in-flight slot and frees the
@@ -260,23 +272,6 @@ func serveHolding(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler
 	return next.ServeHTTP(w, r)
 }
 
-func setHeaders(hdr http.Header, rule *Rule, d *Decision) {
-	l := d.Limits
-	rem := strconv.FormatInt(d.Remaining, 10)
-	reset := d.Reset
-	if !d.OK() && d.RetryAfter > reset {
-		reset = d.RetryAfter
-	}
-	// One backing array for the four values; each slice's capacity is 1,
-	// so a later Add to one header copies instead of overwriting the next.
-	v := [4]string{l.quotaStr, rem, l.policy, `"` + rule.ID + `";r=` + rem + ";t=" + strconv.FormatInt(ceilSeconds(reset), 10)}
-	vals := v[:]
-	hdr["X-Ratelimit-Limit"] = vals[0:1:1]
-	hdr["X-Ratelimit-Remaining"] = vals[1:2:2]
-	hdr["Ratelimit-Policy"] = vals[2:3:3]
-	hdr["Ratelimit"] = vals[3:4:4]
-}
-
 // ceilSeconds rounds a wait in ns up to whole seconds.
 func ceilSeconds(ns int64) int64 {
 	if ns <= 0 {
@@ -285,29 +280,28 @@ func ceilSeconds(ns int64) int64 {
 	return (ns + 1e9 - 1) / 1e9
 }
 
-func (h *Handler) reject(w http.ResponseWriter, rule *Rule, lim *limiter, d *Decision, repl *caddy.Replacer) error {
-	status, name := rule.Status, "rate_limited"
+func (h *Handler) reject(w http.ResponseWriter, rule *Rule, lim *limiter, d *Decision, repl *caddy.Replacer, fresh bool, ph *placeholders) error {
+	status, res := rule.Status, resultRateLimited
 	retry := ceilSeconds(d.RetryAfter)
 	switch d.Reason {
 	case RateLimited:
 		lim.counters.rejected.Inc()
 	case RedisUnavailable:
-		status, name = rule.RedisErrorStatus, "redis_unavailable"
+		status, res = rule.RedisErrorStatus, resultRedisUnavailable
 		retry = 1 // the health probe runs every 250ms
 		lim.counters.unavailable.Inc()
 	default:
-		status, name = rule.ConcurrencyStatus, "too_many_in_flight"
+		status, res = rule.ConcurrencyStatus, resultTooManyInFlight
 		retry = 1 // a slot frees when a request ends; a short hint
 		lim.counters.concurrency.Inc()
 	}
 	if retry < 1 {
 		retry = 1
 	}
+	name := resultNames[res]
 	w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
-	if repl != nil {
-		repl.Set("http.ratelimit.result", name)
-		repl.Set("http.ratelimit.retry_after", retry)
-	}
+	ph.result, ph.retry = res, retry
+	ph.publish(repl, fresh)
 	if rule.HandleErrors {
 		return caddyhttp.Error(status, fmt.Errorf("%s by rule %s", name, rule.ID))
 	}
@@ -324,13 +318,11 @@ func (h *Handler) reject(w http.ResponseWriter, rule *Rule, lim *limiter, d *Dec
 
 // denyEmptyKey refuses a request whose key is empty (in shadow mode it
 // only counts and logs it).
-func (h *Handler) denyEmptyKey(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, rule *Rule, lim *limiter, repl *caddy.Replacer) error {
+func (h *Handler) denyEmptyKey(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, rule *Rule, lim *limiter, repl *caddy.Replacer, fresh bool, ph *placeholders) error {
 	if rule.Shadow {
 		lim.counters.shadow.Inc()
-		if repl != nil {
-			repl.Set("http.ratelimit.rule", rule.idAny)
-			repl.Set("http.ratelimit.result", "shadow_rejected")
-		}
+		ph.result = resultShadowRejected
+		ph.publish(repl, fresh)
 		if c := h.logger.Check(zap.InfoLevel, "shadow rule would reject"); c != nil {
 			c.Write(zap.String("rule", rule.ID), zap.String("reason", "empty_key"))
 		}
@@ -341,10 +333,8 @@ func (h *Handler) denyEmptyKey(w http.ResponseWriter, r *http.Request, next cadd
 	if status == 0 {
 		status = http.StatusForbidden
 	}
-	if repl != nil {
-		repl.Set("http.ratelimit.rule", rule.ID)
-		repl.Set("http.ratelimit.result", "empty_key")
-	}
+	ph.result = resultEmptyKey
+	ph.publish(repl, fresh)
 	if rule.HandleErrors {
 		return caddyhttp.Error(status, fmt.Errorf("empty rate limit key for rule %s", rule.ID))
 	}

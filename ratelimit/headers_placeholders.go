@@ -1,0 +1,106 @@
+package ratelimit
+
+import (
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/sluicegw/sluice/internal/handlerkit"
+)
+
+// placeholderNames are the {http.ratelimit.*} placeholders a decision sets.
+var placeholderNames = []string{
+	"http.ratelimit.rule", "http.ratelimit.key", "http.ratelimit.remaining", "http.ratelimit.limit",
+	"http.ratelimit.result", "http.ratelimit.retry_after", "http.ratelimit.queue_wait",
+}
+
+// shortKey is how many bytes of a key placeholders holds in place; a
+// longer key is copied to a string (one more allocation).
+const shortKey = 72
+
+// placeholders are one decision's {http.ratelimit.*} values, answered
+// lazily (handlerkit.Publish): the key is formatted, the remaining count
+// boxed, only when read. It is a value of at most 128 bytes, so the
+// provider that holds it is one allocation.
+type placeholders struct {
+	rule      *Rule
+	limits    *Limits // the quota's, nil when no quota was consulted
+	remaining int64
+	retry     int64  // retry_after in seconds, 0 when not refused
+	long      string // the key, when longer than shortKey
+	result    result
+	n         uint8 // key length in short
+	hasKey    bool
+	paces     bool // a paced request that did not wait: queue_wait is 0s
+	short     [shortKey]byte
+}
+
+// result is {http.ratelimit.result}.
+type result uint8
+
+const (
+	resultNone result = iota
+	resultAllowed
+	resultShadowRejected
+	resultRateLimited
+	resultTooManyInFlight
+	resultRedisUnavailable
+	resultEmptyKey
+)
+
+var resultNames = [...]string{"", "allowed", "shadow_rejected", "rate_limited", "too_many_in_flight", "redis_unavailable", "empty_key"}
+
+// setKey records the request's key.
+func (p *placeholders) setKey(key []byte) {
+	p.hasKey = true
+	if len(key) <= shortKey {
+		p.n = uint8(copy(p.short[:], key))
+	} else {
+		p.long = string(key)
+	}
+}
+
+// Placeholder answers one {http.ratelimit.*} placeholder.
+func (p placeholders) Placeholder(name string) (any, bool) {
+	switch name {
+	case "http.ratelimit.rule":
+		return p.rule.idAny, true
+	case "http.ratelimit.key":
+		if !p.hasKey {
+			return nil, false
+		}
+		if p.long != "" {
+			return p.long, true
+		}
+		return string(p.short[:p.n]), true
+	case "http.ratelimit.remaining":
+		if p.limits == nil {
+			return nil, false
+		}
+		return p.remaining, true
+	case "http.ratelimit.limit":
+		if p.limits == nil {
+			return nil, false
+		}
+		return p.limits.quotaAny, true
+	case "http.ratelimit.result":
+		if p.result == resultNone {
+			return nil, false
+		}
+		return resultNames[p.result], true
+	case "http.ratelimit.retry_after":
+		if p.retry == 0 {
+			return nil, false
+		}
+		return p.retry, true
+	case "http.ratelimit.queue_wait":
+		if !p.paces {
+			return nil, false
+		}
+		return zeroWait, true
+	}
+	return nil, false
+}
+
+// publish makes the placeholders readable on the request.
+func (p *placeholders) publish(repl *caddy.Replacer, fresh bool) {
+	handlerkit.Publish(repl, fresh, *p, placeholderNames)
+}
