@@ -44,7 +44,6 @@ const burstSite = `
 		burst 10
 		key_resolver global
 		scope %s
-		redis_timeout 500ms
 	}
 	respond "ok"`
 
@@ -141,7 +140,7 @@ func TestClusterRateAcrossThreeInstances(t *testing.T) {
 		scope %s
 	}
 	respond "ok"`
-	bodies := []string{fmt.Sprintf(site, "cluster"), fmt.Sprintf(site, "local")}
+	bodies := []string{fmt.Sprintf(site, "cluster\n\t\tredis_timeout 500ms"), fmt.Sprintf(site, "local")}
 	var urls [][]string // [instance][site]
 	for i := 0; i < 2; i++ {
 		p := ports(t, 2)
