@@ -2,6 +2,7 @@ package rulestore
 
 import (
 	"context"
+	"errors"
 	"crypto/tls"
 	mrand "math/rand/v2"
 	"net"
@@ -28,11 +29,14 @@ func jitter(d time.Duration) time.Duration {
 }
 
 // waitToReconnect waits about backoff before the next session, and less if
-// Redis comes back: cameBack reports that a probe failed and a later one
-// succeeded, and then the caller resets its backoff.
-func (s *redisSource) waitToReconnect(ctx context.Context, backoff time.Duration) (cameBack bool) {
+// Redis comes back: cameBack reports that Redis was unreachable (the
+// session could not connect, or a probe failed) and a later probe
+// succeeded, and then the caller resets its backoff. Counting the
+// session's own failure matters: Redis may come back just between that
+// failure and the first probe, which then succeeds at once.
+func (s *redisSource) waitToReconnect(ctx context.Context, backoff time.Duration, sessionErr error) (cameBack bool) {
 	deadline := time.Now().Add(jitter(backoff))
-	unreachable := false
+	unreachable := couldNotConnect(sessionErr)
 	for {
 		wait := min(jitter(probeInterval), time.Until(deadline))
 		if wait > 0 {
@@ -96,4 +100,12 @@ func probeAddr(ctx context.Context, addr string, tlsConfig *tls.Config, timeout 
 	var b [1]byte
 	n, err := conn.Read(b[:])
 	return err == nil && n == 1 && (b[0] == '+' || b[0] == '-')
+}
+
+// couldNotConnect reports whether err is a failure to reach Redis at all
+// (refused, no route, dial timeout), as opposed to a Redis that answered
+// and failed the session (ACL, a script error).
+func couldNotConnect(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }

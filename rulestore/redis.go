@@ -172,7 +172,7 @@ func (s *redisSource) run(ctx context.Context) {
 			s.logger.Warn("redis unavailable: serving the last good rules, retrying in the background",
 				zap.Error(err))
 		}
-		if s.waitToReconnect(ctx, backoff) {
+		if s.waitToReconnect(ctx, backoff, err) {
 			backoff = minBackoff
 		} else {
 			backoff = min(backoff*2, maxBackoff)
