@@ -2,8 +2,8 @@ package rulestore
 
 import (
 	"context"
-	"errors"
 	"crypto/tls"
+	"errors"
 	mrand "math/rand/v2"
 	"net"
 	"time"
