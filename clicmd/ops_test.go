@@ -233,7 +233,18 @@ func TestStateReflectsTraffic(t *testing.T) {
 	for range 20 {
 		testcaddy.Get(t, site+"/", "X-User-Id: alice")
 	}
-	time.Sleep(2 * time.Second) // sleep: proves an event is absent: two ticks of the 1 s sampler see the 20 rejections
+	// The sampler holds the 20 (interval not over): once it has seen them,
+	// an event for them would already have been sent.
+	testcaddy.Eventually(t, 10*time.Second, "the sampler holds the 20 rejections", func() bool {
+		var now state
+		getJSON(t, admin+"/sluice/state", &now)
+		for _, r := range now.Ratelimit.Rules {
+			if r.Rule == "rl" {
+				return r.ExceededHeld == 20
+			}
+		}
+		return false
+	})
 	if n := len(eventsNamed("ratelimit_exceeded")); n != 1 {
 		t.Fatalf("%d ratelimit_exceeded events within one period, want 1", n)
 	}

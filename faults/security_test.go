@@ -2,17 +2,7 @@ package faults_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
-	"net"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -24,46 +14,6 @@ import (
 	"github.com/sluicegw/sluice/internal/testcaddy"
 )
 
-// testCA writes a CA and a server certificate for 127.0.0.1/localhost,
-// signed by it, into dir, and returns the paths.
-func testCA(t *testing.T, dir string) (caFile, certFile, keyFile string) {
-	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "sluice faults test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, _ := x509.MarshalECPrivateKey(key)
-	write := func(name, typ string, b []byte) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: b}), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	return write("ca.pem", "CERTIFICATE", caDER), write("redis.pem", "CERTIFICATE", der), write("redis.key", "EC PRIVATE KEY", keyDER)
-}
-
 // TestRedisTLSAndACL runs the built Caddy against a TLS-only port of
 // redis-server (certificate from a CA the test makes, trusted through
 // SSL_CERT_FILE), logging in as an ACL user whose password comes from an
@@ -72,8 +22,8 @@ func testCA(t *testing.T, dir string) (caFile, certFile, keyFile string) {
 // wrong password leaves Caddy serving its rules, and never appears in the
 // log. The admin endpoints answer on the admin API only, not on a site.
 func TestRedisTLSAndACL(t *testing.T) {
-	dir := t.TempDir()
-	caFile, certFile, keyFile := testCA(t, dir)
+	pki := redistest.NewPKI(t)
+	caFile, certFile, keyFile := pki.CAFile, pki.ServerCert, pki.ServerKey
 	tlsPort := testcaddy.FreePort(t)
 	r := redistest.Start(t, "--tls-port", strconv.Itoa(tlsPort), "--tls-cert-file", certFile,
 		"--tls-key-file", keyFile, "--tls-ca-cert-file", caFile, "--tls-auth-clients", "no")

@@ -54,6 +54,10 @@ type RuleState struct {
 	TopKeys  []KeyUsage       `json:"top_keys"`
 	// Flow: pacing queue and adaptive limit, for rules that shape flow.
 	Flow *FlowState `json:"flow,omitempty"`
+	// ExceededHeld counts the refusals the ratelimit_exceeded sampler has
+	// seen but holds for the rule's next event (one per
+	// ExceededEventInterval at most).
+	ExceededHeld int64 `json:"exceeded_held"`
 }
 
 // KeyUsage is one key's use of its quota right now.
@@ -80,6 +84,7 @@ func reportState() any {
 		if rs.Scope == "" {
 			rs.Scope = "local"
 		}
+		rs.ExceededHeld = l.exceeded.heldNow()
 		out = append(out, rs)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Rule < out[j].Rule })
@@ -87,12 +92,11 @@ func reportState() any {
 }
 
 func liveLimiters() []*limiter {
-	liveMu.Lock()
-	defer liveMu.Unlock()
-	out := make([]*limiter, 0, len(live))
-	for l := range live {
+	var out []*limiter
+	limiters.Range(func(_ string, l *limiter) bool {
 		out = append(out, l)
-	}
+		return true
+	})
 	return out
 }
 
@@ -200,14 +204,18 @@ func MaskKey(key string) string { return handlerkit.MaskKey(key) }
 // The ratelimit_exceeded sampler: once a second it reads the rejection
 // counters; a rule whose count grew gets one event, then none for
 // ExceededEventInterval (its rejections meanwhile go in the next event).
-var sampler struct {
-	sync.Mutex
-	rules map[string]*sampled
-}
-
-type sampled struct {
+// Each limiter keeps its own bookkeeping, so it goes with the rule id.
+type exceededSampler struct {
+	mu       sync.Mutex
 	reported map[string]int64 // counts as of the last event
 	lastSent time.Time
+	held     int64 // refusals seen since the last event, waiting for the interval
+}
+
+func (sm *exceededSampler) heldNow() int64 {
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	return sm.held
 }
 
 // rejecting are the results that mean the limit was exceeded.
@@ -215,64 +223,52 @@ var rejecting = []string{"rejected", "concurrency_rejected", "empty_key_rejected
 
 func sampleExceeded(now time.Time) {
 	counts := requestCounts()
-	sampler.Lock()
-	defer sampler.Unlock()
-	if sampler.rules == nil {
-		sampler.rules = map[string]*sampled{}
+	limiters.Range(func(id string, l *limiter) bool {
+		if c := counts[id]; c != nil {
+			l.exceeded.sample(now, l, c)
+		}
+		return true
+	})
+}
+
+// sample emits the rule's event if its refusals grew and the interval is
+// over; c are its counters by result.
+func (sm *exceededSampler) sample(now time.Time, l *limiter, c map[string]int64) {
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	if sm.reported == nil {
+		sm.reported = map[string]int64{}
 	}
-	for id := range sampler.rules {
-		if counts[id] == nil {
-			delete(sampler.rules, id) // the rule's series were dropped
+	delta, total := map[string]int64{}, int64(0)
+	for _, res := range rejecting {
+		if d := c[res] - sm.reported[res]; d > 0 {
+			delta[res], total = d, total+d
 		}
 	}
-	for id, c := range counts {
-		sm := sampler.rules[id]
-		if sm == nil {
-			sm = &sampled{reported: map[string]int64{}}
-			sampler.rules[id] = sm
-		}
-		delta, total := map[string]int64{}, int64(0)
-		for _, res := range rejecting {
-			if d := c[res] - sm.reported[res]; d > 0 {
-				delta[res], total = d, total+d
-			}
-		}
-		if total == 0 || now.Sub(sm.lastSent) < ExceededEventInterval {
-			continue
-		}
-		if !rulestore.ShouldEmit(EventExceeded) {
-			// Nobody listens: account the refusals as reported, so a
-			// subscriber added later is not sent an old backlog.
-			for res, v := range c {
-				sm.reported[res] = v
-			}
-			continue
-		}
-		data := map[string]any{"rule": id, "rejected": total, "by_result": delta,
-			"allowed": c["allowed"] - sm.reported["allowed"]}
-		if !sm.lastSent.IsZero() {
-			data["since_seconds"] = now.Sub(sm.lastSent).Seconds()
-		}
-		if l := findLimiter(id); l != nil {
-			if s := l.state.Load(); s != nil {
-				data["top_keys"] = topKeys(s, l.now(), eventTopKeys)
-			}
-		}
+	sm.held = total
+	if total == 0 || now.Sub(sm.lastSent) < ExceededEventInterval {
+		return
+	}
+	if !rulestore.ShouldEmit(EventExceeded) {
+		// Nobody listens: account the refusals as reported, so a
+		// subscriber added later is not sent an old backlog.
 		for res, v := range c {
 			sm.reported[res] = v
 		}
-		sm.lastSent = now
-		rulestore.Emit(EventExceeded, data)
+		sm.held = 0
+		return
 	}
-}
-
-func findLimiter(id string) *limiter {
-	liveMu.Lock()
-	defer liveMu.Unlock()
-	for l := range live {
-		if l.id == id {
-			return l
-		}
+	data := map[string]any{"rule": l.id, "rejected": total, "by_result": delta,
+		"allowed": c["allowed"] - sm.reported["allowed"]}
+	if !sm.lastSent.IsZero() {
+		data["since_seconds"] = now.Sub(sm.lastSent).Seconds()
 	}
-	return nil
+	if s := l.state.Load(); s != nil {
+		data["top_keys"] = topKeys(s, l.now(), eventTopKeys)
+	}
+	for res, v := range c {
+		sm.reported[res] = v
+	}
+	sm.lastSent, sm.held = now, 0
+	rulestore.Emit(EventExceeded, data)
 }

@@ -44,7 +44,7 @@ func concurrentTakes(t *testing.T, ls []*limiter, r *Rule, keys []string, copies
 
 // batchStats is how many decisions and round trips a client's batcher sent.
 func batchStats(l *limiter) (decisions, roundTrips int64) {
-	g := gateFor(l.backend.Load().b.Client())
+	g := gateOf(l.backend.Load().b)
 	return g.batch.decisions.Load(), g.batch.roundTrips.Load()
 }
 
@@ -215,7 +215,7 @@ func TestBatchedDecisionsKeepTimeoutAndFailureMode(t *testing.T) {
 	}
 	// The gate probe brings Redis back; then decisions come from Redis.
 	deadline := time.Now().Add(20 * time.Second)
-	for gateFor(b.c).down.Load() {
+	for gateOf(b).down.Load() {
 		if time.Now().After(deadline) {
 			t.Fatal("gate still down 20s after Redis resumed")
 		}

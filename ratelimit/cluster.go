@@ -18,6 +18,9 @@ type Backend interface {
 	KeyPrefix() string
 	// LiveInstances is the number of instances sharing the quota (≥ 1).
 	LiveInstances() int
+	// ClientState is a value kept with the client, made on first use
+	// (rulestore.App.ClientState): the client's health gate.
+	ClientState(key string, newValue func(redis.UniversalClient) any) any
 }
 
 type backendRef struct {
@@ -125,14 +128,7 @@ func (e *clusterEngine) decide(r *Rule, key []byte, now int64, d *Decision) {
 	if r.LeaseSize > 0 {
 		size = max(min(r.LeaseSize, d.Limits.quota), cost) // an override may be smaller
 	}
-	s := e.keys.shard(key)
-	s.mu.Lock()
-	ent := e.keys.get(s, key, now, r.idle, max(1, r.MaxKeys/len(e.keys.shards)))
-	ls := ent.lease
-	if ls == nil {
-		ls = new(leaseState)
-		ent.lease = ls
-	}
+	s, ent, ls := e.lockLease(r, key, now)
 	if ls.tokens >= cost {
 		ls.tokens -= cost
 		d.Remaining, d.Reset = ls.remaining+ls.tokens, max(0, ls.resetAt-now)
@@ -179,6 +175,18 @@ func (e *clusterEngine) decide(r *Rule, key []byte, now int64, d *Decision) {
 	}
 	d.Reset = g.reset
 	s.mu.Unlock()
+}
+
+// lockLease locks the key's shard and returns its entry and lease state,
+// made on first use. The caller unlocks s.mu.
+func (e *clusterEngine) lockLease(r *Rule, key []byte, now int64) (s *shard, ent *entry, ls *leaseState) {
+	s = e.keys.shard(key)
+	s.mu.Lock()
+	ent = e.keys.get(s, key, now, r.idle, max(1, r.MaxKeys/len(e.keys.shards)))
+	if ent.lease == nil {
+		ent.lease = new(leaseState)
+	}
+	return s, ent, ent.lease
 }
 
 // refusing reports whether Redis said, under rule r, it has no tokens now.
@@ -228,7 +236,7 @@ func (e *clusterEngine) call(r *Rule, l *Limits, key []byte, min, max int64) (gr
 		}
 		return grant{}, errNoRedis
 	}
-	g := gateFor(c)
+	g := ref.b.ClientState(gateKey, newGate).(*gate)
 	if g.down.Load() {
 		return grant{}, errGateDown
 	}

@@ -18,7 +18,19 @@ import (
 type testBackend struct {
 	c         redis.UniversalClient
 	instances int
+	states    sync.Map
 }
+
+func (b *testBackend) ClientState(key string, newValue func(redis.UniversalClient) any) any {
+	if v, ok := b.states.Load(key); ok {
+		return v
+	}
+	v, _ := b.states.LoadOrStore(key, newValue(b.c))
+	return v
+}
+
+// gateOf is the health gate the limiters of backend b share.
+func gateOf(b Backend) *gate { return b.ClientState(gateKey, newGate).(*gate) }
 
 func (b *testBackend) Client() redis.UniversalClient { return b.c }
 func (b *testBackend) KeyPrefix() string             { return "t:" }
@@ -188,7 +200,7 @@ func TestClusterScriptReloadAfterFlush(t *testing.T) {
 		if d := take(l, r, "k"); !d.OK() || d.Remaining != 1 || counterValue(l.counters.redisCalls) != calls+1 {
 			t.Fatalf("%s: after SCRIPT FLUSH: %+v, want allowed by Redis with 1 left", typ, d)
 		}
-		if gateFor(b.c).down.Load() {
+		if gateOf(b).down.Load() {
 			t.Fatalf("%s: NOSCRIPT brought the gate down", typ)
 		}
 	}
@@ -317,7 +329,7 @@ func TestClusterReplyErrorDoesNotCloseGate(t *testing.T) {
 	if d := take(l, r, "bad"); d.Reason != RedisUnavailable {
 		t.Fatalf("WRONGTYPE key: %+v, want the deny path", d)
 	}
-	if gateFor(b.c).down.Load() {
+	if gateOf(b).down.Load() {
 		t.Fatal("a reply error marked Redis down")
 	}
 	if d := take(l, r, "good"); !d.OK() || d.Unknown {

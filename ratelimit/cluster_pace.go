@@ -20,14 +20,7 @@ import "math"
 // changed rule forgets it), so a flood of refused requests does not reach
 // Redis either.
 func (e *clusterEngine) pace(r *Rule, key []byte, now int64, d *Decision) {
-	s := e.keys.shard(key)
-	s.mu.Lock()
-	ent := e.keys.get(s, key, now, r.idle, max(1, r.MaxKeys/len(e.keys.shards)))
-	ls := ent.lease
-	if ls == nil {
-		ls = new(leaseState)
-		ent.lease = ls
-	}
+	s, _, ls := e.lockLease(r, key, now)
 	if ls.refusing(r, now) {
 		d.Reason, d.RetryAfter, d.Remaining, d.Reset = RateLimited, ls.deniedUntil-now, 0, max(0, ls.resetAt-now)
 		s.mu.Unlock()

@@ -3,7 +3,6 @@ package ratelimit
 import (
 	"context"
 	"errors"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,17 +28,11 @@ const (
 	probeTimeout  = 500 * time.Millisecond
 )
 
-// gates by client; a client's gate goes when the client is closed (its
-// config is gone).
-var gates sync.Map
+// gateKey names the gate among the values kept with the store's client
+// (Backend.ClientState), so a gate lives exactly as long as its client.
+const gateKey = "ratelimit.gate"
 
-func gateFor(c redis.UniversalClient) *gate {
-	if g, ok := gates.Load(c); ok {
-		return g.(*gate)
-	}
-	g, _ := gates.LoadOrStore(c, &gate{client: c, batch: newBatcher(c)})
-	return g.(*gate)
-}
+func newGate(c redis.UniversalClient) any { return &gate{client: c, batch: newBatcher(c)} }
 
 // fail records a failed call: the first failure brings the gate down, logs
 // it once and starts the probe.
@@ -74,8 +67,7 @@ func (g *gate) probe(key string, logger *zap.Logger) {
 			return
 		}
 		if errors.Is(err, redis.ErrClosed) {
-			gates.Delete(g.client) // the config that owned the client is gone
-			return
+			return // the config that owned the client is gone, and the gate with it
 		}
 	}
 }

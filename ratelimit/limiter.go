@@ -183,6 +183,7 @@ type limiter struct {
 	now      func() int64
 	stop     chan struct{}
 	once     sync.Once
+	exceeded exceededSampler // ratelimit_exceeded events (admin.go)
 }
 
 type limiterState struct {
@@ -201,7 +202,6 @@ func newLimiter(id string, now func() int64) *limiter {
 		now = monotonicNow
 	}
 	l := &limiter{id: id, now: now, stop: make(chan struct{}), counters: countersFor(id), flow: flowMetricsFor(id)}
-	registerLimiter(l)
 	go l.janitor()
 	return l
 }
@@ -299,7 +299,6 @@ func (l *limiter) janitor() {
 func (l *limiter) Destruct() error {
 	l.once.Do(func() {
 		close(l.stop)
-		unregisterLimiter(l)
 		dropCounters(l.id)
 		dropFlowMetrics(l.id)
 	})

@@ -115,22 +115,7 @@ var (
 		"Redis script runs of cluster rate limits by rule and result (ok, error).", []string{"rule", "result"}, nil)
 	fallbackDesc = prometheus.NewDesc("sluice_ratelimit_redis_fallback_total",
 		"Cluster rate limit decisions made without Redis, by rule and on_redis_error mode.", []string{"rule", "mode"}, nil)
-
-	liveMu sync.Mutex
-	live   = map[*limiter]struct{}{}
 )
-
-func registerLimiter(l *limiter) {
-	liveMu.Lock()
-	live[l] = struct{}{}
-	liveMu.Unlock()
-}
-
-func unregisterLimiter(l *limiter) {
-	liveMu.Lock()
-	delete(live, l)
-	liveMu.Unlock()
-}
 
 func (*gaugeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- keysDesc
@@ -141,9 +126,7 @@ func (*gaugeCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (*gaugeCollector) Collect(ch chan<- prometheus.Metric) {
-	liveMu.Lock()
-	defer liveMu.Unlock()
-	for l := range live {
+	limiters.Range(func(_ string, l *limiter) bool {
 		var keys, inFlight int64
 		s := l.state.Load()
 		if s != nil {
@@ -169,7 +152,8 @@ func (*gaugeCollector) Collect(ch chan<- prometheus.Metric) {
 		if s != nil {
 			collectFlow(ch, l, s.engine)
 		}
-	}
+		return true
+	})
 }
 
 // clusterScope reports whether the limiter's rule is scope cluster: the

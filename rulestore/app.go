@@ -258,6 +258,23 @@ func (a *App) Client() redis.UniversalClient {
 	return a.source.client
 }
 
+// ClientState returns the value a handler package keeps with the store's
+// Redis client under key (nil without Redis), made by newValue on first
+// use. It lives exactly as long as the client: a reload that keeps the
+// Redis settings keeps it, one that changes them starts afresh, so such
+// state (e.g. the cluster rate limits' health gate) is never process-wide.
+// newValue should be a plain function, so the lookup does not allocate.
+func (a *App) ClientState(key string, newValue func(redis.UniversalClient) any) any {
+	if a.source == nil {
+		return nil
+	}
+	if v, ok := a.source.clientStates.Load(key); ok {
+		return v
+	}
+	v, _ := a.source.clientStates.LoadOrStore(key, newValue(a.source.client))
+	return v
+}
+
 // KeyPrefix returns the namespace prepended to every Redis key.
 func (a *App) KeyPrefix() string { return a.Prefix }
 

@@ -44,6 +44,9 @@ type redisSource struct {
 	// app is the newest started config's app: its static rules are what
 	// an overlay from Redis is validated against.
 	app atomic.Pointer[App]
+	// clientStates are handler packages' values tied to this client (see
+	// App.ClientState): they go with it.
+	clientStates sync.Map
 
 	status   sourceStatus
 	feedback feedback // verdicts and history to write back (status.go, history.go)

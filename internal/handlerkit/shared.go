@@ -26,6 +26,12 @@ func (p pooled[T]) Destruct() error {
 	return nil
 }
 
+// Range calls f for every value some config holds now, until f returns
+// false. It holds the pool's read lock: f must not provision or release.
+func (s *Shared[T]) Range(f func(id string, v T) bool) {
+	s.pool.Range(func(k, v any) bool { return f(k.(string), v.(pooled[T]).v) })
+}
+
 // Holder is one handler instance's references into a Shared pool. Get is
 // lock-free once an id has been seen; Release drops every reference.
 type Holder[T any] struct {
