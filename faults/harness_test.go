@@ -98,12 +98,14 @@ func isReset(err error) bool {
 // that nothing else reuses. Callers add up the extra sends and assert a
 // justified bound on them.
 func doCounted(client *http.Client, req *http.Request) (resp *http.Response, extra int, err error) {
-	sends := 0
+	// Atomic: the transport dials on a goroutine of its own, which may
+	// still report after the request took another, idle connection.
+	var sends atomic.Int32
 	trace := &httptrace.ClientTrace{
-		GotConn: func(httptrace.GotConnInfo) { sends++ },
+		GotConn: func(httptrace.GotConnInfo) { sends.Add(1) },
 		ConnectDone: func(_, _ string, err error) {
 			if err != nil {
-				sends++ // a refused dial is a send that got a reset
+				sends.Add(1) // a refused dial is a send that got a reset
 			}
 		},
 	}
@@ -112,7 +114,7 @@ func doCounted(client *http.Client, req *http.Request) (resp *http.Response, ext
 	if err != nil && isReset(err) {
 		resp, err = freshHTTP.Do(req)
 	}
-	return resp, max(0, sends-1), err
+	return resp, max(0, int(sends.Load())-1), err
 }
 
 // freshHTTP sends each request on a new connection: the one resend of

@@ -6,6 +6,7 @@ package redistest
 import (
 	"context"
 	"fmt"
+	"github.com/sluicegw/sluice/internal/ports"
 	"net"
 	"os"
 	"os/exec"
@@ -172,22 +173,10 @@ func (s *Server) Flush() {
 func (s *Server) stop() { s.Kill() }
 
 // freePort finds a free loopback port below 55535, so that port+10000 (the
-// cluster bus) is valid too.
+// cluster bus) is valid too, reserved for this test process.
 func freePort(t testing.TB) int {
 	t.Helper()
-	for i := 0; i < 100; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		if p < 55535 {
-			return p
-		}
-	}
-	t.Fatal("no free port")
-	return 0
+	return ports.FreeBelow(t, 55535)
 }
 
 // Cluster is a real Redis Cluster of redis-server nodes, all masters.

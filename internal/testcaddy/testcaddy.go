@@ -7,8 +7,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/sluicegw/sluice/internal/ports"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -27,15 +27,11 @@ import (
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 )
 
-// FreePort returns a free loopback TCP port.
+// FreePort returns a free loopback TCP port, never handed to another test
+// process at the same time (see internal/ports).
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return ports.Free(t)
 }
 
 // Adapt turns a Caddyfile into Caddy's JSON config.
