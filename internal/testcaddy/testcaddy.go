@@ -135,6 +135,20 @@ func ReloadJSON(t testing.TB, cfgJSON []byte) {
 		}
 		return true
 	})
+	// Caddy drops a listener from its pool just before it closes the
+	// socket, so on a busy machine the pool can say "closed" while the
+	// kernel still queues connections on the old socket. Wait for the
+	// kernel's own word too (a fresh-clone run failed on that window with
+	// "connect: connection reset by peer" right after a reload).
+	want := portCounts(listenAddrs(t, cfgJSON))
+	Eventually(t, 10*time.Second, "the kernel holds no old listening socket", func() bool {
+		for port := range portCounts(addrs) {
+			if n, ok := kernelListeners(port); ok && n > want[port] {
+				return false
+			}
+		}
+		return true
+	})
 	client.CloseIdleConnections()
 }
 
