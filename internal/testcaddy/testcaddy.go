@@ -356,7 +356,9 @@ func (p *Process) Logs() string {
 	return p.Log.String()
 }
 
-// Reload posts a new Caddyfile to the admin API, as `caddy reload` does.
+// Reload posts a new Caddyfile to the admin API, as `caddy reload` does,
+// and returns once the kernel lists no socket of the old generation still
+// listening (see ReloadJSON for why).
 func (p *Process) Reload(caddyfile string) error {
 	url := fmt.Sprintf("http://localhost:%d/load", p.AdminPort)
 	resp, err := http.Post(url, "text/caddyfile", strings.NewReader(p.expand(caddyfile)))
@@ -368,7 +370,31 @@ func (p *Process) Reload(caddyfile string) error {
 		body, _ := io.ReadAll(resp.Body)
 		return fmt.Errorf("reload: %s: %s", resp.Status, body)
 	}
+	cfg, err := p.config()
+	if err != nil {
+		return err
+	}
+	want := portCounts(listenAddrs(p.t, cfg))
+	Eventually(p.t, 10*time.Second, "the kernel holds no old listening socket", func() bool {
+		for port, n := range want {
+			if got, ok := kernelListeners(port); ok && got > n {
+				return false
+			}
+		}
+		return true
+	})
+	client.CloseIdleConnections()
 	return nil
+}
+
+// config reads the running config from the process's admin API.
+func (p *Process) config() ([]byte, error) {
+	resp, err := http.Get(fmt.Sprintf("http://localhost:%d/config/", p.AdminPort))
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	return io.ReadAll(resp.Body)
 }
 
 // Stop kills the process and waits for it.
