@@ -36,8 +36,9 @@ http://127.0.0.1:%d {
 // verdict is written by at most one of them, and an instance that judges
 // after the other's write has reached it must not take the new weight for
 // the one the interval was counted at (which would advance the canary a
-// second time on the same evidence): the weight climbs 10 → 15 → … → 40
-// one step per written verdict, then the canary is promoted once.
+// second time on the same evidence). Every interval is judged on the
+// fleet's totals (scope fleet); the weight climbs 10 → 15 → … → 40 one
+// step per written verdict, then the canary is promoted once.
 func TestAnalysisAdvancesOncePerIntervalAcrossTheFleet(t *testing.T) {
 	rds := redistest.Start(t)
 	var urls []string
@@ -112,6 +113,7 @@ func TestAnalysisAdvancesOncePerIntervalAcrossTheFleet(t *testing.T) {
 						Weight    float64 `json:"weight"`
 						NewWeight float64 `json:"new_weight"`
 						Written   bool    `json:"written"`
+						Scope     string  `json:"scope"`
 					} `json:"intervals"`
 				} `json:"analysis"`
 			} `json:"grayroute"`
@@ -120,6 +122,9 @@ func TestAnalysisAdvancesOncePerIntervalAcrossTheFleet(t *testing.T) {
 			t.Fatalf("%s /sluice/state: %v %s", a, err, body)
 		}
 		for _, iv := range st.Grayroute.Analysis[0].Intervals {
+			if iv.Scope != "fleet" {
+				t.Errorf("%s: interval %d judged on %q counts, want the fleet's", a, iv.Interval, iv.Scope)
+			}
 			if iv.Written {
 				writes = append(writes, written{iv.Interval, iv.Weight, iv.NewWeight, iv.Action, a})
 				perInterval[iv.Interval]++
