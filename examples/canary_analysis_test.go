@@ -7,10 +7,12 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,8 +20,8 @@ import (
 	"github.com/sluicegw/sluice/internal/testcaddy"
 )
 
-// TestCanaryAnalysis runs examples/canary-analysis as its README does, with
-// a 500ms analysis interval: two Caddy instances on one Redis, v1 healthy,
+// TestCanaryAnalysis runs examples/canary-analysis as its README does
+// (upstreams.sh, the Caddyfile, rules.sh), with a 500ms analysis interval: two Caddy instances on one Redis, v1 healthy,
 // v2 failing 10 % of its requests. The analysis, on the fleet's totals,
 // rolls v2 back on both instances within 3 intervals of the canary reaching
 // min_samples, and v2 gets no request after the rollback is published.
@@ -29,8 +31,7 @@ func TestCanaryAnalysis(t *testing.T) {
 	v1Port, v2Port := testcaddy.FreePort(t), testcaddy.FreePort(t)
 	t.Setenv("V1_ADDR", fmt.Sprintf("127.0.0.1:%d", v1Port))
 	t.Setenv("V2_ADDR", fmt.Sprintf("127.0.0.1:%d", v2Port))
-	startUpstream(t, v1Port, "-version", "v1")
-	v2 := startUpstream(t, v2Port, "-version", "v2", "-fail-rate", "0.1")
+	v2 := startUpstreamsScript(t, v1Port, v2Port)
 
 	raw, err := os.ReadFile("canary-analysis/Caddyfile")
 	if err != nil {
@@ -244,4 +245,48 @@ func hits(t *testing.T, upstream string) int {
 		t.Fatalf("%s/hits: %q", upstream, body)
 	}
 	return n
+}
+
+// startUpstreamsScript runs examples/canary-analysis/upstreams.sh as the
+// README does (V1_ADDR and V2_ADDR come from the test's environment) until
+// the test ends, and returns v2's URL. The script stops its two upstreams
+// when it gets SIGTERM.
+func startUpstreamsScript(t *testing.T, v1Port, v2Port int) string {
+	t.Helper()
+	cmd := exec.Command("./upstreams.sh")
+	cmd.Dir = "canary-analysis"
+	logPath := filepath.Join(t.TempDir(), "upstreams.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close() // the child holds its own copy
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			log, _ := os.ReadFile(logPath)
+			t.Errorf("upstreams.sh did not stop on SIGTERM:\n%s", log)
+		}
+	})
+	for _, port := range []int{v1Port, v2Port} {
+		url := fmt.Sprintf("http://127.0.0.1:%d", port)
+		testcaddy.Eventually(t, 60*time.Second, "upstreams.sh serving "+url, func() bool {
+			resp, err := http.Get(url + "/hits")
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return true
+		})
+	}
+	return fmt.Sprintf("http://127.0.0.1:%d", v2Port)
 }

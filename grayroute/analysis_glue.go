@@ -150,6 +150,13 @@ type pendingInterval struct {
 	idx   int64
 	due   time.Time
 	local IntervalCounts // this instance's counts (the totals without Redis)
+	// The rule's weight and the fields a verdict's compare-and-set expects,
+	// as they were when the interval closed: another instance may have
+	// written this interval's verdict before this one judges it, and the
+	// new weight must not be mistaken for the one the counts were taken at
+	// (that would advance the canary twice on the same evidence).
+	weight uint32
+	expect rulestore.Fields
 }
 
 // IntervalReport is one interval's verdict with its numbers, as
@@ -292,7 +299,8 @@ func (h *analysisHub) step(c *canary, now time.Time) bool {
 	if idx > c.idx {
 		var cum [2]VersionCounts
 		p := pendingInterval{idx: c.idx,
-			due: time.Unix(0, idx*iv).Add(c.interval / 4)}
+			due:    time.Unix(0, idx*iv).Add(c.interval / 4),
+			weight: g.Weight, expect: expectFields(r.Fields)}
 		for side := range cum {
 			c.counts[side].snapshot(&cum[side])
 		}
@@ -318,7 +326,7 @@ func (h *analysisHub) step(c *canary, now time.Time) bool {
 			c.pending = nil
 			break
 		}
-		h.judge(store, g, r.Fields, c, &p, now)
+		h.judge(store, c, &p, now)
 	}
 	return true
 }
@@ -398,7 +406,7 @@ func fleetCounts(ctx context.Context, client redis.UniversalClient, key string) 
 }
 
 // judge feeds one interval to the analysis and writes its verdict.
-func (h *analysisHub) judge(store *rulestore.App, g *Rule, fields rulestore.Fields, c *canary, p *pendingInterval, now time.Time) {
+func (h *analysisHub) judge(store *rulestore.App, c *canary, p *pendingInterval, now time.Time) {
 	logger := h.logger.Load()
 	counts, scope := p.local, "local"
 	if client := store.Client(); client != nil {
@@ -412,9 +420,9 @@ func (h *analysisHub) judge(store *rulestore.App, g *Rule, fields rulestore.Fiel
 			counts, scope = fleet, "fleet"
 		}
 	}
-	v := c.analysis.Observe(&counts, g.Weight)
+	v := c.analysis.Observe(&counts, p.weight)
 	rep := IntervalReport{Interval: p.idx, At: now.UTC(), Outcome: v.Outcome.String(), Action: v.Action.String(),
-		Weight: percent(g.Weight), NewWeight: percent(v.Weight), Scope: scope, Reason: v.Reason(), Verdict: v}
+		Weight: percent(p.weight), NewWeight: percent(v.Weight), Scope: scope, Reason: v.Reason(), Verdict: v}
 	observeVerdict(c, &rep)
 
 	if v.Action != Hold {
@@ -426,7 +434,7 @@ func (h *analysisHub) judge(store *rulestore.App, g *Rule, fields rulestore.Fiel
 			patch["state"] = StatePromoted.String()
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), max(c.interval, time.Second))
-		ok, err := store.Patch(ctx, rulestore.Gray, c.rule, expectFields(fields), patch)
+		ok, err := store.Patch(ctx, rulestore.Gray, c.rule, p.expect, patch)
 		cancel()
 		rep.Written = ok
 		if err != nil {
@@ -455,7 +463,7 @@ func (h *analysisHub) judge(store *rulestore.App, g *Rule, fields rulestore.Fiel
 }
 
 // expectFields are the fields a verdict's compare-and-set checks: the
-// weight and state the verdict was reached at.
+// weight and state the interval was counted at.
 func expectFields(f rulestore.Fields) rulestore.Fields {
 	return rulestore.Fields{"weight": f["weight"], "state": f["state"]}
 }

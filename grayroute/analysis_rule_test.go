@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicegw/sluice/grayroute"
 	"github.com/sluicegw/sluice/internal/redistest"
@@ -97,5 +98,40 @@ func TestAnalysisFieldsRefusedOnTheAdminAPI(t *testing.T) {
 	}
 	if n := r.Client().Exists(t.Context(), "gray:rule:r").Val(); n != 0 {
 		t.Fatalf("a refused rule reached redis")
+	}
+}
+
+// The same refusals written straight into Redis (HSET + PUBLISH): the
+// store rejects the rule, its status hash names the field, and the rule is
+// not in force.
+func TestAnalysisFieldsRefusedFromRedis(t *testing.T) {
+	r := redistest.Start(t)
+	rc := r.Client()
+	addr, _ := site(t)
+	admin := testcaddy.FreePort(t)
+	testcaddy.Run(t, fmt.Sprintf("{\n\tadmin localhost:%d\n\tpersist_config off\n\trulestore {\n\t\tredis %s\n\t}\n}\n%s {\n\tgrayroute r\n\trespond ok\n}\n", admin, r.URL(), addr))
+	for _, c := range analysisBad[:4] {
+		rc.Del(t.Context(), "gray:rule:r")
+		args := []any{}
+		for _, name := range c.f.Names() {
+			args = append(args, name, c.f[name])
+		}
+		if err := rc.HSet(t.Context(), "gray:rule:r", args...).Err(); err != nil {
+			t.Fatal(err)
+		}
+		rc.Publish(t.Context(), "gateway:rules:gray", "r")
+		var status map[string]string
+		testcaddy.Eventually(t, 10*time.Second, c.name+": the rejection in gateway:status:gray:r", func() bool {
+			status = rc.HGetAll(t.Context(), "gateway:status:gray:r").Val()
+			for _, v := range status {
+				if strings.Contains(v, `"state":"rejected"`) && strings.Contains(v, `"field":"`+c.field+`"`) {
+					return true
+				}
+			}
+			return false
+		})
+		if resp, text := testcaddy.Get(t, fmt.Sprintf("http://localhost:%d/sluice/rules/gray/r", admin)); resp.StatusCode != 404 {
+			t.Errorf("%s: the refused rule is in force: %d %s", c.name, resp.StatusCode, text)
+		}
 	}
 }

@@ -8,11 +8,12 @@
 set -eu
 cd "$(dirname "$0")/.."
 rate=${1:-0.1}
-bin=$(mktemp -d)/upstream
+dir=$(mktemp -d)
+bin=$dir/upstream
 go build -o "$bin" ./upstream
 "$bin" -addr "${V1_ADDR:-127.0.0.1:9001}" -version v1 &
 v1=$!
 "$bin" -addr "${V2_ADDR:-127.0.0.1:9002}" -version v2 -fail-rate "$rate" &
 v2=$!
-trap 'kill $v1 $v2 2>/dev/null; rm -f "$bin"' EXIT INT TERM
+trap 'kill $v1 $v2 2>/dev/null; rm -rf "$dir"' EXIT INT TERM
 wait
