@@ -320,6 +320,15 @@ func TestStatusPageInBrowser(t *testing.T) {
 	redistest.Push(t, rc, "rate_limit:rule:ui_bad", "gateway:rules:rate_limit", "ui_bad", "qps", "5", "no_such_field", "1")
 	p.waitFor(10*time.Second, "rejected rule counted in red", `[...document.querySelectorAll("#overview-cards .card")].some(c =>
 		c.textContent.startsWith("Rejected from Redis") && !!c.querySelector(".value.bad") && parseInt(c.querySelector(".value").textContent) >= 1)`)
+	// ...and listed in red with the field and the reason.
+	bad := `#problems [data-problem="rate_limit/ui_bad"]`
+	p.waitFor(10*time.Second, "rejected rule listed", fmt.Sprintf(`!!document.querySelector(%q)`, bad))
+	if got := p.text(bad); !strings.Contains(got, "rejected") || !strings.Contains(got, "field no_such_field") {
+		t.Errorf("rejected rule shown as %q, want rejected with field no_such_field and the reason", got)
+	}
+	if !eval[bool](p, `document.querySelector("#problems h2").classList.contains("bad")`) {
+		t.Error("the invalid rules heading is not red")
+	}
 
 	// Rate limits: alice's refusals rise on the page while she is limited.
 	p.show("ratelimits")
@@ -375,6 +384,10 @@ func TestStatusPageInBrowser(t *testing.T) {
 	if code := get("/flaky"); code != http.StatusInternalServerError {
 		t.Errorf("after force closed, a request got %d, want the upstream's 500 (the breaker lets it through)", code)
 	}
+	// Auto drops the override: the rule's own mode again, breaker closed.
+	p.click(`#cb-table tr[data-breaker="ui_breaker"] button[data-op="reset"]`)
+	p.confirm("Auto (drop the override): ui_breaker")
+	p.waitFor(10*time.Second, "ui_breaker back to auto", `(() => { const r = document.querySelector('#cb-table tr[data-breaker="ui_breaker"]'); return !!r && !!r.querySelector(".badge.closed") && r.querySelector("td.mode").textContent === "auto"; })()`)
 
 	// 100 breaker keys on the page, re-rendered every poll.
 	p.waitFor(10*time.Second, "100 breaker keys listed", fmt.Sprintf(`document.querySelectorAll("#cb-table tr[data-breaker-key]").length >= %d`, keyedBreakers*keysPerRule))
