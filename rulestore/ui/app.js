@@ -386,25 +386,53 @@
     return { weight: steps[i], progress: (i + 1) / steps.length, note: `step ${i + 1} of ${steps.length}, every ${w[1]}` };
   }
 
+  // ms formats seconds as milliseconds ("—" when not measured).
+  const ms = (s) => (s > 0 ? `${(s * 1000).toFixed(s < 0.01 ? 2 : 1)} ms` : '—');
+
+  // verdict shows a canary analysis's newest interval: outcome, action and
+  // why, then errors and latency per version and the scores against the
+  // line (the fields of /sluice/state's grayroute.analysis).
+  function verdict(a) {
+    const iv = a.intervals || [];
+    const v = iv[iv.length - 1];
+    if (!v) return `<div class="analysis" data-analysis="${esc(a.rule)}"><span class="muted">analysing, no interval judged yet</span></div>`;
+    const errs = (n, e, r) => `${num(n)} req · ${num(e)} errors (${pct(r)})`;
+    return `<div class="analysis" data-analysis="${esc(a.rule)}">`
+      + `<span class="badge ${esc(v.outcome)}">${esc(v.outcome)}</span> <b class="action">${esc(v.action)}</b>`
+      + `${v.action === 'advance' ? ` → ${num(v.new_weight)}%` : ''} <span class="muted reason">${esc(v.reason)}</span>`
+      + `<div data-version="${esc(a.target)}"><code>${esc(a.target)}</code> canary: <span class="canary-errors">${errs(v.canary_requests, v.canary_errors, v.canary_error_rate)}</span> · latency ${ms(v.canary_latency_seconds)}</div>`
+      + `<div data-version="${esc(a.fallback)}"><code>${esc(a.fallback)}</code> baseline: ${errs(v.baseline_requests, v.baseline_errors, v.baseline_error_rate)} · latency ${ms(v.baseline_latency_seconds)}${v.latency_limit_seconds > 0 ? ` <span class="muted">(limit ${ms(v.latency_limit_seconds)})</span>` : ''}</div>`
+      + `<div class="muted">scores: errors ${num(v.error_evidence)}, latency ${num(v.latency_evidence)} / ${num(v.fail_bound)} · failing intervals ${num(v.failing_intervals)} · ${esc(v.scope)}${v.written ? ' · written here' : ''} · ${esc(ago(v.at))}</div></div>`;
+  }
+
   function renderCanaries() {
     const defs = model.rules.gray || {};
     const splits = {};
     for (const s of section(model.state, 'grayroute')) splits[s.rule] = s;
+    const analyses = {};
+    const gs = model.state && model.state.grayroute;
+    for (const a of (gs && Array.isArray(gs.analysis) ? gs.analysis : [])) (analyses[a.rule] = analyses[a.rule] || []).push(a);
     const ids = [...new Set([...Object.keys(defs), ...Object.keys(splits).filter((x) => x !== '')])].sort();
-    let rows = '<tr><th>Rule</th><th>Target</th><th class="num">Weight in force</th><th>Ramp</th><th>Requests per version</th><th>More</th><th>Actions</th></tr>';
-    if (ids.length === 0) rows += '<tr><td colspan="7" class="muted">No gray rules.</td></tr>';
+    let rows = '<tr><th>Rule</th><th>Target</th><th>State</th><th class="num">Weight in force</th><th>Ramp</th><th>Requests per version</th><th>Analysis (last interval)</th><th>More</th><th>Actions</th></tr>';
+    if (ids.length === 0) rows += '<tr><td colspan="9" class="muted">No gray rules.</td></tr>';
     for (const id of ids) {
       const f = (defs[id] || {}).fields || {};
+      // The analysis reports the rule as held now; else the page computes
+      // the weight from ramp as every instance does, or reads weight.
+      const an = (analyses[id] || []).filter((a) => !f.target_version || a.target === f.target_version);
       const rp = ramp(f.ramp);
-      const weight = rp ? rp.weight : f.weight !== undefined ? parseFloat(f.weight) : null;
+      const weight = an.length ? an[0].weight : rp ? rp.weight : f.weight !== undefined ? parseFloat(f.weight) : null;
+      const state = an.length ? an[0].state : f.state || 'running';
       const s = splits[id] || {};
       const vs = s.versions || {};
       const total = Object.values(vs).reduce((a, b) => a + b, 0);
       const per = Object.entries(vs).sort().map(([v, n]) => `<span data-version="${esc(v)}"><code>${esc(v)}</code> ${num(n)}${total ? ` <span class="muted">(${((n / total) * 100).toFixed(1)}%)</span>` : ''}</span>`).join(' · ');
       const ramping = rp ? `${bar(rp.progress)} ${Math.round(rp.progress * 100)}% <span class="muted">${esc(rp.note)}</span>` : '<span class="muted">—</span>';
       rows += `<tr data-gray="${esc(id)}"><td>${defs[id] ? ruleLink('gray', id) : esc(id)}</td><td><code>${esc(f.target_version || '')}</code></td>`
+        + `<td class="state"><span class="badge ${esc(state)}">${esc(state)}</span></td>`
         + `<td class="num weight">${weight === null || Number.isNaN(weight) ? '—' : `${weight.toFixed(2).replace(/\.?0+$/, '')}%`}</td><td>${ramping}</td>`
         + `<td>${per || '<span class="muted">no requests yet</span>'}${s.random ? ` · random ${num(s.random)}` : ''}</td>`
+        + `<td>${an.length ? an.map(verdict).join('') : '<span class="muted">off</span>'}</td>`
         + `<td>${extras(s, ['rule', 'versions', 'random'])}</td>`
         + `<td>${defs[id] ? `<button data-action="weight" data-id="${esc(id)}">Set weight</button>` : ''}</td></tr>`;
     }

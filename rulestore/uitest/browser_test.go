@@ -71,6 +71,15 @@ func uiCaddyfile(admin, site int, redisURL, upstream, storage string) string {
 			target_version v2
 			weight 10
 		}
+		gray ui_analysed {
+			target_version v2
+			fallback_version v1
+			analysis on
+			analysis_interval 1s
+			weight 50
+			step_weight 10
+			min_samples 1000000
+		}
 `, admin, storage, redisURL)
 	for i := 0; i < keyedBreakers; i++ {
 		fmt.Fprintf(&b, "\t\tcircuit_breaker ui_keyed_%d {\n\t\t\tfailure_threshold 1000\n\t\t\tkey {http.request.header.X-Key}\n\t\t}\n", i)
@@ -89,6 +98,12 @@ http://127.0.0.1:%d {
 	route /gray {
 		grayroute ui_canary
 		respond "ok"
+	}
+	route /analysed {
+		grayroute ui_analysed
+		@v2 vars gray_version v2
+		respond @v2 "v2 down" 500
+		respond "v1"
 	}
 `, site, upstream)
 	for i := 0; i < keyedBreakers; i++ {
@@ -259,6 +274,10 @@ func TestStatusPageInBrowser(t *testing.T) {
 		}
 	})
 	load(loadCtx, &wg, 100*time.Millisecond, func() { get("/gray") })
+	// The analysed canary: v2 always fails, v1 never; min_samples is out of
+	// reach, so every verdict holds (inconclusive) and the weight stays put.
+	var users atomic.Int64
+	load(loadCtx, &wg, 50*time.Millisecond, func() { get("/analysed", fmt.Sprintf("X-User-Id: u%d", users.Add(1))) })
 
 	// The browser: Debian's chromium with the flags this machine needs.
 	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx,
@@ -407,6 +426,24 @@ func TestStatusPageInBrowser(t *testing.T) {
 	p.waitFor(10*time.Second, "canary shown at 25%", `(document.querySelector('#gray-table tr[data-gray="ui_canary"] td.weight') || {}).textContent === "25%"`)
 	if _, body := testcaddy.Get(t, adminURL+"/sluice/rules/gray/ui_canary"); !strings.Contains(body, `"weight":"25"`) {
 		t.Errorf("gray rule after set weight: %s", body)
+	}
+
+	// The analysed canary: state, the weight in force and the newest
+	// verdict, with each version's requests and errors.
+	an := `#gray-table tr[data-gray="ui_analysed"]`
+	p.waitFor(20*time.Second, "analysis verdict shown", fmt.Sprintf(`!!document.querySelector(%q)`, an+` .analysis .badge.inconclusive`))
+	if got := p.text(an + " td.state"); got != "running" {
+		t.Errorf("analysed canary state %q, want running", got)
+	}
+	if got := p.text(an + " td.weight"); got != "50%" {
+		t.Errorf("analysed canary weight %q, want 50%%", got)
+	}
+	if got := p.text(an + " .analysis .action"); got != "hold" {
+		t.Errorf("analysed canary action %q, want hold", got)
+	}
+	canaryErrs, baseErrs := p.text(an+` .analysis [data-version="v2"]`), p.text(an+` .analysis [data-version="v1"]`)
+	if !strings.Contains(canaryErrs, "(100.0%)") || !strings.Contains(baseErrs, " 0 errors (0.0%)") {
+		t.Errorf("analysed canary errors: canary %q (want 100.0%%), baseline %q (want 0 errors)", canaryErrs, baseErrs)
 	}
 
 	// 1,000 rules: the rules tab renders them, and every poll of the
