@@ -541,12 +541,12 @@
 
   const rulePath = (kind, id) => `/sluice/rules/${encodeURIComponent(kind)}/${encodeURIComponent(id)}`;
 
-  // dryRun validates fields with ?dry_run=true. Only servers that send an
+  // dryRun validates a write with ?dry_run=true. Only servers that send an
   // ETag implement it; older ones would write, so they are not asked.
-  async function dryRun(kind, id, fields, etag) {
+  async function dryRun(kind, id, fields, etag, method = 'PUT') {
     if (!etag) return null;
     const headers = { 'If-Match': etag };
-    const r = await request('PUT', `${rulePath(kind, id)}?dry_run=true`, { body: fields, headers });
+    const r = await request(method, `${rulePath(kind, id)}?dry_run=true`, { body: fields, headers });
     return r.data || {};
   }
 
@@ -563,15 +563,17 @@
     return lines.join('\n') || 'no change';
   }
 
-  // applyRule: dry run where supported, confirm with the diff, then PUT with
-  // If-Match where the server gave an ETag.
-  async function applyRule(kind, id, fields, before, etag) {
-    const res = await dryRun(kind, id, fields, etag);
+  // applyRule: dry run where supported, confirm with the diff, then write
+  // (PUT the fields, or PATCH single ones) with If-Match where the server
+  // gave an ETag.
+  async function applyRule(kind, id, fields, before, etag, method = 'PUT') {
+    const res = await dryRun(kind, id, fields, etag, method);
+    const after = method === 'PATCH' ? { ...before, ...fields } : fields;
     const ok = await confirmDialog(`Write ${kind} rule ${id}?`,
-      `<p>${res ? 'The dry run passed. Changes:' : 'Changes (the server validates on write):'}</p><pre class="diff">${esc(diffText(before, fields, res))}</pre>`);
+      `<p>${res ? 'The dry run passed. Changes:' : 'Changes (the server validates on write):'}</p><pre class="diff">${esc(diffText(before, after, res))}</pre>`);
     if (!ok) return null;
     const headers = etag ? { 'If-Match': etag } : {};
-    const r = await request('PUT', rulePath(kind, id), { body: fields, headers });
+    const r = await request(method, rulePath(kind, id), { body: fields, headers });
     model.rulesAt = 0; // re-read the rules at the next poll
     return r.data;
   }
@@ -635,9 +637,11 @@
       `<p>Share of requests sent to <code>${esc(f.target_version || '')}</code>, 0 to 100 (two decimals at most).${f.ramp ? ' <b class="warn">This rule has a ramp, which sets its weight: remove the ramp in the rule editor to hold a fixed weight.</b>' : ''}</p>`
       + `<p><label>Weight % <input id="weight-input" type="number" min="0" max="100" step="0.01" value="${esc(f.weight ?? '0')}"></label></p>`);
     if (!ok) return;
-    const fields = { ...f, weight: String($('weight-input').value) };
+    // PATCH the weight alone: on a rule declared in the Caddyfile only the
+    // weight joins its Redis overlay, and the declared fields stay the config's.
+    const fields = { weight: String($('weight-input').value) };
     try {
-      const res = await applyRule('gray', id, fields, f, current.etag);
+      const res = await applyRule('gray', id, fields, f, current.etag, 'PATCH');
       if (res) notice(`Gray rule ${id}: weight ${fields.weight}% written (${res.stored || 'ok'}).`);
     } catch (e) {
       notice(`Gray rule ${id}: ${e.message}`, true);
