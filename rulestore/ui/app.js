@@ -480,20 +480,15 @@
     renderDetail();
   }
 
-  // loadHistory asks the store for the rule's change history, where the
-  // running version serves one; null when it does not.
+  // loadHistory reads the rule's recorded changes, newest first; a string
+  // is why they could not be read (Redis unreachable, say).
   async function loadHistory(kind, id) {
-    const k = encodeURIComponent(kind);
-    const i = encodeURIComponent(id);
-    for (const path of [`/sluice/rules/${k}/${i}/history`, `/sluice/history/${k}/${i}`]) {
-      try {
-        const h = await getJSON(path);
-        if (Array.isArray(h)) return h;
-        if (h && Array.isArray(h.entries)) return h.entries;
-        if (h && Array.isArray(h.history)) return h.history;
-      } catch { /* not served by this version */ }
+    try {
+      const h = await getJSON(`${rulePath(kind, id)}/history`);
+      return Array.isArray(h) ? h : [];
+    } catch (e) {
+      return e.message;
     }
-    return null;
   }
 
   function renderDetail() {
@@ -504,14 +499,15 @@
       return;
     }
     const r = d.rule;
-    // Where each field comes from: a store that overlays Redis fields on a
-    // static rule says which (overlay); else the whole rule has one source.
-    const from = (k) => (r.overlay ? (k in r.overlay ? `${r.source} overlay` : 'static') : r.source);
+    // Where each field comes from: on a rule declared in the config
+    // (static), the fields held in Redis or memory (overlay) win and the
+    // rest are as declared; a rule not declared has one source throughout.
+    const from = (k) => (r.static && r.overlay ? (k in r.overlay ? `${r.source} overlay` : 'static') : r.source);
     const fields = Object.entries(r.fields || {}).sort().map(([k, v]) => `<tr><td><code>${esc(k)}</code></td><td><code>${esc(v)}</code></td><td>${esc(from(k))}</td></tr>`).join('');
-    const hist = d.history === null
-      ? '<p class="muted">This version of the store serves no history.</p>'
+    const hist = typeof d.history === 'string'
+      ? `<div class="problem">Cannot read the history: ${esc(d.history)}</div>`
       : d.history.length === 0 ? '<p class="muted">No recorded changes.</p>'
-        : `<table><tr><th>When</th><th>Op</th><th>Version</th><th>Via</th><th>Fields</th></tr>${d.history.map((h) => `<tr><td>${esc(h.at ? new Date(h.at).toLocaleString() : '')}</td><td>${esc(h.op)}</td><td><code>${esc(h.version)}</code></td><td>${esc(h.via || '')} ${esc(h.instance || '')}</td><td><code>${esc(Object.entries(h.fields || {}).map(([k, v]) => `${k}=${v}`).join(' '))}</code></td></tr>`).join('')}</table>`;
+        : `<table id="detail-history"><tr><th>When</th><th>Op</th><th>Version</th><th>Via</th><th>Fields</th></tr>${d.history.map((h) => `<tr><td>${esc(h.at ? new Date(h.at).toLocaleString() : '')}</td><td>${esc(h.op)}</td><td><code>${esc(h.version)}</code></td><td>${esc(h.via || '')} ${esc(h.instance || '')}</td><td><code>${esc(Object.entries(h.fields || {}).map(([k, v]) => `${k}=${v}`).join(' '))}</code></td></tr>`).join('')}</table>`;
     $('detail-body').innerHTML = `<h2>${esc(r.kind)} <code>${esc(r.id)}</code></h2>`
       + `<p>Source: <b>${esc(r.source)}</b> · version <code>${esc(r.version)}</code>${d.etag ? ` · ETag <code>${esc(d.etag)}</code>` : ''}</p>`
       + `<table id="detail-fields"><tr><th>Field</th><th>Value</th><th>From</th></tr>${fields}</table>`

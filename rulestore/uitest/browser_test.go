@@ -477,6 +477,10 @@ func TestStatusPageInBrowser(t *testing.T) {
 	if got := p.text("#detail-body"); !strings.Contains(got, "Source: redis") || !strings.Contains(got, "142") {
 		t.Errorf("rule detail %q, want source redis and qps 142", got)
 	}
+	// A rule held only in Redis is no overlay: every field is from redis.
+	if got := p.text("#detail-fields"); strings.Contains(got, "overlay") || !strings.Contains(got, "qps142redis") {
+		t.Errorf("rule detail fields %q, want each from redis", got)
+	}
 
 	// Edit it: an invalid value is refused with the reason and changes
 	// nothing; a valid one is written after the confirm.
@@ -501,6 +505,19 @@ func TestStatusPageInBrowser(t *testing.T) {
 	p.waitFor(10*time.Second, "edit applied and shown", `(document.getElementById("detail-fields") || {textContent: ""}).textContent.includes("qps7")`)
 	if _, body := testcaddy.Get(t, adminURL+"/sluice/rules/rate_limit/bulk_0042"); !strings.Contains(body, `"qps":"7"`) {
 		t.Errorf("after the edit: %s", body)
+	}
+	// The rule's history lists the edit, made through the admin API.
+	p.waitFor(10*time.Second, "edit in the history", `!!document.getElementById("detail-history")`)
+	if got := p.text("#detail-history tr:nth-child(2)"); !strings.Contains(got, "upsert") || !strings.Contains(got, "admin_api") || !strings.Contains(got, "qps=7") {
+		t.Errorf("newest history entry %q, want the upsert of qps=7 through admin_api", got)
+	}
+
+	// A rule declared in the Caddyfile and overlaid in Redis: each field
+	// says where it comes from.
+	eval[bool](p, `location.hash = "#rule/gray/ui_canary", true`)
+	p.waitFor(10*time.Second, "overlaid rule detail", `!!document.getElementById("detail-fields") && document.getElementById("detail-body").textContent.includes("ui_canary")`)
+	if got := p.text("#detail-fields"); !strings.Contains(got, "weight25redis overlay") || !strings.Contains(got, "target_versionv2static") {
+		t.Errorf("overlaid rule fields %q, want weight from the redis overlay and target_version static", got)
 	}
 
 	if path := os.Getenv("SLUICE_SCREENSHOT"); path != "" {
