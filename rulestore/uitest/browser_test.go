@@ -403,10 +403,23 @@ func TestStatusPageInBrowser(t *testing.T) {
 	if code := get("/flaky"); code != http.StatusInternalServerError {
 		t.Errorf("after force closed, a request got %d, want the upstream's 500 (the breaker lets it through)", code)
 	}
-	// Auto drops the override: the rule's own mode again, breaker closed.
-	p.click(`#cb-table tr[data-breaker="ui_breaker"] button[data-op="reset"]`)
-	p.confirm("Auto (drop the override): ui_breaker")
-	p.waitFor(10*time.Second, "ui_breaker back to auto", `(() => { const r = document.querySelector('#cb-table tr[data-breaker="ui_breaker"]'); return !!r && !!r.querySelector(".badge.closed") && r.querySelector("td.mode").textContent === "auto"; })()`)
+	// Force open and Auto on a keyed rule (ui_breaker stays force-closed
+	// for the screenshot): every key refused, then served again.
+	keyed := `#cb-table tr[data-breaker="ui_keyed_0"]`
+	p.click(keyed + ` button[data-op="force_open"]`)
+	p.confirm("Force open: ui_keyed_0")
+	p.waitFor(10*time.Second, "ui_keyed_0 shown force-open", fmt.Sprintf(`(() => { const r = document.querySelector(%q); return !!r && !!r.querySelector(".badge.forced_open") && r.querySelector("td.mode").textContent.includes("force_open") &&
+		!!document.querySelector('#cb-table tr[data-breaker-key^="ui_keyed_0|"] .badge.forced_open'); })()`, keyed))
+	if code := get("/keyed/0", "X-Key: k00"); code != http.StatusServiceUnavailable {
+		t.Errorf("after force open, a request got %d, want 503", code)
+	}
+	p.click(keyed + ` button[data-op="reset"]`)
+	p.confirm("Auto (drop the override): ui_keyed_0")
+	p.waitFor(10*time.Second, "ui_keyed_0 back to auto", fmt.Sprintf(`(() => { const r = document.querySelector(%q); return !!r && !!r.querySelector(".badge.closed") && r.querySelector("td.mode").textContent === "auto" &&
+		!document.querySelector('#cb-table tr[data-breaker-key^="ui_keyed_0|"] .badge.forced_open'); })()`, keyed))
+	if code := get("/keyed/0", "X-Key: k00"); code != http.StatusOK {
+		t.Errorf("after Auto, a request got %d, want 200", code)
+	}
 
 	// 100 breaker keys on the page, re-rendered every poll.
 	p.waitFor(10*time.Second, "100 breaker keys listed", fmt.Sprintf(`document.querySelectorAll("#cb-table tr[data-breaker-key]").length >= %d`, keyedBreakers*keysPerRule))
