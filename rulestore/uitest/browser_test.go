@@ -333,6 +333,15 @@ func TestStatusPageInBrowser(t *testing.T) {
 	if got := p.number(`#kinds tr[data-kind="rate_limit"] td.num`); got != bulkRules+1 {
 		t.Errorf("overview: %d rate-limit rules, want %d", got, bulkRules+1)
 	}
+	// One Caddy follows this Redis (its heartbeat), and the initial load
+	// was a resync.
+	card := func(label string) string {
+		return fmt.Sprintf(`([...document.querySelectorAll("#overview-cards .card")].find(c => c.querySelector(".label").textContent === %q) || {querySelector: () => ({textContent: ""})}).querySelector(".value").textContent`, label)
+	}
+	p.waitFor(20*time.Second, "one live instance", card("Live instances")+` === "1"`)
+	if got := eval[string](p, card("Last resync")); !strings.HasSuffix(got, " ago") {
+		t.Errorf("overview: last resync %q, want a time and how long ago", got)
+	}
 
 	// A bad rule pushed to Redis is counted in red (the store keeps no
 	// rule for it; the last good version, here none, stays in force).
@@ -532,6 +541,11 @@ func TestStatusPageInBrowser(t *testing.T) {
 	if got := p.text("#detail-fields"); !strings.Contains(got, "weight25redis overlay") || !strings.Contains(got, "target_versionv2static") {
 		t.Errorf("overlaid rule fields %q, want weight from the redis overlay and target_version static", got)
 	}
+
+	// The writes above were applied through Redis: the overview shows their
+	// mean propagation delay.
+	p.show("overview")
+	p.waitFor(20*time.Second, "propagation delay shown", card("Propagation delay")+`.endsWith(" ms")`)
 
 	if path := os.Getenv("SLUICE_SCREENSHOT"); path != "" {
 		p.show("breakers")
