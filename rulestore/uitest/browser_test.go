@@ -534,6 +534,18 @@ func TestStatusPageInBrowser(t *testing.T) {
 		t.Errorf("newest history entry %q, want the upsert of qps=7 through admin_api", got)
 	}
 
+	// Someone else changes the rule while it is open: Apply is refused
+	// (If-Match, 412) with the reason, and their change stands.
+	req, _ := http.NewRequest(http.MethodPut, adminURL+"/sluice/rules/rate_limit/bulk_0042", strings.NewReader(`{"qps": "8", "key_resolver": "global"}`))
+	if resp, body := testcaddy.Do(t, req); resp.StatusCode != 200 {
+		t.Fatalf("concurrent PUT: %d %s", resp.StatusCode, body)
+	}
+	edit(`{"qps": "9", "key_resolver": "global"}`, false)
+	p.waitFor(10*time.Second, "stale edit refused", `(document.getElementById("edit-result") || {textContent: ""}).textContent.includes("The rule changed since you opened it")`)
+	if _, body := testcaddy.Get(t, adminURL+"/sluice/rules/rate_limit/bulk_0042"); !strings.Contains(body, `"qps":"8"`) {
+		t.Errorf("after a stale edit: %s, want the concurrent qps 8", body)
+	}
+
 	// A rule declared in the Caddyfile and overlaid in Redis: each field
 	// says where it comes from.
 	eval[bool](p, `location.hash = "#rule/gray/ui_canary", true`)
@@ -564,8 +576,8 @@ func TestStatusPageInBrowser(t *testing.T) {
 	defer consoleMu.Unlock()
 	var errs []string
 	for _, e := range consoleErrors {
-		// The invalid edit above, refused by the dry run by design.
-		if strings.Contains(e, "400") && strings.Contains(e, "network") && strings.HasSuffix(e, "/sluice/rules/rate_limit/bulk_0042?dry_run=true)") {
+		// The invalid and the stale edit above, refused by the dry run by design.
+		if (strings.Contains(e, "400") || strings.Contains(e, "412")) && strings.Contains(e, "network") && strings.HasSuffix(e, "/sluice/rules/rate_limit/bulk_0042?dry_run=true)") {
 			continue
 		}
 		errs = append(errs, e)
