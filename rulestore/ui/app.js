@@ -386,25 +386,53 @@
     return { weight: steps[i], progress: (i + 1) / steps.length, note: `step ${i + 1} of ${steps.length}, every ${w[1]}` };
   }
 
+  // ms formats seconds as milliseconds ("—" when not measured).
+  const ms = (s) => (s > 0 ? `${(s * 1000).toFixed(s < 0.01 ? 2 : 1)} ms` : '—');
+
+  // verdict shows a canary analysis's newest interval: outcome, action and
+  // why, then errors and latency per version and the scores against the
+  // line (the fields of /sluice/state's grayroute.analysis).
+  function verdict(a) {
+    const iv = a.intervals || [];
+    const v = iv[iv.length - 1];
+    if (!v) return `<div class="analysis" data-analysis="${esc(a.rule)}"><span class="muted">analysing, no interval judged yet</span></div>`;
+    const errs = (n, e, r) => `${num(n)} req · ${num(e)} errors (${pct(r)})`;
+    return `<div class="analysis" data-analysis="${esc(a.rule)}">`
+      + `<span class="badge ${esc(v.outcome)}">${esc(v.outcome)}</span> <b class="action">${esc(v.action)}</b>`
+      + `${v.action === 'advance' ? ` → ${num(v.new_weight)}%` : ''} <span class="muted reason">${esc(v.reason)}</span>`
+      + `<div data-version="${esc(a.target)}"><code>${esc(a.target)}</code> canary: <span class="canary-errors">${errs(v.canary_requests, v.canary_errors, v.canary_error_rate)}</span> · latency ${ms(v.canary_latency_seconds)}</div>`
+      + `<div data-version="${esc(a.fallback)}"><code>${esc(a.fallback)}</code> baseline: ${errs(v.baseline_requests, v.baseline_errors, v.baseline_error_rate)} · latency ${ms(v.baseline_latency_seconds)}${v.latency_limit_seconds > 0 ? ` <span class="muted">(limit ${ms(v.latency_limit_seconds)})</span>` : ''}</div>`
+      + `<div class="muted">scores: errors ${num(v.error_evidence)}, latency ${num(v.latency_evidence)} / ${num(v.fail_bound)} · failing intervals ${num(v.failing_intervals)} · ${esc(v.scope)}${v.written ? ' · written here' : ''} · ${esc(ago(v.at))}</div></div>`;
+  }
+
   function renderCanaries() {
     const defs = model.rules.gray || {};
     const splits = {};
     for (const s of section(model.state, 'grayroute')) splits[s.rule] = s;
+    const analyses = {};
+    const gs = model.state && model.state.grayroute;
+    for (const a of (gs && Array.isArray(gs.analysis) ? gs.analysis : [])) (analyses[a.rule] = analyses[a.rule] || []).push(a);
     const ids = [...new Set([...Object.keys(defs), ...Object.keys(splits).filter((x) => x !== '')])].sort();
-    let rows = '<tr><th>Rule</th><th>Target</th><th class="num">Weight in force</th><th>Ramp</th><th>Requests per version</th><th>More</th><th>Actions</th></tr>';
-    if (ids.length === 0) rows += '<tr><td colspan="7" class="muted">No gray rules.</td></tr>';
+    let rows = '<tr><th>Rule</th><th>Target</th><th>State</th><th class="num">Weight in force</th><th>Ramp</th><th>Requests per version</th><th>Analysis (last interval)</th><th>More</th><th>Actions</th></tr>';
+    if (ids.length === 0) rows += '<tr><td colspan="9" class="muted">No gray rules.</td></tr>';
     for (const id of ids) {
       const f = (defs[id] || {}).fields || {};
+      // The analysis reports the rule as held now; else the page computes
+      // the weight from ramp as every instance does, or reads weight.
+      const an = (analyses[id] || []).filter((a) => !f.target_version || a.target === f.target_version);
       const rp = ramp(f.ramp);
-      const weight = rp ? rp.weight : f.weight !== undefined ? parseFloat(f.weight) : null;
+      const weight = an.length ? an[0].weight : rp ? rp.weight : f.weight !== undefined ? parseFloat(f.weight) : null;
+      const state = an.length ? an[0].state : f.state || 'running';
       const s = splits[id] || {};
       const vs = s.versions || {};
       const total = Object.values(vs).reduce((a, b) => a + b, 0);
       const per = Object.entries(vs).sort().map(([v, n]) => `<span data-version="${esc(v)}"><code>${esc(v)}</code> ${num(n)}${total ? ` <span class="muted">(${((n / total) * 100).toFixed(1)}%)</span>` : ''}</span>`).join(' · ');
       const ramping = rp ? `${bar(rp.progress)} ${Math.round(rp.progress * 100)}% <span class="muted">${esc(rp.note)}</span>` : '<span class="muted">—</span>';
       rows += `<tr data-gray="${esc(id)}"><td>${defs[id] ? ruleLink('gray', id) : esc(id)}</td><td><code>${esc(f.target_version || '')}</code></td>`
+        + `<td class="state"><span class="badge ${esc(state)}">${esc(state)}</span></td>`
         + `<td class="num weight">${weight === null || Number.isNaN(weight) ? '—' : `${weight.toFixed(2).replace(/\.?0+$/, '')}%`}</td><td>${ramping}</td>`
         + `<td>${per || '<span class="muted">no requests yet</span>'}${s.random ? ` · random ${num(s.random)}` : ''}</td>`
+        + `<td>${an.length ? an.map(verdict).join('') : '<span class="muted">off</span>'}</td>`
         + `<td>${extras(s, ['rule', 'versions', 'random'])}</td>`
         + `<td>${defs[id] ? `<button data-action="weight" data-id="${esc(id)}">Set weight</button>` : ''}</td></tr>`;
     }
@@ -452,20 +480,15 @@
     renderDetail();
   }
 
-  // loadHistory asks the store for the rule's change history, where the
-  // running version serves one; null when it does not.
+  // loadHistory reads the rule's recorded changes, newest first; a string
+  // is why they could not be read (Redis unreachable, say).
   async function loadHistory(kind, id) {
-    const k = encodeURIComponent(kind);
-    const i = encodeURIComponent(id);
-    for (const path of [`/sluice/rules/${k}/${i}/history`, `/sluice/history/${k}/${i}`]) {
-      try {
-        const h = await getJSON(path);
-        if (Array.isArray(h)) return h;
-        if (h && Array.isArray(h.entries)) return h.entries;
-        if (h && Array.isArray(h.history)) return h.history;
-      } catch { /* not served by this version */ }
+    try {
+      const h = await getJSON(`${rulePath(kind, id)}/history`);
+      return Array.isArray(h) ? h : [];
+    } catch (e) {
+      return e.message;
     }
-    return null;
   }
 
   function renderDetail() {
@@ -476,14 +499,15 @@
       return;
     }
     const r = d.rule;
-    // Where each field comes from: a store that overlays Redis fields on a
-    // static rule says which (overlay); else the whole rule has one source.
-    const from = (k) => (r.overlay ? (k in r.overlay ? `${r.source} overlay` : 'static') : r.source);
+    // Where each field comes from: on a rule declared in the config
+    // (static), the fields held in Redis or memory (overlay) win and the
+    // rest are as declared; a rule not declared has one source throughout.
+    const from = (k) => (r.static && r.overlay ? (k in r.overlay ? `${r.source} overlay` : 'static') : r.source);
     const fields = Object.entries(r.fields || {}).sort().map(([k, v]) => `<tr><td><code>${esc(k)}</code></td><td><code>${esc(v)}</code></td><td>${esc(from(k))}</td></tr>`).join('');
-    const hist = d.history === null
-      ? '<p class="muted">This version of the store serves no history.</p>'
+    const hist = typeof d.history === 'string'
+      ? `<div class="problem">Cannot read the history: ${esc(d.history)}</div>`
       : d.history.length === 0 ? '<p class="muted">No recorded changes.</p>'
-        : `<table><tr><th>When</th><th>Op</th><th>Version</th><th>Via</th><th>Fields</th></tr>${d.history.map((h) => `<tr><td>${esc(h.at ? new Date(h.at).toLocaleString() : '')}</td><td>${esc(h.op)}</td><td><code>${esc(h.version)}</code></td><td>${esc(h.via || '')} ${esc(h.instance || '')}</td><td><code>${esc(Object.entries(h.fields || {}).map(([k, v]) => `${k}=${v}`).join(' '))}</code></td></tr>`).join('')}</table>`;
+        : `<table id="detail-history"><tr><th>When</th><th>Op</th><th>Version</th><th>Via</th><th>Fields</th></tr>${d.history.map((h) => `<tr><td>${esc(h.at ? new Date(h.at).toLocaleString() : '')}</td><td>${esc(h.op)}</td><td><code>${esc(h.version)}</code></td><td>${esc(h.via || '')} ${esc(h.instance || '')}</td><td><code>${esc(Object.entries(h.fields || {}).map(([k, v]) => `${k}=${v}`).join(' '))}</code></td></tr>`).join('')}</table>`;
     $('detail-body').innerHTML = `<h2>${esc(r.kind)} <code>${esc(r.id)}</code></h2>`
       + `<p>Source: <b>${esc(r.source)}</b> · version <code>${esc(r.version)}</code>${d.etag ? ` · ETag <code>${esc(d.etag)}</code>` : ''}</p>`
       + `<table id="detail-fields"><tr><th>Field</th><th>Value</th><th>From</th></tr>${fields}</table>`
@@ -513,12 +537,12 @@
 
   const rulePath = (kind, id) => `/sluice/rules/${encodeURIComponent(kind)}/${encodeURIComponent(id)}`;
 
-  // dryRun validates fields with ?dry_run=true. Only servers that send an
+  // dryRun validates a write with ?dry_run=true. Only servers that send an
   // ETag implement it; older ones would write, so they are not asked.
-  async function dryRun(kind, id, fields, etag) {
+  async function dryRun(kind, id, fields, etag, method = 'PUT') {
     if (!etag) return null;
     const headers = { 'If-Match': etag };
-    const r = await request('PUT', `${rulePath(kind, id)}?dry_run=true`, { body: fields, headers });
+    const r = await request(method, `${rulePath(kind, id)}?dry_run=true`, { body: fields, headers });
     return r.data || {};
   }
 
@@ -535,15 +559,17 @@
     return lines.join('\n') || 'no change';
   }
 
-  // applyRule: dry run where supported, confirm with the diff, then PUT with
-  // If-Match where the server gave an ETag.
-  async function applyRule(kind, id, fields, before, etag) {
-    const res = await dryRun(kind, id, fields, etag);
+  // applyRule: dry run where supported, confirm with the diff, then write
+  // (PUT the fields, or PATCH single ones) with If-Match where the server
+  // gave an ETag.
+  async function applyRule(kind, id, fields, before, etag, method = 'PUT') {
+    const res = await dryRun(kind, id, fields, etag, method);
+    const after = method === 'PATCH' ? { ...before, ...fields } : fields;
     const ok = await confirmDialog(`Write ${kind} rule ${id}?`,
-      `<p>${res ? 'The dry run passed. Changes:' : 'Changes (the server validates on write):'}</p><pre class="diff">${esc(diffText(before, fields, res))}</pre>`);
+      `<p>${res ? 'The dry run passed. Changes:' : 'Changes (the server validates on write):'}</p><pre class="diff">${esc(diffText(before, after, res))}</pre>`);
     if (!ok) return null;
     const headers = etag ? { 'If-Match': etag } : {};
-    const r = await request('PUT', rulePath(kind, id), { body: fields, headers });
+    const r = await request(method, rulePath(kind, id), { body: fields, headers });
     model.rulesAt = 0; // re-read the rules at the next poll
     return r.data;
   }
@@ -607,9 +633,11 @@
       `<p>Share of requests sent to <code>${esc(f.target_version || '')}</code>, 0 to 100 (two decimals at most).${f.ramp ? ' <b class="warn">This rule has a ramp, which sets its weight: remove the ramp in the rule editor to hold a fixed weight.</b>' : ''}</p>`
       + `<p><label>Weight % <input id="weight-input" type="number" min="0" max="100" step="0.01" value="${esc(f.weight ?? '0')}"></label></p>`);
     if (!ok) return;
-    const fields = { ...f, weight: String($('weight-input').value) };
+    // PATCH the weight alone: on a rule declared in the Caddyfile only the
+    // weight joins its Redis overlay, and the declared fields stay the config's.
+    const fields = { weight: String($('weight-input').value) };
     try {
-      const res = await applyRule('gray', id, fields, f, current.etag);
+      const res = await applyRule('gray', id, fields, f, current.etag, 'PATCH');
       if (res) notice(`Gray rule ${id}: weight ${fields.weight}% written (${res.stored || 'ok'}).`);
     } catch (e) {
       notice(`Gray rule ${id}: ${e.message}`, true);

@@ -71,6 +71,15 @@ func uiCaddyfile(admin, site int, redisURL, upstream, storage string) string {
 			target_version v2
 			weight 10
 		}
+		gray ui_analysed {
+			target_version v2
+			fallback_version v1
+			analysis on
+			analysis_interval 1s
+			weight 50
+			step_weight 10
+			min_samples 1000000
+		}
 `, admin, storage, redisURL)
 	for i := 0; i < keyedBreakers; i++ {
 		fmt.Fprintf(&b, "\t\tcircuit_breaker ui_keyed_%d {\n\t\t\tfailure_threshold 1000\n\t\t\tkey {http.request.header.X-Key}\n\t\t}\n", i)
@@ -89,6 +98,12 @@ http://127.0.0.1:%d {
 	route /gray {
 		grayroute ui_canary
 		respond "ok"
+	}
+	route /analysed {
+		grayroute ui_analysed
+		@v2 vars gray_version v2
+		respond @v2 "v2 down" 500
+		respond "v1"
 	}
 `, site, upstream)
 	for i := 0; i < keyedBreakers; i++ {
@@ -259,6 +274,10 @@ func TestStatusPageInBrowser(t *testing.T) {
 		}
 	})
 	load(loadCtx, &wg, 100*time.Millisecond, func() { get("/gray") })
+	// The analysed canary: v2 always fails, v1 never; min_samples is out of
+	// reach, so every verdict holds (inconclusive) and the weight stays put.
+	var users atomic.Int64
+	load(loadCtx, &wg, 50*time.Millisecond, func() { get("/analysed", fmt.Sprintf("X-User-Id: u%d", users.Add(1))) })
 
 	// The browser: Debian's chromium with the flags this machine needs.
 	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx,
@@ -314,12 +333,30 @@ func TestStatusPageInBrowser(t *testing.T) {
 	if got := p.number(`#kinds tr[data-kind="rate_limit"] td.num`); got != bulkRules+1 {
 		t.Errorf("overview: %d rate-limit rules, want %d", got, bulkRules+1)
 	}
+	// One Caddy follows this Redis (its heartbeat), and the initial load
+	// was a resync.
+	card := func(label string) string {
+		return fmt.Sprintf(`([...document.querySelectorAll("#overview-cards .card")].find(c => c.querySelector(".label").textContent === %q) || {querySelector: () => ({textContent: ""})}).querySelector(".value").textContent`, label)
+	}
+	p.waitFor(20*time.Second, "one live instance", card("Live instances")+` === "1"`)
+	if got := eval[string](p, card("Last resync")); !strings.HasSuffix(got, " ago") {
+		t.Errorf("overview: last resync %q, want a time and how long ago", got)
+	}
 
 	// A bad rule pushed to Redis is counted in red (the store keeps no
 	// rule for it; the last good version, here none, stays in force).
 	redistest.Push(t, rc, "rate_limit:rule:ui_bad", "gateway:rules:rate_limit", "ui_bad", "qps", "5", "no_such_field", "1")
 	p.waitFor(10*time.Second, "rejected rule counted in red", `[...document.querySelectorAll("#overview-cards .card")].some(c =>
 		c.textContent.startsWith("Rejected from Redis") && !!c.querySelector(".value.bad") && parseInt(c.querySelector(".value").textContent) >= 1)`)
+	// ...and listed in red with the field and the reason.
+	bad := `#problems [data-problem="rate_limit/ui_bad"]`
+	p.waitFor(10*time.Second, "rejected rule listed", fmt.Sprintf(`!!document.querySelector(%q)`, bad))
+	if got := p.text(bad); !strings.Contains(got, "rejected") || !strings.Contains(got, "field no_such_field") {
+		t.Errorf("rejected rule shown as %q, want rejected with field no_such_field and the reason", got)
+	}
+	if !eval[bool](p, `document.querySelector("#problems h2").classList.contains("bad")`) {
+		t.Error("the invalid rules heading is not red")
+	}
 
 	// Rate limits: alice's refusals rise on the page while she is limited.
 	p.show("ratelimits")
@@ -375,6 +412,23 @@ func TestStatusPageInBrowser(t *testing.T) {
 	if code := get("/flaky"); code != http.StatusInternalServerError {
 		t.Errorf("after force closed, a request got %d, want the upstream's 500 (the breaker lets it through)", code)
 	}
+	// Force open and Auto on a keyed rule (ui_breaker stays force-closed
+	// for the screenshot): every key refused, then served again.
+	keyed := `#cb-table tr[data-breaker="ui_keyed_0"]`
+	p.click(keyed + ` button[data-op="force_open"]`)
+	p.confirm("Force open: ui_keyed_0")
+	p.waitFor(10*time.Second, "ui_keyed_0 shown force-open", fmt.Sprintf(`(() => { const r = document.querySelector(%q); return !!r && !!r.querySelector(".badge.forced_open") && r.querySelector("td.mode").textContent.includes("force_open") &&
+		!!document.querySelector('#cb-table tr[data-breaker-key^="ui_keyed_0|"] .badge.forced_open'); })()`, keyed))
+	if code := get("/keyed/0", "X-Key: k00"); code != http.StatusServiceUnavailable {
+		t.Errorf("after force open, a request got %d, want 503", code)
+	}
+	p.click(keyed + ` button[data-op="reset"]`)
+	p.confirm("Auto (drop the override): ui_keyed_0")
+	p.waitFor(10*time.Second, "ui_keyed_0 back to auto", fmt.Sprintf(`(() => { const r = document.querySelector(%q); return !!r && !!r.querySelector(".badge.closed") && r.querySelector("td.mode").textContent === "auto" &&
+		!document.querySelector('#cb-table tr[data-breaker-key^="ui_keyed_0|"] .badge.forced_open'); })()`, keyed))
+	if code := get("/keyed/0", "X-Key: k00"); code != http.StatusOK {
+		t.Errorf("after Auto, a request got %d, want 200", code)
+	}
 
 	// 100 breaker keys on the page, re-rendered every poll.
 	p.waitFor(10*time.Second, "100 breaker keys listed", fmt.Sprintf(`document.querySelectorAll("#cb-table tr[data-breaker-key]").length >= %d`, keyedBreakers*keysPerRule))
@@ -392,8 +446,29 @@ func TestStatusPageInBrowser(t *testing.T) {
 	p.confirm("Set the weight of ui_canary")
 	p.confirm("Write gray rule ui_canary?")
 	p.waitFor(10*time.Second, "canary shown at 25%", `(document.querySelector('#gray-table tr[data-gray="ui_canary"] td.weight') || {}).textContent === "25%"`)
-	if _, body := testcaddy.Get(t, adminURL+"/sluice/rules/gray/ui_canary"); !strings.Contains(body, `"weight":"25"`) {
+	// Only the weight joins the Caddyfile rule's overlay (a PATCH), so the
+	// declared fields stay the config's.
+	if _, body := testcaddy.Get(t, adminURL+"/sluice/rules/gray/ui_canary"); !strings.Contains(body, `"weight":"25"`) ||
+		!strings.Contains(body, `"overlay":{"weight":"25"}`) {
 		t.Errorf("gray rule after set weight: %s", body)
+	}
+
+	// The analysed canary: state, the weight in force and the newest
+	// verdict, with each version's requests and errors.
+	an := `#gray-table tr[data-gray="ui_analysed"]`
+	p.waitFor(20*time.Second, "analysis verdict shown", fmt.Sprintf(`!!document.querySelector(%q)`, an+` .analysis .badge.inconclusive`))
+	if got := p.text(an + " td.state"); got != "running" {
+		t.Errorf("analysed canary state %q, want running", got)
+	}
+	if got := p.text(an + " td.weight"); got != "50%" {
+		t.Errorf("analysed canary weight %q, want 50%%", got)
+	}
+	if got := p.text(an + " .analysis .action"); got != "hold" {
+		t.Errorf("analysed canary action %q, want hold", got)
+	}
+	canaryErrs, baseErrs := p.text(an+` .analysis [data-version="v2"]`), p.text(an+` .analysis [data-version="v1"]`)
+	if !strings.Contains(canaryErrs, "(100.0%)") || !strings.Contains(baseErrs, " 0 errors (0.0%)") {
+		t.Errorf("analysed canary errors: canary %q (want 100.0%%), baseline %q (want 0 errors)", canaryErrs, baseErrs)
 	}
 
 	// 1,000 rules: the rules tab renders them, and every poll of the
@@ -424,6 +499,10 @@ func TestStatusPageInBrowser(t *testing.T) {
 	if got := p.text("#detail-body"); !strings.Contains(got, "Source: redis") || !strings.Contains(got, "142") {
 		t.Errorf("rule detail %q, want source redis and qps 142", got)
 	}
+	// A rule held only in Redis is no overlay: every field is from redis.
+	if got := p.text("#detail-fields"); strings.Contains(got, "overlay") || !strings.Contains(got, "qps142redis") {
+		t.Errorf("rule detail fields %q, want each from redis", got)
+	}
 
 	// Edit it: an invalid value is refused with the reason and changes
 	// nothing; a valid one is written after the confirm.
@@ -449,6 +528,36 @@ func TestStatusPageInBrowser(t *testing.T) {
 	if _, body := testcaddy.Get(t, adminURL+"/sluice/rules/rate_limit/bulk_0042"); !strings.Contains(body, `"qps":"7"`) {
 		t.Errorf("after the edit: %s", body)
 	}
+	// The rule's history lists the edit, made through the admin API.
+	p.waitFor(10*time.Second, "edit in the history", `!!document.getElementById("detail-history")`)
+	if got := p.text("#detail-history tr:nth-child(2)"); !strings.Contains(got, "upsert") || !strings.Contains(got, "admin_api") || !strings.Contains(got, "qps=7") {
+		t.Errorf("newest history entry %q, want the upsert of qps=7 through admin_api", got)
+	}
+
+	// Someone else changes the rule while it is open: Apply is refused
+	// (If-Match, 412) with the reason, and their change stands.
+	req, _ := http.NewRequest(http.MethodPut, adminURL+"/sluice/rules/rate_limit/bulk_0042", strings.NewReader(`{"qps": "8", "key_resolver": "global"}`))
+	if resp, body := testcaddy.Do(t, req); resp.StatusCode != 200 {
+		t.Fatalf("concurrent PUT: %d %s", resp.StatusCode, body)
+	}
+	edit(`{"qps": "9", "key_resolver": "global"}`, false)
+	p.waitFor(10*time.Second, "stale edit refused", `(document.getElementById("edit-result") || {textContent: ""}).textContent.includes("The rule changed since you opened it")`)
+	if _, body := testcaddy.Get(t, adminURL+"/sluice/rules/rate_limit/bulk_0042"); !strings.Contains(body, `"qps":"8"`) {
+		t.Errorf("after a stale edit: %s, want the concurrent qps 8", body)
+	}
+
+	// A rule declared in the Caddyfile and overlaid in Redis: each field
+	// says where it comes from.
+	eval[bool](p, `location.hash = "#rule/gray/ui_canary", true`)
+	p.waitFor(10*time.Second, "overlaid rule detail", `!!document.getElementById("detail-fields") && document.getElementById("detail-body").textContent.includes("ui_canary")`)
+	if got := p.text("#detail-fields"); !strings.Contains(got, "weight25redis overlay") || !strings.Contains(got, "target_versionv2static") {
+		t.Errorf("overlaid rule fields %q, want weight from the redis overlay and target_version static", got)
+	}
+
+	// The writes above were applied through Redis: the overview shows their
+	// mean propagation delay.
+	p.show("overview")
+	p.waitFor(20*time.Second, "propagation delay shown", card("Propagation delay")+`.endsWith(" ms")`)
 
 	if path := os.Getenv("SLUICE_SCREENSHOT"); path != "" {
 		p.show("breakers")
@@ -467,8 +576,8 @@ func TestStatusPageInBrowser(t *testing.T) {
 	defer consoleMu.Unlock()
 	var errs []string
 	for _, e := range consoleErrors {
-		// The invalid edit above, refused by the dry run by design.
-		if strings.Contains(e, "400") && strings.Contains(e, "network") && strings.HasSuffix(e, "/sluice/rules/rate_limit/bulk_0042?dry_run=true)") {
+		// The invalid and the stale edit above, refused by the dry run by design.
+		if (strings.Contains(e, "400") || strings.Contains(e, "412")) && strings.Contains(e, "network") && strings.HasSuffix(e, "/sluice/rules/rate_limit/bulk_0042?dry_run=true)") {
 			continue
 		}
 		errs = append(errs, e)
