@@ -160,7 +160,7 @@ func (s *redisSource) flushFeedback(ctx context.Context) {
 		pipe.Expire(ctx, key, statusTTL)
 	}
 	for _, e := range changes {
-		s.queueHistory(ctx, pipe, e)
+		s.queueObserved(ctx, pipe, e)
 	}
 	if _, err := pipe.Exec(ctx); err != nil && ctx.Err() == nil {
 		fb.mu.Lock()
