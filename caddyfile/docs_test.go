@@ -12,6 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/sluicegw/sluice/internal/testcaddy"
+	"github.com/sluicegw/sluice/rulestore"
 )
 
 // snippet is one fenced code block of the docs.
@@ -19,11 +20,14 @@ type snippet struct {
 	file, lang, text string
 	line             int    // of the opening fence
 	skip             string // reason from <!-- docs-test: skip reason -->
+	parseOnly        string // reason from <!-- docs-test: parse-only reason -->
 }
 
 // docSnippets extracts every ```caddyfile and ```json block of README.md,
 // docs/*.md and examples/*/README.md. A block right after a line
-// `<!-- docs-test: skip <reason> -->` is marked skipped with that reason.
+// `<!-- docs-test: skip <reason> -->` is marked skipped with that reason;
+// one after `<!-- docs-test: parse-only <reason> -->` is parsed but not
+// validated (validation would read files that exist only on a real host).
 func docSnippets(t *testing.T) []snippet {
 	t.Helper()
 	var files []string
@@ -59,6 +63,9 @@ func docSnippets(t *testing.T) []snippet {
 					cur = &snippet{file: strings.TrimPrefix(file, "../"), lang: lang, line: n}
 					if r, ok := strings.CutPrefix(prev, "<!-- docs-test: skip"); ok {
 						cur.skip = strings.TrimSpace(strings.TrimSuffix(r, "-->"))
+					}
+					if r, ok := strings.CutPrefix(prev, "<!-- docs-test: parse-only"); ok {
+						cur.parseOnly = strings.TrimSpace(strings.TrimSuffix(r, "-->"))
 					}
 				} else {
 					cur = &snippet{lang: "other"} // read past other blocks
@@ -128,11 +135,20 @@ func TestDocSnippets(t *testing.T) {
 				if err != nil {
 					t.Fatalf("does not adapt (in any wrapping): %v\n%s", err, s.text)
 				}
+				if s.parseOnly != "" {
+					t.Logf("adapted, not validated: %s", s.parseOnly)
+					return
+				}
 				if err := testcaddy.Validate(cf); err != nil {
 					t.Fatalf("adapts but does not validate: %v\n%s", err, cf)
 				}
 			case "json":
 				for _, doc := range jsonDocs(t, s.text) {
+					if s.parseOnly != "" {
+						parseJSONSnippet(t, doc)
+						t.Logf("parsed, not validated: %s", s.parseOnly)
+						continue
+					}
 					checkJSONSnippet(t, doc)
 				}
 			}
@@ -163,6 +179,22 @@ func jsonDocs(t *testing.T, text string) []string {
 		docs = append(docs, line)
 	}
 	return docs
+}
+
+// parseJSONSnippet checks a JSON snippet that cannot be validated here: a
+// Caddy config must unmarshal strictly, and its rulestore app too, so a
+// misspelled field still fails.
+func parseJSONSnippet(t *testing.T, doc string) {
+	t.Helper()
+	var cfg caddy.Config
+	if err := caddy.StrictUnmarshalJSON([]byte(doc), &cfg); err != nil {
+		t.Fatalf("not a Caddy config: %v\n%s", err, doc)
+	}
+	if raw, ok := cfg.AppsRaw["rulestore"]; ok {
+		if err := caddy.StrictUnmarshalJSON(raw, new(rulestore.App)); err != nil {
+			t.Fatalf("not a rulestore app config: %v\n%s", err, doc)
+		}
+	}
 }
 
 // checkJSONSnippet validates a JSON snippet that is a Caddy config, or a

@@ -11,7 +11,8 @@ import (
 
 // Finding 6 of issue 13: `header >X-Served-Version {http.grayroute.version}`
 // sent the literal placeholder when the rate limit answered first. The
-// placeholders of a handler that did not decide are empty, never literal.
+// placeholders of a handler that did not decide are empty, never literal,
+// whichever handler answered first.
 func TestPlaceholdersOfHandlersThatDidNotDecideAreEmpty(t *testing.T) {
 	port := testcaddy.FreePort(t)
 	testcaddy.Run(t, fmt.Sprintf(`{
@@ -24,6 +25,9 @@ func TestPlaceholdersOfHandlersThatDidNotDecideAreEmpty(t *testing.T) {
 		circuit_breaker cb {
 			failure_threshold 5
 		}
+		circuit_breaker forced {
+			state force_open
+		}
 		gray canary {
 			match_tag      X-Canary
 			target_version v2
@@ -35,6 +39,7 @@ http://127.0.0.1:%d {
 	header >X-Breaker-State "{http.circuitbreaker.state}"
 	header >X-Limit-Result "{http.ratelimit.result}"
 	ratelimit /limited one
+	circuitbreaker /forced forced
 	circuitbreaker cb
 	grayroute canary
 	respond "ok"
@@ -54,6 +59,12 @@ http://127.0.0.1:%d {
 	resp, _ = testcaddy.Get(t, base+"/limited", "X-Canary: yes")
 	expectHeaders(t, "refused", resp, http.StatusTooManyRequests, map[string]string{
 		"X-Served-Version": "", "X-Breaker-State": "", "X-Limit-Result": "rate_limited"})
+
+	// The breaker answers first (the rate limit does not run on /forced):
+	// grayroute never ran, so its version is empty, not literal.
+	resp, _ = testcaddy.Get(t, base+"/forced", "X-Canary: yes")
+	expectHeaders(t, "breaker open", resp, http.StatusServiceUnavailable, map[string]string{
+		"X-Served-Version": "", "X-Limit-Result": ""})
 }
 
 // expectHeaders checks status and headers; "" means empty or absent, and

@@ -14,10 +14,11 @@ import (
 )
 
 // TestCanaryRampOnCaddyfileRule runs examples/canary-ramp/ramp.sh, without
-// TARGET, on a gray rule declared in the Caddyfile: each step must change
-// the weight only, the rule's match and fallback staying as declared
-// (issue 13, finding 2: the whole rule used to be replaced, or the step
-// rejected while the script reported success).
+// TARGET and then with it, on a gray rule declared in the Caddyfile: each
+// step must change the weight (and TARGET's target_version) only, the
+// rule's match and fallback staying as declared (issue 13, finding 2: the
+// whole rule used to be replaced, or the step rejected while the script
+// reported success).
 func TestCanaryRampOnCaddyfileRule(t *testing.T) {
 	rds := redistest.Start(t)
 	port := testcaddy.FreePort(t)
@@ -72,9 +73,11 @@ http://127.0.0.1:%d {
 	if n := count("X-Other: 1", "v1"); n != 20 {
 		t.Fatalf("weight 100 from ramp.sh: %d of 20 users without the tag on v1, want 20\n%s", n, out)
 	}
-	// The script showed the instance's verdict on each step.
-	if c := strings.Count(out, `"state":"accepted"`); c < 2 {
-		t.Fatalf("ramp.sh printed %d accepted verdicts for 2 steps:\n%s", c, out)
+	// The script showed the instance's verdict on each step, on the
+	// version it wrote (it computes the version as the store does).
+	if c := strings.Count(out, `"state":"accepted"`); c != 2 || strings.Contains(out, "older version") ||
+		strings.Contains(out, "no instance reported") {
+		t.Fatalf("ramp.sh printed %d accepted verdicts for 2 steps, want 2 on the versions written:\n%s", c, out)
 	}
 	f := rds.Client().HGetAll(context.Background(), "gray:rule:checkout-canary").Val()
 	if len(f) != 1 || f["weight"] != "100" {
@@ -90,5 +93,24 @@ http://127.0.0.1:%d {
 	}
 	if n := count("X-Beta: yes", "v2"); n != 20 {
 		t.Fatalf("after the rejected step: %d of 20 beta users on v2, want the last good rule (weight 100)", n)
+	}
+
+	// With TARGET the step overlays target_version too; the match and the
+	// fallback stay as declared, so users without the tag stay on v1 (the
+	// whole rule used to be replaced and 9 of 20 of them went to the canary).
+	cmd = exec.Command("sh", "canary-ramp/ramp.sh", "checkout-canary", "100")
+	cmd.Env = append(os.Environ(), "PAUSE=0", "TARGET=v3", "REDIS_HOST="+host, "REDIS_PORT="+rport)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("ramp.sh with TARGET: %v\n%s", err, out)
+	}
+	testcaddy.Eventually(t, 10*time.Second, "TARGET v3: every beta user on v3", func() bool {
+		return count("X-Beta: yes", "v3") == 20
+	})
+	if n := count("X-Other: 1", "v1"); n != 20 {
+		t.Fatalf("ramp.sh with TARGET: %d of 20 users without the tag on v1, want 20", n)
+	}
+	f = rds.Client().HGetAll(context.Background(), "gray:rule:checkout-canary").Val()
+	if len(f) != 2 || f["target_version"] != "v3" || f["weight"] != "100" {
+		t.Fatalf("Redis hash = %v, want only the overlay target_version=v3 weight=100", f)
 	}
 }

@@ -236,3 +236,60 @@ func TestMissingRuleListedAndWarnedOnce(t *testing.T) {
 		return strings.Contains(body, `"invalid":[]`)
 	})
 }
+
+// The history is bounded: after more changes than historyLength, the newest
+// historyLength are kept, newest first, each with the fields before it.
+// With Redis the list itself holds no more; without Redis memory does not.
+func TestHistoryKeepsTheLastChanges(t *testing.T) {
+	const writes = historyLength + 5
+	for _, withRedis := range []bool{true, false} {
+		t.Run(fmt.Sprintf("redis=%v", withRedis), func(t *testing.T) {
+			url := ""
+			var r *redistest.Server
+			if withRedis {
+				r = redistest.Start(t)
+				url = r.URL()
+			}
+			in := runStore(t, staticStore(url))
+			if withRedis {
+				testcaddy.Eventually(t, 10*time.Second, "connected", func() bool { return in.status().Connected })
+			}
+			// Admin writes record their entry in the write itself, so each
+			// of the writes is one entry, whatever the instance has applied.
+			for i := 1; i <= writes; i++ {
+				if code, body, _ := adminReq(t, in, "PATCH", "/sluice/rules/rate_limit/s", fmt.Sprintf(`{"qps": %d}`, i)); code != 200 {
+					t.Fatalf("PATCH %d: %d %s", i, code, body)
+				}
+			}
+			code, body, _ := adminReq(t, in, "GET", "/sluice/rules/rate_limit/s/history", "")
+			var hist []HistoryEntry
+			if err := json.Unmarshal([]byte(body), &hist); code != 200 || err != nil {
+				t.Fatalf("history: %d %v %s", code, err, body)
+			}
+			if len(hist) != historyLength {
+				t.Fatalf("%d entries after %d changes, want the last %d", len(hist), writes, historyLength)
+			}
+			for j, e := range hist {
+				want := writes - j // newest first: writes, writes-1, ...
+				if e.Fields["qps"] != fmt.Sprint(want) || e.Prev["qps"] != fmt.Sprint(want-1) {
+					t.Fatalf("entry %d: fields %v prev %v, want qps %d after %d; history (qps prev via):\n%s",
+						j, e.Fields, e.Prev, want, want-1, historySummary(hist))
+				}
+			}
+			if withRedis {
+				if n := r.Client().LLen(context.Background(), "gateway:history:rate_limit:s").Val(); n != historyLength {
+					t.Fatalf("history list in Redis holds %d entries, want %d", n, historyLength)
+				}
+			}
+		})
+	}
+}
+
+// historySummary is one line per entry: new qps, previous qps, via.
+func historySummary(h []HistoryEntry) string {
+	var b strings.Builder
+	for _, e := range h {
+		fmt.Fprintf(&b, "%s %s %s %s\n", e.Fields["qps"], e.Prev["qps"], e.Via, e.At.Format("15:04:05.000000"))
+	}
+	return b.String()
+}

@@ -293,13 +293,19 @@ func (a *App) HasRedis() bool { return a.source != nil }
 
 // Require checks at provision time that a handler's rule (or route binding)
 // exists. Without Redis a missing id is a typo and an error; with Redis the
-// rule may arrive later, so it is only a warning.
+// rule may arrive later, so it is only a warning. Before the first load from
+// Redis (a cold start) the rule may well be there: it is listed as missing
+// without a warning, and a request that still finds it missing warns.
 func (a *App) Require(k Kind, id string) error {
 	if a.Lookup(k, id) != nil {
 		return nil
 	}
 	if a.source == nil {
 		return CheckRef(staticDeclared{a}, k, id)
+	}
+	if a.source.status.lastResync.Load() == 0 {
+		a.noteMissing(k, id)
+		return nil
 	}
 	a.WarnMissing(k, id)
 	return nil

@@ -76,6 +76,50 @@ func (s *redisSource) queueHistory(ctx context.Context, p redis.Pipeliner, e His
 	historyScript.Eval(ctx, p, []string{s.names.HistoryKey(k, e.ID)}, string(b), e.Version, historyLength)
 }
 
+// observedScript is historyScript for a change an instance saw in Redis: it
+// is recorded only while the rule's hash still holds the fields seen. An
+// instance that applies a change late (e.g. after fast admin writes, each
+// recorded by its writer, or after a rollback) would otherwise record it
+// again, after newer entries: a duplicate, or a change that seems to undo
+// the rollback. A raw state overwritten before any instance recorded it is
+// not recorded (the next entry's prev_version still names it). KEYS[1]
+// list, KEYS[2] rule hash; ARGV entry, version, length, then the fields seen
+// as name, value pairs (none for a delete).
+var observedScript = redis.NewScript(`
+local ok, cur = pcall(redis.call, 'HGETALL', KEYS[2])
+if not ok or #cur ~= #ARGV - 3 then return 0 end
+local held = {}
+for i = 1, #cur, 2 do held[cur[i]] = cur[i + 1] end
+for i = 4, #ARGV, 2 do
+  if held[ARGV[i]] ~= ARGV[i + 1] then return 0 end
+end
+local head = redis.call('LINDEX', KEYS[1], 0)
+if head then
+  local dok, h = pcall(cjson.decode, head)
+  if dok and type(h) == 'table' and h['version'] == ARGV[2] then return 0 end
+end
+redis.call('LPUSH', KEYS[1], ARGV[1])
+redis.call('LTRIM', KEYS[1], 0, tonumber(ARGV[3]) - 1)
+return 1`)
+
+// queueObserved queues the history entry of a change seen in Redis. On a
+// Redis Cluster the rule hash and the list are in different slots, so one
+// script cannot read both: there the entry is checked against the newest
+// entry only (a late instance may record a change again).
+func (s *redisSource) queueObserved(ctx context.Context, p redis.Pipeliner, e HistoryEntry) {
+	if _, cluster := s.client.(*redis.ClusterClient); cluster {
+		s.queueHistory(ctx, p, e)
+		return
+	}
+	k, _ := ParseKind(e.Kind)
+	b, _ := json.Marshal(e)
+	args := []any{string(b), e.Version, historyLength}
+	for _, name := range e.Fields.Names() {
+		args = append(args, name, e.Fields[name])
+	}
+	observedScript.Eval(ctx, p, []string{s.names.HistoryKey(k, e.ID), s.names.RuleKey(k, e.ID)}, args...)
+}
+
 // history reads a rule's history, newest first.
 func (s *redisSource) history(ctx context.Context, k Kind, id string) ([]HistoryEntry, error) {
 	ctx, cancel := context.WithTimeout(ctx, 3*s.timeout)

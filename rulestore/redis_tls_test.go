@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
+
 	"github.com/sluicegw/sluice/internal/redistest"
 	"github.com/sluicegw/sluice/internal/testcaddy"
 	"github.com/sluicegw/sluice/rulestore"
@@ -137,6 +139,17 @@ func TestRedisSettingsRejected(t *testing.T) {
 		if err == nil || !strings.Contains(string(out), c.want) {
 			t.Errorf("%q: got %v\n%s\nwant a failure containing %q", c.redis, err, out, c.want)
 		}
+	}
+}
+
+// TestTLSMisspelledJSONSettingRejected: the tls block is decoded as
+// strictly as the rest of a JSON config, so a typo fails instead of being
+// ignored (found by the docs snippet check: a misspelled ca_files passed).
+func TestTLSMisspelledJSONSettingRejected(t *testing.T) {
+	var cfg rulestore.RedisConfig
+	err := caddy.StrictUnmarshalJSON([]byte(`{"url":"rediss://127.0.0.1:1","tls":{"ca_file":["/etc/ca.pem"]}}`), &cfg)
+	if err == nil || !strings.Contains(err.Error(), `unknown field "ca_file"`) {
+		t.Fatalf("want an error naming ca_file, got %v", err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package rulestore
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
@@ -84,8 +85,16 @@ func (t *RedisTLS) UnmarshalJSON(b []byte) error {
 	case "false":
 		return fmt.Errorf("redis tls: false is not a setting: leave tls out for plain TCP")
 	}
+	// Strict, as Caddy decodes the rest of the config: a custom
+	// UnmarshalJSON would otherwise let a misspelled setting (ca_file for
+	// ca_files) pass silently.
 	type plain RedisTLS
-	return json.Unmarshal(b, (*plain)(t))
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode((*plain)(t)); err != nil {
+		return fmt.Errorf("redis tls: %w", err)
+	}
+	return nil
 }
 
 const defaultRedisTimeout = time.Second

@@ -160,7 +160,7 @@ func (s *redisSource) flushFeedback(ctx context.Context) {
 		pipe.Expire(ctx, key, statusTTL)
 	}
 	for _, e := range changes {
-		s.queueHistory(ctx, pipe, e)
+		s.queueObserved(ctx, pipe, e)
 	}
 	if _, err := pipe.Exec(ctx); err != nil && ctx.Err() == nil {
 		fb.mu.Lock()
@@ -203,12 +203,7 @@ const missingWarnEvery = time.Minute
 // in /sluice/state and counted in sluice_rules_invalid, and logged at most
 // once a minute.
 func (a *App) WarnMissing(k Kind, id string) {
-	ref := ruleRef{k, id}
-	v, ok := a.missing.Load(ref)
-	if !ok {
-		v, _ = a.missing.LoadOrStore(ref, &missingRef{since: time.Now().UTC()})
-	}
-	m := v.(*missingRef)
+	m := a.noteMissing(k, id)
 	now := time.Now().UnixNano()
 	last := m.lastWarn.Load()
 	if last != 0 && (a.source == nil || now-last < int64(missingWarnEvery)) {
@@ -218,6 +213,17 @@ func (a *App) WarnMissing(k Kind, id string) {
 		a.logger.Warn("rule not found; requests pass through until it arrives",
 			zap.String("kind", k.String()), zap.String("id", id), zap.Time("missing_since", m.since))
 	}
+}
+
+// noteMissing lists a rule as missing (since now, if it was not already)
+// without logging.
+func (a *App) noteMissing(k Kind, id string) *missingRef {
+	ref := ruleRef{k, id}
+	v, ok := a.missing.Load(ref)
+	if !ok {
+		v, _ = a.missing.LoadOrStore(ref, &missingRef{since: time.Now().UTC()})
+	}
+	return v.(*missingRef)
 }
 
 // Invalid lists the rejected and missing rule ids, by kind then id.

@@ -11,7 +11,8 @@
 # A rule that lives only in Redis must be complete: create it first, or set
 # TARGET. Users already on the canary stay on it as the weight rises.
 #
-# After each step the script prints every instance's verdict from
+# After each step the script waits for the instances' verdicts on the
+# version it wrote, prints every instance's verdict from
 # gateway:status:gray:<id> and stops if one rejected the change.
 #
 # Environment:
@@ -21,13 +22,13 @@
 #   PAUSE         seconds between steps (default 300); 0 = no pause
 #   CONFIRM=1     wait for Enter before each step instead of sleeping
 #   TARGET        also set target_version before the first step (e.g. v2)
-#   SETTLE        seconds to wait for the verdicts after a publish (default 1)
+#   SETTLE        seconds to wait for a verdict on the new version (default 5)
 set -eu
 
 id=${1:?usage: $0 <gray-rule-id> [steps]}
 steps=${2:-"0 10 50 100"}
 pause=${PAUSE:-300}
-settle=${SETTLE:-1}
+settle=${SETTLE:-5}
 
 if [ -n "${REDIS_URL:-}" ]; then
 	set -- -u "$REDIS_URL"
@@ -39,14 +40,41 @@ rcli() { redis-cli "$@" >/dev/null; }
 # Fail early if Redis is unreachable.
 redis-cli "$@" PING >/dev/null
 
-# verdicts prints each instance's verdict on the rule; it fails if one
-# rejected it (the instance keeps its last good rule: see docs/rulestore.md).
+# version is the rule version the instances report for the hash as it is
+# now: as the store computes it, sha256 over the sorted fields
+# (name NUL value NUL), first 12 hex digits.
+version() {
+	redis-cli "$@" --raw HGETALL "gray:rule:$id" | paste - - | LC_ALL=C sort |
+		while IFS="$tab" read -r k v; do printf '%s\0%s\0' "$k" "$v"; done |
+		sha256sum | cut -c1-12
+}
+tab=$(printf '\t')
+
+# verdicts waits (up to SETTLE seconds) until an instance reported on the
+# version just written, prints each instance's verdict, marking those still
+# on an older version, and fails if one rejected this version (the instance
+# keeps its last good rule: see docs/rulestore.md).
 verdicts() {
-	sleep "$settle"
-	out=$(redis-cli "$@" --raw HGETALL "gateway:status:gray:$id")
-	printf '%s\n' "$out" | paste - - | sed 's/^/    /'
+	want=$(version "$@")
+	tries=$((settle * 10))
+	while :; do
+		out=$(redis-cli "$@" --raw HGETALL "gateway:status:gray:$id")
+		case "$out" in *"\"version\":\"$want\""*) break ;; esac
+		if [ "$tries" -le 0 ]; then
+			echo "    no instance reported on version $want within ${settle}s" >&2
+			break
+		fi
+		tries=$((tries - 1))
+		sleep 0.1
+	done
+	printf '%s\n' "$out" | paste - - | while IFS="$tab" read -r who verdict; do
+		case "$verdict" in
+		*"\"version\":\"$want\""*) echo "    $who $verdict" ;;
+		*) echo "    $who $verdict (an older version: not seen yet)" ;;
+		esac
+	done
 	case "$out" in
-	*'"state":"rejected"'*)
+	*"\"state\":\"rejected\",\"version\":\"$want\""*)
 		echo "a Caddy instance rejected the change (see above); stopping" >&2
 		return 1
 		;;
