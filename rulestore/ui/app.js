@@ -512,7 +512,7 @@
       + `<p>Source: <b>${esc(r.source)}</b> · version <code>${esc(r.version)}</code>${d.etag ? ` · ETag <code>${esc(d.etag)}</code>` : ''}</p>`
       + `<table id="detail-fields"><tr><th>Field</th><th>Value</th><th>From</th></tr>${fields}</table>`
       + '<h2>Live</h2><div id="detail-live"></div>'
-      + `<h2>Edit</h2><p class="muted">The rule's fields as JSON. ${d.etag ? 'Validate runs a dry run; Apply writes only if the rule is still at the version shown (If-Match).' : 'This server has no dry run: Apply validates the rule and writes nothing if it is invalid.'}</p>`
+      + `<h2>Edit</h2><p class="muted">The rule's fields as JSON. Apply writes only the fields you change (PATCH); a field you remove or set to null is unset${r.static ? ' from the overlay, back to its value in the config' : ''}. ${d.etag ? 'Validate runs a dry run; Apply writes only if the rule is still at the version shown (If-Match).' : 'This server has no dry run: Apply validates the rule and writes nothing if it is invalid.'}</p>`
       + `<textarea id="edit-fields" spellcheck="false">${esc(JSON.stringify(r.fields || {}, null, 2))}</textarea>`
       + `<p><button data-action="validate">Validate</button> <button data-action="apply" class="primary">Apply…</button></p><div id="edit-result">${d.result}</div>`
       + `<h2>History</h2>${hist}`;
@@ -533,6 +533,43 @@
     const f = JSON.parse(text);
     if (!f || typeof f !== 'object' || Array.isArray(f)) throw new Error('want a JSON object of fields');
     return f;
+  }
+
+  // editPatch turns the edited fields into the single-field changes a PATCH
+  // sends, so the store holds exactly what the user changed: a field whose
+  // value differs (or is new) is set; one removed from the JSON, or set to
+  // null, is unset (null). On a rule declared in the config a field can only
+  // be unset from the overlay (it then reads as declared): a declared field
+  // the overlay does not hold cannot be removed here and is listed in kept.
+  function editPatch(rule, edited) {
+    const before = rule.fields || {};
+    const overlay = rule.overlay || {};
+    const patch = {};
+    const kept = [];
+    const unset = (k) => {
+      if (rule.static && !(k in overlay)) kept.push(k);
+      else patch[k] = null;
+    };
+    for (const [k, v] of Object.entries(edited)) {
+      if (v === null) {
+        if (k in before) unset(k);
+      } else if (typeof v === 'object') {
+        throw new Error(`field ${k}: want a string, number or boolean (or null to unset it)`);
+      } else if (before[k] !== String(v)) {
+        patch[k] = v;
+      }
+    }
+    for (const k of Object.keys(before)) if (!(k in edited)) unset(k);
+    return { patch, kept: kept.sort() };
+  }
+
+  // editNote says what an edit leaves alone: declared fields it cannot
+  // remove, or that it changes nothing.
+  function editNote(patch, kept) {
+    const parts = [];
+    if (kept.length) parts.push(`<p class="warn">Declared in the config, kept as declared (change them there): ${kept.map((k) => `<code>${esc(k)}</code>`).join(', ')}.</p>`);
+    if (Object.keys(patch).length === 0) parts.push('<p class="muted">No change to write.</p>');
+    return parts.join('');
   }
 
   const rulePath = (kind, id) => `/sluice/rules/${encodeURIComponent(kind)}/${encodeURIComponent(id)}`;
@@ -559,14 +596,22 @@
     return lines.join('\n') || 'no change';
   }
 
+  // patched is before with a PATCH applied locally (null unsets), for the
+  // diff where the server has no dry run to answer it.
+  function patched(before, fields) {
+    const out = { ...before, ...fields };
+    for (const [k, v] of Object.entries(fields)) if (v === null) delete out[k];
+    return out;
+  }
+
   // applyRule: dry run where supported, confirm with the diff, then write
   // (PUT the fields, or PATCH single ones) with If-Match where the server
-  // gave an ETag.
-  async function applyRule(kind, id, fields, before, etag, method = 'PUT') {
+  // gave an ETag. note is shown in the confirm under the diff.
+  async function applyRule(kind, id, fields, before, etag, method = 'PUT', note = '') {
     const res = await dryRun(kind, id, fields, etag, method);
-    const after = method === 'PATCH' ? { ...before, ...fields } : fields;
+    const after = method === 'PATCH' ? patched(before, fields) : fields;
     const ok = await confirmDialog(`Write ${kind} rule ${id}?`,
-      `<p>${res ? 'The dry run passed. Changes:' : 'Changes (the server validates on write):'}</p><pre class="diff">${esc(diffText(before, after, res))}</pre>`);
+      `<p>${res ? 'The dry run passed. Changes:' : 'Changes (the server validates on write):'}</p><pre class="diff">${esc(diffText(before, after, res))}</pre>${note}`);
     if (!ok) return null;
     const headers = etag ? { 'If-Match': etag } : {};
     const r = await request(method, rulePath(kind, id), { body: fields, headers });
@@ -648,11 +693,15 @@
   async function onValidate() {
     const d = model.detail;
     try {
-      const fields = readEdit();
-      const res = await dryRun(d.kind, d.id, fields, d.etag);
-      d.result = res
-        ? `<p class="good">Valid.</p><pre class="diff">${esc(diffText(d.rule.fields, fields, res))}</pre>`
-        : '<p class="muted">This server has no dry run; Apply validates and writes nothing if the rule is invalid.</p>';
+      const { patch, kept } = editPatch(d.rule, readEdit());
+      if (Object.keys(patch).length === 0) {
+        d.result = editNote(patch, kept);
+      } else {
+        const res = await dryRun(d.kind, d.id, patch, d.etag, 'PATCH');
+        d.result = (res
+          ? `<p class="good">Valid.</p><pre class="diff">${esc(diffText(d.rule.fields, patched(d.rule.fields, patch), res))}</pre>`
+          : '<p class="muted">This server has no dry run; Apply validates and writes nothing if the rule is invalid.</p>') + editNote(patch, kept);
+      }
     } catch (e) {
       d.result = `<div class="problem">${esc(e.message)}</div>`;
     }
@@ -662,8 +711,16 @@
   async function onApply() {
     const d = model.detail;
     try {
-      const fields = readEdit();
-      const res = await applyRule(d.kind, d.id, fields, d.rule.fields, d.etag);
+      // Only the changed fields, as a PATCH: on a rule declared in the
+      // config the overlay then holds exactly what was edited, and the
+      // other fields keep following the config.
+      const { patch, kept } = editPatch(d.rule, readEdit());
+      if (Object.keys(patch).length === 0) {
+        d.result = editNote(patch, kept);
+        $('edit-result').innerHTML = d.result;
+        return;
+      }
+      const res = await applyRule(d.kind, d.id, patch, d.rule.fields, d.etag, 'PATCH', editNote(patch, kept));
       if (!res) return;
       notice(`${d.kind} rule ${d.id} written (${res.stored || 'ok'}, version ${res.version || ''}).`);
       await untilVersion(d.kind, d.id, res.version);

@@ -554,6 +554,58 @@ func TestStatusPageInBrowser(t *testing.T) {
 		t.Errorf("overlaid rule fields %q, want weight from the redis overlay and target_version static", got)
 	}
 
+	// The editor writes only what the user changed (a PATCH), so editing
+	// one field of a Caddyfile rule puts that field alone in its overlay
+	// and the rest keep following the Caddyfile.
+	editJSON := func(js, button string) {
+		t.Helper()
+		eval[bool](p, `(() => { const e = document.getElementById("edit-fields"); const f = JSON.parse(e.value); `+js+`; e.value = JSON.stringify(f, null, 2); return true; })()`)
+		p.click(`button[data-action="` + button + `"]`)
+	}
+	// dialogShows waits for the confirm and checks the diff it shows.
+	dialogShows := func(want string, notWant ...string) {
+		t.Helper()
+		p.waitFor(10*time.Second, "confirm dialog with the diff", `document.getElementById("confirm").open`)
+		got := p.text("#confirm-body")
+		if !strings.Contains(got, want) {
+			t.Errorf("confirm shows %q, want %q", got, want)
+		}
+		for _, nw := range notWant {
+			if strings.Contains(got, nw) {
+				t.Errorf("confirm shows %q, want no %q", got, nw)
+			}
+		}
+	}
+	// Clearing the overlay's one field (removing it from the JSON) unsets
+	// it: no overlay is left and the declared weight is back.
+	editJSON(`delete f.weight`, "apply")
+	dialogShows("changed weight: 25 → 10", "target_version")
+	p.confirm("Write gray rule ui_canary?")
+	p.waitFor(10*time.Second, "cleared field shown as declared", `(document.getElementById("detail-fields") || {textContent: ""}).textContent.includes("weight10static")`)
+	if _, body := testcaddy.Get(t, adminURL+"/sluice/rules/gray/ui_canary"); !strings.Contains(body, `"weight":"10"`) || strings.Contains(body, `"overlay"`) {
+		t.Errorf("gray rule after clearing its overlaid weight: %s, want weight 10 and no overlay", body)
+	}
+	// One field of a Caddyfile rule edited, the others left as shown.
+	eval[bool](p, `location.hash = "#rule/rate_limit/ui_limited", true`)
+	p.waitFor(10*time.Second, "declared rule detail", `!!document.getElementById("edit-fields") && document.getElementById("detail-body").textContent.includes("ui_limited")`)
+	// Validate (a dry run of the same PATCH) shows that one change.
+	editJSON(`f.burst = "3"`, "validate")
+	p.waitFor(10*time.Second, "validated", `(document.getElementById("edit-result") || {textContent: ""}).textContent.includes("Valid.")`)
+	if got := p.text("#edit-result"); !strings.Contains(got, "changed burst: 2 → 3") || strings.Contains(got, "qps") {
+		t.Errorf("validate shows %q, want the burst change alone", got)
+	}
+	p.click(`button[data-action="apply"]`)
+	dialogShows("changed burst: 2 → 3", "qps", "key_resolver")
+	p.confirm("Write rate_limit rule ui_limited?")
+	p.waitFor(10*time.Second, "edited field shown from the overlay", `(document.getElementById("detail-fields") || {textContent: ""}).textContent.includes("burst3redis overlay")`)
+	if got := p.text("#detail-fields"); !strings.Contains(got, "qps1static") || !strings.Contains(got, "key_resolveruserIdstatic") {
+		t.Errorf("declared rule fields after editing burst: %q, want qps and key_resolver static", got)
+	}
+	if _, body := testcaddy.Get(t, adminURL+"/sluice/rules/rate_limit/ui_limited"); !strings.Contains(body, `"burst":"3"`) ||
+		!strings.Contains(body, `"overlay":{"burst":"3"}`) {
+		t.Errorf("rate-limit rule after editing burst: %s, want the overlay {\"burst\":\"3\"} alone", body)
+	}
+
 	// The writes above were applied through Redis: the overview shows their
 	// mean propagation delay.
 	p.show("overview")
