@@ -94,6 +94,15 @@ func TestAnalysisCountsOnlyHashAssignedRequests(t *testing.T) {
 `, admin, cohortInterval, addr))
 	adminURL := fmt.Sprintf("http://localhost:%d", admin)
 
+	// The metrics live for the process (across reloads and tests): compare
+	// what this test adds.
+	series := func(v string) string {
+		return fmt.Sprintf(`sluice_grayroute_analysis_requests_total{rule="cohort",version="%s"}`, v)
+	}
+	base := map[string]float64{"v1": counter(t, admin, series("v1")), "v2": counter(t, admin, series("v2"))}
+	betaSeries := `sluice_grayroute_requests_total{rule="cohort-beta",version="v2"}`
+	betaBase := counter(t, admin, betaSeries)
+
 	// want are the cohorts' expected totals: the untagged, hash-split
 	// requests by the version that answered.
 	want := map[string]uint64{}
@@ -122,9 +131,8 @@ func TestAnalysisCountsOnlyHashAssignedRequests(t *testing.T) {
 				phase, last.CanaryRequests, last.BaselineRequests, last.Action, want["v2"], want["v1"])
 		}
 		for _, v := range []string{"v1", "v2"} {
-			series := fmt.Sprintf(`sluice_grayroute_analysis_requests_total{rule="cohort",version="%s"}`, v)
-			if got := counter(t, admin, series); got != float64(want[v]) {
-				t.Fatalf("%s: %s = %v, want %d", phase, series, got, want[v])
+			if got := counter(t, admin, series(v)) - base[v]; got != float64(want[v]) {
+				t.Fatalf("%s: %s rose by %v, want %d", phase, series(v), got, want[v])
 			}
 		}
 	}
@@ -141,7 +149,7 @@ func TestAnalysisCountsOnlyHashAssignedRequests(t *testing.T) {
 	}
 	want["v1"], want["v2"] = uint64(split["v1"]), uint64(split["v2"])
 	check("tagged and untagged requests")
-	if got := counter(t, admin, `sluice_grayroute_requests_total{rule="cohort-beta",version="v2"}`); got != 60 {
+	if got := counter(t, admin, betaSeries) - betaBase; got != 60 {
 		t.Fatalf("cohort-beta routed %v requests to v2, want the 60 tagged ones", got)
 	}
 
