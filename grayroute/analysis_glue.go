@@ -291,9 +291,11 @@ func (h *analysisHub) step(c *canary, now time.Time) bool {
 	iv := int64(c.interval)
 	idx := now.UnixNano() / iv
 	if c.idx == 0 {
+		// The first interval counted (or the first at a new length) also
+		// takes what was counted before it: c.last stays the counts at the
+		// last flush (none for a new canary), so the requests a canary
+		// served before this step are not lost.
 		c.idx = idx
-		c.counts[canarySide].snapshot(&c.last[canarySide])
-		c.counts[baselineSide].snapshot(&c.last[baselineSide])
 		return true
 	}
 	if idx > c.idx {
