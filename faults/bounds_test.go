@@ -22,6 +22,7 @@ import (
 // circuitbreaker.md, grayroute.md).
 func TestNumericFieldRanges(t *testing.T) {
 	rl, cb, gr := rulestore.RateLimit, rulestore.CircuitBreaker, rulestore.Gray
+	analysisOn := []string{"target_version", "v2", "fallback_version", "v1", "analysis", "on", "step_weight", "0.01"}
 	cases := []struct {
 		kind  rulestore.Kind
 		field string
@@ -44,6 +45,36 @@ func TestNumericFieldRanges(t *testing.T) {
 		{cb, "window", []string{"1000000", "8784h"}, []string{"1000001", "8785h"}, []string{"failure_rate", "50"}},
 		{gr, "weight", []string{"0", "100", "12.5"}, []string{"100.01", "NaN", "Inf"}, []string{"target_version", "v2"}},
 		{gr, "ramp", []string{"2026-12-01T10:00:00Z 8784h"}, []string{"2026-12-01T10:00:00Z 8785h", "2026-12-01T10:00:00Z 1h NaN"}, []string{"target_version", "v2"}},
+		// Rate limit: status, cluster, pacing, warm-up and adaptive fields.
+		{rl, "status", []string{"400", "599"}, []string{"399", "600", "1e3"}, []string{"qps", "1"}},
+		{rl, "redis_timeout", []string{"1ms", "10s"}, []string{"999us", "10001ms", "NaN"}, []string{"qps", "1", "scope", "cluster"}},
+		{rl, "lease_size", []string{"0", "1000000000000"}, []string{"1000000000001", "-1"}, []string{"qps", "1e9", "burst", "1000000000000", "scope", "cluster"}},
+		{rl, "max_queue_wait", []string{"0s", "1m"}, []string{"1m1s", "-1ms", "NaN"}, []string{"qps", "1", "control_behavior", "pace"}},
+		{rl, "max_queued", []string{"1", "1000000"}, []string{"0", "1000001"}, []string{"qps", "1", "control_behavior", "pace"}},
+		{rl, "warm_up_period", []string{"1ms", "24h"}, []string{"0s", "24h1s"}, []string{"qps", "1", "control_behavior", "warm_up"}},
+		{rl, "cold_factor", []string{"1.001", "1000"}, []string{"1", "1000.1", "NaN", "Inf"}, []string{"qps", "1", "control_behavior", "warm_up", "warm_up_period", "30s"}},
+		{rl, "min_limit", []string{"1", "1000000"}, []string{"0", "1000001"}, []string{"qps", "1", "max_concurrent", "adaptive", "max_limit", "1000000"}},
+		{rl, "max_limit", []string{"3", "1000000"}, []string{"0", "1000001"}, []string{"qps", "1", "max_concurrent", "adaptive"}},
+		{rl, "initial_limit", []string{"3", "1000"}, []string{"0", "1000001"}, []string{"qps", "1", "max_concurrent", "adaptive"}},
+		{rl, "latency_tolerance", []string{"0", "10"}, []string{"-0.1", "10.1", "NaN", "Inf"}, []string{"qps", "1", "max_concurrent", "adaptive"}},
+		{rl, "sample_window", []string{"10ms", "1m"}, []string{"9ms", "1m1s"}, []string{"qps", "1", "max_concurrent", "adaptive", "min_rtt_interval", "24h"}},
+		{rl, "min_rtt_interval", []string{"1s", "24h"}, []string{"999ms", "24h1s"}, []string{"qps", "1", "max_concurrent", "adaptive", "sample_window", "10ms"}},
+		// Circuit breaker: the other counts, rates and durations.
+		{cb, "success_threshold", []string{"1", "1000000"}, []string{"0", "1000001"}, nil},
+		{cb, "half_open_requests", []string{"1", "1000000"}, []string{"0", "1000001"}, nil},
+		{cb, "min_requests", []string{"1", "1000000"}, []string{"0", "1000001"}, []string{"failure_rate", "50", "window", "60s"}},
+		{cb, "slow_call_rate", []string{"0.01", "100"}, []string{"0", "100.1", "NaN"}, []string{"slow_call_duration", "1s"}},
+		{cb, "slow_call_duration", []string{"1ms", "8784h"}, []string{"0s", "8785h"}, []string{"slow_call_rate", "50"}},
+		{cb, "ramp_duration", []string{"0s", "8784h"}, []string{"8785h", "-1s"}, nil},
+		{cb, "status", []string{"200", "599"}, []string{"199", "600"}, nil},
+		// Gray: the canary analysis fields.
+		{gr, "analysis_interval", []string{"100ms", "1h"}, []string{"99ms", "1h1s"}, analysisOn},
+		{gr, "min_samples", []string{"1", "1000000000"}, []string{"0", "1000000001", "18446744073709551615"}, analysisOn},
+		{gr, "max_latency_ratio", []string{"1", "100"}, []string{"0.99", "100.1", "NaN", "Inf"}, analysisOn},
+		{gr, "latency_percentile", []string{"50", "99.9"}, []string{"49.9", "99.91", "NaN"}, analysisOn},
+		{gr, "step_weight", []string{"0.01", "100"}, []string{"0", "100.01", "NaN"}, []string{"target_version", "v2", "fallback_version", "v1", "analysis", "on"}},
+		{gr, "max_weight", []string{"0.01", "100"}, []string{"0", "100.01", "NaN"}, analysisOn},
+		{gr, "failure_threshold", []string{"1", "1000"}, []string{"0", "1001"}, analysisOn},
 	}
 	for _, c := range cases {
 		fields := func(v string) rulestore.Fields {

@@ -58,6 +58,10 @@ type RuleAnalysis struct {
 	rec atomic.Pointer[canary]
 }
 
+// MaxMinSamples bounds min_samples, like the other counts of a rule: more
+// canary requests than this per weight step is a typo, not a plan.
+const MaxMinSamples = 1_000_000_000
+
 // analysisFields are the fields parseAnalysisField handles.
 var analysisFields = map[string]bool{
 	"analysis": true, "analysis_interval": true, "min_samples": true, "max_latency_ratio": true,
@@ -87,11 +91,11 @@ func (g *Rule) parseAnalysisField(f rulestore.Fields, name, v string) (ok bool, 
 		}
 		a.Interval = d
 	case "min_samples":
-		n, err := strconv.ParseUint(v, 10, 32)
-		if err != nil || n == 0 {
-			return true, f.Errorf(name, "want a whole number of canary requests, at least 1")
+		n, ok := rulestore.ParseWhole(v, 1, MaxMinSamples)
+		if !ok {
+			return true, f.Errorf(name, "want a whole number of canary requests %s", rulestore.Range(int64(1), MaxMinSamples))
 		}
-		a.MinSamples = n
+		a.MinSamples = uint64(n)
 	case "max_latency_ratio":
 		x, err := strconv.ParseFloat(v, 64)
 		if err != nil || math.IsNaN(x) || x < 1 || x > 100 {

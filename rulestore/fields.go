@@ -82,10 +82,14 @@ type FieldError struct {
 func (e *FieldError) Unwrap() error { return e.err }
 
 func (e *FieldError) Error() string {
-	if e.Value == "" {
-		return fmt.Sprintf("field %s: %s", clip(e.Field), e.Reason)
+	name := clip(e.Field)
+	if name == "" {
+		name = `""` // a hash or JSON object may hold an empty field name
 	}
-	return fmt.Sprintf("field %s=%q: %s", clip(e.Field), clip(e.Value), e.Reason)
+	if e.Value == "" {
+		return fmt.Sprintf("field %s: %s", name, e.Reason)
+	}
+	return fmt.Sprintf("field %s=%q: %s", name, clip(e.Value), e.Reason)
 }
 
 // Errorf builds a FieldError for field with the value it had in fields.
