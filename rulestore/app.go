@@ -25,7 +25,8 @@ type App struct {
 	Redis *RedisConfig `json:"redis,omitempty"`
 	// Prefix namespaces every key, channel and the stream.
 	Prefix string `json:"prefix,omitempty"`
-	// Resync is the period of the full reconciliation with Redis (default 30s).
+	// Resync is the period of the full reconciliation with Redis (default
+	// 30s; from MinResync to a year and a day).
 	Resync caddy.Duration `json:"resync,omitempty"`
 
 	// Static rules, by id. Same field names as the Redis hashes.
@@ -166,6 +167,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 	}
 	if a.Resync == 0 {
 		a.Resync = caddy.Duration(30 * time.Second)
+	}
+	if r := time.Duration(a.Resync); r < MinResync || r > MaxRuleDuration {
+		return fmt.Errorf("rulestore resync: want a duration from %s to %s, got %s (each resync reads every rule)", MinResync, MaxRuleDuration, r)
 	}
 	src, key, err := acquireSource(a.Redis, a.Prefix, time.Duration(a.Resync), a.logger)
 	if err != nil {
@@ -347,6 +351,10 @@ func Get(ctx caddy.Context) (*App, error) {
 	}
 	return v.(*App), nil
 }
+
+// MinResync is the shortest resync period: each resync reads every rule,
+// so a shorter one turns the safety net into load on Redis.
+const MinResync = time.Second
 
 var (
 	_ caddy.App          = (*App)(nil)

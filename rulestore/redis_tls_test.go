@@ -113,6 +113,9 @@ func TestRedisSettingsRejected(t *testing.T) {
 		{"key without cert", rulestore.RedisConfig{URL: "127.0.0.1:1", TLS: &rulestore.RedisTLS{ClientCertificateKeyFile: pki.ClientKey}}, "redis tls client_certificate_key_file: needs client_certificate_file"},
 		{"key of another cert", rulestore.RedisConfig{URL: "127.0.0.1:1", TLS: &rulestore.RedisTLS{ClientCertificateFile: pki.ClientCert, ClientCertificateKeyFile: pki.ServerKey}}, "redis tls client_certificate_file/client_certificate_key_file: "},
 		{"negative pool", rulestore.RedisConfig{URL: "127.0.0.1:1", PoolSize: -1}, "redis pool_size: want a number > 0"},
+		{"huge pool", rulestore.RedisConfig{URL: "127.0.0.1:1", PoolSize: 1_000_000}, "redis pool_size: want a number > 0 and at most 10000, got 1000000"},
+		{"negative timeout", rulestore.RedisConfig{URL: "127.0.0.1:1", ReadTimeout: caddy.Duration(-time.Second)}, "redis read_timeout: want a duration above 0 and at most 1m0s, got -1s"},
+		{"huge timeout", rulestore.RedisConfig{URL: "127.0.0.1:1", DialTimeout: caddy.Duration(time.Hour)}, "redis dial_timeout: want a duration above 0 and at most 1m0s, got 1h0m0s"},
 		{"sentinel password without master", rulestore.RedisConfig{URL: "127.0.0.1:1", SentinelPassword: "x"}, "redis sentinel_username/sentinel_password: need master_name"},
 	} {
 		_, err := c.cfg.Options()
@@ -122,17 +125,19 @@ func TestRedisSettingsRejected(t *testing.T) {
 	}
 
 	// The same through `caddy validate` of the built binary.
-	caddyfile := func(redis string) string {
-		return fmt.Sprintf("{\n\trulestore {\n\t\tredis {\n%s\n\t\t}\n\t}\n}\n", redis)
+	caddyfile := func(redis, more string) string {
+		return fmt.Sprintf("{\n\trulestore {\n\t\tredis {\n%s\n\t\t}\n%s\t}\n}\n", redis, more)
 	}
-	for _, c := range []struct{ redis, want string }{
-		{"\t\t\turl rediss://127.0.0.1:1\n\t\t\ttls {\n\t\t\t\tca " + missing + "\n\t\t\t}", "redis tls ca_files: open " + missing},
-		{"\t\t\turl 127.0.0.1:1\n\t\t\tpool_size 0", `redis pool_size: want a number > 0, got \"0\", at `}, // the log is JSON
-		{"\t\t\turl 127.0.0.1:1\n\t\t\ttls {\n\t\t\t\tclient_auth " + pki.ClientCert + "\n\t\t\t}", "redis tls client_auth: want <cert_file> <key_file>, at "},
-		{"\t\t\turl 127.0.0.1:1\n\t\t\ttls {\n\t\t\t\tcafile x\n\t\t\t}", "cafile"},
+	for _, c := range []struct{ redis, more, want string }{
+		{"\t\t\turl rediss://127.0.0.1:1\n\t\t\ttls {\n\t\t\t\tca " + missing + "\n\t\t\t}", "", "redis tls ca_files: open " + missing},
+		{"\t\t\turl 127.0.0.1:1\n\t\t\tpool_size 0", "", `redis pool_size: want a number > 0, got \"0\", at `}, // the log is JSON
+		{"\t\t\turl 127.0.0.1:1\n\t\t\twrite_timeout 2m", "", `redis write_timeout: want a duration above 0 and at most 1m0s, got 2m0s`},
+		{"\t\t\turl 127.0.0.1:1\n\t\t\ttls {\n\t\t\t\tclient_auth " + pki.ClientCert + "\n\t\t\t}", "", "redis tls client_auth: want <cert_file> <key_file>, at "},
+		{"\t\t\turl 127.0.0.1:1\n\t\t\ttls {\n\t\t\t\tcafile x\n\t\t\t}", "", "cafile"},
+		{"\t\t\turl 127.0.0.1:1", "\t\tresync 10ms\n", `rulestore resync: want a duration from 1s to 8784h0m0s, got 10ms`},
 	} {
 		path := filepath.Join(t.TempDir(), "Caddyfile")
-		if err := os.WriteFile(path, []byte(caddyfile(c.redis)), 0o600); err != nil {
+		if err := os.WriteFile(path, []byte(caddyfile(c.redis, c.more)), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		out, err := exec.Command(testcaddy.Binary(t), "validate", "--config", path, "--adapter", "caddyfile").CombinedOutput()

@@ -45,10 +45,11 @@ type RedisConfig struct {
 	// PoolSize is the most connections kept per Redis node (go-redis's
 	// default, 10 per CPU, when omitted). The store's own session uses a
 	// few; the rest serve handlers that keep state in Redis (cluster
-	// rate limits).
+	// rate limits). At most MaxPoolSize.
 	PoolSize int `json:"pool_size,omitempty"`
 	// Timeouts; 1s each by default, so a dead or hung Redis is noticed fast
-	// and never holds a request or a reload for long.
+	// and never holds a request or a reload for long. At most
+	// MaxRedisTimeout.
 	DialTimeout  caddy.Duration `json:"dial_timeout,omitempty"`
 	ReadTimeout  caddy.Duration `json:"read_timeout,omitempty"`
 	WriteTimeout caddy.Duration `json:"write_timeout,omitempty"`
@@ -99,6 +100,14 @@ func (t *RedisTLS) UnmarshalJSON(b []byte) error {
 
 const defaultRedisTimeout = time.Second
 
+// Bounds of the Redis settings. A negative timeout would mean "wait
+// forever" to go-redis, stalling requests on a hung Redis; more than a
+// minute, or thousands of connections per node, is a typo.
+const (
+	MaxRedisTimeout = time.Minute
+	MaxPoolSize     = 10000
+)
+
 // Options turns the config into go-redis options for a universal client.
 // Placeholders such as {env.REDIS_PASSWORD} are expanded. A bad value fails
 // with an error naming its field.
@@ -111,8 +120,16 @@ func (c *RedisConfig) Options() (*redis.UniversalOptions, error) {
 // a certificate rotation gets a new client even if the paths are the same.
 func (c *RedisConfig) options() (*redis.UniversalOptions, string, error) {
 	repl := caddy.NewReplacer()
-	if c.PoolSize < 0 {
-		return nil, "", fmt.Errorf("redis pool_size: want a number > 0, got %d", c.PoolSize)
+	if c.PoolSize < 0 || c.PoolSize > MaxPoolSize {
+		return nil, "", fmt.Errorf("redis pool_size: want a number > 0 and at most %d, got %d", MaxPoolSize, c.PoolSize)
+	}
+	for _, t := range []struct {
+		name string
+		d    caddy.Duration
+	}{{"dial_timeout", c.DialTimeout}, {"read_timeout", c.ReadTimeout}, {"write_timeout", c.WriteTimeout}} {
+		if t.d < 0 || time.Duration(t.d) > MaxRedisTimeout {
+			return nil, "", fmt.Errorf("redis %s: want a duration above 0 and at most %s, got %s", t.name, MaxRedisTimeout, time.Duration(t.d))
+		}
 	}
 	o := &redis.UniversalOptions{
 		MasterName:            repl.ReplaceAll(c.MasterName, ""),
