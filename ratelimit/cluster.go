@@ -347,6 +347,9 @@ func scaleLimits(r *Rule, l *Limits, n int) Limits {
 		s.quota = int64(s.Burst)
 		s.window = int64(math.Ceil(s.Burst / s.QPS))
 	}
+	if r.Flow.Behavior.warms() {
+		s.warm = newWarmModel(s.QPS, r.Flow.ColdFactor, r.Flow.WarmUpPeriod)
+	}
 	s.advertise(r.ID)
 	s.boxScriptArgs(r.Type)
 	return s

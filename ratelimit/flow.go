@@ -66,11 +66,10 @@ func (e *localEngine) shape(r *Rule, ent *entry, l *Limits, now int64, cost floa
 		// may go at once (a burst of burst/cold_factor while cold).
 		tolerance = ceilNanos(math.Min((l.Burst-cost)/l.QPS, maxFlowSeconds))
 	}
-	var m warmModel
+	m := &l.warm
 	var wait int64
 	if fl.Behavior.warms() {
-		m = newWarmModel(l.QPS, fl.ColdFactor, fl.WarmUpPeriod)
-		ent.warm.sync(now, &m)
+		ent.warm.sync(now, m)
 		wait = ent.warm.next - now
 	} else {
 		wait = ent.pace.slot(now)
@@ -90,7 +89,7 @@ func (e *localEngine) shape(r *Rule, ent *entry, l *Limits, now int64, cost floa
 	interval := ceilNanos(math.Min(cost/l.QPS, maxFlowSeconds))
 	var next int64
 	if fl.Behavior.warms() {
-		ent.warm.take(now, cost, &m, tolerance)
+		ent.warm.take(now, cost, m, tolerance)
 		next = ent.warm.next
 		interval = int64(m.interval(ent.warm.stored))
 	} else {

@@ -169,6 +169,12 @@ func (r *Rule) parseFlow(f rulestore.Fields, get func(string) (string, bool)) er
 			}
 		}
 	}
+	if fl.Behavior.warms() {
+		r.Limits.warm = newWarmModel(r.Limits.QPS, fl.ColdFactor, fl.WarmUpPeriod)
+		for _, l := range r.Overrides {
+			l.warm = newWarmModel(l.QPS, fl.ColdFactor, fl.WarmUpPeriod)
+		}
+	}
 	r.idle = max(r.idle, fl.idle(r))
 	return nil
 }
