@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -63,6 +65,12 @@ func TestProtectDownstream(t *testing.T) {
 			r.p99[0], r.p99[1], r.max10ms, r.max100ms)
 	}
 	t.Log(b.String())
+	// make test runs without -v, so it asks for the table in a file.
+	if dir := os.Getenv("SLUICE_REPORT_DIR"); dir != "" {
+		if err := os.WriteFile(filepath.Join(dir, "protect-downstream.txt"), []byte("TestProtectDownstream (examples/protect-downstream):"+b.String()), 0o644); err != nil {
+			t.Errorf("writing the table: %v", err)
+		}
+	}
 
 	// rules.sh gives the quota gateway the adaptive limit too, live.
 	s.rulesSh(t)
