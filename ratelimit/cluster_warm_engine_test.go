@@ -1,8 +1,12 @@
 package ratelimit
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicegw/sluice/internal/redistest"
 	"github.com/sluicegw/sluice/rulestore"
@@ -106,5 +110,42 @@ func TestClusterWarmUpColdBurst(t *testing.T) {
 	}
 	if n := admitted[0] + admitted[1]; n < lo || n > hi || admitted[0] == 0 || admitted[1] == 0 {
 		t.Fatalf("cold burst: admitted %v (of 30, in %v), want %d..%d across both instances (two local curves would admit %d)", admitted, took, lo, hi, 2*lo)
+	}
+}
+
+// On a real three-node Redis Cluster each key's curve lives in its slot's
+// node (hash-tagged key): every cold key's first request goes at once and
+// its second gets the model's next slot, about cold_factor/qps later.
+func TestClusterWarmUpOnRedisCluster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	b := &testBackend{c: newTestClient(t, cl.Addrs()...), instances: 1}
+	r := clusterRule(t, rulestore.Fields{"qps": "10", "control_behavior": "warm_up_pace", "warm_up_period": "1m",
+		"max_queue_wait": "1s", "key_resolver": "userId"})
+	l := instance(t, b, "warm-cluster")
+	slot := time.Duration(modelSlots(10, 3, int64(time.Minute), 2)[1])
+	for k := 0; k < 12; k++ {
+		key := fmt.Sprintf("user-%d", k)
+		start := time.Now()
+		first, second := take(l, r, key), take(l, r, key)
+		took := time.Since(start)
+		if !first.OK() || first.Wait != 0 || !second.OK() || second.Wait <= int64(slot-took-time.Millisecond) || second.Wait > int64(slot+time.Millisecond) {
+			t.Fatalf("%s: %+v then %+v, want at once then %v later", key, first, second, slot)
+		}
+		for _, d := range []Decision{first, second} {
+			if d.queued != nil {
+				d.queued.Add(-1)
+			}
+		}
+	}
+	used := 0
+	for _, n := range cl.Nodes {
+		c := redis.NewClient(&redis.Options{Addr: n.Addr})
+		if keys, _ := c.Keys(context.Background(), "t:ratelimit:wu:*").Result(); len(keys) > 0 {
+			used++
+		}
+		c.Close()
+	}
+	if used < 2 {
+		t.Fatalf("curves on %d node(s), want them spread over the cluster", used)
 	}
 }
