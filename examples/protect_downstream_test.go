@@ -98,10 +98,12 @@ func TestProtectDownstream(t *testing.T) {
 	}
 	// Pacing spaces admissions 25 ms apart: at most 1 per 10 ms slot and
 	// 4 per 100 ms. A stalled process (GC, a busy machine, -race) releases
-	// the timers that came due meanwhile together; allow a 75 ms stall: 4
-	// per 10 ms, 7 per 100 ms. The burst's pulse would be 40.
-	if paced.max10ms > 4 || paced.max100ms > 7 {
-		t.Errorf("paced: %d per 10 ms, %d per 100 ms; want <= 4 and <= 7 (no pulse)", paced.max10ms, paced.max100ms)
+	// the timers that came due meanwhile together: a stall of s releases
+	// s/25ms + 1 at once, and a 100 ms window then holds (s + 100 ms)/25ms.
+	// Allow a 100 ms stall (5 per 10 ms was seen at load average 14 on 2
+	// cores): 5 per 10 ms, 8 per 100 ms. The burst's pulse would be 40.
+	if paced.max10ms > 5 || paced.max100ms > 8 {
+		t.Errorf("paced: %d per 10 ms, %d per 100 ms; want <= 5 and <= 8 (no pulse)", paced.max10ms, paced.max100ms)
 	}
 	// The adaptive limit keeps the service near its capacity: in flight
 	// settles about 1.35 C (the tolerance of 25% plus the headroom). It
