@@ -121,9 +121,10 @@ func TestProtectDownstream(t *testing.T) {
 		}
 		// Time in the service stays near the uncontended 200 ms (about
 		// 270 ms at the settled limit); <= 2× is the claim, asserted with
-		// room: 3×.
-		if adaptive.p99[i] > 3*pdWork || adaptive.p99[i] == 0 {
-			t.Errorf("adaptive, phase %d: p99 %v in the service, want <= %v", i+1, adaptive.p99[i], 3*pdWork)
+		// room: 3×, plus the gateway's longest stall (the requests it
+		// held meanwhile then queue in the service together).
+		if limit := 3*pdWork + adaptive.stall; adaptive.p99[i] > limit || adaptive.p99[i] == 0 {
+			t.Errorf("adaptive, phase %d: p99 %v in the service, want <= %v (3 × %v + a stall of %v)", i+1, adaptive.p99[i], limit, pdWork, adaptive.stall)
 		}
 	}
 }
