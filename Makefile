@@ -17,7 +17,10 @@ test:
 	./scripts/ensure-chromium.sh
 	@unformatted="$$(gofmt -l .)"; if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	go vet ./...
-	go test -race -count=1 -timeout 30m ./...
+	@rm -rf bin/reports && mkdir -p bin/reports
+	SLUICE_REPORT_DIR=$(CURDIR)/bin/reports go test -race -count=1 -timeout 30m ./...
+	@# go test shows a passing test's log only with -v: the tables the tests printed
+	@for f in bin/reports/*.txt; do [ -f "$$f" ] && cat "$$f"; done; true
 
 # Unit tests only: no Redis, no Caddy.
 test-short:

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,7 +39,8 @@ type pdRun struct {
 	inFlight          [2]float64 // mean in flight at the upstream
 	maxInFlight       [2]int
 	p99               [2]time.Duration // time in the upstream (queue + work)
-	max10ms, max100ms int              // most arrivals at the upstream in one 10 ms / 100 ms slot, whole run
+	max10ms, max100ms int              // most requests the gateway let go in one 10 ms / 100 ms slot (X-Sent-At), whole run
+	stall             time.Duration    // the longest this process (the gateway) stalled during the run
 }
 
 // TestProtectDownstream: examples/protect-downstream. Three gateways, one
@@ -55,14 +58,20 @@ func TestProtectDownstream(t *testing.T) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nservice: %d workers × %v (%d req/s), halved to %d after %v; offered %d req/s after a burst of %d\n",
 		pdCapA, pdWork, int(float64(pdCapA)/pdWork.Seconds()), pdCapB, pdPhaseLen, pdRate, pdBurst)
-	fmt.Fprintf(&b, "%-28s %17s %19s %17s %21s %17s\n", "gateway", "admitted req/s", "in flight (mean)", "max in flight", "p99 in upstream", "max per 10/100ms")
+	fmt.Fprintf(&b, "%-28s %17s %19s %17s %21s %17s %9s\n", "gateway", "admitted req/s", "in flight (mean)", "max in flight", "p99 in upstream", "max per 10/100ms", "stall")
 	fmt.Fprintf(&b, "%-28s %8s %8s %9s %9s %8s %8s %10s %10s\n", "", "healthy", "slowed", "healthy", "slowed", "healthy", "slowed", "healthy", "slowed")
 	for _, r := range runs {
-		fmt.Fprintf(&b, "%-28s %8.1f %8.1f %9.1f %9.1f %8d %8d %10v %10v %10d/%d\n", r.name, r.admitted[0], r.admitted[1],
+		fmt.Fprintf(&b, "%-28s %8.1f %8.1f %9.1f %9.1f %8d %8d %10v %10v %10d/%-6d %9v\n", r.name, r.admitted[0], r.admitted[1],
 			r.inFlight[0], r.inFlight[1], r.maxInFlight[0], r.maxInFlight[1],
-			r.p99[0], r.p99[1], r.max10ms, r.max100ms)
+			r.p99[0], r.p99[1], r.max10ms, r.max100ms, r.stall.Round(time.Millisecond))
 	}
 	t.Log(b.String())
+	// make test runs without -v, so it asks for the table in a file.
+	if dir := os.Getenv("SLUICE_REPORT_DIR"); dir != "" {
+		if err := os.WriteFile(filepath.Join(dir, "protect-downstream.txt"), []byte("TestProtectDownstream (examples/protect-downstream):"+b.String()), 0o644); err != nil {
+			t.Errorf("writing the table: %v", err)
+		}
+	}
 
 	// rules.sh gives the quota gateway the adaptive limit too, live.
 	s.rulesSh(t)
@@ -89,11 +98,15 @@ func TestProtectDownstream(t *testing.T) {
 		t.Errorf("qps quota: most arrivals in 100 ms %d, want the burst's pulse (>= 10)", plain.max100ms)
 	}
 	// Pacing spaces admissions 25 ms apart: at most 1 per 10 ms slot and
-	// 4 per 100 ms. A stalled process (GC, a busy machine, -race) releases
-	// the timers that came due meanwhile together; allow a 75 ms stall: 4
-	// per 10 ms, 7 per 100 ms. The burst's pulse would be 40.
-	if paced.max10ms > 4 || paced.max100ms > 7 {
-		t.Errorf("paced: %d per 10 ms, %d per 100 ms; want <= 4 and <= 7 (no pulse)", paced.max10ms, paced.max100ms)
+	// 5 per 100 ms (counted by when the gateway let them go). A stalled
+	// gateway process (GC, -race, a busy machine) releases the timers
+	// that came due meanwhile together: a stall of s lets go
+	// (s + window)/25ms + 1 in one window. The run measured its longest
+	// stall; the burst's pulse would be 40.
+	slots := func(window time.Duration) int { return int((paced.stall+window)/(25*time.Millisecond)) + 1 }
+	if paced.max10ms > slots(10*time.Millisecond) || paced.max100ms > slots(100*time.Millisecond) {
+		t.Errorf("paced: %d per 10 ms, %d per 100 ms with a longest stall of %v; want <= %d and <= %d (no pulse)",
+			paced.max10ms, paced.max100ms, paced.stall, slots(10*time.Millisecond), slots(100*time.Millisecond))
 	}
 	// The adaptive limit keeps the service near its capacity: in flight
 	// settles about 1.35 C (the tolerance of 25% plus the headroom). It
@@ -108,9 +121,10 @@ func TestProtectDownstream(t *testing.T) {
 		}
 		// Time in the service stays near the uncontended 200 ms (about
 		// 270 ms at the settled limit); <= 2× is the claim, asserted with
-		// room: 3×.
-		if adaptive.p99[i] > 3*pdWork || adaptive.p99[i] == 0 {
-			t.Errorf("adaptive, phase %d: p99 %v in the service, want <= %v", i+1, adaptive.p99[i], 3*pdWork)
+		// room: 3×, plus the gateway's longest stall (the requests it
+		// held meanwhile then queue in the service together).
+		if limit := 3*pdWork + adaptive.stall; adaptive.p99[i] > limit || adaptive.p99[i] == 0 {
+			t.Errorf("adaptive, phase %d: p99 %v in the service, want <= %v (3 × %v + a stall of %v)", i+1, adaptive.p99[i], limit, pdWork, adaptive.stall)
 		}
 	}
 }
@@ -153,6 +167,25 @@ func drive(t *testing.T, name, gateway, upstream string) pdRun {
 		run.inFlight[phase], run.maxInFlight[phase] = st["mean_in_flight"], int(st["max_in_flight"])
 		run.p99[phase] = time.Duration(st["p99_ms"]) * time.Millisecond
 	}
+	// The stall monitor: a 1 ms ticker's longest silence beyond 1 ms.
+	stopStall := make(chan struct{})
+	stallDone := make(chan struct{})
+	go func() {
+		defer close(stallDone)
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		prev := time.Now()
+		for {
+			select {
+			case <-stopStall:
+				return
+			case <-tick.C:
+				now := time.Now()
+				run.stall = max(run.stall, now.Sub(prev)-time.Millisecond)
+				prev = now
+			}
+		}
+	}()
 	begin := time.Now()
 	for i := 0; i < pdBurst; i++ {
 		send(0)
@@ -180,6 +213,8 @@ func drive(t *testing.T, name, gateway, upstream string) pdRun {
 		send(int(at / pdPhaseLen))
 	}
 	read(1)
+	close(stopStall)
+	<-stallDone
 	cancel()
 	wg.Wait()
 	for i := range ok {

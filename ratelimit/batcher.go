@@ -104,6 +104,12 @@ func (b *batcher) runPace(key string, interval float64, maxWait int64, timeout t
 	return b.runScript(paceScript, key, [4]any{interval, maxWait}, timeout)
 }
 
+// runWarm takes a warm-up slot (warmLua) through the batcher: stable and
+// tolerance in µs, period in µs.
+func (b *batcher) runWarm(key string, stable, coldFactor float64, period, tolerance int64, timeout time.Duration) (grant, error) {
+	return b.runScript(warmScript, key, [4]any{stable, coldFactor, period, tolerance}, timeout)
+}
+
 // runScript runs script on key with args (a trailing nil ends them).
 func (b *batcher) runScript(script *redis.Script, key string, args [4]any, timeout time.Duration) (grant, error) {
 	c := callPool.Get().(*scriptCall)

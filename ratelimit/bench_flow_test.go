@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -140,4 +141,83 @@ func paceGaps(b *testing.B, hs ...*Handler) {
 	b.ReportMetric(errs[len(errs)/2], "µs-p50-gap-error")
 	b.ReportMetric(sum/float64(len(errs)), "µs-mean-gap-error")
 	b.ReportMetric(errs[len(errs)*99/100], "µs-p99-gap-error")
+}
+
+// BenchmarkAdaptiveHealthyThroughput is what max_concurrent adaptive (all
+// defaults) costs in front of a healthy upstream: one whose latency does
+// not grow with load (10 ms, slept). 40 clients in a closed loop send
+// b.N requests through the handler, first with no in-flight limit, then
+// with the adaptive one; a refused request costs its client the time an
+// answer would have taken, so lost admissions are lost throughput. It
+// reports both rates and the adaptive one as a percentage of none, over
+// the whole run (the start's minRTT measurement at min_limit and the climb
+// from initial_limit included) and over its second half (steady state).
+// Goal: >= 97 % (the "costs <= 3 % throughput").
+func BenchmarkAdaptiveHealthyThroughput(b *testing.B) {
+	const clients, latency = 40, 10 * time.Millisecond
+	run := func(f rulestore.Fields) (whole, second float64, refused int64) {
+		r, err := ParseRule(InlineID(f), f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		lim := newLimiter(r.ID, nil)
+		defer lim.Destruct()
+		h := &Handler{inline: r, fixed: lim}
+		next := caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error {
+			time.Sleep(latency) // sleep: the upstream's latency, the same at any concurrency
+			return nil
+		})
+		var mu sync.Mutex
+		admitted := make([]int64, 0, b.N)
+		var nref atomic.Int64
+		work := make(chan struct{}, b.N)
+		for i := 0; i < b.N; i++ {
+			work <- struct{}{}
+		}
+		close(work)
+		start := monotonicNow()
+		var wg sync.WaitGroup
+		for c := 0; c < clients; c++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range work {
+					req := httptest.NewRequest("GET", "/", nil)
+					req = req.WithContext(context.WithValue(req.Context(), caddy.ReplacerCtxKey, caddy.NewReplacer()))
+					w := &floodWriter{h: http.Header{}}
+					if err := h.ServeHTTP(w, req, next); err != nil {
+						b.Error(err)
+					}
+					if w.status != 0 && w.status != http.StatusOK {
+						nref.Add(1)
+						time.Sleep(latency) // sleep: a refused request costs its client an answer's time
+						continue
+					}
+					t := monotonicNow()
+					mu.Lock()
+					admitted = append(admitted, t)
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		end := monotonicNow()
+		mid := start + (end-start)/2
+		var n2 int
+		for _, t := range admitted {
+			if t >= mid {
+				n2++
+			}
+		}
+		return float64(len(admitted)) / (float64(end-start) / 1e9), float64(n2) / (float64(end-mid) / 1e9), nref.Load()
+	}
+	b.ResetTimer()
+	noneWhole, noneSecond, _ := run(rulestore.Fields{"qps": "1e9", "key_resolver": "global", "headers": "off"})
+	adWhole, adSecond, refused := run(rulestore.Fields{"qps": "1e9", "key_resolver": "global", "headers": "off", "max_concurrent": "adaptive"})
+	b.StopTimer()
+	b.ReportMetric(noneWhole, "none-req/s")
+	b.ReportMetric(adWhole, "adaptive-req/s")
+	b.ReportMetric(float64(refused), "adaptive-refused")
+	b.ReportMetric(100*adWhole/noneWhole, "%-of-none-whole")
+	b.ReportMetric(100*adSecond/noneSecond, "%-of-none-2nd-half")
 }

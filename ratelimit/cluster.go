@@ -101,7 +101,7 @@ func (e *clusterEngine) Take(r *Rule, key []byte, now int64) Decision {
 	if !d.OK() {
 		return d
 	}
-	if r.Flow.Behavior == Pace {
+	if r.Flow.Behavior != Reject {
 		e.pace(r, key, now, &d)
 	} else {
 		e.decide(r, key, now, &d)
@@ -243,10 +243,15 @@ func (e *clusterEngine) call(r *Rule, l *Limits, key []byte, min, max int64) (gr
 	var rkey string
 	var res grant
 	var err error
-	if r.Flow.Behavior == Pace {
+	switch fl := &r.Flow; {
+	case fl.Behavior.warms():
+		rkey = redisKeyOf(ref.b.KeyPrefix(), "wu", r.ID, key)
+		res, err = g.batch.runWarm(rkey, math.Min(float64(min)/l.QPS, maxFlowSeconds)*1e6, fl.ColdFactor, fl.WarmUpPeriod/1000,
+			fl.tolerance(l, float64(min))/1000, r.RedisTimeout)
+	case fl.Behavior == Pace:
 		rkey = redisKeyOf(ref.b.KeyPrefix(), "pc", r.ID, key)
 		res, err = g.batch.runPace(rkey, math.Min(float64(min)/l.QPS, maxFlowSeconds)*1e6, r.Flow.MaxQueueWait/1000, r.RedisTimeout)
-	} else {
+	default:
 		rkey = redisKey(ref.b.KeyPrefix(), e.typ, r.ID, key)
 		res, err = g.batch.run(e.typ, rkey, l, min, max, r.RedisTimeout)
 	}
@@ -346,6 +351,9 @@ func scaleLimits(r *Rule, l *Limits, n int) Limits {
 		s.Burst = max(cost, math.Floor(l.Burst/f))
 		s.quota = int64(s.Burst)
 		s.window = int64(math.Ceil(s.Burst / s.QPS))
+	}
+	if r.Flow.Behavior.warms() {
+		s.warm = newWarmModel(s.QPS, r.Flow.ColdFactor, r.Flow.WarmUpPeriod)
 	}
 	s.advertise(r.ID)
 	s.boxScriptArgs(r.Type)

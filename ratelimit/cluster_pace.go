@@ -19,6 +19,11 @@ import "math"
 // could come (exact: other instances can only move the schedule later; a
 // changed rule forgets it), so a flood of refused requests does not reach
 // Redis either.
+//
+// Warm-up with scope cluster goes the same way, its curve in Redis
+// (warmLua): warm_up_pace waits for its slot as pace does; warm_up takes
+// no place in the queue and does not wait (a slot within its tolerance is
+// admitted at once, as the local warm_up does).
 func (e *clusterEngine) pace(r *Rule, key []byte, now int64, d *Decision) {
 	s, _, ls := e.lockLease(r, key, now)
 	if ls.refusing(r, now) {
@@ -27,6 +32,10 @@ func (e *clusterEngine) pace(r *Rule, key []byte, now int64, d *Decision) {
 		return
 	}
 	s.mu.Unlock()
+	if !r.Flow.Behavior.paces() {
+		e.warmUp(r, key, now, d, s, ls)
+		return
+	}
 	q := &e.slots.queued
 	if q.Add(1) > r.Flow.MaxQueued {
 		q.Add(-1)
@@ -56,5 +65,22 @@ func (e *clusterEngine) pace(r *Rule, key []byte, now int64, d *Decision) {
 		q.Add(-1)
 	default:
 		d.Wait, d.queued = g.wait, q
+	}
+}
+
+// warmUp decides a request of a warm_up cluster rule: admitted at once or
+// refused (the refusal remembered), never waiting.
+func (e *clusterEngine) warmUp(r *Rule, key []byte, now int64, d *Decision, s *shard, ls *leaseState) {
+	g, err := e.call(r, d.Limits, key, r.Cost, r.Cost)
+	if err != nil {
+		e.fail(r, key, now, d)
+		return
+	}
+	d.Remaining, d.Reset = g.remaining, g.reset
+	if g.n == 0 {
+		d.Reason, d.RetryAfter = RateLimited, g.wait
+		s.mu.Lock()
+		ls.deniedUntil, ls.deniedBy, ls.resetAt = now+g.wait, r, now+g.reset
+		s.mu.Unlock()
 	}
 }

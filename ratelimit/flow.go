@@ -60,17 +60,11 @@ func (e *localEngine) admitAdaptive(r *Rule, d *Decision) bool {
 // d.RetryAfter. It fills d.Remaining and d.Reset.
 func (e *localEngine) shape(r *Rule, ent *entry, l *Limits, now int64, cost float64, d *Decision) bool {
 	fl := &r.Flow
-	tolerance := fl.MaxQueueWait
-	if !fl.Behavior.paces() {
-		// warm_up refuses instead of queueing: a burst of `burst` requests
-		// may go at once (a burst of burst/cold_factor while cold).
-		tolerance = ceilNanos(math.Min((l.Burst-cost)/l.QPS, maxFlowSeconds))
-	}
-	var m warmModel
+	tolerance := fl.tolerance(l, cost)
+	m := &l.warm
 	var wait int64
 	if fl.Behavior.warms() {
-		m = newWarmModel(l.QPS, fl.ColdFactor, fl.WarmUpPeriod)
-		ent.warm.sync(now, &m)
+		ent.warm.sync(now, m)
 		wait = ent.warm.next - now
 	} else {
 		wait = ent.pace.slot(now)
@@ -90,7 +84,7 @@ func (e *localEngine) shape(r *Rule, ent *entry, l *Limits, now int64, cost floa
 	interval := ceilNanos(math.Min(cost/l.QPS, maxFlowSeconds))
 	var next int64
 	if fl.Behavior.warms() {
-		ent.warm.take(now, cost, &m, tolerance)
+		ent.warm.take(now, cost, m, tolerance)
 		next = ent.warm.next
 		interval = int64(m.interval(ent.warm.stored))
 	} else {
@@ -102,6 +96,17 @@ func (e *localEngine) shape(r *Rule, ent *entry, l *Limits, now int64, cost floa
 		d.Remaining = int64(math.Floor(float64(free)/float64(max(interval, 1)))) + 1
 	}
 	return true
+}
+
+// tolerance is how far ahead (ns) a request's slot may lie and the
+// request still be admitted: max_queue_wait when it waits for the slot;
+// for warm_up, which refuses instead of queueing, the time of a burst of
+// `burst` requests (of burst/cold_factor while cold).
+func (fl *Flow) tolerance(l *Limits, cost float64) int64 {
+	if fl.Behavior.paces() {
+		return fl.MaxQueueWait
+	}
+	return ceilNanos(math.Min((l.Burst-cost)/l.QPS, maxFlowSeconds))
 }
 
 // FlowState is a rule's flow shaping in GET /sluice/state.

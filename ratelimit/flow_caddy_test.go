@@ -208,7 +208,7 @@ func TestFlowValidateErrors(t *testing.T) {
 		{"ratelimit {\n\t\tqps 10\n\t\tcontrol_behavior warm_up\n\t\twarm_up_period 10s\n\t\tcold_factor 1\n\t}", 12, "field cold_factor=\"1\": want a number > 1"},
 		{"ratelimit {\n\t\tqps 10\n\t\tmax_concurrent adaptive\n\t\tmin_limit 20\n\t\tmax_limit 10\n\t}", 11, "field min_limit=\"20\": 20 exceeds max_limit 10"},
 		{"ratelimit {\n\t\tqps 10\n\t\tmax_concurrent adaptive\n\t\tscope cluster\n\t}", 10, "field max_concurrent=\"adaptive\": adaptive works per instance only"},
-		{"ratelimit {\n\t\tqps 10\n\t\tcontrol_behavior warm_up\n\t\twarm_up_period 10s\n\t\tscope cluster\n\t}", 10, "field control_behavior=\"warm_up\": warm_up works per instance only"},
+		{"ratelimit {\n\t\tqps 10\n\t\tcontrol_behavior warm_up\n\t\twarm_up_period 10s\n\t\tscope cluster\n\t\tlease_size 5\n\t}", 13, "field lease_size=\"5\": does not apply to control_behavior warm_up with scope cluster"},
 	}
 	for _, c := range cases {
 		s := caddyfile(t, "", "\t"+c.body+"\n\trespond \"ok\"")

@@ -95,9 +95,6 @@ func (r *Rule) parseFlow(f rulestore.Fields, get func(string) (string, bool)) er
 			if r.Type != TokenBucket {
 				return f.Errorf("control_behavior", "%s applies to limit_type token_bucket only", fl.Behavior)
 			}
-			if r.Cluster() && fl.Behavior.warms() {
-				return f.Errorf("control_behavior", "%s works per instance only (scope local): each instance warms up its own rate; with scope cluster use pace", fl.Behavior)
-			}
 			if r.Cluster() && r.LeaseSize > 0 {
 				return f.Errorf("lease_size", "does not apply to control_behavior %s with scope cluster: each request reserves its own slot in Redis", fl.Behavior)
 			}
@@ -167,6 +164,12 @@ func (r *Rule) parseFlow(f rulestore.Fields, get func(string) (string, bool)) er
 			if _, ok := get(name); ok {
 				return f.Errorf(name, "applies to max_concurrent adaptive only")
 			}
+		}
+	}
+	if fl.Behavior.warms() {
+		r.Limits.warm = newWarmModel(r.Limits.QPS, fl.ColdFactor, fl.WarmUpPeriod)
+		for _, l := range r.Overrides {
+			l.warm = newWarmModel(l.QPS, fl.ColdFactor, fl.WarmUpPeriod)
 		}
 	}
 	r.idle = max(r.idle, fl.idle(r))

@@ -23,7 +23,7 @@ func TestFlowRuleErrorsNameTheField(t *testing.T) {
 		{rulestore.Fields{"qps": "10", "control_behavior": "pace", "burst": "20"}, "burst", "does not apply"},
 		{rulestore.Fields{"qps": "10", "control_behavior": "leaky"}, "control_behavior", "want reject, pace"},
 		{rulestore.Fields{"qps": "10", "control_behavior": "pace", "limit_type": "sliding_window"}, "control_behavior", "token_bucket only"},
-		{rulestore.Fields{"qps": "10", "control_behavior": "warm_up_pace", "warm_up_period": "10s", "scope": "cluster"}, "control_behavior", "scope local"},
+		{rulestore.Fields{"qps": "10", "control_behavior": "warm_up_pace", "warm_up_period": "10s", "scope": "cluster", "lease_size": "5"}, "lease_size", "reserves its own slot"},
 		{rulestore.Fields{"qps": "10", "control_behavior": "pace", "scope": "cluster", "lease_size": "5"}, "lease_size", "reserves its own slot"},
 		{rulestore.Fields{"qps": "10", "control_behavior": "warm_up"}, "warm_up_period", "required"},
 		{rulestore.Fields{"qps": "10", "control_behavior": "warm_up", "warm_up_period": "10s", "cold_factor": "1"}, "cold_factor", "> 1"},

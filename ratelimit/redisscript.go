@@ -126,6 +126,7 @@ func parseGrant(cmd *redis.Cmd) (grant, error) {
 //	<prefix>ratelimit:tb:{<rule-id>:<key>}   token bucket
 //	<prefix>ratelimit:sw:{<rule-id>:<key>}   sliding window
 //	<prefix>ratelimit:pc:{<rule-id>:<key>}   token bucket, control_behavior pace
+//	<prefix>ratelimit:wu:{<rule-id>:<key>}   token bucket, warm_up or warm_up_pace
 //
 // The hash tag spreads a rule's keys over a Redis Cluster while keeping all
 // of one key's state in one slot. The engine is in the name, so changing

@@ -148,6 +148,10 @@ type Limits struct {
 	// scriptArgs are the engine's numbers for the cluster scripts, boxed
 	// once: token bucket qps and burst, sliding window µs and limit.
 	scriptArgs [2]any
+
+	// warm is the warm-up curve of a warm_up/warm_up_pace rule, derived
+	// once from QPS (its divisions would double the decision's cost).
+	warm warmModel
 }
 
 var knownFields = []string{

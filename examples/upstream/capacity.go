@@ -84,8 +84,14 @@ func (k *workers) routes(mux *http.ServeMux) {
 
 func (k *workers) serve(w http.ResponseWriter, r *http.Request) {
 	arrival := time.Now()
+	// Pulses are counted by when the gateway let the request go, when it
+	// says so: a stall of this process must not make a pulse of its own.
+	sent, err := strconv.ParseInt(r.Header.Get("X-Sent-At"), 10, 64)
+	if err != nil {
+		sent = arrival.UnixMilli()
+	}
 	k.mu.Lock()
-	k.arrived(arrival.UnixMilli())
+	k.arrived(sent)
 	k.account(arrival)
 	k.inFlight++
 	k.maxInFlight = max(k.maxInFlight, k.inFlight)
