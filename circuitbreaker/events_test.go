@@ -2,7 +2,6 @@ package circuitbreaker_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sync"
 	"testing"
@@ -60,15 +59,7 @@ http://127.0.0.1:%d {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cfg map[string]any
-	json.Unmarshal(cfgJSON, &cfg)
-	cfg["apps"].(map[string]any)["events"] = map[string]any{
-		"subscriptions": []any{map[string]any{
-			"events":   []string{"circuit_open", "circuit_half_open", "circuit_closed"},
-			"handlers": []any{map[string]any{"handler": "cbtest_record"}},
-		}},
-	}
-	cfgJSON, _ = json.Marshal(cfg)
+	cfgJSON = testcaddy.SubscribeEvents(t, cfgJSON, "cbtest_record", "circuit_open", "circuit_half_open", "circuit_closed")
 	testcaddy.RunJSON(t, cfgJSON) // skipped under -short; stopped at cleanup
 	url := fmt.Sprintf("http://127.0.0.1:%d", port)
 

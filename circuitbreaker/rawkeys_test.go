@@ -89,15 +89,7 @@ http://127.0.0.1:%d {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cfg map[string]any
-	json.Unmarshal(cfgJSON, &cfg)
-	cfg["apps"].(map[string]any)["events"] = map[string]any{
-		"subscriptions": []any{map[string]any{
-			"events":   []string{"circuit_open"},
-			"handlers": []any{map[string]any{"handler": "cbtest_keys"}},
-		}},
-	}
-	cfgJSON, _ = json.Marshal(cfg)
+	cfgJSON = testcaddy.SubscribeEvents(t, cfgJSON, "cbtest_keys", "circuit_open")
 	if err := caddy.Load(cfgJSON, true); err != nil {
 		t.Fatal(err)
 	}

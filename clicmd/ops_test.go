@@ -99,15 +99,7 @@ func loadWithEvents(t *testing.T, caddyfile string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cfg map[string]any
-	json.Unmarshal(cfgJSON, &cfg)
-	cfg["apps"].(map[string]any)["events"] = map[string]any{
-		"subscriptions": []any{map[string]any{
-			"events":   []string{"ratelimit_exceeded", "circuit_open", "rule_updated", "rule_rejected"},
-			"handlers": []any{map[string]any{"handler": "opstest_record"}},
-		}},
-	}
-	cfgJSON, _ = json.Marshal(cfg)
+	cfgJSON = testcaddy.SubscribeEvents(t, cfgJSON, "opstest_record", "ratelimit_exceeded", "circuit_open", "rule_updated", "rule_rejected")
 	testcaddy.RunJSON(t, cfgJSON) // skipped under -short; stopped at cleanup
 }
 

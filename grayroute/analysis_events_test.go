@@ -2,7 +2,6 @@ package grayroute_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sync"
 	"testing"
@@ -84,15 +83,7 @@ func TestAnalysisEventsAndMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cfg map[string]any
-	json.Unmarshal(cfgJSON, &cfg)
-	cfg["apps"].(map[string]any)["events"] = map[string]any{
-		"subscriptions": []any{map[string]any{
-			"events":   []string{"gray_analysis", "gray_rolled_back", "gray_promoted"},
-			"handlers": []any{map[string]any{"handler": "graytest_record"}},
-		}},
-	}
-	cfgJSON, _ = json.Marshal(cfg)
+	cfgJSON = testcaddy.SubscribeEvents(t, cfgJSON, "graytest_record", "gray_analysis", "gray_rolled_back", "gray_promoted")
 	testcaddy.RunJSON(t, cfgJSON)
 	adminURL := fmt.Sprintf("http://localhost:%d", admin)
 

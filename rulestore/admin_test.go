@@ -49,16 +49,7 @@ func runStoreWithEvents(t *testing.T, store map[string]any) *instance {
 	seenEvents.list = nil
 	seenEvents.Unlock()
 	in := &instance{t: t, admin: testcaddy.FreePort(t), logPath: t.TempDir() + "/caddy.log", cfg: store}
-	var cfg map[string]any
-	json.Unmarshal(in.json(store), &cfg)
-	cfg["apps"].(map[string]any)["events"] = map[string]any{
-		"subscriptions": []any{map[string]any{
-			"events":   []string{EventRuleUpdated, EventRuleRejected},
-			"handlers": []any{map[string]any{"handler": "rstest_record"}},
-		}},
-	}
-	b, _ := json.Marshal(cfg)
-	testcaddy.RunJSON(t, b)
+	testcaddy.RunJSON(t, testcaddy.SubscribeEvents(t, in.json(store), "rstest_record", EventRuleUpdated, EventRuleRejected))
 	return in
 }
 
