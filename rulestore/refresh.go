@@ -15,7 +15,9 @@ import (
 // within that time does not re-read it at once but defers it to when the
 // entry expires. A real creation of such an id (HSET, then PUBLISH) is thus
 // applied at most absentTTL late, never lost; ids nobody junked before are
-// not delayed at all.
+// not delayed at all. Ids declared in the config are never remembered
+// absent: a DEL restores their static rule, and a kill switch written
+// right after that must not wait out the cache.
 const (
 	refreshBatch = 500                    // ids per pipelined round trip
 	drainLimit   = 2000                   // messages taken before re-reading
@@ -25,13 +27,14 @@ const (
 
 // refreshQueue is owned by the run goroutine.
 type refreshQueue struct {
+	ttl      time.Duration         // how long an absent id is remembered
 	pending  map[ruleRef]struct{}  // to re-read in the next batch
 	deferred map[ruleRef]struct{}  // named again while remembered absent
 	absent   map[ruleRef]time.Time // found absent: remembered until
 }
 
 func newRefreshQueue() refreshQueue {
-	return refreshQueue{pending: map[ruleRef]struct{}{}, deferred: map[ruleRef]struct{}{}, absent: map[ruleRef]time.Time{}}
+	return refreshQueue{ttl: absentTTL, pending: map[ruleRef]struct{}{}, deferred: map[ruleRef]struct{}{}, absent: map[ruleRef]time.Time{}}
 }
 
 // add queues a published id. now is the time the message was taken.
@@ -61,7 +64,8 @@ func (q *refreshQueue) due(now time.Time) {
 	}
 }
 
-// found records the result of a re-read.
+// found records the result of a re-read; present is true for a hash found
+// and for an id the config declares (whose absence is never junk).
 func (q *refreshQueue) found(ref ruleRef, present bool, now time.Time) {
 	if present {
 		delete(q.absent, ref)
@@ -70,7 +74,7 @@ func (q *refreshQueue) found(ref ruleRef, present bool, now time.Time) {
 	if len(q.absent) >= absentMax {
 		return // full of junk: re-read, as without the cache
 	}
-	q.absent[ref] = now.Add(absentTTL)
+	q.absent[ref] = now.Add(q.ttl)
 }
 
 // take returns the pending ids and empties the set.
@@ -128,7 +132,7 @@ func (s *redisSource) refreshAll(ctx context.Context, refs []ruleRef) error {
 				return err
 			}
 			s.refreshed[ref] = now.UnixNano()
-			s.queue.found(ref, len(fields) > 0, now)
+			s.queue.found(ref, len(fields) > 0 || s.staticRule(ref.kind, ref.id) != nil, now)
 			if len(fields) == 0 {
 				s.remove(ref.kind, ref.id)
 				continue

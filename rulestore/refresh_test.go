@@ -6,7 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
+	"github.com/redis/go-redis/v9"
+
 	"github.com/sluicegw/sluice/internal/redistest"
+	"github.com/sluicegw/sluice/internal/testcaddy"
 )
 
 func TestRefreshQueueCollapsesAndDefersAbsentIDs(t *testing.T) {
@@ -93,5 +97,71 @@ func TestJunkedIDCreatedLaterIsApplied(t *testing.T) {
 		}
 		push(t, c, id, "qps", "9")
 		in.waitQPS(id, "9")
+	}
+}
+
+// TestDeclaredIDNotRememberedAbsent: a DEL of a declared rule's overlay
+// restores the static rule, and a kill switch written right after it is
+// applied by its own message, not after the absent-id cache expires. The
+// cache is made an hour long here, so on the old code (declared ids
+// remembered absent like junk) the second overlay would never arrive
+// within the deadline; an undeclared id is still deferred.
+func TestDeclaredIDNotRememberedAbsent(t *testing.T) {
+	r := redistest.Start(t)
+	c := r.Client()
+	app := &App{
+		Redis:     &RedisConfig{URL: r.URL()},
+		Resync:    caddy.Duration(time.Hour),
+		RateLimit: map[string]Fields{"declared": {"limit_type": "token_bucket", "qps": "5"}},
+	}
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	t.Cleanup(cancel)
+	if err := app.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	app.source.queue.ttl = time.Hour // before Start: the run goroutine owns the queue after
+	app.Start()
+	t.Cleanup(func() { app.Cleanup() })
+	qps := func(id string) string {
+		if r := app.Lookup(RateLimit, id); r != nil {
+			return r.Fields["qps"]
+		}
+		return ""
+	}
+	waitQPS := func(id, want string) {
+		t.Helper()
+		testcaddy.Eventually(t, 10*time.Second, id+" qps "+want, func() bool { return qps(id) == want })
+	}
+	ready := func() bool { st := app.Status(); return st.Connected && st.LastResync != nil }
+	testcaddy.Eventually(t, 10*time.Second, "store connected and loaded", ready)
+
+	push(t, c, "declared", "qps", "9")
+	waitQPS("declared", "9")
+	del(t, c, "declared")
+	waitQPS("declared", "5")
+	push(t, c, "declared", "qps", "1") // the kill switch, at once
+	waitQPS("declared", "1")
+
+	// An undeclared id found absent stays deferred (the junk guard).
+	del(t, c, "junk")
+	push(t, c, "marker", "qps", "2") // messages are handled in order
+	waitQPS("marker", "2")
+	push(t, c, "junk", "qps", "3")
+	push(t, c, "marker2", "qps", "2")
+	waitQPS("marker2", "2")
+	if got := qps("junk"); got != "" {
+		t.Fatalf("an undeclared id found absent was re-read at once (qps %q): the junk guard is gone", got)
+	}
+}
+
+// del deletes a rate-limit rule's hash and announces it.
+func del(t *testing.T, c redis.Cmdable, id string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := c.Del(ctx, "rate_limit:rule:"+id).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Publish(ctx, "gateway:rules:rate_limit", id).Err(); err != nil {
+		t.Fatal(err)
 	}
 }
