@@ -280,7 +280,7 @@ func quotaClient(t *testing.T, url string, limit int, sent, resets *int, stop ch
 			return
 		default:
 		}
-		// A reset before any response byte is resent once and counted (see
+		// A reset before any response byte is resent and counted (see
 		// doCounted); the next answer shows whether the lost attempt was
 		// counted by the limiter: it must not be.
 		resp, retried, err := doCounted(client, mustRequest(url, "X-User-Id: quota"))
