@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -41,6 +42,11 @@ type Handler struct {
 	holder *handlerkit.Holder[*ruleState]
 	logger *zap.Logger
 	refs   []rulestore.CaddyfileRef // rules named in the Caddyfile, checked when parsed
+	// ruleH and routeH hold the rule (Rule) or the binding (Route) as store
+	// handles, so a request reads it without looking its id up in the
+	// store's maps; routed is the handle of the rule a route is bound to.
+	ruleH, routeH *rulestore.Handle
+	routed        atomic.Pointer[rulestore.Handle]
 }
 
 // CaddyModule returns the Caddy module information.
@@ -74,10 +80,12 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		if err := store.Require(rulestore.CircuitBreaker, h.Rule); err != nil {
 			return fmt.Errorf("circuitbreaker: %w", err)
 		}
+		h.ruleH = store.Handle(rulestore.CircuitBreaker, h.Rule)
 	case h.Route != "":
 		if err := store.Require(rulestore.Binding, h.Route); err != nil {
 			return fmt.Errorf("circuitbreaker: %w", err)
 		}
+		h.routeH = store.Handle(rulestore.Binding, h.Route)
 	default:
 		id := inlineInstanceID(store, inlineID(h.Inline))
 		v, err := rulestore.Parse(rulestore.CircuitBreaker, id, h.Inline)
@@ -145,18 +153,22 @@ func (h *Handler) rule() *Rule {
 	if h.inline != nil {
 		return h.inline
 	}
-	id := h.Rule
+	id, hd := h.Rule, h.ruleH
 	if h.Route != "" {
-		b := h.store.Route(h.Route)
-		if b == nil {
+		br := h.routeH.Rule()
+		if br == nil {
 			h.store.WarnMissing(rulestore.Binding, h.Route)
 			return nil
 		}
-		if id = b.CircuitBreaker; id == "" {
+		if id = br.Value.(*rulestore.RouteBinding).CircuitBreaker; id == "" {
 			return nil
 		}
+		if hd = h.routed.Load(); hd == nil || hd.ID() != id {
+			hd = h.store.Handle(rulestore.CircuitBreaker, id)
+			h.routed.Store(hd)
+		}
 	}
-	r := h.store.Lookup(rulestore.CircuitBreaker, id)
+	r := hd.Rule()
 	if r == nil {
 		h.store.WarnMissing(rulestore.CircuitBreaker, id)
 		return nil

@@ -2,16 +2,19 @@ package ratelimit
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
 	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/sluicegw/sluice/internal/testcaddy"
 	"github.com/sluicegw/sluice/rulestore"
 )
 
@@ -107,12 +110,18 @@ func BenchmarkServeHTTP(b *testing.B) {
 	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 		return respond.ServeHTTP(w, r, nil)
 	})
-	for _, headers := range []string{"on", "off", "none"} {
+	for _, headers := range []string{"on", "off", "none", "store"} {
 		name := "headers=" + headers
 		var h caddyhttp.MiddlewareHandler = passThrough{}
-		if headers == "none" {
+		switch headers {
+		case "none":
 			name = "handler=none"
-		} else {
+		case "store":
+			// As scripts/bench.sh runs it: `ratelimit bench_rl`, a rule of
+			// the store, provisioned in a running config (headers on).
+			name = "rule=store"
+			h = provisionedHandler(b, "bench_rl", rulestore.Fields{"qps": "1e9", "key_resolver": "userId"})
+		default:
 			f := rulestore.Fields{"qps": "1e9", "key_resolver": "userId", "headers": headers}
 			r, err := ParseRule(InlineID(f), f)
 			if err != nil {
@@ -132,6 +141,7 @@ func BenchmarkServeHTTP(b *testing.B) {
 			var worker atomic.Int32
 			b.ReportAllocs()
 			b.ResetTimer()
+			defer reportCPU(b)()
 			b.RunParallel(func(pb *testing.PB) {
 				br := sets[int(worker.Add(1)-1)%procs]
 				w := &discardWriter{h: http.Header{}}
@@ -147,6 +157,45 @@ func BenchmarkServeHTTP(b *testing.B) {
 			})
 		})
 	}
+}
+
+// provisionedHandler provisions `ratelimit <id>` in a running in-process
+// Caddy whose rule store declares rule id with fields f, as a real config
+// does (the handler then reads its rule from the store per request).
+func provisionedHandler(t testing.TB, id string, f rulestore.Fields) *Handler {
+	t.Helper()
+	cfg, err := json.Marshal(map[string]any{
+		"admin": map[string]any{"disabled": true},
+		"apps":  map[string]any{"rulestore": map[string]any{"rate_limit": map[string]any{id: f}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testcaddy.RunJSON(t, cfg)
+	h := &Handler{Rule: id}
+	if err := h.Provision(caddy.ActiveContext()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Cleanup() })
+	return h
+}
+
+// reportCPU reports the process's CPU time (user + system, GC included)
+// per op when the returned func is called: on a machine shared with other
+// work, a steadier figure than wall-clock ns/op.
+func reportCPU(b *testing.B) func() {
+	start := processCPU()
+	return func() {
+		b.ReportMetric(float64(processCPU()-start)/float64(b.N), "cpu-ns/op")
+	}
+}
+
+func processCPU() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 type passThrough struct{}

@@ -41,14 +41,20 @@ type Handler struct {
 	inline *Rule
 	routed atomic.Pointer[routedLimiter]
 	logger *zap.Logger
+	// rule and route hold the rule (Rule) or the binding (Route) as store
+	// handles, so a request reads it without looking its id up in the
+	// store's maps (rulestore.Handle: what Lookup returns, two atomic loads
+	// while the store's layer is unchanged).
+	rule, route *rulestore.Handle
 
 	ruleTok, scopeTok caddyfile.Token // for errors pointing at the line
 	refs              []rulestore.CaddyfileRef
 }
 
 type routedLimiter struct {
-	id  string
-	lim *limiter
+	id   string
+	lim  *limiter
+	rule *rulestore.Handle
 }
 
 // limiters holds every rule id's state across config generations.
@@ -84,6 +90,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 			return err
 		}
 		h.fixed = h.holder.Get(h.Rule)
+		h.rule = app.Handle(rulestore.RateLimit, h.Rule)
 	case h.Route != "":
 		if err := app.Require(rulestore.Binding, h.Route); err != nil {
 			return err
@@ -93,6 +100,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 				return fmt.Errorf("route %s: %w", h.Route, err)
 			}
 		}
+		h.route = app.Handle(rulestore.Binding, h.Route)
 	default:
 		id := InlineID(h.Fields)
 		r, err := ParseRule(id, h.Fields)
@@ -159,26 +167,27 @@ func (h *Handler) current() (*Rule, *limiter) {
 	if h.inline != nil {
 		return h.inline, h.fixed
 	}
-	id, lim := h.Rule, h.fixed
+	id, lim, hd := h.Rule, h.fixed, h.rule
 	if h.Route != "" {
-		b := h.app.Route(h.Route)
-		if b == nil {
+		br := h.route.Rule()
+		if br == nil {
 			h.app.WarnMissing(rulestore.Binding, h.Route)
 			return nil, nil
 		}
+		b := br.Value.(*rulestore.RouteBinding)
 		if b.RateLimit == "" {
 			return nil, nil // the route is bound to no rate limit
 		}
 		id = b.RateLimit
 		if c := h.routed.Load(); c != nil && c.id == id {
-			lim = c.lim
+			lim, hd = c.lim, c.rule
 		} else {
-			lim = h.holder.Get(id)
+			lim, hd = h.holder.Get(id), h.app.Handle(rulestore.RateLimit, id)
 			lim.setBackend(h.app, h.logger)
-			h.routed.Store(&routedLimiter{id: id, lim: lim})
+			h.routed.Store(&routedLimiter{id: id, lim: lim, rule: hd})
 		}
 	}
-	rr := h.app.Lookup(rulestore.RateLimit, id)
+	rr := hd.Rule()
 	if rr == nil {
 		h.app.WarnMissing(rulestore.RateLimit, id)
 		return nil, nil

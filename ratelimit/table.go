@@ -4,6 +4,7 @@ import (
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 )
 
 // table holds per-key state for one rule: shards of (mutex, map, LRU list),
@@ -27,17 +28,30 @@ type shard struct {
 }
 
 // entry is one key's state; the engine fields are used by one rule kind.
+//
+// A key of up to inlineKey bytes is kept in the entry itself (kbuf; key
+// and the shard map's key point into it): no second allocation per new
+// key, one object less per key for the GC to mark, and the map's key
+// comparison on a lookup reads the entry's own memory, which the request
+// reads next anyway (one cache miss instead of two over many keys). The
+// fields a request touches come first, next to kbuf.
 type entry struct {
-	key        string
+	kbuf       [inlineKey]byte
 	tb         tokenBucket
+	seen       int64 // ns of the last request
+	prev, next *entry
+	key        string
 	sw         slidingWindow
-	seen       int64       // ns of the last request
 	inflight   int32       // requests admitted and not finished (max_concurrent)
 	lease      *leaseState // cluster lease mode only
 	pace       pacer       // control_behavior pace
 	warm       warmBucket  // control_behavior warm_up, warm_up_pace
-	prev, next *entry
 }
+
+// inlineKey is the longest key held in the entry: 24 bytes fill the entry
+// up to its 144-byte size class, the size the entry (128) and a separate
+// key of up to 16 bytes took before.
+const inlineKey = 24
 
 // maxShards bounds lock striping; fewer shards are used for small max_keys so
 // that the LRU stays close to exact (each shard evicts on its own).
@@ -87,7 +101,13 @@ func (t *table) get(s *shard, key []byte, now, idle int64, perShard int) *entry 
 	t.expire(s, now, idle, 2)
 	for len(s.m) >= perShard && t.evictOldest(s) {
 	}
-	e := &entry{key: string(key), seen: now}
+	e := &entry{seen: now}
+	if len(key) <= inlineKey {
+		// kbuf is written only here, so it can back the key string.
+		e.key = unsafe.String(&e.kbuf[0], copy(e.kbuf[:], key))
+	} else {
+		e.key = string(key)
+	}
 	s.m[e.key] = e
 	s.pushFront(e)
 	t.keys.Add(1)
