@@ -10,8 +10,9 @@ import (
 // AdaptiveConfig is the gradient controller of max_concurrent adaptive.
 type AdaptiveConfig struct {
 	MinLimit, MaxLimit, InitialLimit int64
-	// Tolerance: a sampled latency up to minRTT×(1+Tolerance) counts as
-	// healthy (the limit grows); above it the limit shrinks.
+	// Tolerance: a sampled latency up to minRTT×(1+Tolerance) does not
+	// cut the limit (it grows or holds); above it the limit goes to what
+	// the upstream serves plus the headroom.
 	Tolerance float64
 	// SampleWindow (ns): how often the limit is recomputed from the
 	// latencies seen. MinRTTInterval (ns): how often the uncontended
