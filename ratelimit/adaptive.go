@@ -154,7 +154,7 @@ func (g *gradient) observe(start, now, inflight int64, drop bool) {
 		}
 		g.samples = append(g.samples, rtt)
 		if len(g.samples) >= minRTTSamples {
-			g.minRTT = clippedMean(g.samples)
+			g.minRTT = max(clippedMean(g.samples), 1) // ns; never 0, r divides by it
 			g.measuring = false
 			g.nextMeasure = now + g.cfg.MinRTTInterval
 			g.windowEnd = now + g.cfg.SampleWindow
