@@ -185,6 +185,8 @@ func (g *gradient) observe(start, now, inflight int64, drop bool) {
 func (g *gradient) update(now int64) {
 	c := &g.cfg
 	remeasure := false
+	cutN, cutR := g.cutN, g.cutR // the window before, if it cut the limit
+	g.cutN, g.cutR = 0, 0
 	switch {
 	case float64(g.drops) > dropShare*float64(g.drops+g.seen):
 		g.est *= backoff
@@ -194,22 +196,20 @@ func (g *gradient) update(now int64) {
 		n := float64(g.inflightSum) / float64(g.seen) // in flight, on average
 		served := n / r
 		headroom := math.Max(1, math.Log10(g.est))
-		var cutN, cutR float64
 		full := g.peak >= int64(g.est) // the window's requests found the limit full
 		next := g.est
 		switch {
-		case r > 1+c.Tolerance && g.cutN > 0 && n < g.cutN*(1-servedFall) && math.Abs(r/g.cutR-1) < servedFall:
+		case r > 1+c.Tolerance && cutN > 0 && n < cutN*(1-servedFall) && math.Abs(r/cutR-1) < servedFall:
 			remeasure = true // fewer in flight, the same latency: not a queue
 		case r > 1+c.Tolerance:
 			next = math.Min(g.est, math.Max(served+headroom, g.est/2))
-			cutN, cutR = n, r
+			g.cutN, g.cutR = n, r
 		case n-served < headroom/2 && full:
 			next = g.est*math.Min(math.Max((1+c.Tolerance)/r, 1), 2) + headroom
 		case r < 1+c.Tolerance*probeShare && full:
 			next = g.est * (1 + c.Tolerance*probeShare) / r
 		}
 		g.est = g.est*(1-smoothing) + next*smoothing
-		g.cutN, g.cutR = cutN, cutR
 	}
 	g.est = math.Min(math.Max(g.est, float64(c.MinLimit)), float64(c.MaxLimit))
 	g.windowEnd = now + c.SampleWindow
