@@ -47,12 +47,12 @@ const smoothing = 0.5
 // under load), so the limit keeps growing, gently, towards it.
 const probeShare = 0.5
 
-// servedFall: when a cut is followed by a window with more than this share
+// sameLatency: when a cut is followed by a window with more than this share
 // fewer requests in flight (more than a window's noise) and latency within
 // this share of the cut window's, the latency is not a queue (a queue
 // shrinks with what is let in, and so does its wait) but a slower
 // upstream, and minRTT is measured again.
-const servedFall = 0.125
+const sameLatency = 0.125
 
 // gradient is one rule's adaptive in-flight limit, after Envoy's adaptive
 // concurrency filter and Netflix's Gradient2: it measures the uncontended
@@ -199,7 +199,7 @@ func (g *gradient) update(now int64) {
 		full := g.peak >= int64(g.est) // the window's requests found the limit full
 		next := g.est
 		switch {
-		case r > 1+c.Tolerance && cutN > 0 && n < cutN*(1-servedFall) && math.Abs(r/cutR-1) < servedFall:
+		case r > 1+c.Tolerance && cutN > 0 && n < cutN*(1-sameLatency) && math.Abs(r/cutR-1) < sameLatency:
 			remeasure = true // fewer in flight, the same latency: not a queue
 		case r > 1+c.Tolerance:
 			next = math.Min(g.est, math.Max(served+headroom, g.est/2))
