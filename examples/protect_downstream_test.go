@@ -109,22 +109,29 @@ func TestProtectDownstream(t *testing.T) {
 			paced.max10ms, paced.max100ms, paced.stall, slots(10*time.Millisecond), slots(100*time.Millisecond))
 	}
 	// The adaptive limit keeps the service near its capacity: in flight
-	// settles about 1.35 C (the tolerance of 25% plus the headroom). It
-	// must stay <= 2 C in both phases (so it followed the halving). The
-	// lower bound is loose, 0.3 C: the limit learns from the latency the
-	// gateway sees, and a starved gateway process sees more than the
-	// service causes, so it errs low. (The issue's [0.7 C, 1.5 C] is the
-	// README figure.)
+	// settles about C + 1 (1.1–1.2 C: the served concurrency plus a
+	// headroom of one request), in both phases (so it followed the
+	// halving). The upper bound is the 1.5 C: a busy machine
+	// makes the limit err low, not high (a starved gateway or upstream
+	// process adds latency the limit takes for a queue). For the same
+	// reason the lower bound is the 0.7 C less a margin, 0.6 C.
 	for i, c := range []int{pdCapA, pdCapB} {
-		if adaptive.inFlight[i] < 0.3*float64(c) || adaptive.inFlight[i] > 2*float64(c) {
-			t.Errorf("adaptive, phase %d: %.1f in flight, want within [%.1f, %d]", i+1, adaptive.inFlight[i], 0.3*float64(c), 2*c)
+		if lo, hi := 0.6*float64(c), 1.5*float64(c); adaptive.inFlight[i] < lo || adaptive.inFlight[i] > hi {
+			t.Errorf("adaptive, phase %d: %.1f in flight (%.2f C), want within [%.1f, %.1f]", i+1, adaptive.inFlight[i], adaptive.inFlight[i]/float64(c), lo, hi)
 		}
-		// Time in the service stays near the uncontended 200 ms (about
-		// 270 ms at the settled limit); <= 2× is the claim, asserted with
-		// room: 3×, plus the gateway's longest stall (the requests it
-		// held meanwhile then queue in the service together).
-		if limit := 3*pdWork + adaptive.stall; adaptive.p99[i] > limit || adaptive.p99[i] == 0 {
-			t.Errorf("adaptive, phase %d: p99 %v in the service, want <= %v (3 × %v + a stall of %v)", i+1, adaptive.p99[i], limit, pdWork, adaptive.stall)
+		// Time in the service stays within 2× the uncontended 200 ms:
+		// with no more than 2 C in flight, a queued request waits for at
+		// most one work time. Allowed on top: the gateway's longest stall
+		// (the requests it held meanwhile then queue in the service
+		// together; a run with a 213 ms stall measured 608 ms) and 50 ms,
+		// a quarter of the work time, for the upstream process's own
+		// timers and goroutines running late on a busy machine, which the
+		// stall monitor (in this process) does not see.
+		if limit := 2*pdWork + adaptive.stall + 50*time.Millisecond; adaptive.p99[i] > limit || adaptive.p99[i] == 0 {
+			t.Errorf("adaptive, phase %d: p99 %v in the service, want <= %v (2 × %v + a stall of %v + 50ms)", i+1, adaptive.p99[i], limit, pdWork, adaptive.stall)
+		}
+		if adaptive.maxInFlight[i] > 2*c {
+			t.Errorf("adaptive, phase %d: at most %d in flight, want <= 2 C (%d)", i+1, adaptive.maxInFlight[i], 2*c)
 		}
 	}
 }

@@ -10,8 +10,9 @@ import (
 // AdaptiveConfig is the gradient controller of max_concurrent adaptive.
 type AdaptiveConfig struct {
 	MinLimit, MaxLimit, InitialLimit int64
-	// Tolerance: a sampled latency up to minRTT×(1+Tolerance) counts as
-	// healthy (the limit grows); above it the limit shrinks.
+	// Tolerance: a sampled latency up to minRTT×(1+Tolerance) does not
+	// cut the limit (it grows or holds); above it the limit goes to what
+	// the upstream serves plus the headroom.
 	Tolerance float64
 	// SampleWindow (ns): how often the limit is recomputed from the
 	// latencies seen. MinRTTInterval (ns): how often the uncontended
@@ -41,18 +42,53 @@ const (
 // so taking the new value whole overshoots and oscillates.
 const smoothing = 0.5
 
+// probeShare: latency below this share of the tolerance above minRTT
+// counts as no queue worth the name (noise, an upstream a little slower
+// under load), so the limit keeps growing, gently, towards it.
+const probeShare = 0.5
+
+// sameLatency: when a cut is followed by a window with more than this share
+// fewer requests in flight (more than a window's noise) and latency within
+// this share of the cut window's, the latency is not a queue (a queue
+// shrinks with what is let in, and so does its wait) but a slower
+// upstream, and minRTT is measured again.
+const sameLatency = 0.125
+
 // gradient is one rule's adaptive in-flight limit, after Envoy's adaptive
 // concurrency filter and Netflix's Gradient2: it measures the uncontended
 // latency (minRTT) now and then by letting only MinLimit requests in
-// flight, and every sample window moves the limit by the gradient
-// minRTT×(1+tolerance)/sampleRTT (the window's median latency), clamped to
-// [0.5, 2], plus a small headroom (log10 of the limit) that lets it probe
-// upwards while latency is flat. While the upstream is healthy the
-// gradient exceeds 1 and the limit grows; once requests queue in the
-// upstream, latency rises and the limit settles where latency is about
-// (1+tolerance)×minRTT, i.e. near the upstream's real capacity. The limit
-// grows only while at least half of it is in use, so an idle rule does not
-// drift to max_limit. Plain Go: times are ns passed in by the caller.
+// flight, and every sample window compares the window's mean latency
+// (sampleRTT) with it (r = sampleRTT/minRTT; both are the same statistic,
+// so a skewed latency is no queue). By Little's law the window's requests,
+// n in flight on average, are served as n/r requests at the uncontended
+// latency would be: that is the concurrency the upstream really serves,
+// and the rest, n×(1−1/r), waits in its queue. The limit aims at what is
+// served plus a headroom (log10 of the limit, at least 1) that lets it see
+// the capacity rise:
+//
+//   - r above 1+tolerance: overload; the limit goes to the served
+//     concurrency plus the headroom (never below half of itself). If the
+//     window before was such a cut too and fewer requests in flight met
+//     the same latency, the latency is not a queue (a queue's wait
+//     shrinks with what is let in) but a slower upstream: minRTT is
+//     measured again instead.
+//   - a queue under half the headroom: the limit grows by the gradient
+//     (1+tolerance)/r (1 to 2) plus the headroom;
+//   - r under 1+tolerance×probeShare: it grows by (1+tolerance×probeShare)/r,
+//     which tends to 1 as latency approaches that;
+//   - otherwise (a queue of about the headroom, latency within the
+//     tolerance) it holds.
+//
+// So it settles near capacity + headroom at small limits and a little
+// above capacity (at most (1+tolerance×probeShare)×) at large ones,
+// instead of where latency reaches minRTT×(1+tolerance), the fixed point
+// of the plain gradient ((1+tolerance)×capacity + headroom). Within the
+// tolerance it holds rather than shrinking step by step to nothing. Each
+// window's new limit is averaged with the old one (smoothing), since its
+// latencies come from requests admitted up to one RTT earlier. The limit
+// grows only while the window's requests found it full, so an idle rule
+// does not drift to max_limit. Plain Go: times are ns passed in by the
+// caller.
 type gradient struct {
 	limit atomic.Int64 // the admission limit in force now
 
@@ -60,14 +96,16 @@ type gradient struct {
 	cfg          AdaptiveConfig
 	est          float64 // the estimated limit (kept while minRTT is measured)
 	minRTT       int64
-	sampleRTT    int64 // the last window's median latency
+	sampleRTT    int64 // the last window's mean latency
 	measuring    bool
 	measureStart int64 // requests admitted before it do not count
 	nextMeasure  int64
 	windowEnd    int64
 	samples      []int64
 	seen, drops  int
-	peak         int64 // most requests in flight seen in this window
+	peak         int64   // most requests in flight seen in this window
+	inflightSum  int64   // the in-flight counts of this window's samples
+	cutN, cutR   float64 // in flight and latency (in minRTTs) of the last window if it cut the limit, else 0
 }
 
 func newGradient(cfg AdaptiveConfig, now int64) *gradient {
@@ -99,7 +137,7 @@ func (g *gradient) Limit() int64 { return g.limit.Load() }
 
 func (g *gradient) startMeasure(now int64) {
 	g.measuring, g.measureStart = true, now
-	g.samples, g.seen, g.drops, g.peak = g.samples[:0], 0, 0, 0
+	g.samples, g.seen, g.drops, g.peak, g.inflightSum = g.samples[:0], 0, 0, 0, 0
 	g.limit.Store(g.cfg.MinLimit)
 }
 
@@ -116,11 +154,11 @@ func (g *gradient) observe(start, now, inflight int64, drop bool) {
 		}
 		g.samples = append(g.samples, rtt)
 		if len(g.samples) >= minRTTSamples {
-			g.minRTT = median(g.samples)
+			g.minRTT = max(clippedMean(g.samples), 1) // ns; never 0, r divides by it
 			g.measuring = false
 			g.nextMeasure = now + g.cfg.MinRTTInterval
 			g.windowEnd = now + g.cfg.SampleWindow
-			g.samples, g.seen, g.drops, g.peak = g.samples[:0], 0, 0, 0
+			g.samples, g.seen, g.drops, g.peak, g.inflightSum = g.samples[:0], 0, 0, 0, 0
 			g.limit.Store(int64(g.est))
 		}
 		return
@@ -135,6 +173,7 @@ func (g *gradient) observe(start, now, inflight int64, drop bool) {
 			g.samples[g.seen%maxWindowSamples] = rtt
 		}
 		g.seen++
+		g.inflightSum += inflight
 	}
 	if now >= g.windowEnd {
 		g.update(now)
@@ -145,23 +184,37 @@ func (g *gradient) observe(start, now, inflight int64, drop bool) {
 // measurement when one is due.
 func (g *gradient) update(now int64) {
 	c := &g.cfg
+	remeasure := false
+	cutN, cutR := g.cutN, g.cutR // the window before, if it cut the limit
+	g.cutN, g.cutR = 0, 0
 	switch {
 	case float64(g.drops) > dropShare*float64(g.drops+g.seen):
 		g.est *= backoff
 	case len(g.samples) > 0:
-		g.sampleRTT = median(g.samples)
-		grad := float64(g.minRTT) * (1 + c.Tolerance) / float64(g.sampleRTT)
-		grad = math.Min(math.Max(grad, 0.5), 2)
-		next := g.est*grad + math.Max(1, math.Log10(g.est))
-		if next > g.est && float64(g.peak) < g.est/2 {
-			next = g.est // not enough demand to tell whether more would do
+		g.sampleRTT = clippedMean(g.samples)
+		r := float64(g.sampleRTT) / float64(g.minRTT) // latency in minRTTs
+		n := float64(g.inflightSum) / float64(g.seen) // in flight, on average
+		served := n / r
+		headroom := math.Max(1, math.Log10(g.est))
+		full := g.peak >= int64(g.est) // the window's requests found the limit full
+		next := g.est
+		switch {
+		case r > 1+c.Tolerance && cutN > 0 && n < cutN*(1-sameLatency) && math.Abs(r/cutR-1) < sameLatency:
+			remeasure = true // fewer in flight, the same latency: not a queue
+		case r > 1+c.Tolerance:
+			next = math.Min(g.est, math.Max(served+headroom, g.est/2))
+			g.cutN, g.cutR = n, r
+		case n-served < headroom/2 && full:
+			next = g.est*math.Min(math.Max((1+c.Tolerance)/r, 1), 2) + headroom
+		case r < 1+c.Tolerance*probeShare && full:
+			next = g.est * (1 + c.Tolerance*probeShare) / r
 		}
 		g.est = g.est*(1-smoothing) + next*smoothing
 	}
 	g.est = math.Min(math.Max(g.est, float64(c.MinLimit)), float64(c.MaxLimit))
 	g.windowEnd = now + c.SampleWindow
-	g.samples, g.seen, g.drops, g.peak = g.samples[:0], 0, 0, 0
-	if now >= g.nextMeasure {
+	g.samples, g.seen, g.drops, g.peak, g.inflightSum = g.samples[:0], 0, 0, 0, 0
+	if now >= g.nextMeasure || remeasure {
 		g.startMeasure(now)
 		return
 	}
@@ -182,6 +235,19 @@ func (g *gradient) state() AdaptiveState {
 	defer g.mu.Unlock()
 	return AdaptiveState{Limit: g.limit.Load(), Estimate: math.Round(g.est*100) / 100,
 		MinRTT: float64(g.minRTT) / 1e9, SampleRTT: float64(g.sampleRTT) / 1e9, Measuring: g.measuring}
+}
+
+// clippedMean is the mean of s with each value taken at most 3× the median,
+// so that one straggler (a stuck connection, a slow disk) moves it little
+// while a queue, which delays a share of the requests by up to a few
+// service times, counts in full. It sorts s in place.
+func clippedMean(s []int64) int64 {
+	ceil := 3 * median(s)
+	var sum int64
+	for _, v := range s {
+		sum += min(v, ceil)
+	}
+	return sum / int64(len(s))
 }
 
 // median sorts s in place and returns its middle value.

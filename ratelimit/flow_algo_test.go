@@ -2,6 +2,8 @@ package ratelimit
 
 import (
 	"math"
+	"math/rand"
+	"slices"
 	"testing"
 	"time"
 
@@ -170,7 +172,10 @@ func runGradient(g *gradient, up *simUpstream, now, dur int64) (lo, hi int64, en
 
 // TestGradientFindsAndFollowsCapacity is the controller alone against a
 // simulated upstream (no wall clock): the limit converges near the
-// upstream's capacity, and follows it when the capacity halves.
+// upstream's capacity, and follows it when the capacity halves. It settles
+// at capacity plus the headroom (log10 of the limit, at least 1: 44 for 40,
+// 22 for 20, 6 for 5), not at (1+tolerance)×capacity + headroom as the
+// plain gradient did (51, 26, 7).
 func TestGradientFindsAndFollowsCapacity(t *testing.T) {
 	cfg := AdaptiveConfig{MinLimit: 3, MaxLimit: 1000, InitialLimit: 20, Tolerance: 0.25,
 		SampleWindow: 250 * ms, MinRTTInterval: 30 * sec}
@@ -179,18 +184,124 @@ func TestGradientFindsAndFollowsCapacity(t *testing.T) {
 	g := newGradient(cfg, now)
 	lo, hi, now := runGradient(g, up, now, 10*sec)
 	st := g.state()
-	if lo < 28 || hi > 60 || st.MinRTT != 0.02 {
-		t.Fatalf("C=40: limit %d..%d over the last second, minRTT %v; want within [28, 60] and 20ms", lo, hi, st.MinRTT)
+	if lo < 40 || hi > 48 || st.MinRTT != 0.02 {
+		t.Fatalf("C=40: limit %d..%d over the last second, minRTT %v; want within [40, 48] and 20ms", lo, hi, st.MinRTT)
 	}
 	up.capacity = 20
 	lo, hi, now = runGradient(g, up, now, 10*sec)
-	if lo < 14 || hi > 30 {
-		t.Fatalf("C=20: limit %d..%d, want within [14, 30]", lo, hi)
+	if lo < 20 || hi > 24 {
+		t.Fatalf("C=20: limit %d..%d, want within [20, 24]", lo, hi)
 	}
 	// Across a minRTT re-measurement (every 30 s) the limit comes back.
-	lo, hi, _ = runGradient(g, up, now, 15*sec)
-	if lo < 14 || hi > 30 || g.state().MinRTT != 0.02 {
+	lo, hi, now = runGradient(g, up, now, 15*sec)
+	if lo < 20 || hi > 24 || g.state().MinRTT != 0.02 {
 		t.Fatalf("after re-measuring: limit %d..%d, minRTT %v", lo, hi, g.state().MinRTT)
+	}
+	// At a small capacity the headroom of 1 is one request more.
+	up.capacity = 5
+	if lo, hi, _ = runGradient(g, up, now, 10*sec); lo < 5 || hi > 6 {
+		t.Fatalf("C=5: limit %d..%d, want within [5, 6]", lo, hi)
+	}
+}
+
+// runWorkers drives g with the example's load: capacity workers serving
+// first come first served, work ns each, requests arriving at random at 3×
+// capacity and refused when the limit is reached. Unlike simUpstream,
+// workers that start together finish together, so a queued request waits
+// up to a whole work time: a median of latencies does not see a queue of
+// less than half the requests. It returns the mean in flight and the
+// p99 latency over the second half of dur.
+func runWorkers(g *gradient, rng *rand.Rand, capacity int, work, now, dur int64) (inflight float64, p99 int64) {
+	type req struct{ start, done, n int64 }
+	var busy, queue []req
+	var lat []int64
+	var area float64
+	arrive := now
+	step := ms / 2
+	for end := now + dur; now < end; now += step {
+		measured := now >= end-dur/2
+		kept := busy[:0]
+		for _, r := range busy {
+			if r.done > now {
+				kept = append(kept, r)
+				continue
+			}
+			g.observe(r.start, now+rng.Int63n(ms), r.n, false) // up to 1 ms of the gateway's own
+			if measured {
+				lat = append(lat, now-r.start)
+			}
+		}
+		busy = kept
+		for len(busy) < capacity && len(queue) > 0 {
+			r := queue[0]
+			queue = queue[1:]
+			r.done = now + work
+			busy = append(busy, r)
+		}
+		for arrive <= now {
+			arrive += int64(float64(work) / float64(3*capacity) * (0.5 + rng.Float64()))
+			if n := int64(len(busy) + len(queue)); n < g.Limit() {
+				r := req{start: now, n: n + 1}
+				if len(busy) < capacity {
+					r.done = now + work
+					busy = append(busy, r)
+				} else {
+					queue = append(queue, r)
+				}
+			}
+		}
+		if measured {
+			area += float64(len(busy)+len(queue)) * float64(step)
+		}
+	}
+	slices.Sort(lat)
+	return area / float64(dur/2), lat[len(lat)*99/100]
+}
+
+// TestGradientSettlesNearCapacityWithWorkers: against workers (the
+// example's upstream, simulated) the limit settles near capacity at small
+// and large capacities alike, and when the capacity halves, so the p99
+// stays below 2× the work time. The plain gradient with a median settles
+// at about 1.4 C here for 10 and 5, as it did in the example (1.37–1.6 C).
+func TestGradientSettlesNearCapacityWithWorkers(t *testing.T) {
+	for _, c := range []int{10, 40} {
+		rng := rand.New(rand.NewSource(int64(c)))
+		cfg := AdaptiveConfig{MinLimit: 4, MaxLimit: 1000, InitialLimit: 8, Tolerance: 0.25,
+			SampleWindow: 250 * ms, MinRTTInterval: 30 * sec}
+		work := 200 * ms
+		g := newGradient(cfg, 0)
+		now := int64(0)
+		for _, capacity := range []int{c, c / 2} {
+			n, p99 := runWorkers(g, rng, capacity, work, now, 10*sec)
+			now += 10 * sec
+			if ratio := n / float64(capacity); ratio < 0.9 || ratio > 1.25 || p99 >= 2*work {
+				t.Errorf("C=%d: %.2f C in flight, p99 %.2f× work; want within [0.9 C, 1.25 C] and < 2×",
+					capacity, ratio, float64(p99)/float64(work))
+			}
+		}
+	}
+}
+
+// An upstream whose work itself became slower (no queue: 1.4× the
+// latency at any concurrency) looks like overload to the first window: the
+// limit is cut once, but what the upstream serves falls with the limit,
+// which a queue's does not, so minRTT is measured again and the limit
+// grows back to max_limit (capacity to spare) instead of shrinking window
+// after window until the next scheduled measurement.
+func TestGradientRemeasuresWhenLatencyIsNoQueue(t *testing.T) {
+	cfg := AdaptiveConfig{MinLimit: 3, MaxLimit: 200, InitialLimit: 100, Tolerance: 0.25,
+		SampleWindow: 100 * ms, MinRTTInterval: time.Hour.Nanoseconds()}
+	up := &simUpstream{capacity: 1000, base: 10 * ms}
+	now := sec
+	g := newGradient(cfg, now)
+	_, _, now = runGradient(g, up, now, 2*sec)
+	if l := g.Limit(); l != 200 {
+		t.Fatalf("capacity to spare: limit %d, want max_limit 200 (%+v)", l, g.state())
+	}
+	up.base = 14 * ms
+	lo, _, _ := runGradient(g, up, now, 3*sec)
+	if st := g.state(); lo != 200 || st.MinRTT != 0.014 {
+		t.Fatalf("work 1.4× slower: limit %d at least over the last second, %+v; want max_limit 200 and minRTT 14ms", lo, st)
 	}
 }
 
