@@ -18,7 +18,7 @@ if [ "${1:-}" = "--stress" ]; then
 fi
 runs=${1:-10}
 src=$(git -C "$(dirname "$0")/.." rev-parse --show-toplevel)
-commit=$(git -C "$src" rev-parse --short HEAD)
+commit=$(git -C "$src" rev-parse HEAD) # every run tests this commit, even if HEAD moves meanwhile
 logdir=${DETERMINISM_LOGS:-$(mktemp -d /tmp/sluice-determinism.XXXXXX)}
 mkdir -p "$logdir"
 
@@ -31,7 +31,7 @@ if [ "$stress" = 1 ] && ! command -v stress-ng >/dev/null; then
 	fi
 fi
 
-conditions="fresh clone of $commit"
+conditions="fresh clone of ${commit:0:7}"
 [ "$stress" = 1 ] && conditions="$conditions, stress-ng --cpu 2 throughout"
 
 echo "logs in $logdir" >&2
@@ -39,6 +39,7 @@ for i in $(seq 1 "$runs"); do
 	dir="$logdir/clone-$i"
 	rm -rf "$dir"
 	git clone -q "$src" "$dir"
+	git -C "$dir" checkout -q --detach "$commit"
 	stress_pid=
 	if [ "$stress" = 1 ]; then
 		stress-ng --cpu 2 --quiet &
