@@ -30,6 +30,11 @@ type resetCounts struct {
 
 func (c resetCounts) lost() int { return c.resets + c.closed + c.readErrors + c.dialErrors }
 
+func (c resetCounts) add(d resetCounts) resetCounts {
+	return resetCounts{c.resets + d.resets, c.closed + d.closed, c.readErrors + d.readErrors,
+		c.dialErrors + d.dialErrors, c.non2xx + d.non2xx, c.ok + d.ok}
+}
+
 // TestReloadResetsVersusPlainCaddy runs the same keep-alive load against
 // plain Caddy (`respond`, no Sluice module) and against the Sluice chain
 // (rate limit, breaker, gray route, then `respond`), reloading each N
@@ -38,10 +43,18 @@ func (c resetCounts) lost() int { return c.resets + c.closed + c.readErrors + c.
 // connections that never resend, so every loss is counted. Caddy closes
 // every keep-alive connection on a reload (its old server shuts down), so
 // both lose about one request per connection per reload; Sluice must not
-// lose more. N is 5 in `make test`; SLUICE_RELOAD_RESETS=50 gives the run
+// lose more. N is 20 in `make test`; SLUICE_RELOAD_RESETS=50 gives the run
 // documented in docs/reliability.md.
+//
+// The two are measured in alternating blocks of N/4 reloads, so a change
+// in the machine's load meets both alike; and N is 20 even in the short
+// run: at 5 reloads each (80 connection-reloads), one fresh-clone run saw
+// 95 losses for Sluice against 79 for plain Caddy, while two runs of 20
+// under stress-ng read 1.03 against 1.00-1.03 per connection per reload
+// (the resets of dials queued on the old listener swing from 4 to 52 per
+// run, whichever server it is).
 func TestReloadResetsVersusPlainCaddy(t *testing.T) {
-	reloads := 5
+	reloads := 20
 	if v := os.Getenv("SLUICE_RELOAD_RESETS"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
@@ -50,8 +63,13 @@ func TestReloadResetsVersusPlainCaddy(t *testing.T) {
 		reloads = n
 	}
 	const conns = 16
-	plain := measureReloadResets(t, "plain", conns, reloads)
-	sluice := measureReloadResets(t, "sluice", conns, reloads)
+	var plain, sluice resetCounts
+	for done := 0; done < reloads; {
+		n := min(max(reloads/4, 1), reloads-done)
+		plain = plain.add(measureReloadResets(t, "plain", conns, n))
+		sluice = sluice.add(measureReloadResets(t, "sluice", conns, n))
+		done += n
+	}
 	per := func(c resetCounts) float64 { return float64(c.lost()) / float64(conns*reloads) }
 	for _, r := range []struct {
 		name string
