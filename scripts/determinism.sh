@@ -45,7 +45,7 @@ for i in $(seq 1 "$runs"); do
 		stress-ng --cpu 2 --quiet &
 		stress_pid=$!
 	fi
-	start=$(date -u +%H:%M:%S)
+	start=$(date -u '+%F %H:%M:%S') # the date a run starts on, even past midnight
 	t0=$(date +%s)
 	result=pass
 	(cd "$dir" && make test) >"$logdir/run-$i.log" 2>&1 || result=FAIL
@@ -55,7 +55,7 @@ for i in $(seq 1 "$runs"); do
 		wait "$stress_pid" 2>/dev/null || true
 	fi
 	load=$(cut -d' ' -f1-3 /proc/loadavg)
-	echo "| $(date -u +%F) $start-$(date -u +%H:%M:%S) | $i of $runs | $conditions; load average at the end $load | $result, $((t1 - t0)) s |"
+	echo "| $start-$(date -u +%H:%M:%S) | $i of $runs | $conditions; load average at the end $load | $result, $((t1 - t0)) s |"
 	if [ "$result" = FAIL ]; then
 		echo "run $i failed; log: $logdir/run-$i.log" >&2
 		grep -E -- '^(--- FAIL|FAIL|panic:)' "$logdir/run-$i.log" | head -20 >&2 || true
