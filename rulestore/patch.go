@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -124,8 +122,7 @@ func (a *App) Patch(ctx context.Context, k Kind, id string, expect, patch Fields
 		args = append(args, name, v)
 	}
 	_, cluster := s.client.(*redis.ClusterClient)
-	entry := []any{"type", k.String(), "id", id, "op", "upsert", "version", Version(merged),
-		"published_at", strconv.FormatInt(time.Now().UnixNano(), 10)}
+	entry := changeLogEntry(k, id, merged)
 	if cluster {
 		args = append(args, "0")
 	} else {
@@ -143,8 +140,7 @@ func (a *App) Patch(ctx context.Context, k Kind, id string, expect, patch Fields
 	if cluster {
 		// One transaction cannot span slots: log and publish after the
 		// data, as write does.
-		xadd := &redis.XAddArgs{Stream: s.names.Stream(), MaxLen: changeLogLength, Approx: true, Values: entry}
-		if err := s.client.XAdd(ctx, xadd).Err(); err != nil {
+		if err := s.client.XAdd(ctx, s.changeLogAdd(entry)).Err(); err != nil {
 			return true, err
 		}
 		return true, s.client.Publish(ctx, s.names.Channel(k), id).Err()

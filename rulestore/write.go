@@ -9,15 +9,11 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 )
-
-// changeLogLength caps the change log (XADD MAXLEN ~).
-const changeLogLength = 10000
 
 // maxRuleBody bounds a rule written through the admin API.
 const maxRuleBody = 64 << 10
@@ -291,17 +287,12 @@ func (s *redisSource) apply(ctx context.Context, k Kind, id, via string, build f
 		if err != nil {
 			return err
 		}
-		entry := map[string]any{"type": k.String(), "id": id, "op": "delete",
-			"published_at": strconv.FormatInt(time.Now().UnixNano(), 10)}
 		var args []any
-		if f != nil {
-			entry["op"], entry["version"] = "upsert", Version(f)
-			for name, v := range f {
-				args = append(args, name, v)
-			}
+		for name, v := range f {
+			args = append(args, name, v)
 		}
 		hist := newHistoryEntry(k, id, cur, f, via)
-		xadd := &redis.XAddArgs{Stream: s.names.Stream(), MaxLen: changeLogLength, Approx: true, Values: entry}
+		xadd := s.changeLogAdd(changeLogEntry(k, id, f))
 		tail := func(p redis.Pipeliner) {
 			s.queueHistory(ctx, p, hist)
 			p.XAdd(ctx, xadd)

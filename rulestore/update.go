@@ -1,0 +1,73 @@
+package rulestore
+
+import (
+	"errors"
+
+	"go.uber.org/zap"
+)
+
+// Applying one rule read from Redis to the held layer: a re-read after a
+// publish (refresh.go) or a resync (resync.go).
+
+func (s *redisSource) upsert(k Kind, id string, f Fields) {
+	cur := s.snap.Load()
+	old := cur.get(k, id)
+	delete(s.retained, ruleRef{k, id})
+	if old != nil && old.Fields.Equal(f) {
+		return
+	}
+	r, ok := s.parse(k, id, f, old)
+	if !ok {
+		return
+	}
+	if old != nil {
+		cur[k][id].rule.Store(r)
+	} else {
+		next := cur.clone(k)
+		next[k][id] = newSlot(r)
+		s.snap.Store(next)
+	}
+	s.status.updates.Add(1)
+	s.logger.Info("rule updated", zap.String("key", s.names.RuleKey(k, id)))
+	s.applied(k, id, old, f)
+}
+
+func (s *redisSource) remove(k Kind, id string) {
+	cur := s.snap.Load()
+	delete(s.retained, ruleRef{k, id})
+	old := cur.get(k, id)
+	if old == nil {
+		s.feedback.forget(k, id)
+		return
+	}
+	next := cur.clone(k)
+	delete(next[k], id)
+	s.snap.Store(next)
+	s.status.updates.Add(1)
+	s.logger.Info("rule deleted", zap.String("key", s.names.RuleKey(k, id)))
+	s.applied(k, id, old, nil)
+}
+
+// parse validates a rule read from Redis. A bad rule is logged with its key,
+// field and reason, and the last good version (old) stays in force.
+func (s *redisSource) parse(k Kind, id string, f Fields, old *Rule) (*Rule, bool) {
+	st := s.staticRule(k, id)
+	v, _, err := parseOver(k, id, st, f)
+	s.feedback.verdict(k, id, f, err)
+	if err != nil {
+		s.status.rejected.Add(1)
+		var fe *FieldError
+		field := ""
+		if errors.As(err, &fe) {
+			field = fe.Field
+		}
+		// Values come from anyone who can write to Redis: clip them, so a
+		// huge field never makes a huge log line on every instance.
+		s.logger.Error("rule rejected: keeping the last good version",
+			zap.String("key", s.names.RuleKey(k, id)), zap.String("field", clip(field)),
+			zap.Bool("has_last_good", old != nil), zap.String("error", clipN(err.Error(), 512)))
+		emitRejected(k, id, "redis", err)
+		return nil, false
+	}
+	return &Rule{Kind: k, ID: id, Fields: f, Value: v, Source: "redis", Overlay: f, partial: st != nil}, true
+}
