@@ -1,0 +1,164 @@
+package ratelimit
+
+import "sync/atomic"
+
+// Engine keeps one rule's counters and decides requests. The local engine
+// (here) keeps them in this process's memory; the cluster engine
+// (cluster.go, scope cluster) keeps the rate counters in Redis behind the
+// same interface and a local table for in-flight slots.
+type Engine interface {
+	// Take decides one request of rule r for key at now (ns).
+	Take(r *Rule, key []byte, now int64) Decision
+	// Release frees the in-flight slot of an admitted request.
+	Release(d *Decision)
+	// Keys is the number of keys tracked.
+	Keys() int64
+	// InFlight is the number of admitted requests not finished yet.
+	InFlight() int64
+}
+
+// Reason says why a request was refused.
+type Reason uint8
+
+const (
+	Allowed Reason = iota
+	RateLimited
+	TooManyInFlight      // max_concurrent for the key
+	TooManyInFlightTotal // max_concurrent_total for the rule
+	RedisUnavailable     // scope cluster, Redis failed, on_redis_error deny
+	OverAdaptiveLimit    // max_concurrent adaptive: the limit found now
+)
+
+// Decision is the outcome of one Take.
+type Decision struct {
+	Reason    Reason
+	Limits    *Limits // the quota that applied (the rule's, or an override)
+	Remaining int64
+	// Reset is the wait in ns until the quota is whole again (token bucket)
+	// or the current window ends (sliding window); RetryAfter the wait until
+	// this request would pass. Both are hints: other traffic changes them.
+	Reset      int64
+	RetryAfter int64
+	// Unknown: decided without quota information (Redis failed and
+	// on_redis_error is allow or deny), so no rate limit headers.
+	Unknown bool
+
+	slot  *entry // holds an in-flight slot to release
+	shard *shard
+	total bool // holds a slot of max_concurrent_total (or adaptive)
+
+	// Wait (ns) is how long a paced request waits for its slot before it
+	// goes on; meanwhile it holds a place in the rule's queue.
+	Wait   int64
+	queued *atomic.Int64
+	// adaptive: observe the request's latency (max_concurrent adaptive);
+	// admittedAt is the in-flight count its admission made.
+	adaptive   *gradient
+	admittedAt int64
+}
+
+// OK reports whether the request may pass.
+func (d *Decision) OK() bool { return d.Reason == Allowed }
+
+// localEngine is the in-memory engine: a sharded table of per-key state.
+type localEngine struct {
+	tab       *table
+	typ       LimitType
+	inflight  atomic.Int64
+	flowState // pacing queue and adaptive limit (flow.go)
+	// slotsOnly: count in-flight slots only, no rate (a cluster engine's
+	// in-flight caps, which stay per instance).
+	slotsOnly bool
+}
+
+func newLocalEngine(r *Rule) *localEngine {
+	return &localEngine{tab: newTable(shardsFor(r.MaxKeys)), typ: r.Type}
+}
+
+func (e *localEngine) Keys() int64           { return e.tab.keys.Load() }
+func (e *localEngine) sweep(now, idle int64) { e.tab.sweep(now, idle) }
+func (e *localEngine) InFlight() int64       { return e.inflight.Load() }
+
+// Take admits or refuses a request; it allocates only for a key it has not
+// seen before.
+func (e *localEngine) Take(r *Rule, key []byte, now int64) Decision {
+	d := Decision{Limits: &r.Limits}
+	if len(r.Overrides) > 0 {
+		if l := r.Overrides[string(key)]; l != nil {
+			d.Limits = l
+		}
+	}
+	l := d.Limits
+	if r.Flow.Adaptive != nil {
+		if !e.admitAdaptive(r, &d) {
+			return d
+		}
+	} else if r.MaxConcurrentTotal > 0 {
+		if e.inflight.Add(1) > r.MaxConcurrentTotal {
+			e.inflight.Add(-1)
+			d.Reason = TooManyInFlightTotal
+			return d
+		}
+		d.total = true
+	} else if r.MaxConcurrent > 0 {
+		e.inflight.Add(1)
+		d.total = true
+	}
+	if e.slotsOnly && r.MaxConcurrent == 0 {
+		return d
+	}
+	s := e.tab.shard(key)
+	perShard := max(1, r.MaxKeys/len(e.tab.shards))
+	s.mu.Lock()
+	ent := e.tab.get(s, key, now, r.idle, perShard)
+	if r.MaxConcurrent > 0 && ent.inflight >= r.MaxConcurrent {
+		s.mu.Unlock()
+		e.releaseTotal(&d)
+		d.Reason = TooManyInFlight
+		return d
+	}
+	ok := true
+	var left float64
+	cost := float64(r.Cost)
+	if e.slotsOnly {
+		// the rate is decided elsewhere
+	} else if r.Flow.Behavior != Reject {
+		ok = e.shape(r, ent, l, now, cost, &d)
+		left = float64(d.Remaining)
+	} else if e.typ == SlidingWindow {
+		ok, left, d.RetryAfter = ent.sw.take(now, l.Window, l.Max, cost)
+		d.Reset = ent.sw.untilWindowEnd(now, l.Window)
+	} else {
+		ok, left, d.RetryAfter = ent.tb.take(now, l.QPS, l.Burst, cost)
+		d.Reset = ent.tb.untilFull(l.QPS, l.Burst)
+	}
+	d.Remaining = int64(left)
+	if ok && r.MaxConcurrent > 0 {
+		ent.inflight++
+		d.slot, d.shard = ent, s
+	}
+	s.mu.Unlock()
+	if !ok {
+		e.releaseTotal(&d)
+		d.Reason = RateLimited
+	}
+	return d
+}
+
+func (e *localEngine) releaseTotal(d *Decision) {
+	if d.total {
+		e.inflight.Add(-1)
+		d.total = false
+	}
+}
+
+// Release frees d's in-flight slots; calling it twice is harmless.
+func (e *localEngine) Release(d *Decision) {
+	if d.slot != nil {
+		d.shard.mu.Lock()
+		d.slot.inflight--
+		d.shard.mu.Unlock()
+		d.slot, d.shard = nil, nil
+	}
+	e.releaseTotal(d)
+}
