@@ -50,6 +50,22 @@ func (h *Handle) Rule() *Rule {
 	return res.static
 }
 
+// Changes is a count that moves whenever what a Handle of this store
+// answers may change: a new layer, or a rule updated in its slot. A hot
+// path that keeps what its handles returned reads Changes first, then the
+// handles, and keeps the result while Changes reads the same: one atomic
+// load per request instead of one handle per rule. (A write stores the
+// rule first, then moves the count.)
+func (a *App) Changes() uint64 {
+	if a.source != nil {
+		return a.source.changes.Load()
+	}
+	if a.memory == nil { // an App built without Provision: nothing changes
+		return 0
+	}
+	return a.memory.changes.Load()
+}
+
 func (h *Handle) resolve(cur *layer) *resolution {
 	res := &resolution{layer: cur}
 	if h.k < numKinds {

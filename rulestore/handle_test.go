@@ -53,6 +53,31 @@ func TestHandleFollowsLookup(t *testing.T) {
 	}
 }
 
+// Changes moves on every change a handle can see in the in-memory layer:
+// a new id, an update in place, a delete.
+func TestChangesMovesWithEveryChange(t *testing.T) {
+	a := &App{}
+	if err := a.Provision(caddy.Context{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Cleanup() })
+	last := a.Changes()
+	moved := func(step string) {
+		t.Helper()
+		if n := a.Changes(); n == last {
+			t.Fatalf("%s: Changes stayed at %d", step, n)
+		} else {
+			last = n
+		}
+	}
+	a.memory.put(&Rule{Kind: RateLimit, ID: "c", Fields: Fields{"qps": "1"}, Source: "memory"})
+	moved("new id")
+	a.memory.put(&Rule{Kind: RateLimit, ID: "c", Fields: Fields{"qps": "2"}, Source: "memory"})
+	moved("updated in place")
+	a.memory.remove(RateLimit, "c")
+	moved("deleted")
+}
+
 // BenchmarkHandleRule is the hot-path read of a held rule.
 func BenchmarkHandleRule(b *testing.B) {
 	a := &App{RateLimit: map[string]Fields{"h": {"qps": "1"}}}

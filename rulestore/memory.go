@@ -18,6 +18,7 @@ import (
 type memoryLayer struct {
 	mu      sync.Mutex // serialises writers
 	snap    atomic.Pointer[layer]
+	changes atomic.Uint64              // moved after every store to snap or a slot (App.Changes)
 	history map[ruleRef][]HistoryEntry // newest first, see history.go
 }
 
@@ -45,6 +46,7 @@ func (m *memoryLayer) put(r *Rule) {
 // putLocked is put for a caller holding m.mu.
 func (m *memoryLayer) putLocked(r *Rule) {
 	cur := m.snap.Load()
+	defer m.changes.Add(1)
 	if s := cur[r.Kind][r.ID]; s != nil {
 		s.rule.Store(r)
 		return
@@ -81,6 +83,7 @@ func (m *memoryLayer) apply(k Kind, id string, build func(cur Fields) (*Rule, er
 		delete(n[k], id)
 		m.snap.Store(n)
 	}
+	m.changes.Add(1)
 	if r != nil {
 		next = r.Fields
 	}
@@ -99,6 +102,7 @@ func (m *memoryLayer) remove(k Kind, id string) bool {
 	next := cur.clone(k)
 	delete(next[k], id)
 	m.snap.Store(next)
+	m.changes.Add(1)
 	return true
 }
 

@@ -30,6 +30,7 @@ type redisSource struct {
 	client  redis.UniversalClient
 	logger  *zap.Logger
 	snap    atomic.Pointer[layer]
+	changes atomic.Uint64 // moved after every store to snap or a slot (App.Changes)
 
 	startOnce sync.Once
 	cancel    context.CancelFunc

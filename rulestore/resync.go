@@ -98,6 +98,7 @@ func (s *redisSource) resyncAttempt(ctx context.Context, reason string, attempt 
 		}
 	}
 	s.snap.Store(&next)
+	s.changes.Add(1)
 	s.loaded = true
 	s.status.updates.Add(int64(added + updated + removed))
 	s.status.lastResync.Store(time.Now().UnixNano())

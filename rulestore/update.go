@@ -27,6 +27,7 @@ func (s *redisSource) upsert(k Kind, id string, f Fields) {
 		next[k][id] = newSlot(r)
 		s.snap.Store(next)
 	}
+	s.changes.Add(1)
 	s.status.updates.Add(1)
 	s.logger.Info("rule updated", zap.String("key", s.names.RuleKey(k, id)))
 	s.applied(k, id, old, f)
@@ -43,6 +44,7 @@ func (s *redisSource) remove(k Kind, id string) {
 	next := cur.clone(k)
 	delete(next[k], id)
 	s.snap.Store(next)
+	s.changes.Add(1)
 	s.status.updates.Add(1)
 	s.logger.Info("rule deleted", zap.String("key", s.names.RuleKey(k, id)))
 	s.applied(k, id, old, nil)
