@@ -17,7 +17,7 @@ func (g *Rule) matches(q *request) bool {
 	if !q.headersRead {
 		q.readHeaders()
 	}
-	if q.masked && q.mask&g.tagBit == 0 && (g.Source == SourceHeader || g.Source == SourceAny && q.headersOnly) {
+	if (tagCheck{bit: g.tagBit, src: g.Source}).lacks(q) {
 		return false // no such header, and no query or cookie to look in
 	}
 	return g.matchTag(q)

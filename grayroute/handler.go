@@ -226,22 +226,8 @@ func (p placeholders) Placeholder(name string) (any, bool) {
 // counters of its cohort.
 func (h *Handler) decide(r *http.Request) (version string, versionAny, ruleAny any, cohort *cohortCounts) {
 	q := request{Request: r}
-	if h.Route != "" {
-		list, ok := h.routeRules()
-		if !ok {
-			h.store.WarnMissing(rulestore.Binding, h.Route)
-		}
-		for _, hd := range list {
-			if g := h.held(hd, nil); g != nil && g.matches(&q) {
-				return h.apply(g, r)
-			}
-		}
-	} else {
-		for i, hd := range h.handles.list {
-			if g := h.held(hd, h.inline[i]); g != nil && g.matches(&q) {
-				return h.apply(g, r)
-			}
-		}
+	if g := h.match(&q); g != nil {
+		return h.apply(g, r)
 	}
 	h.defaultCtr.Inc()
 	return h.DefaultVersion, h.defaultAny, "", nil

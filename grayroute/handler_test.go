@@ -178,3 +178,11 @@ func TestTagMaskNeverHidesATag(t *testing.T) {
 		}
 	}
 }
+
+// cookieBit is a constant so readHeaders can test it cheaply; it must
+// stay the bit of the Cookie header.
+func TestCookieBit(t *testing.T) {
+	if cookieBit != headerBit("Cookie") {
+		t.Fatalf("cookieBit %#x, headerBit(Cookie) %#x", uint64(cookieBit), headerBit("Cookie"))
+	}
+}

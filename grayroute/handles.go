@@ -16,6 +16,7 @@ type ruleHandles struct {
 	// bound: the handles of the binding's gray list, for the binding
 	// version they were made for.
 	bound atomic.Pointer[boundRules]
+	held  atomic.Pointer[heldRules] // what they answered last (current)
 }
 
 type boundRules struct {
@@ -52,14 +53,105 @@ func (h *Handler) routeRules() ([]*rulestore.Handle, bool) {
 	return next.list, true
 }
 
-// held returns the current rule of a handle: the store's, else the inline
-// one (nil for none, which is warned about).
-func (h *Handler) held(hd *rulestore.Handle, inline *Rule) *Rule {
+// heldRules are the rules a decision tries, as the handles answered at one
+// count of store changes (rulestore.App.Changes): while the count stays
+// the same, a decision reads one atomic counter instead of one handle per
+// rule.
+type heldRules struct {
+	changes uint64
+	list    []heldRule // in evaluation order
+	// readFirst: the first rule present has a tag, so every request reads
+	// its headers (a rule without a tag matches every request: the rules
+	// after it are never tried).
+	readFirst bool
+	// noBinding: the route binding is missing (warned per request).
+	noBinding bool
+}
+
+// heldRule is one rule of the list, with its tag check beside it, so the
+// usual rule, whose tag header the request lacks, is turned away without
+// touching the rule itself.
+type heldRule struct {
+	tag  tagCheck
+	rule *Rule // nil: missing (warned per request)
+	id   string
+}
+
+// current returns the rules as the store holds them now, re-reading the
+// handles when the store changed since they were last read.
+func (h *Handler) current() *heldRules {
+	n := h.store.Changes() // before the handles: a change after this re-reads them next time
+	if cur := h.handles.held.Load(); cur != nil && cur.changes == n {
+		return cur
+	}
+	next := &heldRules{changes: n}
+	if h.Route != "" {
+		list, ok := h.routeRules()
+		next.noBinding = !ok
+		for _, hd := range list {
+			next.add(hd, nil)
+		}
+	} else {
+		for i, hd := range h.handles.list {
+			next.add(hd, h.inline[i])
+		}
+	}
+	for _, e := range next.list {
+		if e.rule != nil {
+			next.readFirst = e.tag.bit != 0
+			break
+		}
+	}
+	h.handles.held.Store(next)
+	return next
+}
+
+// add appends a handle's current rule: the store's, else the inline one.
+func (l *heldRules) add(hd *rulestore.Handle, inline *Rule) {
+	e := heldRule{rule: inline, id: hd.ID()}
 	if r := hd.Rule(); r != nil {
-		return r.Value.(*Rule)
+		e.rule = r.Value.(*Rule)
 	}
-	if inline == nil {
-		h.store.WarnMissing(rulestore.Gray, hd.ID())
+	if g := e.rule; g != nil && g.Tag != "" {
+		e.tag = tagCheck{bit: g.tagBit, src: g.Source}
 	}
-	return inline
+	l.list = append(l.list, e)
+}
+
+// tagCheck is a rule's tag as the presence mask reads it; bit 0: no tag.
+type tagCheck struct {
+	bit uint64
+	src Source
+}
+
+// lacks reports whether the request certainly lacks the tag: no header of
+// its bit, and nowhere else the rule looks. The request's headers must have
+// been read (kept out of here so this inlines).
+func (c tagCheck) lacks(q *request) bool {
+	return q.masked && q.mask&c.bit == 0 && (c.src == SourceHeader || c.src == SourceAny && q.headersOnly)
+}
+
+// match returns the first rule, in order, that the request matches, or nil.
+func (h *Handler) match(q *request) *Rule {
+	held := h.current()
+	if held.noBinding {
+		h.store.WarnMissing(rulestore.Binding, h.Route)
+	}
+	if held.readFirst {
+		q.readHeaders()
+	}
+	for i := range held.list {
+		e := &held.list[i]
+		if e.tag.bit != 0 && e.tag.lacks(q) { // headers read: e is at or after the first rule present
+			continue
+		}
+		if e.rule == nil {
+			h.store.WarnMissing(rulestore.Gray, e.id)
+			continue
+		}
+		if e.rule.matches(q) {
+			return e.rule
+		}
+	}
+	return nil
 }

@@ -76,19 +76,28 @@ const maskAfter = 4
 
 // readHeaders lists a request's few headers and fills the mask.
 func (q *request) readHeaders() {
-	q.headersRead = true
-	q.headersOnly = q.URL.RawQuery == "" && len(q.Header["Cookie"]) == 0
+	q.headersRead, q.cookiesRead = true, true
 	if len(q.Header) > fewHeaders {
 		q.few = -1
-		return
+		q.cookies = q.Header["Cookie"]
+	} else {
+		// The Cookie header is found while listing, not looked up.
+		for k, v := range q.Header {
+			bit := headerBit(k)
+			if bit == cookieBit && k == "Cookie" {
+				q.cookies = v
+			}
+			q.mask |= bit
+			q.names[q.few], q.values[q.few] = k, v
+			q.few++
+		}
+		q.masked = true
 	}
-	for k, v := range q.Header {
-		q.mask |= headerBit(k)
-		q.names[q.few], q.values[q.few] = k, v
-		q.few++
-	}
-	q.masked = true
+	q.headersOnly = q.URL.RawQuery == "" && len(q.cookies) == 0
 }
+
+// cookieBit is headerBit("Cookie").
+const cookieBit = 1 << ((6*7 + 'e'*3 + 'k') & 63)
 
 // mayHave reports whether the request may carry a header of this bit
 // (false: it certainly does not).
@@ -127,7 +136,7 @@ func (q *request) header(name string) []string {
 }
 
 func (q *request) cookieLines() []string {
-	if !q.cookiesRead {
+	if !q.cookiesRead { // readHeaders reads them too
 		q.cookies, q.cookiesRead = q.Header["Cookie"], true
 	}
 	return q.cookies
