@@ -143,10 +143,17 @@ func BenchmarkServeHTTP(b *testing.B) {
 }
 
 // The presence mask only ever skips a rule whose tag the request cannot
-// carry: with few and with many headers, in a query and in a cookie.
+// carry: with few and with many headers, in a query and in a cookie, for a
+// handler with many tagged rules (headers listed) and with few (looked up).
 func TestTagMaskNeverHidesATag(t *testing.T) {
+	for _, absent := range []int{10, 2} {
+		t.Run(fmt.Sprintf("%d rules before", absent), func(t *testing.T) { testTagMask(t, absent) })
+	}
+}
+
+func testTagMask(t *testing.T, absent int) {
 	var refs []RuleRef
-	for i := range 10 {
+	for i := range absent {
 		refs = append(refs, RuleRef{ID: fmt.Sprintf("absent%d", i), Inline: rulestore.Fields{
 			"target_version": "v9", "match_tag": fmt.Sprintf("X-Absent-%d", i), "match_value": "yes"}})
 	}
@@ -162,6 +169,7 @@ func TestTagMaskNeverHidesATag(t *testing.T) {
 		{"many headers", "/", 20, false},
 		{"query", "/?X-Beta=yes", 20, false},
 		{"cookie", "/", 3, true},
+		{"cookie, many headers", "/", 20, true},
 	} {
 		r := httptest.NewRequest("GET", c.url, nil)
 		for i := range c.headers {

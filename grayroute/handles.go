@@ -62,8 +62,10 @@ type heldRules struct {
 	list    []heldRule // in evaluation order
 	// readFirst: the first rule present has a tag, so every request reads
 	// its headers (a rule without a tag matches every request: the rules
-	// after it are never tried).
+	// after it are never tried): listed, or with at most maskAfter tagged
+	// rules (tagged), looked up.
 	readFirst bool
+	tagged    int
 	// noBinding: the route binding is missing (warned per request).
 	noBinding bool
 }
@@ -96,10 +98,13 @@ func (h *Handler) current() *heldRules {
 			next.add(hd, h.inline[i])
 		}
 	}
+	first := true
 	for _, e := range next.list {
-		if e.rule != nil {
-			next.readFirst = e.tag.bit != 0
-			break
+		if e.rule != nil && first {
+			next.readFirst, first = e.tag.bit != 0, false
+		}
+		if e.tag.bit != 0 {
+			next.tagged++
 		}
 	}
 	h.handles.held.Store(next)
@@ -137,8 +142,12 @@ func (h *Handler) match(q *request) *Rule {
 	if held.noBinding {
 		h.store.WarnMissing(rulestore.Binding, h.Route)
 	}
-	if held.readFirst {
+	switch {
+	case !held.readFirst:
+	case held.tagged > maskAfter:
 		q.readHeaders()
+	default:
+		q.lookupHeaders()
 	}
 	for i := range held.list {
 		e := &held.list[i]

@@ -76,24 +76,30 @@ const maskAfter = 4
 
 // readHeaders lists a request's few headers and fills the mask.
 func (q *request) readHeaders() {
-	q.headersRead, q.cookiesRead = true, true
 	if len(q.Header) > fewHeaders {
-		q.few = -1
-		q.cookies = q.Header["Cookie"]
-	} else {
-		// The Cookie header is found while listing, not looked up.
-		for k, v := range q.Header {
-			bit := headerBit(k)
-			if bit == cookieBit && k == "Cookie" {
-				q.cookies = v
-			}
-			q.mask |= bit
-			q.names[q.few], q.values[q.few] = k, v
-			q.few++
-		}
-		q.masked = true
+		q.lookupHeaders()
+		return
 	}
+	q.headersRead, q.cookiesRead = true, true
+	// The Cookie header is found while listing, not looked up.
+	for k, v := range q.Header {
+		bit := headerBit(k)
+		if bit == cookieBit && k == "Cookie" {
+			q.cookies = v
+		}
+		q.mask |= bit
+		q.names[q.few], q.values[q.few] = k, v
+		q.few++
+	}
+	q.masked = true
 	q.headersOnly = q.URL.RawQuery == "" && len(q.cookies) == 0
+}
+
+// lookupHeaders leaves the headers to map lookups, as for a request with
+// many: cheaper than listing them when a handler has at most maskAfter
+// rules with a tag (listing a map costs about three lookups).
+func (q *request) lookupHeaders() {
+	q.headersRead, q.few = true, -1
 }
 
 // cookieBit is headerBit("Cookie").
@@ -113,6 +119,7 @@ func (q *request) mayHave(bit uint64) bool {
 			q.mask |= headerBit(k)
 		}
 		q.masked = true
+		q.headersOnly = q.URL.RawQuery == "" && len(q.cookieLines()) == 0
 	}
 	return q.mask&bit != 0
 }
