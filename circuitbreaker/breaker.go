@@ -441,3 +441,56 @@ func (b *Breaker) SetSettings(s Settings) {
 func modeName(m Mode) string {
 	return [...]string{"auto", "force_open", "force_closed", "disabled"}[m]
 }
+
+// Snapshot is a breaker's state as read at one moment, for the admin API.
+type Snapshot struct {
+	State State
+	// OpenFor is the time left until half-open (state open).
+	OpenFor             time.Duration
+	ConsecutiveFailures int64
+	// HasWindow: the breaker has rate triggers, and Calls, Failures and
+	// Slow are its current window's counts.
+	HasWindow             bool
+	Calls, Failures, Slow int64
+	HalfOpenProbes        int64 // state half_open
+	Ramping               bool  // state closed
+}
+
+// Snapshot reads the breaker's state without changing it.
+func (b *Breaker) Snapshot() Snapshot {
+	w := b.word.Load()
+	out := Snapshot{State: stateOf(w), ConsecutiveFailures: b.fails.Load()}
+	switch out.State {
+	case StateOpen:
+		if left := b.openUntil.Load() - b.now(); left > 0 {
+			out.OpenFor = time.Duration(left)
+		}
+	case StateHalfOpen:
+		out.HalfOpenProbes = b.probes.Load()
+	case StateClosed:
+		out.Ramping = b.rampEnd.Load() != 0
+	}
+	if win := b.win.Load(); win != nil {
+		out.HasWindow = true
+		out.Calls, out.Failures, out.Slow = win.totals()
+	}
+	return out
+}
+
+// Reset moves the breaker to its mode's state with fresh counters: closed
+// (without a ramp) for auto. For the admin API's reset.
+func (b *Breaker) Reset() {
+	b.mu.Lock()
+	w := b.word.Load()
+	s := b.settings.Load()
+	to := modeState(s.Mode)
+	nw, _ := b.set(w, to)
+	b.resetClosed()
+	b.rampEnd.Store(0)
+	b.openUntil.Store(0)
+	b.word.Store(nw)
+	b.mu.Unlock()
+	if from := stateOf(w); from != to {
+		b.notify(Transition{From: from, To: to, Reason: "admin_reset"})
+	}
+}
