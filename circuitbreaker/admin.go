@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"sort"
 
-	dto "github.com/prometheus/client_model/go"
-
 	"github.com/sluicegw/sluice/rulestore"
 )
 
@@ -82,15 +80,15 @@ func reportState() any {
 
 func (st *ruleState) report() RuleState {
 	rs := RuleState{Rule: st.id, RuleMode: "auto", Breaker: breakerState("", st.def.Snapshot()), Keys: st.nkeys.Load(),
-		Rejected: counterValue(st.metrics.rejected), Calls: map[string]int64{}}
+		Rejected: int64(st.metrics.rejected.Load()), Calls: map[string]int64{}}
 	if r := st.currentRule(); r != nil {
 		rs.RuleMode = modeName(r.Settings.Mode)
 	}
 	if m := st.override.Load(); m != 0 {
 		rs.Override = modeName(Mode(m - 1))
 	}
-	for o, name := range [...]string{Success: "success", Failure: "failure", Ignored: "ignored"} {
-		rs.Calls[name] = counterValue(st.metrics.calls[o])
+	for o, name := range outcomeNames {
+		rs.Calls[name] = int64(st.metrics.calls[o].Load())
 	}
 	var keyed []BreakerState
 	for _, ks := range st.keySnapshots(10 * maxReportedKeys) { // bounded work on huge rules
@@ -122,16 +120,6 @@ func (st *ruleState) currentRule() *Rule {
 		}
 	}
 	return st.rule.Load()
-}
-
-type counterWriter interface{ Write(*dto.Metric) error }
-
-func counterValue(c counterWriter) int64 {
-	var m dto.Metric
-	if c == nil || c.Write(&m) != nil || m.Counter == nil {
-		return 0
-	}
-	return int64(m.Counter.GetValue())
 }
 
 // breakerAction runs POST /sluice/breakers/{id}/{action} on every breaker
