@@ -10,9 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
-
 	"github.com/sluicegw/sluice/internal/handlerkit"
 	"github.com/sluicegw/sluice/rulestore"
 )
@@ -69,18 +66,14 @@ type KeyUsage struct {
 }
 
 func reportState() any {
-	counts := requestCounts()
 	out := []RuleState{}
 	for _, l := range liveLimiters() {
 		s := l.state.Load()
 		if s == nil {
 			continue
 		}
-		rs := RuleState{Rule: l.id, Type: s.rule.Type.String(), Scope: s.rule.Scope, Requests: counts[l.id],
+		rs := RuleState{Rule: l.id, Type: s.rule.Type.String(), Scope: s.rule.Scope, Requests: l.counters.byResult(),
 			Keys: s.engine.Keys(), InFlight: s.engine.InFlight(), TopKeys: topKeys(s, l.now(), stateTopKeys), Flow: flowStateOf(s)}
-		if rs.Requests == nil {
-			rs.Requests = map[string]int64{}
-		}
 		if rs.Scope == "" {
 			rs.Scope = "local"
 		}
@@ -97,34 +90,6 @@ func liveLimiters() []*limiter {
 		out = append(out, l)
 		return true
 	})
-	return out
-}
-
-// requestCounts reads sluice_ratelimit_requests_total by rule and result.
-func requestCounts() map[string]map[string]int64 {
-	initMetrics(nil)
-	out := map[string]map[string]int64{}
-	ch := make(chan prometheus.Metric, 64)
-	go func() { metrics.requests.Collect(ch); close(ch) }()
-	for m := range ch {
-		var d dto.Metric
-		if m.Write(&d) != nil || d.Counter == nil {
-			continue
-		}
-		var rule, result string
-		for _, lp := range d.Label {
-			switch lp.GetName() {
-			case "rule":
-				rule = lp.GetValue()
-			case "result":
-				result = lp.GetValue()
-			}
-		}
-		if out[rule] == nil {
-			out[rule] = map[string]int64{}
-		}
-		out[rule][result] = int64(d.Counter.GetValue())
-	}
 	return out
 }
 
@@ -178,11 +143,8 @@ func (sm *exceededSampler) heldNow() int64 {
 var rejecting = []string{"rejected", "concurrency_rejected", "empty_key_rejected", "redis_unavailable"}
 
 func sampleExceeded(now time.Time) {
-	counts := requestCounts()
-	limiters.Range(func(id string, l *limiter) bool {
-		if c := counts[id]; c != nil {
-			l.exceeded.sample(now, l, c)
-		}
+	limiters.Range(func(_ string, l *limiter) bool {
+		l.exceeded.sample(now, l, l.counters.byResult())
 		return true
 	})
 }
