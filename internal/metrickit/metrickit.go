@@ -41,6 +41,12 @@ func (c *Counter) Inc() { c.n.Add(1) }
 func (c *Counter) Load() uint64 { return c.n.Load() }
 
 // Metric is the count as a constant metric of desc with the label values.
+// Bad label values (not UTF-8) make the scrape report an error instead of
+// panicking in a Collector.
 func (c *Counter) Metric(desc *prometheus.Desc, labels ...string) prometheus.Metric {
-	return prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(c.n.Load()), labels...)
+	m, err := prometheus.NewConstMetric(desc, prometheus.CounterValue, float64(c.n.Load()), labels...)
+	if err != nil {
+		return prometheus.NewInvalidMetric(desc, err)
+	}
+	return m
 }
