@@ -140,7 +140,7 @@ func (sm *exceededSampler) heldNow() int64 {
 }
 
 // rejecting are the results that mean the limit was exceeded.
-var rejecting = []string{"rejected", "concurrency_rejected", "empty_key_rejected", "redis_unavailable"}
+var rejecting = [...]string{"rejected", "concurrency_rejected", "empty_key_rejected", "redis_unavailable"}
 
 func sampleExceeded(now time.Time) {
 	limiters.Range(func(_ string, l *limiter) bool {
