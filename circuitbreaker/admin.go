@@ -4,9 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
-	"time"
-
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/sluicegw/sluice/rulestore"
 )
@@ -61,43 +58,14 @@ type RuleState struct {
 	Calls     map[string]int64 `json:"calls"`
 }
 
-// snapshot reads a breaker's state without changing it.
-func (b *Breaker) snapshot(key string) BreakerState {
-	w := b.word.Load()
-	out := BreakerState{Key: key, State: stateOf(w).String(), ConsecutiveFailures: b.fails.Load()}
-	switch stateOf(w) {
-	case StateOpen:
-		if left := b.openUntil.Load() - b.now(); left > 0 {
-			out.OpenForSeconds = time.Duration(left).Seconds()
-		}
-	case StateHalfOpen:
-		out.HalfOpenProbes = b.probes.Load()
-	case StateClosed:
-		out.Ramping = b.rampEnd.Load() != 0
-	}
-	if win := b.win.Load(); win != nil {
-		c, f, s := win.totals()
-		out.Window = &WindowCounts{Calls: c, Failures: f, Slow: s}
+// breakerState formats a breaker's snapshot.
+func breakerState(key string, sn Snapshot) BreakerState {
+	out := BreakerState{Key: key, State: sn.State.String(), OpenForSeconds: sn.OpenFor.Seconds(),
+		ConsecutiveFailures: sn.ConsecutiveFailures, HalfOpenProbes: sn.HalfOpenProbes, Ramping: sn.Ramping}
+	if sn.HasWindow {
+		out.Window = &WindowCounts{Calls: sn.Calls, Failures: sn.Failures, Slow: sn.Slow}
 	}
 	return out
-}
-
-// Reset moves the breaker to its mode's state with fresh counters: closed
-// (without a ramp) for auto. For the admin API's reset.
-func (b *Breaker) Reset() {
-	b.mu.Lock()
-	w := b.word.Load()
-	s := b.settings.Load()
-	to := modeState(s.Mode)
-	nw, _ := b.set(w, to)
-	b.resetClosed()
-	b.rampEnd.Store(0)
-	b.openUntil.Store(0)
-	b.word.Store(nw)
-	b.mu.Unlock()
-	if from := stateOf(w); from != to {
-		b.notify(Transition{From: from, To: to, Reason: "admin_reset"})
-	}
 }
 
 func reportState() any {
@@ -111,22 +79,21 @@ func reportState() any {
 }
 
 func (st *ruleState) report() RuleState {
-	rs := RuleState{Rule: st.id, RuleMode: "auto", Breaker: st.def.snapshot(""), Keys: st.nkeys.Load(),
-		Rejected: counterValue(st.metrics.rejected), Calls: map[string]int64{}}
+	rs := RuleState{Rule: st.id, RuleMode: "auto", Breaker: breakerState("", st.def.Snapshot()), Keys: st.nkeys.Load(),
+		Rejected: int64(st.metrics.rejected.Load()), Calls: map[string]int64{}}
 	if r := st.currentRule(); r != nil {
 		rs.RuleMode = modeName(r.Settings.Mode)
 	}
 	if m := st.override.Load(); m != 0 {
 		rs.Override = modeName(Mode(m - 1))
 	}
-	for o, name := range [...]string{Success: "success", Failure: "failure", Ignored: "ignored"} {
-		rs.Calls[name] = counterValue(st.metrics.calls[o])
+	for o, name := range outcomeNames {
+		rs.Calls[name] = int64(st.metrics.calls[o].Load())
 	}
 	var keyed []BreakerState
-	st.keys.Range(func(k, b any) bool {
-		keyed = append(keyed, b.(*Breaker).snapshot(st.shownKey(k.(string))))
-		return len(keyed) < 10*maxReportedKeys // bounded work on huge rules
-	})
+	for _, ks := range st.keySnapshots(10 * maxReportedKeys) { // bounded work on huge rules
+		keyed = append(keyed, breakerState(ks.Key, ks.Snapshot))
+	}
 	sort.Slice(keyed, func(i, j int) bool {
 		ci, cj := keyed[i].State == "closed", keyed[j].State == "closed"
 		if ci != cj {
@@ -155,16 +122,6 @@ func (st *ruleState) currentRule() *Rule {
 	return st.rule.Load()
 }
 
-type counterWriter interface{ Write(*dto.Metric) error }
-
-func counterValue(c counterWriter) int64 {
-	var m dto.Metric
-	if c == nil || c.Write(&m) != nil || m.Counter == nil {
-		return 0
-	}
-	return int64(m.Counter.GetValue())
-}
-
 // breakerAction runs POST /sluice/breakers/{id}/{action} on every breaker
 // of the rule (the default one and the keyed ones) on this instance.
 func breakerAction(id, action string) (any, error) {
@@ -185,29 +142,6 @@ func breakerAction(id, action string) (any, error) {
 		return nil, &rulestore.ActionError{Status: http.StatusBadRequest,
 			Err: fmt.Errorf("unknown breaker action %q (want force_open, force_closed or reset)", action)}
 	}
-	st.mu.Lock()
-	st.override.Store(override)
-	var s Settings
-	if r := st.rule.Load(); r != nil {
-		s = st.settings(r)
-	} else {
-		// No request has used the rule yet: keep the placeholder settings,
-		// change the mode; the rule's own settings apply on first use.
-		s = st.def.Settings()
-		s.Mode = ModeAuto
-		if override != 0 {
-			s.Mode = Mode(override - 1)
-		}
-	}
-	st.apply(s)
-	if action == "reset" {
-		st.def.Reset()
-		st.keys.Range(func(_, b any) bool {
-			b.(*Breaker).Reset()
-			return true
-		})
-		st.metrics.setState("", st.def.State())
-	}
-	st.mu.Unlock()
+	st.setOverride(override, action == "reset")
 	return map[string]any{"rule": id, "action": action, "state": st.report()}, nil
 }

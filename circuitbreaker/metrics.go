@@ -1,87 +1,86 @@
 package circuitbreaker
 
 import (
-	"errors"
-	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicegw/sluice/internal/metrickit"
 )
 
 // maxKeyMetrics bounds the per-key series of one rule; further keys of the
 // rule are not exported (the default breaker and the first keys are).
 const maxKeyMetrics = 100
 
-var metrics = struct {
-	once        sync.Once
-	state       *prometheus.GaugeVec
-	transitions *prometheus.CounterVec
-	rejected    *prometheus.CounterVec
-	calls       *prometheus.CounterVec
-}{}
+// Metrics, one collector registered on every config's registry:
+//
+//	sluice_circuitbreaker_state{rule,key,state}       0/1, set on transitions
+//	sluice_circuitbreaker_transitions_total{rule,to}  from the rule states
+//	sluice_circuitbreaker_rejected_total{rule}        from the rule states
+//	sluice_circuitbreaker_calls_total{rule,outcome}   from the rule states
+//
+// The counters are the rule states' own atomics, read at scrape time, so
+// their series live exactly as long as the rule state (byID).
+var metrics = collector{state: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	Namespace: "sluice", Subsystem: "circuitbreaker", Name: "state",
+	Help: "1 for the state the breaker is in, 0 for the others: closed, open, half_open, forced_open, forced_closed, disabled.",
+}, []string{"rule", "key", "state"})}
 
-func initMetrics() {
-	metrics.once.Do(func() {
-		const ns, sub = "sluice", "circuitbreaker"
-		metrics.state = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: ns, Subsystem: sub, Name: "state",
-			Help: "1 for the state the breaker is in, 0 for the others: closed, open, half_open, forced_open, forced_closed, disabled.",
-		}, []string{"rule", "key", "state"})
-		metrics.transitions = prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "transitions_total",
-			Help: "State changes, by the state entered.",
-		}, []string{"rule", "to"})
-		metrics.rejected = prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "rejected_total",
-			Help: "Requests refused because the breaker was open, its half-open probes were taken, or its ramp held them back.",
-		}, []string{"rule"})
-		metrics.calls = prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "calls_total",
-			Help: "Calls admitted by the breaker, by outcome: success, failure, ignored (e.g. the client went away).",
-		}, []string{"rule", "outcome"})
+var (
+	transitionsDesc = prometheus.NewDesc("sluice_circuitbreaker_transitions_total",
+		"State changes, by the state entered.", []string{"rule", "to"}, nil)
+	rejectedDesc = prometheus.NewDesc("sluice_circuitbreaker_rejected_total",
+		"Requests refused because the breaker was open, its half-open probes were taken, or its ramp held them back.", []string{"rule"}, nil)
+	callsDesc = prometheus.NewDesc("sluice_circuitbreaker_calls_total",
+		"Calls admitted by the breaker, by outcome: success, failure, ignored (e.g. the client went away).", []string{"rule", "outcome"}, nil)
+)
+
+// outcomeNames are the calls_total outcome labels, by Outcome.
+var outcomeNames = [...]string{Success: "success", Failure: "failure", Ignored: "ignored"}
+
+type collector struct{ state *prometheus.GaugeVec }
+
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
+	c.state.Describe(ch)
+	ch <- transitionsDesc
+	ch <- rejectedDesc
+	ch <- callsDesc
+}
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	c.state.Collect(ch)
+	byID.Range(func(_, v any) bool {
+		m := v.(*ruleState).metrics
+		for s, name := range stateNames {
+			ch <- m.transitions[s].Metric(transitionsDesc, m.id, name)
+		}
+		ch <- m.rejected.Metric(rejectedDesc, m.id)
+		for o, name := range outcomeNames {
+			ch <- m.calls[o].Metric(callsDesc, m.id, name)
+		}
+		return true
 	})
 }
 
-// registerMetrics adds the collectors to a config's registry; a second
-// registration (another handler, or a reload on the same registry) is fine.
-func registerMetrics(reg *prometheus.Registry) error {
-	initMetrics()
-	if reg == nil {
-		return nil
-	}
-	for _, c := range []prometheus.Collector{metrics.state, metrics.transitions, metrics.rejected, metrics.calls} {
-		if err := reg.Register(c); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if !errors.As(err, &are) {
-				return err
-			}
-		}
-	}
-	return nil
-}
+// registerMetrics adds the collector to a config's registry.
+func registerMetrics(reg *prometheus.Registry) error { return metrickit.Register(reg, metrics) }
 
-// ruleMetrics are one rule's series, resolved once so the request path
-// does no label lookups.
+// ruleMetrics are one rule's counts, which the request path adds to
+// without label lookups, and its state series.
 type ruleMetrics struct {
-	id       string
-	rejected prometheus.Counter
-	calls    [3]prometheus.Counter // by Outcome
-	keys     atomic.Int64          // keyed series handed out so far
+	id          string
+	rejected    metrickit.Counter
+	calls       [len(outcomeNames)]metrickit.Counter
+	transitions [len(stateNames)]metrickit.Counter
+	keys        atomic.Int64 // keyed series handed out so far
 }
 
-// newRuleMetrics resolves a rule's series when the rule is first
+// newRuleMetrics starts a rule's series when the rule is first
 // provisioned. Every series an alert may test with absent() exists from
 // then on: the default breaker's state (closed until the rule is first
 // applied), and the counters at 0, with a transitions series per state.
 func newRuleMetrics(id string) *ruleMetrics {
-	initMetrics()
-	m := &ruleMetrics{id: id, rejected: metrics.rejected.WithLabelValues(id)}
-	for o, name := range [...]string{Success: "success", Failure: "failure", Ignored: "ignored"} {
-		m.calls[o] = metrics.calls.WithLabelValues(id, name)
-	}
-	for _, name := range stateNames {
-		metrics.transitions.WithLabelValues(id, name)
-	}
+	m := &ruleMetrics{id: id}
 	m.setState("", StateClosed)
 	return m
 }
@@ -103,16 +102,16 @@ func (m *ruleMetrics) setState(key string, s State) {
 }
 
 func (m *ruleMetrics) transition(key string, exported bool, to State) {
-	metrics.transitions.WithLabelValues(m.id, to.String()).Inc()
+	if int(to) < len(m.transitions) {
+		m.transitions[to].Inc()
+	}
 	if exported {
 		m.setState(key, to)
 	}
 }
 
-// delete drops the rule's series when no config uses it any more.
+// delete drops the rule's state series when no config uses it any more
+// (its counters go with the rule state).
 func (m *ruleMetrics) delete() {
 	metrics.state.DeletePartialMatch(prometheus.Labels{"rule": m.id})
-	metrics.transitions.DeletePartialMatch(prometheus.Labels{"rule": m.id})
-	metrics.rejected.DeleteLabelValues(m.id)
-	metrics.calls.DeletePartialMatch(prometheus.Labels{"rule": m.id})
 }

@@ -206,3 +206,49 @@ func IsOpen(store *rulestore.App, ruleID, key string) bool {
 	b := st.lookup(key)
 	return b != nil && b.IsOpen()
 }
+
+// keySnapshot is one keyed breaker's state, its key as shownKey shows it.
+type keySnapshot struct {
+	Key string
+	Snapshot
+}
+
+// keySnapshots reads up to max keyed breakers, in no particular order.
+func (st *ruleState) keySnapshots(max int) []keySnapshot {
+	var out []keySnapshot
+	st.keys.Range(func(k, b any) bool {
+		out = append(out, keySnapshot{st.shownKey(k.(string)), b.(*Breaker).Snapshot()})
+		return len(out) < max
+	})
+	return out
+}
+
+// setOverride sets the runtime override (0 none, else Mode+1) on every
+// breaker of the rule; reset also moves them to the mode's state with
+// fresh counters.
+func (st *ruleState) setOverride(override int32, reset bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.override.Store(override)
+	var s Settings
+	if r := st.rule.Load(); r != nil {
+		s = st.settings(r)
+	} else {
+		// No request has used the rule yet: keep the placeholder settings,
+		// change the mode; the rule's own settings apply on first use.
+		s = st.def.Settings()
+		s.Mode = ModeAuto
+		if override != 0 {
+			s.Mode = Mode(override - 1)
+		}
+	}
+	st.apply(s)
+	if reset {
+		st.def.Reset()
+		st.keys.Range(func(_, b any) bool {
+			b.(*Breaker).Reset()
+			return true
+		})
+		st.metrics.setState("", st.def.State())
+	}
+}

@@ -3,9 +3,7 @@ package grayroute
 import (
 	"sort"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
-
+	"github.com/sluicegw/sluice/internal/metrickit"
 	"github.com/sluicegw/sluice/rulestore"
 )
 
@@ -23,7 +21,6 @@ type RuleSplit struct {
 
 // reportState is grayroute's section of GET /sluice/state.
 func reportState() any {
-	initMetrics(nil)
 	byRule := map[string]*RuleSplit{}
 	get := func(rule string) *RuleSplit {
 		if byRule[rule] == nil {
@@ -31,29 +28,12 @@ func reportState() any {
 		}
 		return byRule[rule]
 	}
-	collect(metrics.requests, func(l map[string]string, v float64) { get(l["rule"]).Versions[l["version"]] += int64(v) })
-	collect(metrics.random, func(l map[string]string, v float64) { get(l["rule"]).Random += int64(v) })
+	metrics.requests.each(func(k [2]string, c *metrickit.Counter) { get(k[0]).Versions[k[1]] += int64(c.Load()) })
+	metrics.random.each(func(k [2]string, c *metrickit.Counter) { get(k[0]).Random += int64(c.Load()) })
 	out := make([]*RuleSplit, 0, len(byRule))
 	for _, s := range byRule {
 		out = append(out, s)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Rule < out[j].Rule })
 	return map[string]any{"rules": out, "analysis": analysisState()}
-}
-
-// collect reads every series of a counter vector.
-func collect(c prometheus.Collector, fn func(labels map[string]string, v float64)) {
-	ch := make(chan prometheus.Metric, 64)
-	go func() { c.Collect(ch); close(ch) }()
-	for m := range ch {
-		var d dto.Metric
-		if m.Write(&d) != nil || d.Counter == nil {
-			continue
-		}
-		labels := map[string]string{}
-		for _, lp := range d.Label {
-			labels[lp.GetName()] = lp.GetValue()
-		}
-		fn(labels, d.Counter.GetValue())
-	}
 }

@@ -1,10 +1,11 @@
 package grayroute
 
 import (
-	"errors"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicegw/sluice/internal/metrickit"
 )
 
 // Canary analysis metrics, per rule and version (target or fallback). Like
@@ -36,17 +37,7 @@ func initAnalysisMetrics(reg *prometheus.Registry) error {
 		m.intervals = prometheus.NewCounterVec(prometheus.CounterOpts(opts("intervals_total",
 			"Analysis intervals judged, by rule and outcome (healthy, inconclusive, failing).")), []string{"rule", "outcome"})
 	})
-	if reg == nil {
-		return nil
-	}
-	for _, c := range []prometheus.Collector{m.requests, m.errors, m.latency, m.evidence, m.intervals} {
-		if err := reg.Register(c); err != nil {
-			if are := (prometheus.AlreadyRegisteredError{}); !errors.As(err, &are) {
-				return err
-			}
-		}
-	}
-	return nil
+	return metrickit.Register(reg, m.requests, m.errors, m.latency, m.evidence, m.intervals)
 }
 
 // observeCounts adds this instance's interval counts to the counters.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluicegw/sluice/circuitbreaker"
 	"github.com/sluicegw/sluice/internal/handlerkit"
+	"github.com/sluicegw/sluice/internal/metrickit"
 	"github.com/sluicegw/sluice/rulestore"
 )
 
@@ -55,7 +56,7 @@ type Handler struct {
 	header     string // canonical, "" when off
 	defaultAny any
 	inline     []*Rule // parallel to Rules; nil for store references
-	defaultCtr prometheus.Counter
+	defaultCtr *metrickit.Counter
 	now        func() time.Time
 	isOpen     func(ruleID, key string) bool
 	hub        *analysisHub             // canary analysis (analysis_glue.go)

@@ -1,54 +1,84 @@
 package grayroute
 
 import (
-	"errors"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicegw/sluice/internal/metrickit"
 )
 
-// The collectors live for the process and are registered on every config's
-// registry, so counts survive reloads and a reload never panics on a
-// duplicate registration. Labels are bounded: rule ids and versions come
+// The counts live for the process and one collector exports them on every
+// config's registry, so they survive reloads and a reload never panics on
+// a duplicate registration. Labels are bounded: rule ids and versions come
 // from the configuration and Redis, never from the request.
 var metrics = struct {
-	once     sync.Once
-	requests *prometheus.CounterVec
-	random   *prometheus.CounterVec
-}{}
-
-func initMetrics(reg *prometheus.Registry) error {
-	metrics.once.Do(func() {
-		metrics.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "sluice",
-			Subsystem: "grayroute",
-			Name:      "requests_total",
-			Help:      "Requests routed by grayroute, by deciding rule (empty: no rule matched) and version.",
-		}, []string{"rule", "version"})
-		metrics.random = prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "sluice",
-			Subsystem: "grayroute",
-			Name:      "random_assignments_total",
-			Help:      "Requests split at random because no hash key resolved, by rule.",
-		}, []string{"rule"})
-	})
-	if reg == nil {
-		return nil
-	}
-	for _, c := range []prometheus.Collector{metrics.requests, metrics.random} {
-		if err := reg.Register(c); err != nil {
-			if are := (prometheus.AlreadyRegisteredError{}); !errors.As(err, &are) {
-				return err
-			}
-		}
-	}
-	return nil
+	requests, random *counterVec
+}{
+	requests: newCounterVec(prometheus.NewDesc("sluice_grayroute_requests_total",
+		"Requests routed by grayroute, by deciding rule (empty: no rule matched) and version.", []string{"rule", "version"}, nil), 2),
+	random: newCounterVec(prometheus.NewDesc("sluice_grayroute_random_assignments_total",
+		"Requests split at random because no hash key resolved, by rule.", []string{"rule"}, nil), 1),
 }
 
-// ruleCounters caches one rule's two series so the request path does not
-// hash label values.
+func initMetrics(reg *prometheus.Registry) error {
+	return metrickit.Register(reg, metrics.requests, metrics.random)
+}
+
+// counterVec is a set of counts by up to two label values, exported as one
+// metric and read directly by the state endpoint. A count, once made,
+// stays for the process.
+type counterVec struct {
+	desc   *prometheus.Desc
+	labels int // label values per count: 1 or 2
+	mu     sync.RWMutex
+	m      map[[2]string]*metrickit.Counter
+}
+
+func newCounterVec(d *prometheus.Desc, labels int) *counterVec {
+	return &counterVec{desc: d, labels: labels, m: map[[2]string]*metrickit.Counter{}}
+}
+
+// WithLabelValues returns the count of the label values, making it at 0.
+func (v *counterVec) WithLabelValues(values ...string) *metrickit.Counter {
+	var k [2]string
+	copy(k[:], values)
+	v.mu.RLock()
+	c := v.m[k]
+	v.mu.RUnlock()
+	if c != nil {
+		return c
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if c = v.m[k]; c == nil {
+		c = new(metrickit.Counter)
+		v.m[k] = c
+	}
+	return c
+}
+
+// each calls fn with every count and its label values.
+func (v *counterVec) each(fn func(k [2]string, c *metrickit.Counter)) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	for k, c := range v.m {
+		fn(k, c)
+	}
+}
+
+func (v *counterVec) Describe(ch chan<- *prometheus.Desc) { ch <- v.desc }
+
+func (v *counterVec) Collect(ch chan<- prometheus.Metric) {
+	v.each(func(k [2]string, c *metrickit.Counter) {
+		ch <- c.Metric(v.desc, k[:v.labels]...)
+	})
+}
+
+// ruleCounters caches one rule's two counts so the request path does not
+// look up label values.
 type ruleCounters struct {
-	target, fallback prometheus.Counter
+	target, fallback *metrickit.Counter
 	fallbackVersion  string
 }
 

@@ -10,9 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
-
 	"github.com/sluicegw/sluice/internal/handlerkit"
 	"github.com/sluicegw/sluice/rulestore"
 )
@@ -69,18 +66,14 @@ type KeyUsage struct {
 }
 
 func reportState() any {
-	counts := requestCounts()
 	out := []RuleState{}
 	for _, l := range liveLimiters() {
 		s := l.state.Load()
 		if s == nil {
 			continue
 		}
-		rs := RuleState{Rule: l.id, Type: s.rule.Type.String(), Scope: s.rule.Scope, Requests: counts[l.id],
+		rs := RuleState{Rule: l.id, Type: s.rule.Type.String(), Scope: s.rule.Scope, Requests: l.counters.byResult(),
 			Keys: s.engine.Keys(), InFlight: s.engine.InFlight(), TopKeys: topKeys(s, l.now(), stateTopKeys), Flow: flowStateOf(s)}
-		if rs.Requests == nil {
-			rs.Requests = map[string]int64{}
-		}
 		if rs.Scope == "" {
 			rs.Scope = "local"
 		}
@@ -100,92 +93,20 @@ func liveLimiters() []*limiter {
 	return out
 }
 
-// requestCounts reads sluice_ratelimit_requests_total by rule and result.
-func requestCounts() map[string]map[string]int64 {
-	initMetrics(nil)
-	out := map[string]map[string]int64{}
-	ch := make(chan prometheus.Metric, 64)
-	go func() { metrics.requests.Collect(ch); close(ch) }()
-	for m := range ch {
-		var d dto.Metric
-		if m.Write(&d) != nil || d.Counter == nil {
-			continue
-		}
-		var rule, result string
-		for _, lp := range d.Label {
-			switch lp.GetName() {
-			case "rule":
-				rule = lp.GetValue()
-			case "result":
-				result = lp.GetValue()
-			}
-		}
-		if out[rule] == nil {
-			out[rule] = map[string]int64{}
-		}
-		out[rule][result] = int64(d.Counter.GetValue())
-	}
-	return out
-}
-
-// topKeys returns the n keys using most of their quota, from the local key
-// table (for scope cluster the quota lives in Redis: none are listed). Each
-// shard is locked only while it is read.
+// topKeys formats the engine's n most used keys, masked. For scope cluster
+// the quota lives in Redis: none are listed.
 func topKeys(s *limiterState, now int64, n int) []KeyUsage {
-	e, ok := s.engine.(*localEngine)
-	if !ok || e.slotsOnly {
-		return []KeyUsage{}
+	top := []KeyUsage{}
+	e, ok := s.engine.(interface {
+		TopKeys(r *Rule, now int64, n int) []keyUse
+	})
+	if !ok {
+		return top
 	}
-	r := s.rule
-	var top []KeyUsage
-	var raw []string
-	for i := range e.tab.shards {
-		sh := &e.tab.shards[i]
-		sh.mu.Lock()
-		for key, ent := range sh.m {
-			u := usage(r, key, ent, now)
-			if len(top) < n || u.Used > top[len(top)-1].Used {
-				pos := sort.Search(len(top), func(j int) bool { return top[j].Used < u.Used })
-				top = append(top[:pos], append([]KeyUsage{u}, top[pos:]...)...)
-				raw = append(raw[:pos], append([]string{key}, raw[pos:]...)...)
-				if len(top) > n {
-					top, raw = top[:n], raw[:n]
-				}
-			}
-		}
-		sh.mu.Unlock()
-	}
-	for i := range top {
-		top[i].Key = r.shownKey(raw[i])
-	}
-	if top == nil {
-		top = []KeyUsage{}
+	for _, u := range e.TopKeys(s.rule, now, n) {
+		top = append(top, KeyUsage{Key: s.rule.shownKey(u.key), Remaining: int64(u.remaining), Used: u.used, Limited: u.limited})
 	}
 	return top
-}
-
-// usage reads one key's state without changing it; the shard is locked.
-func usage(r *Rule, key string, ent *entry, now int64) KeyUsage {
-	l := &r.Limits
-	if o := r.Overrides[key]; o != nil {
-		l = o
-	}
-	var left, quota float64
-	if r.Type == SlidingWindow {
-		w := ent.sw // a copy: reading must not move the key's window
-		w.advance(now, l.Window)
-		est := w.prev*float64(l.Window-(now-w.start))/float64(l.Window) + w.cur
-		left, quota = max(l.Max-est, 0), l.Max
-	} else {
-		b := ent.tb
-		b.refill(now, l.QPS, l.Burst)
-		left, quota = b.tokens, l.Burst
-	}
-	u := KeyUsage{Remaining: int64(left), Limited: left < float64(r.Cost)}
-	if quota > 0 {
-		u.Used = min(max(1-left/quota, 0), 1)
-	}
-	return u
 }
 
 // shownKey is a key as logs, the state endpoint and events show it: masked,
@@ -219,14 +140,11 @@ func (sm *exceededSampler) heldNow() int64 {
 }
 
 // rejecting are the results that mean the limit was exceeded.
-var rejecting = []string{"rejected", "concurrency_rejected", "empty_key_rejected", "redis_unavailable"}
+var rejecting = [...]string{"rejected", "concurrency_rejected", "empty_key_rejected", "redis_unavailable"}
 
 func sampleExceeded(now time.Time) {
-	counts := requestCounts()
-	limiters.Range(func(id string, l *limiter) bool {
-		if c := counts[id]; c != nil {
-			l.exceeded.sample(now, l, c)
-		}
+	limiters.Range(func(_ string, l *limiter) bool {
+		l.exceeded.sample(now, l, l.counters.byResult())
 		return true
 	})
 }

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicegw/sluice/internal/redistest"
@@ -308,14 +306,7 @@ func TestClusterLeaseBound(t *testing.T) {
 	}
 }
 
-func counterValue(c interface{ Inc() }) float64 {
-	if c, ok := c.(interface{ value() float64 }); ok { // the Redis counters
-		return c.value()
-	}
-	var m dto.Metric
-	_ = c.(prometheus.Counter).Write(&m)
-	return m.GetCounter().GetValue()
-}
+func counterValue(c *counter) float64 { return c.value() }
 
 // A reply error about one key (WRONGTYPE: something else wrote it) takes
 // the failure path for that key only: Redis is not marked down, and other

@@ -1,12 +1,9 @@
 package ratelimit
 
 import (
-	"errors"
-	"sync"
-	"sync/atomic"
-
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicegw/sluice/internal/metrickit"
 	"github.com/sluicegw/sluice/rulestore"
 )
 
@@ -27,86 +24,81 @@ import (
 // handler naming it, so alerts may use absent(). The two Redis series per
 // rule are exported only for scope cluster rules (from provisioning too,
 // when the rule is known then), never for local ones.
-var metrics = struct {
-	once     sync.Once
-	requests *prometheus.CounterVec
-	gauges   gaugeCollector
-}{}
+//
+// metrics is the one collector of the rules' series, registered once per
+// registry; it reads the live limiters when scraped.
+var metrics collector
 
 var transitions = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Namespace: "sluice", Subsystem: "ratelimit", Name: "redis_transitions_total",
 	Help: "Transitions of the Redis health gate of cluster rate limits (to down or up).",
 }, []string{"to"})
 
+// initMetrics registers the collectors on a config's registry.
 func initMetrics(reg *prometheus.Registry) {
-	metrics.once.Do(func() {
-		metrics.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "sluice", Subsystem: "ratelimit", Name: "requests_total",
-			Help: "Rate limit decisions by rule and result.",
-		}, []string{"rule", "result"})
-	})
-	if reg == nil {
-		return
-	}
-	for _, c := range []prometheus.Collector{metrics.requests, transitions, queueWaitHist, &metrics.gauges} {
-		if err := reg.Register(c); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if !errors.As(err, &are) {
-				panic(err)
-			}
-		}
+	if err := metrickit.Register(reg, &metrics, transitions, queueWaitHist); err != nil {
+		panic(err)
 	}
 }
 
-// ruleCounters are one rule's counters, looked up once per rule id so the
-// request path only adds to them. The Redis ones are plain atomics that the
-// collector exports for scope cluster rules only.
+// ruleCounters are one rule's counters, owned by its limiter: the request
+// path adds to them with one atomic, the collector exports them and the
+// state endpoint reads them. The Redis ones are exported for scope cluster
+// rules only.
 type ruleCounters struct {
-	allowed, rejected, shadow, concurrency, emptyKey, unavailable prometheus.Counter
+	allowed, rejected, shadow, concurrency, emptyKey, unavailable counter
 	redisCalls, redisErrors                                       *counter
 	fallbackAllow, fallbackDeny, fallbackLocal                    *counter
 }
 
 // counter is a count the collector exports.
-type counter struct{ n atomic.Uint64 }
+type counter struct{ metrickit.Counter }
 
-func (c *counter) Inc()           { c.n.Add(1) }
-func (c *counter) value() float64 { return float64(c.n.Load()) }
+func (c *counter) value() float64 { return float64(c.Load()) }
 
-func countersFor(rule string) *ruleCounters {
-	initMetrics(nil)
-	c := metrics.requests
+func countersFor(string) *ruleCounters {
 	return &ruleCounters{
-		allowed:     c.WithLabelValues(rule, "allowed"),
-		rejected:    c.WithLabelValues(rule, "rejected"),
-		shadow:      c.WithLabelValues(rule, "shadow_rejected"),
-		concurrency: c.WithLabelValues(rule, "concurrency_rejected"),
-		emptyKey:    c.WithLabelValues(rule, "empty_key_rejected"),
-		unavailable: c.WithLabelValues(rule, "redis_unavailable"),
-
 		redisCalls: new(counter), redisErrors: new(counter),
 		fallbackAllow: new(counter), fallbackDeny: new(counter), fallbackLocal: new(counter),
 	}
 }
 
+// results calls fn with each sluice_ratelimit_requests_total result and
+// its count.
+func (c *ruleCounters) results(fn func(result string, n *counter)) {
+	fn("allowed", &c.allowed)
+	fn("rejected", &c.rejected)
+	fn("shadow_rejected", &c.shadow)
+	fn("concurrency_rejected", &c.concurrency)
+	fn("empty_key_rejected", &c.emptyKey)
+	fn("redis_unavailable", &c.unavailable)
+}
+
+// byResult are the rule's decisions by result.
+func (c *ruleCounters) byResult() map[string]int64 {
+	out := make(map[string]int64, 6)
+	c.results(func(result string, n *counter) { out[result] = int64(n.Load()) })
+	return out
+}
+
 // usedRedis reports whether any Redis count is above 0, so a rule edited
 // from cluster to local keeps its (monotonic) Redis series.
 func (c *ruleCounters) usedRedis() bool {
-	return c.redisCalls.n.Load()|c.redisErrors.n.Load()|c.fallbackAllow.n.Load()|c.fallbackDeny.n.Load()|c.fallbackLocal.n.Load() != 0
+	return c.redisCalls.Load()|c.redisErrors.Load()|c.fallbackAllow.Load()|c.fallbackDeny.Load()|c.fallbackLocal.Load() != 0
 }
 
-// dropCounters forgets a rule's series once no config uses the rule, so
-// edited inline rules do not pile up label values. (The Redis series go
-// with the limiter, which the collector no longer sees.)
-func dropCounters(rule string) {
-	metrics.requests.DeletePartialMatch(prometheus.Labels{"rule": rule})
-}
+// dropCounters has nothing left to drop: a rule's series go with its
+// limiter, which the collector no longer sees once destructed. (Kept for
+// the limiter's Destruct, which calls it.)
+func dropCounters(string) {}
 
-// gaugeCollector reports the live limiters' key and in-flight counts when
-// scraped, so the request path does no gauge bookkeeping.
-type gaugeCollector struct{}
+// collector reports the live limiters' counters, key and in-flight counts
+// when scraped, so the request path does no metric bookkeeping.
+type collector struct{}
 
 var (
+	requestsDesc = prometheus.NewDesc("sluice_ratelimit_requests_total",
+		"Rate limit decisions by rule and result.", []string{"rule", "result"}, nil)
 	keysDesc = prometheus.NewDesc("sluice_ratelimit_keys",
 		"Keys whose rate limit state is tracked, by rule.", []string{"rule"}, nil)
 	inFlightDesc = prometheus.NewDesc("sluice_ratelimit_in_flight",
@@ -117,7 +109,8 @@ var (
 		"Cluster rate limit decisions made without Redis, by rule and on_redis_error mode.", []string{"rule", "mode"}, nil)
 )
 
-func (*gaugeCollector) Describe(ch chan<- *prometheus.Desc) {
+func (*collector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- requestsDesc
 	ch <- keysDesc
 	ch <- inFlightDesc
 	ch <- redisCallsDesc
@@ -125,8 +118,9 @@ func (*gaugeCollector) Describe(ch chan<- *prometheus.Desc) {
 	describeFlow(ch)
 }
 
-func (*gaugeCollector) Collect(ch chan<- prometheus.Metric) {
+func (*collector) Collect(ch chan<- prometheus.Metric) {
 	limiters.Range(func(_ string, l *limiter) bool {
+		l.counters.results(func(result string, n *counter) { ch <- n.Metric(requestsDesc, l.id, result) })
 		var keys, inFlight int64
 		s := l.state.Load()
 		if s != nil {
@@ -146,7 +140,7 @@ func (*gaugeCollector) Collect(ch chan<- prometheus.Metric) {
 				{fallbackDesc, c.fallbackAllow, "allow"}, {fallbackDesc, c.fallbackDeny, "deny"},
 				{fallbackDesc, c.fallbackLocal, "local"},
 			} {
-				ch <- prometheus.MustNewConstMetric(m.d, prometheus.CounterValue, m.c.value(), l.id, m.label)
+				ch <- m.c.Metric(m.d, l.id, m.label)
 			}
 		}
 		if s != nil {

@@ -28,8 +28,7 @@ type slidingWindow struct {
 // refused the wait in ns until it would fit (assuming no other traffic).
 func (w *slidingWindow) take(now, size int64, limit, n float64) (ok bool, left float64, wait int64) {
 	w.advance(now, size)
-	weight := float64(size-(now-w.start)) / float64(size)
-	est := w.prev*weight + w.cur
+	est := w.estimate(now, size)
 	if est+n <= limit {
 		w.cur += n
 		return true, math.Floor(limit - est - n), 0
@@ -45,6 +44,20 @@ func (w *slidingWindow) take(now, size int64, limit, n float64) (ok bool, left f
 	// cur × (1 − x) ≤ limit − n  ⇔  x ≥ 1 − (limit − n)/cur.
 	at := float64(w.start+size) + float64(size)*(1-(limit-n)/w.cur)
 	return false, left, int64(math.Ceil(at)) - now
+}
+
+// estimate is the weighted count of the sliding window ending at now; the
+// fixed windows must have been advanced to now.
+func (w *slidingWindow) estimate(now, size int64) float64 {
+	weight := float64(size-(now-w.start)) / float64(size)
+	return w.prev*weight + w.cur
+}
+
+// remaining is what a request could take at now without being refused.
+// It works on a copy: reading must not move the key's window.
+func (w slidingWindow) remaining(now, size int64, limit float64) float64 {
+	w.advance(now, size)
+	return max(limit-w.estimate(now, size), 0)
 }
 
 // advance rolls the fixed windows forward to the one holding now.

@@ -160,6 +160,19 @@ func (t *table) sweep(now, idle int64) {
 	}
 }
 
+// scan calls fn on every entry, each shard locked only while it is read;
+// fn must not keep e or change it.
+func (t *table) scan(fn func(e *entry)) {
+	for i := range t.shards {
+		s := &t.shards[i]
+		s.mu.Lock()
+		for _, e := range s.m {
+			fn(e)
+		}
+		s.mu.Unlock()
+	}
+}
+
 func (s *shard) pushFront(e *entry) {
 	e.prev, e.next = &s.lru, s.lru.next
 	s.lru.next.prev = e

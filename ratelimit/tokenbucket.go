@@ -42,6 +42,13 @@ func (b *tokenBucket) refill(now int64, rate, burst float64) {
 	}
 }
 
+// available is the tokens the bucket holds at now. It works on a copy:
+// reading must not spend or refill the key's bucket.
+func (b tokenBucket) available(now int64, rate, burst float64) float64 {
+	b.refill(now, rate, burst)
+	return b.tokens
+}
+
 // untilFull is the wait in ns until the bucket is full again.
 func (b *tokenBucket) untilFull(rate, burst float64) int64 {
 	if b.tokens >= burst {

@@ -10,6 +10,10 @@ import (
 // request, so it may take locks briefly but must bound its output.
 type StateReporter func() any
 
+// reporters and actions are registries filled from the handler packages'
+// init functions, as caddy.RegisterModule fills Caddy's: an exception to
+// "no package-level mutable state", since they hold code, not config, and
+// every config serves the same sections and actions.
 var reporters struct {
 	sync.Mutex
 	m map[string]StateReporter

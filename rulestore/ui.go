@@ -16,7 +16,6 @@ import (
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
-	dto "github.com/prometheus/client_model/go"
 )
 
 //go:embed ui
@@ -99,9 +98,6 @@ func serveOverview(w http.ResponseWriter) error {
 		return notFound("no rulestore in the running config")
 	}
 	out := Overview{LiveInstances: v.(*App).LiveInstances()}
-	var m dto.Metric
-	if propagationDelay.Write(&m) == nil && m.Histogram != nil {
-		out.Propagation = PropagationTotals{Count: m.Histogram.GetSampleCount(), SumSeconds: m.Histogram.GetSampleSum()}
-	}
+	out.Propagation.Count, out.Propagation.SumSeconds = propagationDelay.totals()
 	return writeJSON(w, out)
 }

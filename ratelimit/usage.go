@@ -1,0 +1,54 @@
+package ratelimit
+
+import "sort"
+
+// Reading the keys' use of their quota, for the admin API and events:
+// from outside the request path, and without changing any key's state.
+
+// keyUse is one key's use of its quota at a moment.
+type keyUse struct {
+	key       string  // as the table holds it (not masked)
+	remaining float64 // tokens or requests left
+	used      float64 // share of the quota in use, 0..1
+	limited   bool    // a request of the rule's cost would be refused now
+}
+
+// use reads e's quota under rule r at now; e's shard is locked.
+func (e *entry) use(r *Rule, now int64) keyUse {
+	l := &r.Limits
+	if o := r.Overrides[e.key]; o != nil {
+		l = o
+	}
+	var left, quota float64
+	if r.Type == SlidingWindow {
+		left, quota = e.sw.remaining(now, l.Window, l.Max), l.Max
+	} else {
+		left, quota = e.tb.available(now, l.QPS, l.Burst), l.Burst
+	}
+	u := keyUse{key: e.key, remaining: left, limited: left < float64(r.Cost)}
+	if quota > 0 {
+		u.used = min(max(1-left/quota, 0), 1)
+	}
+	return u
+}
+
+// TopKeys returns the n keys using most of their quota at now, most used
+// first (the first seen among equals). An engine counting in-flight slots
+// only holds no quota: none.
+func (e *localEngine) TopKeys(r *Rule, now int64, n int) []keyUse {
+	if e.slotsOnly {
+		return nil
+	}
+	var top []keyUse
+	e.tab.scan(func(ent *entry) {
+		u := ent.use(r, now)
+		if len(top) < n || u.used > top[len(top)-1].used {
+			pos := sort.Search(len(top), func(j int) bool { return top[j].used < u.used })
+			top = append(top[:pos], append([]keyUse{u}, top[pos:]...)...)
+			if len(top) > n {
+				top = top[:n]
+			}
+		}
+	})
+	return top
+}
