@@ -134,11 +134,11 @@ func (l *limiter) janitor() {
 }
 
 // Destruct stops the janitor; the pool calls it when no config uses the
-// rule id any more.
+// rule id any more. The rule's counters need no dropping: the collector
+// reports live limiters only.
 func (l *limiter) Destruct() error {
 	l.once.Do(func() {
 		close(l.stop)
-		dropCounters(l.id)
 		dropFlowMetrics(l.id)
 	})
 	return nil

@@ -87,11 +87,6 @@ func (c *ruleCounters) usedRedis() bool {
 	return c.redisCalls.Load()|c.redisErrors.Load()|c.fallbackAllow.Load()|c.fallbackDeny.Load()|c.fallbackLocal.Load() != 0
 }
 
-// dropCounters has nothing left to drop: a rule's series go with its
-// limiter, which the collector no longer sees once destructed. (Kept for
-// the limiter's Destruct, which calls it.)
-func dropCounters(string) {}
-
 // collector reports the live limiters' counters, key and in-flight counts
 // when scraped, so the request path does no metric bookkeeping.
 type collector struct{}
