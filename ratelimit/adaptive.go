@@ -47,6 +47,12 @@ const smoothing = 0.5
 // under load), so the limit keeps growing, gently, towards it.
 const probeShare = 0.5
 
+// slowStartRound: in slow start a window ends, besides at sample_window,
+// once this many requests admitted in it (and at least the limit) have
+// finished: one round trip at the new limit, so the limit doubles per
+// round trip as TCP's slow start does, not per window.
+const slowStartRound = 10
+
 // sameLatency: when a cut is followed by a window with more than this share
 // fewer requests in flight (more than a window's noise) and latency within
 // this share of the cut window's, the latency is not a queue (a queue
@@ -83,7 +89,15 @@ const sameLatency = 0.125
 // above capacity (at most (1+tolerance×probeShare)×) at large ones,
 // instead of where latency reaches minRTT×(1+tolerance), the fixed point
 // of the plain gradient ((1+tolerance)×capacity + headroom). Within the
-// tolerance it holds rather than shrinking step by step to nothing. Each
+// tolerance it holds rather than shrinking step by step to nothing.
+//
+// Until the first window that shows a queue (or drops), the limit is in
+// slow start: while its requests find it full and latency stays under
+// 1+tolerance×probeShare it doubles, and a window ends after one round
+// trip at the new limit rather than at sample_window, so a healthy
+// upstream is not held at initial_limit for seconds of windows. The first
+// queue sets the limit to the served concurrency plus the headroom at once
+// (it can be at most twice what served without a queue). Each
 // window's new limit is averaged with the old one (smoothing), since its
 // latencies come from requests admitted up to one RTT earlier. The limit
 // grows only while the window's requests found it full, so an idle rule
@@ -100,18 +114,21 @@ type gradient struct {
 	measuring    bool
 	measureStart int64 // requests admitted before it do not count
 	nextMeasure  int64
+	windowStart  int64 // in slow start, requests admitted before it do not count
 	windowEnd    int64
 	samples      []int64
 	seen, drops  int
 	peak         int64   // most requests in flight seen in this window
 	inflightSum  int64   // the in-flight counts of this window's samples
 	cutN, cutR   float64 // in flight and latency (in minRTTs) of the last window if it cut the limit, else 0
+	slowStart    bool    // no queue seen yet: the limit doubles per window while full
 }
 
 func newGradient(cfg AdaptiveConfig, now int64) *gradient {
 	g := &gradient{samples: make([]int64, 0, maxWindowSamples)}
 	g.cfg = cfg
 	g.est = float64(cfg.InitialLimit)
+	g.slowStart = true
 	g.startMeasure(now)
 	return g
 }
@@ -157,11 +174,14 @@ func (g *gradient) observe(start, now, inflight int64, drop bool) {
 			g.minRTT = max(clippedMean(g.samples), 1) // ns; never 0, r divides by it
 			g.measuring = false
 			g.nextMeasure = now + g.cfg.MinRTTInterval
-			g.windowEnd = now + g.cfg.SampleWindow
+			g.windowStart, g.windowEnd = now, now+g.cfg.SampleWindow
 			g.samples, g.seen, g.drops, g.peak, g.inflightSum = g.samples[:0], 0, 0, 0, 0
 			g.limit.Store(int64(g.est))
 		}
 		return
+	}
+	if g.slowStart && start < g.windowStart {
+		return // admitted under the limit before the doubling
 	}
 	g.peak = max(g.peak, inflight)
 	if drop {
@@ -175,7 +195,7 @@ func (g *gradient) observe(start, now, inflight int64, drop bool) {
 		g.seen++
 		g.inflightSum += inflight
 	}
-	if now >= g.windowEnd {
+	if now >= g.windowEnd || g.slowStart && int64(g.seen+g.drops) >= max(int64(g.est), slowStartRound) {
 		g.update(now)
 	}
 }
@@ -190,6 +210,7 @@ func (g *gradient) update(now int64) {
 	switch {
 	case float64(g.drops) > dropShare*float64(g.drops+g.seen):
 		g.est *= backoff
+		g.slowStart = false
 	case len(g.samples) > 0:
 		g.sampleRTT = clippedMean(g.samples)
 		r := float64(g.sampleRTT) / float64(g.minRTT) // latency in minRTTs
@@ -198,6 +219,22 @@ func (g *gradient) update(now int64) {
 		headroom := math.Max(1, math.Log10(g.est))
 		full := g.peak >= int64(g.est) // the window's requests found the limit full
 		next := g.est
+		if g.slowStart {
+			if full && r < 1+c.Tolerance*probeShare {
+				g.est *= 2
+				break
+			}
+			// The first queue: the limit is at most twice what served
+			// without one a window ago, so what the upstream serves now
+			// is its capacity. Taken whole, not averaged with a limit
+			// that was only a probe.
+			g.slowStart = false
+			if r > 1+c.Tolerance {
+				g.est = math.Max(served+headroom, g.est/2)
+				g.cutN, g.cutR = n, r
+				break
+			}
+		}
 		switch {
 		case r > 1+c.Tolerance && cutN > 0 && n < cutN*(1-sameLatency) && math.Abs(r/cutR-1) < sameLatency:
 			remeasure = true // fewer in flight, the same latency: not a queue
@@ -212,7 +249,7 @@ func (g *gradient) update(now int64) {
 		g.est = g.est*(1-smoothing) + next*smoothing
 	}
 	g.est = math.Min(math.Max(g.est, float64(c.MinLimit)), float64(c.MaxLimit))
-	g.windowEnd = now + c.SampleWindow
+	g.windowStart, g.windowEnd = now, now+c.SampleWindow
 	g.samples, g.seen, g.drops, g.peak, g.inflightSum = g.samples[:0], 0, 0, 0, 0
 	if now >= g.nextMeasure || remeasure {
 		g.startMeasure(now)

@@ -1,9 +1,6 @@
 package ratelimit
 
-import (
-	"math"
-	"sync/atomic"
-)
+import "sync/atomic"
 
 // maxFlowSeconds caps the intervals of a flow schedule (a rule with a qps
 // far below 1/hour), so the ns arithmetic cannot overflow.
@@ -81,19 +78,17 @@ func (e *localEngine) shape(r *Rule, ent *entry, l *Limits, now int64, cost floa
 		}
 		d.Wait, d.queued = wait, &e.queued
 	}
-	interval := ceilNanos(math.Min(cost/l.QPS, maxFlowSeconds))
-	var next int64
+	var next, interval int64
 	if fl.Behavior.warms() {
-		ent.warm.take(now, cost, m, tolerance)
-		next = ent.warm.next
-		interval = int64(m.interval(ent.warm.stored))
+		next, interval = ent.warm.spend(cost, m) // synced above
 	} else {
+		interval = ceilNanos(min(cost/l.QPS, maxFlowSeconds))
 		ent.pace.commit(now, interval)
 		next = ent.pace.tat
 	}
 	d.Reset = next - now
 	if free := now + tolerance - next; free >= 0 {
-		d.Remaining = int64(math.Floor(float64(free)/float64(max(interval, 1)))) + 1
+		d.Remaining = free/max(interval, 1) + 1
 	}
 	return true
 }
@@ -106,7 +101,7 @@ func (fl *Flow) tolerance(l *Limits, cost float64) int64 {
 	if fl.Behavior.paces() {
 		return fl.MaxQueueWait
 	}
-	return ceilNanos(math.Min((l.Burst-cost)/l.QPS, maxFlowSeconds))
+	return ceilNanos(min((l.Burst-cost)/l.QPS, maxFlowSeconds))
 }
 
 // FlowState is a rule's flow shaping in GET /sluice/state.

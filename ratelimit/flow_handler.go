@@ -20,9 +20,10 @@ var zeroWait any = time.Duration(0)
 
 // serveShaped serves a request that must wait for its slot or feeds the
 // adaptive limit (the request path that allocates: a timer, a status
-// recorder): it waits for the request's slot (a timer, no lock held, ending early when
-// the client goes), then serves it holding its in-flight slots, and feeds
-// the adaptive limit the latency from admission to the return of next.
+// recorder): it waits for the request's slot (a timer, then nanosleep for
+// the last 2 ms; no lock held, ending early when the client goes), then
+// serves it holding its in-flight slots, and feeds the adaptive limit the
+// latency from admission to the return of next.
 func serveShaped(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, rule *Rule, lim *limiter, eng Engine, d Decision, repl *caddy.Replacer) error {
 	defer eng.Release(&d)
 	if d.Wait > 0 {
@@ -51,17 +52,10 @@ func serveShaped(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler,
 func waitTurn(ctx context.Context, d *Decision, lim *limiter) (int64, error) {
 	defer d.queued.Add(-1)
 	start := lim.now()
-	t := time.NewTimer(time.Duration(d.Wait))
-	defer t.Stop()
-	select {
-	case <-t.C:
-		waited := lim.now() - start
-		lim.flow.queueWait.Observe(float64(waited) / 1e9)
-		return waited, nil
-	case <-ctx.Done():
-		lim.flow.queueWait.Observe(float64(lim.now()-start) / 1e9)
-		return lim.now() - start, ctx.Err()
-	}
+	err := sleepUntil(ctx, monotonicNow()+d.Wait, lim.flow.sleepers)
+	waited := lim.now() - start
+	lim.flow.queueWait.Observe(float64(waited) / 1e9)
+	return waited, err
 }
 
 // statusRecorder notes the status the next handler wrote, so a 5xx counts

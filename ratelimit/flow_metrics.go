@@ -1,6 +1,10 @@
 package ratelimit
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // Flow-shaping metrics:
 //
@@ -23,13 +27,15 @@ var (
 		"The last uncontended latency measured by the adaptive limit, by rule.", []string{"rule"}, nil)
 )
 
-// flowMetrics are one rule's flow-shaping observers, looked up once.
+// flowMetrics are one rule's flow-shaping observers, looked up once, and
+// the count of its paced requests sleeping in the kernel (pace_wait.go).
 type flowMetrics struct {
 	queueWait prometheus.Observer
+	sleepers  *atomic.Int32
 }
 
 func flowMetricsFor(rule string) flowMetrics {
-	return flowMetrics{queueWait: queueWaitHist.WithLabelValues(rule)}
+	return flowMetrics{queueWait: queueWaitHist.WithLabelValues(rule), sleepers: new(atomic.Int32)}
 }
 
 func dropFlowMetrics(rule string) {

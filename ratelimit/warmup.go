@@ -53,15 +53,15 @@ func (m *warmModel) interval(stored float64) float64 {
 // interval curve from stored-n to stored), plus the stable interval for
 // each permit that is not stored.
 func (m *warmModel) cost(stored, n float64) float64 {
-	fromStore := math.Min(n, stored)
+	fromStore := min(n, stored) // the builtin: math.Min is a call, and -0 or NaN cannot occur here
 	var ns float64
 	if above := stored - m.threshold; above > 0 {
-		take := math.Min(above, fromStore)
+		take := min(above, fromStore)
 		// trapezoid between stored and stored-take
 		ns = take * (m.interval(stored) + m.interval(stored-take)) / 2
 		fromStore -= take
 	}
-	return ns + m.stable*(fromStore+(n-math.Min(n, stored)))
+	return ns + m.stable*(fromStore+(n-min(n, stored)))
 }
 
 // warmBucket is one key's warm-up state. A zero bucket is cold: the key
@@ -92,10 +92,16 @@ func (b *warmBucket) take(now int64, n float64, m *warmModel, tolerance int64) (
 	if wait > tolerance {
 		return wait, false, wait - tolerance
 	}
-	spend := math.Min(n, b.stored)
-	b.next += int64(math.Ceil(m.cost(b.stored, n)))
-	b.stored -= spend
+	b.spend(n, m)
 	return wait, true, 0
+}
+
+// spend takes the slot of a request of n permits from a synced bucket and
+// returns the next slot and the interval of the permit after it.
+func (b *warmBucket) spend(n float64, m *warmModel) (next, interval int64) {
+	b.next += int64(math.Ceil(m.cost(b.stored, n)))
+	b.stored -= min(n, b.stored)
+	return b.next, int64(m.interval(b.stored))
 }
 
 // rate is the admitted rate in requests per second the bucket allows at
