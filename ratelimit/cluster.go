@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
@@ -44,6 +45,7 @@ type clusterEngine struct {
 	fallback *localEngine // on_redis_error local: this instance's share
 	share    atomic.Pointer[shareRule]
 	warned   atomic.Bool // a reply error was logged
+	leased   atomic.Bool // a rule with lease_size used it: keys idle for leaseHold
 	// warnedNoRedis: a cluster rule without Redis was logged
 	warnedNoRedis atomic.Bool
 }
@@ -92,8 +94,20 @@ func (e *clusterEngine) Release(d *Decision) { e.slots.Release(d) }
 func (e *clusterEngine) sweep(now, idle int64) {
 	e.slots.sweep(now, idle)
 	e.fallback.sweep(now, idle)
+	if e.leased.Load() {
+		idle = max(idle, leaseHold)
+	}
 	e.keys.sweep(now, idle)
 }
+
+// leaseHold is how long an idle key keeps its lease at least. Its tokens
+// were taken from Redis already: dropping them when the key's own state
+// would be fresh again (the rule's idle time, e.g. 1 s for qps = burst)
+// wastes them and sends the key's next request to Redis, which with many
+// small keys (one per user) made most of lease mode's Redis calls. Holding
+// them longer only delays when they are spent, within the bound (quota +
+// lease_size × instances); max_keys still caps how many keys are held.
+const leaseHold = int64(time.Minute)
 
 // Take decides one request: in-flight caps locally, then the rate in Redis.
 func (e *clusterEngine) Take(r *Rule, key []byte, now int64) Decision {
@@ -180,9 +194,16 @@ func (e *clusterEngine) decide(r *Rule, key []byte, now int64, d *Decision) {
 // lockLease locks the key's shard and returns its entry and lease state,
 // made on first use. The caller unlocks s.mu.
 func (e *clusterEngine) lockLease(r *Rule, key []byte, now int64) (s *shard, ent *entry, ls *leaseState) {
+	idle := r.idle
+	if r.LeaseSize > 0 {
+		idle = max(idle, leaseHold)
+		if !e.leased.Load() {
+			e.leased.Store(true)
+		}
+	}
 	s = e.keys.shard(key)
 	s.mu.Lock()
-	ent = e.keys.get(s, key, now, r.idle, max(1, r.MaxKeys/len(e.keys.shards)))
+	ent = e.keys.get(s, key, now, idle, max(1, r.MaxKeys/len(e.keys.shards)))
 	if ent.lease == nil {
 		ent.lease = new(leaseState)
 	}
