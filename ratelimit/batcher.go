@@ -266,8 +266,9 @@ type callGroup struct {
 	args   []any
 }
 
-// groupCalls sorts a batch's decisions into script calls, in the order they
-// came (a key decided twice in one batch is decided in that order).
+// groupCalls sorts a batch's decisions into script calls. The decisions of
+// a many-key script call are in runs of equal numbers (one rule version),
+// in the order they came within each run.
 func groupCalls(live []*scriptCall, cluster bool) []callGroup {
 	groups := make([]callGroup, 0, 4)
 	var many int // decisions of many-key scripts
@@ -280,35 +281,43 @@ func groupCalls(live []*scriptCall, cluster bool) []callGroup {
 			}
 		}
 	}
-	// One backing array each for the grouped decisions, keys and args.
-	calls := make([]*scriptCall, 0, many)
-	keys := make([]string, 0, many)
-	args := make([]any, 0, 4*many)
 	for _, c := range live {
 		if !c.many {
 			groups = append(groups, callGroup{script: c.script, calls: []*scriptCall{c}, keys: c.keys[:], args: c.args[:c.nargs]})
 		}
 	}
-	// Many-key decisions: gather each (script, slot) group in turn, so each
-	// group's decisions lie next to each other in the backing arrays.
+	// One backing array each for the grouped decisions, keys and runs, so
+	// each group's part lies in one piece.
+	calls := make([]*scriptCall, 0, many)
+	keys := make([]string, 0, many)
+	args := make([]any, 0, 5*many)
 	done := make([]bool, len(live))
 	for i, c := range live {
 		if !c.many || done[i] {
 			continue
 		}
-		from := len(calls)
+		from, argsFrom := len(calls), len(args)
+		// Each run: the first decision not taken yet, and those of the
+		// same script, slot and numbers after it.
 		for j := i; j < len(live); j++ {
 			d := live[j]
 			if done[j] || !d.many || d.script != c.script || slots[j] != slots[i] {
 				continue
 			}
-			done[j] = true
-			calls = append(calls, d)
-			keys = append(keys, d.keys[0])
+			n := len(calls)
+			for k := j; k < len(live); k++ {
+				e := live[k]
+				if !done[k] && e.many && e.script == c.script && slots[k] == slots[i] && e.args == d.args {
+					done[k] = true
+					calls = append(calls, e)
+					keys = append(keys, e.keys[0])
+				}
+			}
+			args = append(args, len(calls)-n)
 			args = append(args, d.args[:]...)
 		}
-		groups = append(groups, callGroup{script: c.script,
-			calls: calls[from:len(calls):len(calls)], keys: keys[from:len(keys):len(keys)], args: args[4*from : len(args) : len(args)]})
+		groups = append(groups, callGroup{script: c.script, calls: calls[from:len(calls):len(calls)],
+			keys: keys[from:len(keys):len(keys)], args: args[argsFrom:len(args):len(args)]})
 	}
 	return groups
 }

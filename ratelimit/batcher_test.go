@@ -238,9 +238,10 @@ func TestBatchedDecisionsKeepTimeoutAndFailureMode(t *testing.T) {
 }
 
 // One batch, decided by hand: the token bucket decisions share one script
-// call (the sliding window one has its own), in order (a key named twice
-// sees its first decision's spending), and a key holding the wrong type
-// fails alone, as a reply error that does not mean Redis is unreachable.
+// call (the sliding window one has its own), also those of another rule (a
+// second run of numbers), in order (a key named twice sees its first
+// decision's spending), and a key holding the wrong type fails alone, as a
+// reply error that does not mean Redis is unreachable.
 func TestOneScriptCallDecidesManyKeys(t *testing.T) {
 	srv := redistest.Start(t)
 	b := &testBackend{c: newTestClient(t, srv.Addr), instances: 1}
@@ -255,13 +256,14 @@ func TestOneScriptCallDecidesManyKeys(t *testing.T) {
 		call(tokenBucketScript, "k:tb:bad", 0.01, 1.0),
 		call(slidingWindowScript, "k:sw:1", int64(1e9), 1.0), // 1000 s window, limit 1
 		call(tokenBucketScript, "k:tb:2", 0.01, 1.0),
+		call(tokenBucketScript, "k:tb:3", 0.01, 5.0), // another rule: burst 5
 		call(tokenBucketScript, "k:tb:1", 0.01, 1.0),
 	}
 	bt.send(batch)
-	if n, sc := bt.decisions.Load(), bt.scripts.Load(); n != 5 || sc != 2 {
-		t.Fatalf("%d decisions in %d script calls, want 5 in 2 (one per engine)", n, sc)
+	if n, sc := bt.decisions.Load(), bt.scripts.Load(); n != 6 || sc != 2 {
+		t.Fatalf("%d decisions in %d script calls, want 6 in 2 (one per engine)", n, sc)
 	}
-	for i, want := range []int64{1, -1, 1, 1, 0} {
+	for i, want := range []int64{1, -1, 1, 1, 1, 0} {
 		c := batch[i]
 		<-c.done
 		if want < 0 {
@@ -274,8 +276,11 @@ func TestOneScriptCallDecidesManyKeys(t *testing.T) {
 			t.Errorf("decision %d (%s): %+v %v, want %d granted", i, c.keys[0], c.res, c.err, want)
 		}
 	}
-	if last := batch[4].res; last.wait <= 0 || last.remaining != 0 {
+	if last := batch[5].res; last.wait <= 0 || last.remaining != 0 {
 		t.Errorf("second decision of k:tb:1: %+v, want refused with a wait", last)
+	}
+	if other := batch[4].res; other.remaining != 4 {
+		t.Errorf("k:tb:3 (burst 5): %+v, want 4 remaining", other)
 	}
 }
 
