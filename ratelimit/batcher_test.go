@@ -303,3 +303,35 @@ func TestKeySlot(t *testing.T) {
 		}
 	}
 }
+
+// Exact mode keeps per-key state only for a key Redis has no tokens left
+// for (to refuse it locally until Redis has them again); a key Redis
+// admits with tokens to spare leaves nothing.
+func TestExactModeKeepsOnlyRefusals(t *testing.T) {
+	srv := redistest.Start(t)
+	b := &testBackend{c: newTestClient(t, srv.Addr), instances: 1}
+	r := clusterRule(t, rulestore.Fields{"qps": "0.001", "burst": "2", "key_resolver": "userId"})
+	l := instance(t, b, "exact-keys")
+	e := l.engine(r).(*clusterEngine)
+	for _, k := range []string{"a", "b", "c"} {
+		if d := take(l, r, k); !d.OK() || d.Unknown || d.Remaining != 1 {
+			t.Fatalf("key %s: %+v, want admitted by Redis, 1 left", k, d)
+		}
+	}
+	if n := e.keys.keys.Load(); n != 0 {
+		t.Fatalf("%d keys held after three admitted decisions, want 0", n)
+	}
+	calls := counterValue(l.counters.redisCalls)
+	if d := take(l, r, "a"); !d.OK() || d.Remaining != 0 {
+		t.Fatalf("key a again: %+v, want admitted with the last token", d)
+	}
+	if n := e.keys.keys.Load(); n != 1 {
+		t.Fatalf("%d keys held after a's last token, want 1", n)
+	}
+	if d := take(l, r, "a"); d.Reason != RateLimited || d.RetryAfter <= 0 {
+		t.Fatalf("key a a third time: %+v, want refused with a wait", d)
+	}
+	if got := counterValue(l.counters.redisCalls) - calls; got != 1 {
+		t.Fatalf("%v Redis calls for a's last token and its refusal, want 1: the refusal is remembered", got)
+	}
+}

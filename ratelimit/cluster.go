@@ -138,6 +138,10 @@ func (e *clusterEngine) Take(r *Rule, key []byte, now int64) Decision {
 // spent later are the only excess over the quota, so in any interval the
 // fleet admits at most the quota plus lease_size × instances.
 func (e *clusterEngine) decide(r *Rule, key []byte, now int64, d *Decision) {
+	if r.LeaseSize == 0 {
+		e.decideExact(r, key, now, d)
+		return
+	}
 	cost, size := r.Cost, r.Cost
 	if r.LeaseSize > 0 {
 		size = max(min(r.LeaseSize, d.Limits.quota), cost) // an override may be smaller
@@ -189,6 +193,42 @@ func (e *clusterEngine) decide(r *Rule, key []byte, now int64, d *Decision) {
 	}
 	d.Reset = g.reset
 	s.mu.Unlock()
+}
+
+// decideExact asks Redis for this request's cost, unless Redis said the key
+// has no tokens until some time (then it refuses locally until then, as
+// decide). Only such a refusal is kept per key: a key Redis admits needs no
+// entry here, so exact mode makes none for it (no allocation, no LRU work,
+// nothing for the GC to mark per key) and looks the key up once.
+func (e *clusterEngine) decideExact(r *Rule, key []byte, now int64, d *Decision) {
+	s := e.keys.shard(key)
+	s.mu.Lock()
+	ent := s.m[string(key)]
+	if ent != nil && ent.lease != nil && ent.lease.refusing(r, now) {
+		ls := ent.lease
+		d.Reason, d.RetryAfter = RateLimited, ls.deniedUntil-now
+		d.Remaining, d.Reset = 0, max(0, ls.resetAt-now)
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	g, err := e.call(r, d.Limits, key, r.Cost, r.Cost)
+	if err != nil {
+		e.fail(r, key, now, d)
+		return
+	}
+	if g.n >= r.Cost {
+		d.Remaining = g.remaining
+	} else {
+		d.Reason, d.RetryAfter, d.Remaining = RateLimited, g.wait, 0
+	}
+	d.Reset = g.reset
+	if g.wait > 0 || ent != nil {
+		// Remember the refusal, or clear the one remembered.
+		s, _, ls := e.lockLease(r, key, now)
+		ls.learn(r, g, now)
+		s.mu.Unlock()
+	}
 }
 
 // lockLease locks the key's shard and returns its entry and lease state,
