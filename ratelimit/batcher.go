@@ -270,6 +270,14 @@ type callGroup struct {
 // a many-key script call are in runs of equal numbers (one rule version),
 // in the order they came within each run.
 func groupCalls(live []*scriptCall, cluster bool) []callGroup {
+	if len(live) == 1 { // a lone decision: no grouping to do
+		c := live[0]
+		g := callGroup{script: c.script, calls: live, keys: c.keys[:], args: c.args[:c.nargs]}
+		if c.many {
+			g.args = []any{1, c.args[0], c.args[1], c.args[2], c.args[3]}
+		}
+		return []callGroup{g}
+	}
 	groups := make([]callGroup, 0, 4)
 	var many int // decisions of many-key scripts
 	slots := make([]uint16, len(live))
