@@ -335,3 +335,32 @@ func TestExactModeKeepsOnlyRefusals(t *testing.T) {
 		t.Fatalf("%v Redis calls for a's last token and its refusal, want 1: the refusal is remembered", got)
 	}
 }
+
+// On a Redis Cluster one script call may only name keys of one hash slot:
+// a batch by hand over keys of two slots (two keys sharing a hash tag)
+// leaves as one call per slot, and every key is decided (a CROSSSLOT error
+// would fail them all).
+func TestOneScriptCallPerSlotOnRedisCluster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	b := &testBackend{c: newTestClient(t, cl.Addrs()...), instances: 1}
+	bt := gateOf(b).batch
+	call := func(key string) *scriptCall {
+		return &scriptCall{script: tokenBucketScript, many: true, keys: [1]string{key}, args: [4]any{0.01, 2.0, int64(1), int64(1)},
+			nargs: 4, deadline: time.Now().Add(10 * time.Second), done: make(chan struct{}, 1)}
+	}
+	batch := []*scriptCall{call("k:{a}:1"), call("k:{b}:1"), call("k:{a}:2"), call("k:{a}:1")}
+	if keySlot("k:{a}:1") == keySlot("k:{b}:1") {
+		t.Fatal("the test's two hash tags share a slot")
+	}
+	bt.send(batch)
+	if n, sc := bt.decisions.Load(), bt.scripts.Load(); n != 4 || sc != 2 {
+		t.Fatalf("%d decisions in %d script calls, want 4 in 2 (one per slot)", n, sc)
+	}
+	for i, wantLeft := range []int64{1, 1, 1, 0} {
+		c := batch[i]
+		<-c.done
+		if c.err != nil || c.res.n != 1 || c.res.remaining != wantLeft {
+			t.Errorf("decision %d (%s): %+v %v, want granted with %d left", i, c.keys[0], c.res, c.err, wantLeft)
+		}
+	}
+}
