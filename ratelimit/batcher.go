@@ -13,10 +13,14 @@ import (
 )
 
 // batcher coalesces the exact cluster decisions waiting on one Redis client
-// at the same moment into one pipelined round trip: the same script per
-// decision (so every decision is still answered from Redis's own counters,
-// atomically), sent together. On a Redis Cluster, go-redis splits the
-// pipeline by hash slot into one round trip per node, run in parallel.
+// at the same moment into one pipelined round trip. The token bucket and
+// sliding window decisions in it share one script call per engine (on a
+// Redis Cluster, per engine and hash slot) over all their keys, so every
+// decision is still answered from Redis's own counters, atomically, for the
+// price of one command on Redis's single thread; other scripts (pace, warm
+// up) go one call per decision in the same pipeline. On a Redis Cluster,
+// go-redis splits the pipeline by node into one round trip per node, run in
+// parallel.
 //
 // It keeps no goroutine while idle. The first decision that finds nobody
 // collecting starts a flusher; the flusher waits up to window (by default
@@ -41,7 +45,8 @@ type batcher struct {
 	collecting bool // one of them has not taken its batch yet
 
 	roundTrips atomic.Int64 // pipelines sent (for tests and benchmarks)
-	decisions  atomic.Int64 // scripts sent in them
+	decisions  atomic.Int64 // decisions sent in them
+	scripts    atomic.Int64 // script calls carrying those decisions
 }
 
 // Batching defaults. No timed window: a sleep of even 20 µs oversleeps to
@@ -67,6 +72,7 @@ func newBatcher(c redis.UniversalClient) *batcher {
 // still write it).
 type scriptCall struct {
 	script   *redis.Script
+	many     bool // script takes many keys, 4 args each (redisscript.go)
 	keys     [1]string
 	args     [4]any
 	nargs    int // how many of args the script takes
@@ -95,25 +101,26 @@ func (b *batcher) run(typ LimitType, key string, l *Limits, min, max int64, time
 	if typ == SlidingWindow {
 		script = slidingWindowScript
 	}
-	return b.runScript(script, key, [4]any{l.scriptArgs[0], l.scriptArgs[1], min, max}, timeout)
+	return b.runScript(script, true, key, [4]any{l.scriptArgs[0], l.scriptArgs[1], min, max}, timeout)
 }
 
 // runPace reserves a paced request's slot (paceLua) through the batcher:
 // interval and maxWait in µs.
 func (b *batcher) runPace(key string, interval float64, maxWait int64, timeout time.Duration) (grant, error) {
-	return b.runScript(paceScript, key, [4]any{interval, maxWait}, timeout)
+	return b.runScript(paceScript, false, key, [4]any{interval, maxWait}, timeout)
 }
 
 // runWarm takes a warm-up slot (warmLua) through the batcher: stable and
 // tolerance in µs, period in µs.
 func (b *batcher) runWarm(key string, stable, coldFactor float64, period, tolerance int64, timeout time.Duration) (grant, error) {
-	return b.runScript(warmScript, key, [4]any{stable, coldFactor, period, tolerance}, timeout)
+	return b.runScript(warmScript, false, key, [4]any{stable, coldFactor, period, tolerance}, timeout)
 }
 
-// runScript runs script on key with args (a trailing nil ends them).
-func (b *batcher) runScript(script *redis.Script, key string, args [4]any, timeout time.Duration) (grant, error) {
+// runScript runs script on key with args (a trailing nil ends them); many:
+// the script decides many keys in one call (redisscript.go).
+func (b *batcher) runScript(script *redis.Script, many bool, key string, args [4]any, timeout time.Duration) (grant, error) {
 	c := callPool.Get().(*scriptCall)
-	c.script = script
+	c.script, c.many = script, many
 	c.keys[0] = key
 	c.args = args
 	c.nargs = 4
@@ -212,14 +219,17 @@ func (b *batcher) send(batch []*scriptCall) {
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	cmds := make([]*redis.Cmd, len(live))
+	_, cluster := b.client.(*redis.ClusterClient)
+	groups := groupCalls(live, cluster)
+	cmds := make([]*redis.Cmd, len(groups))
 	pipe := b.client.Pipeline()
-	for i, c := range live {
-		cmds[i] = c.script.EvalSha(ctx, pipe, c.keys[:], c.args[:c.nargs]...)
+	for i := range groups {
+		cmds[i] = groups[i].script.EvalSha(ctx, pipe, groups[i].keys, groups[i].args...)
 	}
 	pipe.Exec(ctx) // errors are read per command
 	b.roundTrips.Add(1)
 	b.decisions.Add(int64(len(live)))
+	b.scripts.Add(int64(len(groups)))
 	var retry []int
 	for i, cmd := range cmds {
 		if err := cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
@@ -229,14 +239,93 @@ func (b *batcher) send(batch []*scriptCall) {
 	if len(retry) > 0 {
 		pipe := b.client.Pipeline()
 		for _, i := range retry {
-			c := live[i]
-			cmds[i] = c.script.Eval(ctx, pipe, c.keys[:], c.args[:c.nargs]...)
+			cmds[i] = groups[i].script.Eval(ctx, pipe, groups[i].keys, groups[i].args...)
 		}
 		pipe.Exec(ctx)
 		b.roundTrips.Add(1)
 	}
-	for i, c := range live {
-		c.res, c.err = parseGrant(cmds[i])
-		c.done <- struct{}{}
+	for i := range groups {
+		g := &groups[i]
+		if g.calls[0].many {
+			parseGrants(cmds[i], g.calls)
+		} else {
+			g.calls[0].res, g.calls[0].err = parseGrant(cmds[i])
+		}
+		for _, c := range g.calls {
+			c.done <- struct{}{}
+		}
 	}
+}
+
+// callGroup is one script call of a batch: several decisions of one many-key
+// script (and, on a Redis Cluster, one hash slot), or one other decision.
+type callGroup struct {
+	script *redis.Script
+	calls  []*scriptCall
+	keys   []string
+	args   []any
+}
+
+// groupCalls sorts a batch's decisions into script calls. The decisions of
+// a many-key script call are in runs of equal numbers (one rule version),
+// in the order they came within each run.
+func groupCalls(live []*scriptCall, cluster bool) []callGroup {
+	if len(live) == 1 { // a lone decision: no grouping to do
+		c := live[0]
+		g := callGroup{script: c.script, calls: live, keys: c.keys[:], args: c.args[:c.nargs]}
+		if c.many {
+			g.args = []any{1, c.args[0], c.args[1], c.args[2], c.args[3]}
+		}
+		return []callGroup{g}
+	}
+	groups := make([]callGroup, 0, 4)
+	var many int // decisions of many-key scripts
+	slots := make([]uint16, len(live))
+	for i, c := range live {
+		if c.many {
+			many++
+			if cluster {
+				slots[i] = keySlot(c.keys[0])
+			}
+		}
+	}
+	for _, c := range live {
+		if !c.many {
+			groups = append(groups, callGroup{script: c.script, calls: []*scriptCall{c}, keys: c.keys[:], args: c.args[:c.nargs]})
+		}
+	}
+	// One backing array each for the grouped decisions, keys and runs, so
+	// each group's part lies in one piece.
+	calls := make([]*scriptCall, 0, many)
+	keys := make([]string, 0, many)
+	args := make([]any, 0, 5*many)
+	done := make([]bool, len(live))
+	for i, c := range live {
+		if !c.many || done[i] {
+			continue
+		}
+		from, argsFrom := len(calls), len(args)
+		// Each run: the first decision not taken yet, and those of the
+		// same script, slot and numbers after it.
+		for j := i; j < len(live); j++ {
+			d := live[j]
+			if done[j] || !d.many || d.script != c.script || slots[j] != slots[i] {
+				continue
+			}
+			n := len(calls)
+			for k := j; k < len(live); k++ {
+				e := live[k]
+				if !done[k] && e.many && e.script == c.script && slots[k] == slots[i] && e.args == d.args {
+					done[k] = true
+					calls = append(calls, e)
+					keys = append(keys, e.keys[0])
+				}
+			}
+			args = append(args, len(calls)-n)
+			args = append(args, d.args[:]...)
+		}
+		groups = append(groups, callGroup{script: c.script, calls: calls[from:len(calls):len(calls)],
+			keys: keys[from:len(keys):len(keys)], args: args[argsFrom:len(args):len(args)]})
+	}
+	return groups
 }

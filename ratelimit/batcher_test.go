@@ -1,9 +1,12 @@
 package ratelimit
 
 import (
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicegw/sluice/internal/redistest"
 	"github.com/sluicegw/sluice/rulestore"
@@ -99,9 +102,17 @@ func TestBatchedDecisionsOnRedisCluster(t *testing.T) {
 	for i := range 40 {
 		keys = append(keys, "user-"+string(rune('a'+i%26))+string(rune('a'+i/26)))
 	}
+	// A '}' in a key ends its hash tag early: these share one slot, so a
+	// batch sends them in one script call.
+	keys = append(keys, "x}1", "x}2", "x}3")
 	slots := map[int64]bool{}
 	for _, k := range keys {
-		slots[clusterSlot(t, b, redisKey(b.KeyPrefix(), TokenBucket, r.ID, []byte(k)))] = true
+		rk := redisKey(b.KeyPrefix(), TokenBucket, r.ID, []byte(k))
+		s := clusterSlot(t, b, rk)
+		if got := keySlot(rk); int64(got) != s {
+			t.Errorf("keySlot(%q) = %d, the cluster says %d", rk, got, s)
+		}
+		slots[s] = true
 	}
 	if len(slots) < 30 {
 		t.Fatalf("the keys fall in %d slots only; want them spread", len(slots))
@@ -223,5 +234,133 @@ func TestBatchedDecisionsKeepTimeoutAndFailureMode(t *testing.T) {
 	}
 	if d := take(l, rules[1], "global"); !d.OK() || d.Unknown {
 		t.Fatalf("after resume: %+v, want decided by Redis", d)
+	}
+}
+
+// One batch, decided by hand: the token bucket decisions share one script
+// call (the sliding window one has its own), also those of another rule (a
+// second run of numbers), in order (a key named twice sees its first
+// decision's spending), and a key holding the wrong type fails alone, as a
+// reply error that does not mean Redis is unreachable.
+func TestOneScriptCallDecidesManyKeys(t *testing.T) {
+	srv := redistest.Start(t)
+	b := &testBackend{c: newTestClient(t, srv.Addr), instances: 1}
+	srv.Client().Set(t.Context(), "k:tb:bad", "x", 0)
+	bt := gateOf(b).batch
+	call := func(script *redis.Script, key string, a, b any) *scriptCall {
+		return &scriptCall{script: script, many: true, keys: [1]string{key}, args: [4]any{a, b, int64(1), int64(1)},
+			nargs: 4, deadline: time.Now().Add(10 * time.Second), done: make(chan struct{}, 1)}
+	}
+	batch := []*scriptCall{
+		call(tokenBucketScript, "k:tb:1", 0.01, 1.0), // burst 1, no refill to speak of
+		call(tokenBucketScript, "k:tb:bad", 0.01, 1.0),
+		call(slidingWindowScript, "k:sw:1", int64(1e9), 1.0), // 1000 s window, limit 1
+		call(tokenBucketScript, "k:tb:2", 0.01, 1.0),
+		call(tokenBucketScript, "k:tb:3", 0.01, 5.0), // another rule: burst 5
+		call(tokenBucketScript, "k:tb:1", 0.01, 1.0),
+	}
+	bt.send(batch)
+	if n, sc := bt.decisions.Load(), bt.scripts.Load(); n != 6 || sc != 2 {
+		t.Fatalf("%d decisions in %d script calls, want 6 in 2 (one per engine)", n, sc)
+	}
+	for i, want := range []int64{1, -1, 1, 1, 1, 0} {
+		c := batch[i]
+		<-c.done
+		if want < 0 {
+			if c.err == nil || !strings.HasPrefix(c.err.Error(), "WRONGTYPE") || unreachable(c.err) {
+				t.Errorf("decision %d (%s): %v, want a WRONGTYPE reply error", i, c.keys[0], c.err)
+			}
+			continue
+		}
+		if c.err != nil || c.res.n != want {
+			t.Errorf("decision %d (%s): %+v %v, want %d granted", i, c.keys[0], c.res, c.err, want)
+		}
+	}
+	if last := batch[5].res; last.wait <= 0 || last.remaining != 0 {
+		t.Errorf("second decision of k:tb:1: %+v, want refused with a wait", last)
+	}
+	if other := batch[4].res; other.remaining != 4 {
+		t.Errorf("k:tb:3 (burst 5): %+v, want 4 remaining", other)
+	}
+}
+
+// keySlot is Redis Cluster's hash slot (the values from the cluster
+// specification's examples and CLUSTER KEYSLOT).
+func TestKeySlot(t *testing.T) {
+	for key, want := range map[string]uint16{
+		"123456789":                  0x31c3, // the CRC16 check value
+		"foo":                        12182,
+		"{foo}bar":                   12182,
+		"x{foo}{bar}":                12182,
+		"{user1000}.following":       keySlot("user1000"),
+		"{}foo":                      keySlot("{}foo"), // empty tag: the whole key
+		"foo{":                       keySlot("foo{"),
+		"ratelimit:tb:{r:a}}":        keySlot("r:a"),
+		"p{ratelimit:tb:{r:alice}}x": keySlot("ratelimit:tb:{r:alice"),
+	} {
+		if got := keySlot(key); got != want {
+			t.Errorf("keySlot(%q) = %d, want %d", key, got, want)
+		}
+	}
+}
+
+// Exact mode keeps per-key state only for a key Redis has no tokens left
+// for (to refuse it locally until Redis has them again); a key Redis
+// admits with tokens to spare leaves nothing.
+func TestExactModeKeepsOnlyRefusals(t *testing.T) {
+	srv := redistest.Start(t)
+	b := &testBackend{c: newTestClient(t, srv.Addr), instances: 1}
+	r := clusterRule(t, rulestore.Fields{"qps": "0.001", "burst": "2", "key_resolver": "userId"})
+	l := instance(t, b, "exact-keys")
+	e := l.engine(r).(*clusterEngine)
+	for _, k := range []string{"a", "b", "c"} {
+		if d := take(l, r, k); !d.OK() || d.Unknown || d.Remaining != 1 {
+			t.Fatalf("key %s: %+v, want admitted by Redis, 1 left", k, d)
+		}
+	}
+	if n := e.keys.keys.Load(); n != 0 {
+		t.Fatalf("%d keys held after three admitted decisions, want 0", n)
+	}
+	calls := counterValue(l.counters.redisCalls)
+	if d := take(l, r, "a"); !d.OK() || d.Remaining != 0 {
+		t.Fatalf("key a again: %+v, want admitted with the last token", d)
+	}
+	if n := e.keys.keys.Load(); n != 1 {
+		t.Fatalf("%d keys held after a's last token, want 1", n)
+	}
+	if d := take(l, r, "a"); d.Reason != RateLimited || d.RetryAfter <= 0 {
+		t.Fatalf("key a a third time: %+v, want refused with a wait", d)
+	}
+	if got := counterValue(l.counters.redisCalls) - calls; got != 1 {
+		t.Fatalf("%v Redis calls for a's last token and its refusal, want 1: the refusal is remembered", got)
+	}
+}
+
+// On a Redis Cluster one script call may only name keys of one hash slot:
+// a batch by hand over keys of two slots (two keys sharing a hash tag)
+// leaves as one call per slot, and every key is decided (a CROSSSLOT error
+// would fail them all).
+func TestOneScriptCallPerSlotOnRedisCluster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	b := &testBackend{c: newTestClient(t, cl.Addrs()...), instances: 1}
+	bt := gateOf(b).batch
+	call := func(key string) *scriptCall {
+		return &scriptCall{script: tokenBucketScript, many: true, keys: [1]string{key}, args: [4]any{0.01, 2.0, int64(1), int64(1)},
+			nargs: 4, deadline: time.Now().Add(10 * time.Second), done: make(chan struct{}, 1)}
+	}
+	batch := []*scriptCall{call("k:{a}:1"), call("k:{b}:1"), call("k:{a}:2"), call("k:{a}:1")}
+	if keySlot("k:{a}:1") == keySlot("k:{b}:1") {
+		t.Fatal("the test's two hash tags share a slot")
+	}
+	bt.send(batch)
+	if n, sc := bt.decisions.Load(), bt.scripts.Load(); n != 4 || sc != 2 {
+		t.Fatalf("%d decisions in %d script calls, want 4 in 2 (one per slot)", n, sc)
+	}
+	for i, wantLeft := range []int64{1, 1, 1, 0} {
+		c := batch[i]
+		<-c.done
+		if c.err != nil || c.res.n != 1 || c.res.remaining != wantLeft {
+			t.Errorf("decision %d (%s): %+v %v, want granted with %d left", i, c.keys[0], c.res, c.err, wantLeft)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
@@ -44,6 +45,7 @@ type clusterEngine struct {
 	fallback *localEngine // on_redis_error local: this instance's share
 	share    atomic.Pointer[shareRule]
 	warned   atomic.Bool // a reply error was logged
+	leased   atomic.Bool // a rule with lease_size used it: keys idle for leaseHold
 	// warnedNoRedis: a cluster rule without Redis was logged
 	warnedNoRedis atomic.Bool
 }
@@ -92,8 +94,20 @@ func (e *clusterEngine) Release(d *Decision) { e.slots.Release(d) }
 func (e *clusterEngine) sweep(now, idle int64) {
 	e.slots.sweep(now, idle)
 	e.fallback.sweep(now, idle)
+	if e.leased.Load() {
+		idle = max(idle, leaseHold)
+	}
 	e.keys.sweep(now, idle)
 }
+
+// leaseHold is how long an idle key keeps its lease at least. Its tokens
+// were taken from Redis already: dropping them when the key's own state
+// would be fresh again (the rule's idle time, e.g. 1 s for qps = burst)
+// wastes them and sends the key's next request to Redis, which with many
+// small keys (one per user) made most of lease mode's Redis calls. Holding
+// them longer only delays when they are spent, within the bound (quota +
+// lease_size × instances); max_keys still caps how many keys are held.
+const leaseHold = int64(time.Minute)
 
 // Take decides one request: in-flight caps locally, then the rate in Redis.
 func (e *clusterEngine) Take(r *Rule, key []byte, now int64) Decision {
@@ -124,6 +138,10 @@ func (e *clusterEngine) Take(r *Rule, key []byte, now int64) Decision {
 // spent later are the only excess over the quota, so in any interval the
 // fleet admits at most the quota plus lease_size × instances.
 func (e *clusterEngine) decide(r *Rule, key []byte, now int64, d *Decision) {
+	if r.LeaseSize == 0 {
+		e.decideExact(r, key, now, d)
+		return
+	}
 	cost, size := r.Cost, r.Cost
 	if r.LeaseSize > 0 {
 		size = max(min(r.LeaseSize, d.Limits.quota), cost) // an override may be smaller
@@ -177,12 +195,55 @@ func (e *clusterEngine) decide(r *Rule, key []byte, now int64, d *Decision) {
 	s.mu.Unlock()
 }
 
+// decideExact asks Redis for this request's cost, unless Redis said the key
+// has no tokens until some time (then it refuses locally until then, as
+// decide). Only such a refusal is kept per key: a key Redis admits needs no
+// entry here, so exact mode makes none for it (no allocation, no LRU work,
+// nothing for the GC to mark per key) and looks the key up once.
+func (e *clusterEngine) decideExact(r *Rule, key []byte, now int64, d *Decision) {
+	s := e.keys.shard(key)
+	s.mu.Lock()
+	ent := s.m[string(key)]
+	if ent != nil && ent.lease != nil && ent.lease.refusing(r, now) {
+		ls := ent.lease
+		d.Reason, d.RetryAfter = RateLimited, ls.deniedUntil-now
+		d.Remaining, d.Reset = 0, max(0, ls.resetAt-now)
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	g, err := e.call(r, d.Limits, key, r.Cost, r.Cost)
+	if err != nil {
+		e.fail(r, key, now, d)
+		return
+	}
+	if g.n >= r.Cost {
+		d.Remaining = g.remaining
+	} else {
+		d.Reason, d.RetryAfter, d.Remaining = RateLimited, g.wait, 0
+	}
+	d.Reset = g.reset
+	if g.wait > 0 || ent != nil {
+		// Remember the refusal, or clear the one remembered.
+		s, _, ls := e.lockLease(r, key, now)
+		ls.learn(r, g, now)
+		s.mu.Unlock()
+	}
+}
+
 // lockLease locks the key's shard and returns its entry and lease state,
 // made on first use. The caller unlocks s.mu.
 func (e *clusterEngine) lockLease(r *Rule, key []byte, now int64) (s *shard, ent *entry, ls *leaseState) {
+	idle := r.idle
+	if r.LeaseSize > 0 {
+		idle = max(idle, leaseHold)
+		if !e.leased.Load() {
+			e.leased.Store(true)
+		}
+	}
 	s = e.keys.shard(key)
 	s.mu.Lock()
-	ent = e.keys.get(s, key, now, r.idle, max(1, r.MaxKeys/len(e.keys.shards)))
+	ent = e.keys.get(s, key, now, idle, max(1, r.MaxKeys/len(e.keys.shards)))
 	if ent.lease == nil {
 		ent.lease = new(leaseState)
 	}

@@ -254,7 +254,10 @@ func TestClusterLeaseBound(t *testing.T) {
 	}
 	callsBefore := fleetCalls()
 	for i := 0; i < requests; i++ {
-		if d := take(under[i%2], r, "global"); !d.OK() {
+		// Its own key: "global" was drained by the burst above (same rule
+		// id, so the same Redis key), and from near empty leases of 20
+		// can find it empty for a few µs, refusing legitimately.
+		if d := take(under[i%2], r, "under"); !d.OK() {
 			t.Fatalf("request %d under the quota refused: %+v", i+1, d)
 		}
 	}
