@@ -2,7 +2,6 @@ package circuitbreaker
 
 import (
 	"net/http"
-	"net/textproto"
 	"strconv"
 	"strings"
 	"time"
@@ -135,9 +134,8 @@ func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
 				return nil, f.Errorf(name, "want auto, force_open, force_closed or disabled")
 			}
 		case "status":
-			r.Status, err = strconv.Atoi(v)
-			if err != nil || r.Status < 200 || r.Status > 599 {
-				return nil, f.Errorf(name, "want an HTTP status 200-599")
+			if r.Status, err = rulestore.ParseStatus(v); err != nil {
+				return nil, f.Errorf(name, "%v", err)
 			}
 		case "body":
 			r.Body = f[name]
@@ -148,19 +146,17 @@ func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
 			}
 		case "header":
 			hname, hval, _ := strings.Cut(v, " ")
-			if !validHeaderName(hname) {
+			if !rulestore.ValidHeaderName(hname) {
 				return nil, f.Errorf(name, "want <name> <value>")
 			}
 			r.Headers.Add(hname, strings.TrimSpace(hval))
 		case "handle_errors":
-			r.HandleErrors, err = strconv.ParseBool(v)
-			if err != nil {
-				return nil, f.Errorf(name, "want true or false")
+			if r.HandleErrors, err = rulestore.ParseBool(v); err != nil {
+				return nil, f.Errorf(name, "%v", err)
 			}
 		case "raw_keys":
-			r.RawKeys, err = strconv.ParseBool(v)
-			if err != nil {
-				return nil, f.Errorf(name, "want true or false")
+			if r.RawKeys, err = rulestore.ParseBool(v); err != nil {
+				return nil, f.Errorf(name, "%v", err)
 			}
 		default:
 			return nil, f.Errorf(name, "unknown field (want %s)", fieldNames)
@@ -246,7 +242,7 @@ func parseHeaders(h http.Header, v string) error {
 	}
 	for seg := range strings.SplitSeq(v, ";") {
 		n, rest, ok := strings.Cut(seg, ":")
-		if ok && validHeaderName(strings.TrimSpace(n)) {
+		if ok && rulestore.ValidHeaderName(strings.TrimSpace(n)) {
 			flush()
 			name, val = strings.TrimSpace(n), rest
 			continue
@@ -268,19 +264,6 @@ var errHeaders = errString(`want "Name: value; Name: value"`)
 type errString string
 
 func (e errString) Error() string { return string(e) }
-
-func validHeaderName(n string) bool {
-	if n == "" {
-		return false
-	}
-	for i := 0; i < len(n); i++ {
-		c := n[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
-			return false
-		}
-	}
-	return textproto.CanonicalMIMEHeaderKey(n) != ""
-}
 
 // StatusSet is a set of HTTP status codes (0-639), tested without allocating.
 type StatusSet [10]uint64

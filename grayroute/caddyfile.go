@@ -113,7 +113,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if !d.NextArg() {
 				return d.ArgErr()
 			}
-			if v := d.Val(); v != "off" && !validHeaderName(v) {
+			if v := d.Val(); v != "off" && !rulestore.ValidHeaderName(v) {
 				return d.Errf("grayroute: header: %q is not a valid header name", v)
 			}
 			h.Header = d.Val()
@@ -131,19 +131,6 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		return d.Errf("grayroute: no gray rules: give rule ids, inline gray rules or a route")
 	}
 	return nil
-}
-
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-			return false
-		}
-	}
-	return true
 }
 
 var _ caddyfile.Unmarshaler = (*Handler)(nil)

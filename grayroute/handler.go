@@ -162,7 +162,7 @@ func (h *Handler) Validate() error {
 	if err := ValidVersion(h.DefaultVersion); err != nil {
 		return fmt.Errorf("default_version: %v", err)
 	}
-	if h.Header != "off" && !validHeaderName(h.Header) {
+	if h.Header != "off" && !rulestore.ValidHeaderName(h.Header) {
 		return fmt.Errorf("header: %q is not a valid header name", h.Header)
 	}
 	if h.Route != "" && len(h.Rules) > 0 {
