@@ -50,6 +50,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if err != nil {
 		return err
 	}
-	h.Binding, h.refs = p.Binding, p.Refs
-	return nil
+	h.refs = p.Refs
+	h.Binding, err = handlerkit.ToBinding[*rulestore.CircuitBreakerSpec](p)
+	return err
 }

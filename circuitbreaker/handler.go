@@ -27,7 +27,7 @@ func init() {
 // Handler guards the rest of the route with a circuit breaker: exactly one
 // of rule, route and inline names the rule.
 type Handler struct {
-	handlerkit.Binding
+	handlerkit.Binding[*rulestore.CircuitBreakerSpec]
 
 	store  *rulestore.App
 	inline *Rule
@@ -60,7 +60,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := h.Require(store, rulestore.CircuitBreaker, "circuitbreaker"); err != nil {
 		return err
 	}
-	if len(h.Inline) > 0 {
+	if h.HasInline() {
 		id, _ := h.InlineRule()
 		if !h.ExplicitID() {
 			id = inlineInstanceID(store, id)

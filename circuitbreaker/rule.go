@@ -51,11 +51,6 @@ const (
 	DefaultStatus           = http.StatusServiceUnavailable
 )
 
-// fieldNames lists every field, for the unknown-field message.
-const fieldNames = "failure_threshold, success_threshold, open_duration, max_open_duration, window, " +
-	"failure_rate, min_requests, slow_call_duration, slow_call_rate, failure_statuses, half_open_requests, " +
-	"ramp_duration, key, raw_keys, state, status, body, headers, header, handle_errors"
-
 // ParseRule validates a rule's fields.
 func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
 	r := &Rule{

@@ -80,7 +80,11 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if len(fields) == 0 {
 				return d.Errf("grayroute: inline gray rule %q has no fields", id)
 			}
-			if err := addRule(RuleRef{ID: id, Inline: fields}); err != nil {
+			spec, err := rulestore.SpecFromFields(rulestore.Gray, fields)
+			if err != nil {
+				return rulestore.ErrAtField(d.Token(), lines, err, "grayroute: inline gray rule %q: %v", id, err)
+			}
+			if err := addRule(RuleRef{ID: id, Inline: spec.(*rulestore.GraySpec)}); err != nil {
 				return err
 			}
 		case "route":

@@ -1,7 +1,6 @@
 package ratelimit
 
 import (
-	"encoding/json"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -32,21 +31,15 @@ func ParseCaddyfile(hp httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error
 // checkClusterHasRedis fails a cluster rule in a Caddyfile whose rulestore
 // has no redis, pointing at the line (Provision checks JSON configs too).
 func (h *Handler) checkClusterHasRedis(hp httpcaddyfile.Helper) error {
-	var store struct {
-		Redis     json.RawMessage             `json:"redis"`
-		RateLimit map[string]rulestore.Fields `json:"rate_limit"`
-	}
-	if app, ok := hp.Option("rulestore").(httpcaddyfile.App); ok {
-		_ = json.Unmarshal(app.Value, &store)
-	}
-	if len(store.Redis) > 0 {
+	declared := rulestore.DeclaredIn(hp)
+	if declared.HasRedis() {
 		return nil
 	}
 	cluster := func(f rulestore.Fields) bool { return strings.EqualFold(strings.TrimSpace(f["scope"]), "cluster") }
-	if h.Inline != nil && cluster(h.Inline) {
+	if h.Inline != nil && cluster(rulestore.SpecFields(h.Inline)) {
 		return errAt(h.scopeTok, "ratelimit: %s", errClusterNeedsRedis)
 	}
-	if h.Rule != "" && cluster(store.RateLimit[h.Rule]) {
+	if h.Rule != "" && cluster(declared.Fields(rulestore.RateLimit, h.Rule)) {
 		return errAt(h.ruleTok, "ratelimit rule %s: %s", h.Rule, errClusterNeedsRedis)
 	}
 	return nil
@@ -64,6 +57,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if err != nil {
 		return err
 	}
-	h.Binding, h.refs, h.ruleTok, h.scopeTok = p.Binding, p.Refs, p.RuleTok, p.Lines["scope"]
-	return nil
+	h.refs, h.ruleTok, h.scopeTok = p.Refs, p.RuleTok, p.Lines["scope"]
+	h.Binding, err = handlerkit.ToBinding[*rulestore.RateLimitSpec](p)
+	return err
 }

@@ -27,7 +27,7 @@ func init() {
 // and inline says which. Identical inline rules share one quota (their id
 // is a hash of them), as do inline rules of the same explicit id.
 type Handler struct {
-	handlerkit.Binding
+	handlerkit.Binding[*rulestore.RateLimitSpec]
 
 	app    *rulestore.App
 	holder *handlerkit.Holder[*limiter]

@@ -152,16 +152,6 @@ type Limits struct {
 	warm warmModel
 }
 
-var knownFields = []string{
-	"limit_type", "qps", "burst", "window_size", "key_resolver", "requested_tokens",
-	"max_concurrent", "max_concurrent_total", "on_empty_key", "shadow", "overrides",
-	"max_keys", "status", "concurrency_status", "headers", "body", "handle_errors", "scope",
-	"on_redis_error", "redis_timeout", "lease_size", "raw_keys",
-	// flow shaping (flow_rule.go)
-	"control_behavior", "max_queue_wait", "max_queued", "warm_up_period", "cold_factor",
-	"min_limit", "max_limit", "initial_limit", "latency_tolerance", "sample_window", "min_rtt_interval",
-}
-
 // ParseRule validates a rate_limit rule's fields. Errors are
 // *rulestore.FieldError naming the field.
 func ParseRule(id string, f rulestore.Fields) (*Rule, error) {

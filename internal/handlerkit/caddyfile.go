@@ -21,11 +21,13 @@ type Directive struct {
 
 // Parsed is what a directive's block said, with the lines to point at.
 type Parsed struct {
-	Binding
-	Refs    []rulestore.CaddyfileRef // rules and routes named, for RequireAll
-	RuleTok caddyfile.Token          // where Rule was named
-	Start   caddyfile.Token          // the directive
-	Lines   map[string]caddyfile.Token
+	Rule, Route string
+	Inline      rulestore.Fields         // the inline rule's fields (and id)
+	Refs        []rulestore.CaddyfileRef // rules and routes named, for RequireAll
+	RuleTok     caddyfile.Token          // where Rule was named
+	Start       caddyfile.Token          // the directive
+	Lines       map[string]caddyfile.Token
+	kind        rulestore.Kind
 }
 
 // Field sets an inline field at tok's line; several calls append with sep.
@@ -50,7 +52,7 @@ func (p *Parsed) Field(tok caddyfile.Token, name, value, sep string) {
 //
 // An inline rule is validated here, a bad field failing at its line.
 func (dir Directive) ParseCaddyfile(d *caddyfile.Dispenser) (*Parsed, error) {
-	p := &Parsed{Lines: map[string]caddyfile.Token{}}
+	p := &Parsed{Lines: map[string]caddyfile.Token{}, kind: dir.Kind}
 	d.Next() // directive name
 	p.Start = d.Token()
 	if d.NextArg() {
@@ -145,7 +147,15 @@ func (p *Parsed) check(dir Directive) error {
 	case len(p.Inline) == 0:
 		return nil
 	}
-	id, f := p.InlineRule()
+	f := make(rulestore.Fields, len(p.Inline))
+	for k, v := range p.Inline {
+		f[k] = v
+	}
+	id := f[InlineIDField]
+	delete(f, InlineIDField)
+	if id == "" {
+		id = InlineID(f)
+	}
 	if len(f) == 0 {
 		return rulestore.ErrAt(p.Lines[InlineIDField], "%s: inline rule %q has no fields", dir.Name, id)
 	}
@@ -153,4 +163,19 @@ func (p *Parsed) check(dir Directive) error {
 		return rulestore.ErrAtField(p.Start, p.Lines, err, "%s: inline %s rule: %v", dir.Name, dir.Kind, err)
 	}
 	return nil
+}
+
+// ToBinding returns what the block selected, the inline rule as the kind's
+// typed rule.
+func ToBinding[S rulestore.Spec](p *Parsed) (Binding[S], error) {
+	b := Binding[S]{Rule: p.Rule, Route: p.Route}
+	if len(p.Inline) == 0 {
+		return b, nil
+	}
+	s, err := rulestore.SpecFromFields(p.kind, p.Inline)
+	if err != nil {
+		return b, rulestore.ErrAtField(p.Start, p.Lines, err, "inline %s rule: %v", p.kind, err)
+	}
+	b.Inline = s.(S)
+	return b, nil
 }
