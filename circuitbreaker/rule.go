@@ -135,7 +135,7 @@ func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
 		case "body":
 			r.Body = f[name]
 		case "headers":
-			err = parseHeaders(r.Headers, v)
+			err = rulestore.ParseHeaderList(r.Headers, v)
 			if err != nil {
 				err = f.Errorf(name, "%v", err)
 			}
@@ -224,37 +224,6 @@ func percentField(f rulestore.Fields, name string) (float64, error) {
 	}
 	return p, nil
 }
-
-// parseHeaders reads "Name: value; Name: value". A segment that does not
-// start with "Name:" continues the previous value, so
-// "Content-Type: text/plain; charset=utf-8" stays one header.
-func parseHeaders(h http.Header, v string) error {
-	var name, val string
-	flush := func() {
-		if name != "" {
-			h.Add(name, strings.TrimSpace(val))
-		}
-	}
-	for seg := range strings.SplitSeq(v, ";") {
-		n, rest, ok := strings.Cut(seg, ":")
-		if ok && rulestore.ValidHeaderName(strings.TrimSpace(n)) {
-			flush()
-			name, val = strings.TrimSpace(n), rest
-			continue
-		}
-		if name == "" {
-			if strings.TrimSpace(seg) == "" {
-				continue
-			}
-			return errHeaders
-		}
-		val += ";" + seg
-	}
-	flush()
-	return nil
-}
-
-var errHeaders = errString(`want "Name: value; Name: value"`)
 
 type errString string
 
