@@ -15,10 +15,10 @@ import (
 // ParseCaddyfile parses the circuitbreaker directive.
 func ParseCaddyfile(hp httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	h := new(Handler)
-	if err := h.UnmarshalCaddyfile(hp.Dispenser); err != nil {
+	if err := handlerkit.UnmarshalDirective(hp, "circuitbreaker", h, &h.refs); err != nil {
 		return nil, err
 	}
-	return h, rulestore.DeclaredIn(hp).RequireAll("circuitbreaker", h.refs)
+	return h, nil
 }
 
 // UnmarshalCaddyfile reads:

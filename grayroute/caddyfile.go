@@ -5,6 +5,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/sluicegw/sluice/internal/handlerkit"
 	"github.com/sluicegw/sluice/rulestore"
 )
 
@@ -19,10 +20,10 @@ import (
 //	}]
 func ParseCaddyfile(hp httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	h := new(Handler)
-	if err := h.UnmarshalCaddyfile(hp.Dispenser); err != nil {
+	if err := handlerkit.UnmarshalDirective(hp, "grayroute", h, &h.refs); err != nil {
 		return nil, err
 	}
-	return h, rulestore.DeclaredIn(hp).RequireAll("grayroute", h.refs)
+	return h, nil
 }
 
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens.

@@ -19,10 +19,7 @@ import (
 //	}
 func ParseCaddyfile(hp httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	h := new(Handler)
-	if err := h.UnmarshalCaddyfile(hp.Dispenser); err != nil {
-		return nil, err
-	}
-	if err := rulestore.DeclaredIn(hp).RequireAll("ratelimit", h.refs); err != nil {
+	if err := handlerkit.UnmarshalDirective(hp, "ratelimit", h, &h.refs); err != nil {
 		return nil, err
 	}
 	return h, h.checkClusterHasRedis(hp)

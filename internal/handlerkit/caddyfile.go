@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 
 	"github.com/sluicegw/sluice/rulestore"
 )
@@ -178,4 +179,14 @@ func ToBinding[S rulestore.Spec](p *Parsed) (Binding[S], error) {
 	}
 	b.Inline = s.(S)
 	return b, nil
+}
+
+// UnmarshalDirective reads a directive into h, then checks the rules and
+// routes it named (refs, filled by h) against the Caddyfile's rulestore
+// block, where an error can still name the line.
+func UnmarshalDirective(hp httpcaddyfile.Helper, name string, h caddyfile.Unmarshaler, refs *[]rulestore.CaddyfileRef) error {
+	if err := h.UnmarshalCaddyfile(hp.Dispenser); err != nil {
+		return err
+	}
+	return rulestore.DeclaredIn(hp).RequireAll(name, *refs)
 }
