@@ -81,11 +81,10 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if len(fields) == 0 {
 				return d.Errf("grayroute: inline gray rule %q has no fields", id)
 			}
-			spec, err := rulestore.SpecFromFields(rulestore.Gray, fields)
-			if err != nil {
+			if _, err := rulestore.SpecFromFields(rulestore.Gray, fields); err != nil {
 				return rulestore.ErrAtField(d.Token(), lines, err, "grayroute: inline gray rule %q: %v", id, err)
 			}
-			if err := addRule(RuleRef{ID: id, Inline: spec.(*rulestore.GraySpec)}); err != nil {
+			if err := addRule(RuleRef{ID: id, Inline: fields}); err != nil {
 				return err
 			}
 		case "route":

@@ -66,9 +66,10 @@ type Handler struct {
 // RuleRef is one entry of a handler's rule list.
 type RuleRef struct {
 	ID string `json:"id"`
-	// Inline declares the rule here, a local rule. A rule of the same id
+	// Inline declares the rule here, a local rule, by its Redis fields; in
+	// JSON it is a rulestore.GraySpec (ruleref.go). A rule of the same id
 	// in the rule store (from Redis) replaces it while it exists.
-	Inline *rulestore.GraySpec `json:"inline,omitempty"`
+	Inline rulestore.Fields `json:"inline,omitempty"`
 }
 
 // CaddyModule returns the Caddy module information.
@@ -127,7 +128,7 @@ func (h *Handler) setup(store *rulestore.App, reg *prometheus.Registry, logger *
 			}
 			continue
 		}
-		v, err := rulestore.Parse(rulestore.Gray, ref.ID, rulestore.SpecFields(ref.Inline))
+		v, err := rulestore.Parse(rulestore.Gray, ref.ID, ref.Inline)
 		if err != nil {
 			return fmt.Errorf("inline gray rule %q: %w", ref.ID, err)
 		}

@@ -29,8 +29,8 @@ func newHandler(t testing.TB, rules ...RuleRef) *Handler {
 }
 
 func TestFallbackOnOpenAsksTheBreakerForTheTargetVersion(t *testing.T) {
-	h := newHandler(t, RuleRef{ID: "canary", Inline: graySpec(rulestore.Fields{
-		"target_version": "v2", "fallback_version": "v1", "fallback_on_open": "v2-breaker"})})
+	h := newHandler(t, RuleRef{ID: "canary", Inline: rulestore.Fields{
+		"target_version": "v2", "fallback_version": "v1", "fallback_on_open": "v2-breaker"}})
 	open := false
 	var asked [2]string
 	h.isOpen = func(rule, key string) bool { asked = [2]string{rule, key}; return open }
@@ -49,7 +49,7 @@ func TestFallbackOnOpenAsksTheBreakerForTheTargetVersion(t *testing.T) {
 }
 
 func TestFallbackDefaultsToDefaultVersion(t *testing.T) {
-	h := newHandler(t, RuleRef{ID: "canary", Inline: graySpec(rulestore.Fields{"target_version": "v2", "weight": "0"})})
+	h := newHandler(t, RuleRef{ID: "canary", Inline: rulestore.Fields{"target_version": "v2", "weight": "0"}})
 	h2 := &Handler{Rules: h.Rules, DefaultVersion: "stable"}
 	if err := h2.setup(&rulestore.App{}, nil, zap.NewNop()); err != nil {
 		t.Fatal(err)
@@ -66,14 +66,14 @@ func TestFallbackDefaultsToDefaultVersion(t *testing.T) {
 func benchmarkDecide(b *testing.B, n int) {
 	// Rules the request does not match, then the one that decides; all in
 	// the store's static layer, as from the global rulestore block.
-	store := &rulestore.App{Gray: rulestore.RuleSet[*rulestore.GraySpec]{}}
+	store := &rulestore.App{Gray: map[string]rulestore.Fields{}}
 	var refs []RuleRef
 	for i := 0; i < n-1; i++ {
 		id := fmt.Sprintf("r%d", i)
-		store.Gray[id] = graySpec(rulestore.Fields{"target_version": "v2", "match_tag": fmt.Sprintf("X-Tag-%d", i), "match_value": "yes"})
+		store.Gray[id] = rulestore.Fields{"target_version": "v2", "match_tag": fmt.Sprintf("X-Tag-%d", i), "match_value": "yes"}
 		refs = append(refs, RuleRef{ID: id})
 	}
-	store.Gray["last"] = graySpec(rulestore.Fields{"target_version": "v2", "weight": "20", "match_tag": "X-Beta", "match_value": "on,yes"})
+	store.Gray["last"] = rulestore.Fields{"target_version": "v2", "weight": "20", "match_tag": "X-Beta", "match_value": "on,yes"}
 	refs = append(refs, RuleRef{ID: "last"})
 	if err := store.Provision(caddy.Context{}); err != nil {
 		b.Fatal(err)
@@ -125,8 +125,8 @@ func BenchmarkDecide20Rules(b *testing.B) { benchmarkDecide(b, 20) }
 // BenchmarkServeHTTP is one request through the handler with Caddy's vars
 // and replacer in the context, as the server sets them up.
 func BenchmarkServeHTTP(b *testing.B) {
-	h := newHandler(b, RuleRef{ID: "beta", Inline: graySpec(rulestore.Fields{
-		"target_version": "v2", "weight": "20", "match_tag": "X-Beta", "match_value": "yes"})})
+	h := newHandler(b, RuleRef{ID: "beta", Inline: rulestore.Fields{
+		"target_version": "v2", "weight": "20", "match_tag": "X-Beta", "match_value": "yes"}})
 	r := httptest.NewRequest("GET", "/", nil)
 	r.Header.Set("X-Beta", "yes")
 	r.Header.Set("X-User-Id", "user-1234567")
@@ -147,11 +147,11 @@ func BenchmarkServeHTTP(b *testing.B) {
 func TestTagMaskNeverHidesATag(t *testing.T) {
 	var refs []RuleRef
 	for i := range 10 {
-		refs = append(refs, RuleRef{ID: fmt.Sprintf("absent%d", i), Inline: graySpec(rulestore.Fields{
-			"target_version": "v9", "match_tag": fmt.Sprintf("X-Absent-%d", i), "match_value": "yes"})})
+		refs = append(refs, RuleRef{ID: fmt.Sprintf("absent%d", i), Inline: rulestore.Fields{
+			"target_version": "v9", "match_tag": fmt.Sprintf("X-Absent-%d", i), "match_value": "yes"}})
 	}
-	refs = append(refs, RuleRef{ID: "beta", Inline: graySpec(rulestore.Fields{
-		"target_version": "v2", "match_tag": "X-Beta", "match_value": "yes"})})
+	refs = append(refs, RuleRef{ID: "beta", Inline: rulestore.Fields{
+		"target_version": "v2", "match_tag": "X-Beta", "match_value": "yes"}})
 	h := newHandler(t, refs...)
 	for _, c := range []struct {
 		name, url string

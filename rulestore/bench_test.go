@@ -189,7 +189,7 @@ func BenchmarkKillSwitchPropagation(b *testing.B) {
 	c := r.Client()
 	ctx := context.Background()
 	app := &App{Redis: &RedisConfig{URL: r.URL()}, Resync: caddy.Duration(time.Hour),
-		RateLimit: rateLimitSpecs(map[string]Fields{"switch": {"qps": "1000", "burst": "2000"}})}
+		RateLimit: map[string]Fields{"switch": {"qps": "1000", "burst": "2000"}}}
 	cctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	b.Cleanup(cancel)
 	if err := app.Provision(cctx); err != nil {

@@ -10,7 +10,7 @@ import (
 // overlay: a static rule, an overriding rule written, updated in place,
 // deleted (the static rule is back), and an id that appears later.
 func TestHandleFollowsLookup(t *testing.T) {
-	a := &App{RateLimit: rateLimitSpecs(map[string]Fields{"static_h": {"qps": "1"}})}
+	a := &App{RateLimit: map[string]Fields{"static_h": {"qps": "1"}}}
 	if err := a.Provision(caddy.Context{}); err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestHandleFollowsLookup(t *testing.T) {
 
 // BenchmarkHandleRule is the hot-path read of a held rule.
 func BenchmarkHandleRule(b *testing.B) {
-	a := &App{RateLimit: rateLimitSpecs(map[string]Fields{"h": {"qps": "1"}})}
+	a := &App{RateLimit: map[string]Fields{"h": {"qps": "1"}}}
 	if err := a.Provision(caddy.Context{}); err != nil {
 		b.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 // without Redis, which first consults the (empty) in-memory layer of rules
 // written through the admin API, and of a rule held in that layer.
 func BenchmarkLookupWithoutRedis(b *testing.B) {
-	app := &App{RateLimit: rateLimitSpecs(map[string]Fields{"static": {"qps": "1"}})}
+	app := &App{RateLimit: map[string]Fields{"static": {"qps": "1"}}}
 	if err := app.Provision(caddy.Context{}); err != nil {
 		b.Fatal(err)
 	}

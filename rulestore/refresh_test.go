@@ -112,7 +112,7 @@ func TestDeclaredIDNotRememberedAbsent(t *testing.T) {
 	app := &App{
 		Redis:     &RedisConfig{URL: r.URL()},
 		Resync:    caddy.Duration(time.Hour),
-		RateLimit: rateLimitSpecs(map[string]Fields{"declared": {"limit_type": "token_bucket", "qps": "5"}}),
+		RateLimit: map[string]Fields{"declared": {"limit_type": "token_bucket", "qps": "5"}},
 	}
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	t.Cleanup(cancel)

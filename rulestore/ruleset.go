@@ -6,10 +6,30 @@ import (
 	"reflect"
 )
 
-// RuleSet is one kind's rules of the rulestore app, by id.
-type RuleSet[S Spec] map[string]S
+// RuleSet is one kind's rules of the rulestore app, by id, as the store
+// keeps them (Redis-syntax Fields, so Go code may write a map of Fields).
+// In JSON each rule is S, the kind's typed rule: that is what `caddy adapt`
+// writes and what a JSON config is read as.
+type RuleSet[S Spec] map[string]Fields
 
-// UnmarshalJSON reads each rule, naming the rule in an error.
+// MarshalJSON writes each rule typed.
+func (r RuleSet[S]) MarshalJSON() ([]byte, error) {
+	if r == nil {
+		return []byte("null"), nil
+	}
+	out := make(map[string]Spec, len(r))
+	for id, f := range r {
+		s, err := SpecFromFields(specKind[S](), f)
+		if err != nil {
+			return nil, fmt.Errorf("%s rule %q: %w", specKind[S](), id, err)
+		}
+		out[id] = s
+	}
+	return json.Marshal(out)
+}
+
+// UnmarshalJSON reads each rule typed (or with Redis-syntax strings),
+// naming the rule in an error.
 func (r *RuleSet[S]) UnmarshalJSON(b []byte) error {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(b, &raw); err != nil {
@@ -21,55 +41,41 @@ func (r *RuleSet[S]) UnmarshalJSON(b []byte) error {
 	}
 	out := make(RuleSet[S], len(raw))
 	for id, v := range raw {
-		s := reflect.New(reflect.TypeFor[S]().Elem()).Interface().(S)
+		s := newSpec[S]()
 		if err := json.Unmarshal(v, s); err != nil {
 			return fmt.Errorf("%s rule %q: %w", s.Kind(), id, err)
 		}
-		out[id] = s
+		out[id] = SpecFields(s)
 	}
 	*r = out
 	return nil
 }
 
-// fields converts the rules to the store's Fields.
-func (r RuleSet[S]) fields() map[string]Fields {
-	if r == nil {
-		return nil
-	}
-	m := make(map[string]Fields, len(r))
-	for id, s := range r {
-		m[id] = SpecFields(s)
-	}
-	return m
-}
+func newSpec[S Spec]() S { return reflect.New(reflect.TypeFor[S]().Elem()).Interface().(S) }
+
+func specKind[S Spec]() Kind { return newSpec[S]().Kind() }
+
+// fields returns the rules' Fields.
+func (r RuleSet[S]) fields() map[string]Fields { return r }
 
 // Declare adds a static rule given by its Redis fields (what the
-// Caddyfile's rulestore block does), replacing one of the same id. The
-// fields are validated when the app is provisioned.
+// Caddyfile's rulestore block does), replacing one of the same id. An
+// unknown field or a value of the wrong type is an error; the rule itself
+// is validated when the app is provisioned.
 func (a *App) Declare(k Kind, id string, f Fields) error {
-	s, err := SpecFromFields(k, f)
-	if err != nil {
+	if _, err := SpecFromFields(k, f); err != nil {
 		return err
 	}
-	switch s := s.(type) {
-	case *RateLimitSpec:
-		a.RateLimit = declare(a.RateLimit, id, s)
-	case *CircuitBreakerSpec:
-		a.CircuitBreaker = declare(a.CircuitBreaker, id, s)
-	case *GraySpec:
-		a.Gray = declare(a.Gray, id, s)
-	case *BindingSpec:
-		a.Binding = declare(a.Binding, id, s)
+	m := map[Kind]*map[string]Fields{RateLimit: (*map[string]Fields)(&a.RateLimit),
+		CircuitBreaker: (*map[string]Fields)(&a.CircuitBreaker), Gray: (*map[string]Fields)(&a.Gray), Binding: (*map[string]Fields)(&a.Binding)}[k]
+	if m == nil {
+		return fmt.Errorf("unknown rule kind %d", k)
 	}
+	if *m == nil {
+		*m = map[string]Fields{}
+	}
+	(*m)[id] = f
 	return nil
-}
-
-func declare[S Spec](r RuleSet[S], id string, s S) RuleSet[S] {
-	if r == nil {
-		r = RuleSet[S]{}
-	}
-	r[id] = s
-	return r
 }
 
 // Declared reports whether the app declares a static rule of kind k and id.

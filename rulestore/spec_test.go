@@ -78,7 +78,7 @@ func TestRuleSetJSONErrors(t *testing.T) {
 	if err := json.Unmarshal([]byte(`{"api": {"qps": "5", "burst": 10, "window_size": 2}}`), &r); err != nil {
 		t.Fatal(err)
 	}
-	if f := SpecFields(r["api"]); !f.Equal(Fields{"qps": "5", "burst": "10", "window_size": "2s"}) {
+	if f := r["api"]; !f.Equal(Fields{"qps": "5", "burst": "10", "window_size": "2s"}) {
 		t.Errorf("read %v", f)
 	}
 }
