@@ -65,8 +65,7 @@ func parseRulestore(d *caddyfile.Dispenser, _ any) (any, error) {
 			if err := rulestore.ValidID(id); err != nil {
 				return nil, d.Errf("%s: %v", opt, err)
 			}
-			m := staticRules(app, kind)
-			if _, dup := (*m)[id]; dup {
+			if app.Declared(kind, id) {
 				return nil, d.Errf("%s rule %q declared twice", opt, id)
 			}
 			idTok := d.Token()
@@ -75,10 +74,9 @@ func parseRulestore(d *caddyfile.Dispenser, _ any) (any, error) {
 				return nil, err
 			}
 			declared = append(declared, declaredRule{kind, id, idTok, lines})
-			if *m == nil {
-				*m = map[string]rulestore.Fields{}
+			if err := app.Declare(kind, id, fields); err != nil {
+				return nil, rulestore.ErrAtField(idTok, lines, err, "%s rule %q: %v", kind, id, err)
 			}
-			(*m)[id] = fields
 		}
 	}
 	if err := checkRefs(app, declared); err != nil {
@@ -114,19 +112,6 @@ func checkRefs(app *rulestore.App, rules []declaredRule) error {
 		}
 	}
 	return nil
-}
-
-func staticRules(app *rulestore.App, k rulestore.Kind) *map[string]rulestore.Fields {
-	switch k {
-	case rulestore.RateLimit:
-		return &app.RateLimit
-	case rulestore.CircuitBreaker:
-		return &app.CircuitBreaker
-	case rulestore.Gray:
-		return &app.Gray
-	default:
-		return &app.Binding
-	}
 }
 
 func parseRedis(d *caddyfile.Dispenser) (*rulestore.RedisConfig, error) {

@@ -6,11 +6,11 @@ import (
 	"github.com/sluicegw/sluice/rulestore"
 )
 
-// The rule's field names, for "did you mean" on a misspelled one.
-func init() { rulestore.RegisterFieldNames(rulestore.CircuitBreaker, ruleFieldNames()...) }
+// fieldNames lists the rule's fields, those of its typed form
+// (rulestore.CircuitBreakerSpec), for the unknown-field message.
+var fieldNames = strings.Join(rulestore.SpecFieldNames(rulestore.CircuitBreaker), ", ")
 
-func ruleFieldNames() []string { return strings.Split(fieldNames, ", ") }
-
-// directiveNames are what a circuitbreaker block accepts: a rule or route,
-// or the fields of an inline rule (header is among them).
-func directiveNames() []string { return append([]string{"rule", "route"}, ruleFieldNames()...) }
+// Registered for "did you mean" on a misspelled one.
+func init() {
+	rulestore.RegisterFieldNames(rulestore.CircuitBreaker, rulestore.SpecFieldNames(rulestore.CircuitBreaker)...)
+}

@@ -5,14 +5,11 @@ package circuitbreaker
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -27,26 +24,17 @@ func init() {
 	caddy.RegisterModule(new(Handler))
 }
 
-// Handler guards the rest of the route with a circuit breaker. Exactly one
-// of Rule, Route and Inline names the rule.
+// Handler guards the rest of the route with a circuit breaker: exactly one
+// of rule, route and inline names the rule.
 type Handler struct {
-	// Rule is the id of a circuit_breaker rule in the rule store.
-	Rule string `json:"rule,omitempty"`
-	// Route names a route binding whose circuit_breaker field gives the rule.
-	Route string `json:"route,omitempty"`
-	// Inline is a rule given in place, with the same fields as the store's.
-	Inline rulestore.Fields `json:"inline,omitempty"`
+	handlerkit.Binding[*rulestore.CircuitBreakerSpec]
 
 	store  *rulestore.App
 	inline *Rule
 	holder *handlerkit.Holder[*ruleState]
 	logger *zap.Logger
-	refs   []rulestore.CaddyfileRef // rules named in the Caddyfile, checked when parsed
-	// ruleH and routeH hold the rule (Rule) or the binding (Route) as store
-	// handles, so a request reads it without looking its id up in the
-	// store's maps; routed is the handle of the rule a route is bound to.
-	ruleH, routeH *rulestore.Handle
-	routed        atomic.Pointer[rulestore.Handle]
+	refs   []rulestore.CaddyfileRef              // rules named in the Caddyfile, checked when parsed
+	sel    *handlerkit.Selector[*Rule, struct{}] // for Rule and Route
 }
 
 // CaddyModule returns the Caddy module information.
@@ -66,33 +54,26 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	h.store = store
-	n := 0
-	for _, set := range []bool{h.Rule != "", h.Route != "", len(h.Inline) > 0} {
-		if set {
-			n++
-		}
+	if err := h.Binding.Validate("circuitbreaker"); err != nil {
+		return err
 	}
-	if n != 1 {
-		return fmt.Errorf("circuitbreaker: give exactly one of rule, route or inline fields")
+	if err := h.Require(store, rulestore.CircuitBreaker, "circuitbreaker"); err != nil {
+		return err
 	}
-	switch {
-	case h.Rule != "":
-		if err := store.Require(rulestore.CircuitBreaker, h.Rule); err != nil {
-			return fmt.Errorf("circuitbreaker: %w", err)
+	if h.HasInline() {
+		id, _ := h.InlineRule()
+		if !h.ExplicitID() {
+			id = inlineInstanceID(store, id)
 		}
-		h.ruleH = store.Handle(rulestore.CircuitBreaker, h.Rule)
-	case h.Route != "":
-		if err := store.Require(rulestore.Binding, h.Route); err != nil {
-			return fmt.Errorf("circuitbreaker: %w", err)
-		}
-		h.routeH = store.Handle(rulestore.Binding, h.Route)
-	default:
-		id := inlineInstanceID(store, inlineID(h.Inline))
-		v, err := rulestore.Parse(rulestore.CircuitBreaker, id, h.Inline)
+		v, err := h.ParseInline(store, rulestore.CircuitBreaker, "circuitbreaker", id)
 		if err != nil {
-			return fmt.Errorf("circuitbreaker: inline rule: %w", err)
+			return err
 		}
 		h.inline = v.(*Rule)
+	} else {
+		h.sel = handlerkit.NewSelector[*Rule](store, rulestore.CircuitBreaker, &h.Binding,
+			func(b *rulestore.RouteBinding) string { return b.CircuitBreaker },
+			func(string) struct{} { return struct{}{} })
 	}
 	if err := registerMetrics(ctx.GetMetricsRegistry()); err != nil {
 		return err
@@ -108,26 +89,10 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 
 // ruleID is the id of the rule in force, if it is known at provision time.
 func (h *Handler) ruleID() string {
-	switch {
-	case h.inline != nil:
+	if h.inline != nil {
 		return h.inline.ID
-	case h.Route != "":
-		if b := h.store.Route(h.Route); b != nil {
-			return b.CircuitBreaker
-		}
-		return ""
 	}
-	return h.Rule
-}
-
-// inlineID names an inline rule's state by its fields, so a reload with
-// the same inline rule keeps its breaker.
-func inlineID(f rulestore.Fields) string {
-	hash := sha256.New()
-	for _, name := range f.Names() {
-		fmt.Fprintf(hash, "%s=%s\x00", name, f[name])
-	}
-	return "inline-" + hex.EncodeToString(hash.Sum(nil)[:8])
+	return h.sel.RuleID()
 }
 
 // inlineInstanceID names an inline rule's state: the n-th identical
@@ -153,27 +118,8 @@ func (h *Handler) rule() *Rule {
 	if h.inline != nil {
 		return h.inline
 	}
-	id, hd := h.Rule, h.ruleH
-	if h.Route != "" {
-		br := h.routeH.Rule()
-		if br == nil {
-			h.store.WarnMissing(rulestore.Binding, h.Route)
-			return nil
-		}
-		if id = br.Value.(*rulestore.RouteBinding).CircuitBreaker; id == "" {
-			return nil
-		}
-		if hd = h.routed.Load(); hd == nil || hd.ID() != id {
-			hd = h.store.Handle(rulestore.CircuitBreaker, id)
-			h.routed.Store(hd)
-		}
-	}
-	r := hd.Rule()
-	if r == nil {
-		h.store.WarnMissing(rulestore.CircuitBreaker, id)
-		return nil
-	}
-	return r.Value.(*Rule)
+	r, _, _ := h.sel.Current()
+	return r
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {

@@ -518,7 +518,7 @@ func TestOpenResponseIsConfigurable(t *testing.T) {
 	if code != 429 || hdr.Get("Content-Type") != "application/json" || hdr.Get("X-Fallback") != "1" || hdr.Get("Retry-After") == "" {
 		t.Fatalf("got %d %v", code, hdr)
 	}
-	if !strings.HasPrefix(body, `{"error":"inline-`) || !strings.HasSuffix(body, ` is open"}`) {
+	if !strings.HasPrefix(body, `{"error":"inline:`) || !strings.HasSuffix(body, ` is open"}`) {
 		t.Fatalf("body = %q", body)
 	}
 }

@@ -2,7 +2,6 @@ package circuitbreaker
 
 import (
 	"net/http"
-	"net/textproto"
 	"strconv"
 	"strings"
 	"time"
@@ -51,11 +50,6 @@ const (
 	DefaultMinRequests      = 10
 	DefaultStatus           = http.StatusServiceUnavailable
 )
-
-// fieldNames lists every field, for the unknown-field message.
-const fieldNames = "failure_threshold, success_threshold, open_duration, max_open_duration, window, " +
-	"failure_rate, min_requests, slow_call_duration, slow_call_rate, failure_statuses, half_open_requests, " +
-	"ramp_duration, key, raw_keys, state, status, body, headers, header, handle_errors"
 
 // ParseRule validates a rule's fields.
 func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
@@ -135,32 +129,29 @@ func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
 				return nil, f.Errorf(name, "want auto, force_open, force_closed or disabled")
 			}
 		case "status":
-			r.Status, err = strconv.Atoi(v)
-			if err != nil || r.Status < 200 || r.Status > 599 {
-				return nil, f.Errorf(name, "want an HTTP status 200-599")
+			if r.Status, err = rulestore.ParseStatus(v); err != nil {
+				return nil, f.Errorf(name, "%v", err)
 			}
 		case "body":
 			r.Body = f[name]
 		case "headers":
-			err = parseHeaders(r.Headers, v)
+			err = rulestore.ParseHeaderList(r.Headers, v)
 			if err != nil {
 				err = f.Errorf(name, "%v", err)
 			}
 		case "header":
 			hname, hval, _ := strings.Cut(v, " ")
-			if !validHeaderName(hname) {
+			if !rulestore.ValidHeaderName(hname) {
 				return nil, f.Errorf(name, "want <name> <value>")
 			}
 			r.Headers.Add(hname, strings.TrimSpace(hval))
 		case "handle_errors":
-			r.HandleErrors, err = strconv.ParseBool(v)
-			if err != nil {
-				return nil, f.Errorf(name, "want true or false")
+			if r.HandleErrors, err = rulestore.ParseBool(v); err != nil {
+				return nil, f.Errorf(name, "%v", err)
 			}
 		case "raw_keys":
-			r.RawKeys, err = strconv.ParseBool(v)
-			if err != nil {
-				return nil, f.Errorf(name, "want true or false")
+			if r.RawKeys, err = rulestore.ParseBool(v); err != nil {
+				return nil, f.Errorf(name, "%v", err)
 			}
 		default:
 			return nil, f.Errorf(name, "unknown field (want %s)", fieldNames)
@@ -234,53 +225,9 @@ func percentField(f rulestore.Fields, name string) (float64, error) {
 	return p, nil
 }
 
-// parseHeaders reads "Name: value; Name: value". A segment that does not
-// start with "Name:" continues the previous value, so
-// "Content-Type: text/plain; charset=utf-8" stays one header.
-func parseHeaders(h http.Header, v string) error {
-	var name, val string
-	flush := func() {
-		if name != "" {
-			h.Add(name, strings.TrimSpace(val))
-		}
-	}
-	for seg := range strings.SplitSeq(v, ";") {
-		n, rest, ok := strings.Cut(seg, ":")
-		if ok && validHeaderName(strings.TrimSpace(n)) {
-			flush()
-			name, val = strings.TrimSpace(n), rest
-			continue
-		}
-		if name == "" {
-			if strings.TrimSpace(seg) == "" {
-				continue
-			}
-			return errHeaders
-		}
-		val += ";" + seg
-	}
-	flush()
-	return nil
-}
-
-var errHeaders = errString(`want "Name: value; Name: value"`)
-
 type errString string
 
 func (e errString) Error() string { return string(e) }
-
-func validHeaderName(n string) bool {
-	if n == "" {
-		return false
-	}
-	for i := 0; i < len(n); i++ {
-		c := n[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
-			return false
-		}
-	}
-	return textproto.CanonicalMIMEHeaderKey(n) != ""
-}
 
 // StatusSet is a set of HTTP status codes (0-639), tested without allocating.
 type StatusSet [10]uint64

@@ -77,12 +77,8 @@ func (g *Rule) parseAnalysisField(f rulestore.Fields, name, v string) (ok bool, 
 	a := g.analysisDraft()
 	switch name {
 	case "analysis":
-		switch v {
-		case "on", "true":
-			g.analysisOn = true
-		case "off", "false":
-		default:
-			return true, f.Errorf(name, "want on or off")
+		if g.analysisOn, err = rulestore.ParseBool(v); err != nil {
+			return true, f.Errorf(name, "%v", err)
 		}
 	case "analysis_interval":
 		d, err := time.ParseDuration(v)

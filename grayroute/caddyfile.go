@@ -5,6 +5,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/sluicegw/sluice/internal/handlerkit"
 	"github.com/sluicegw/sluice/rulestore"
 )
 
@@ -19,10 +20,10 @@ import (
 //	}]
 func ParseCaddyfile(hp httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	h := new(Handler)
-	if err := h.UnmarshalCaddyfile(hp.Dispenser); err != nil {
+	if err := handlerkit.UnmarshalDirective(hp, "grayroute", h, &h.refs); err != nil {
 		return nil, err
 	}
-	return h, rulestore.DeclaredIn(hp).RequireAll("grayroute", h.refs)
+	return h, nil
 }
 
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens.
@@ -80,6 +81,9 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if len(fields) == 0 {
 				return d.Errf("grayroute: inline gray rule %q has no fields", id)
 			}
+			if _, err := rulestore.SpecFromFields(rulestore.Gray, fields); err != nil {
+				return rulestore.ErrAtField(d.Token(), lines, err, "grayroute: inline gray rule %q: %v", id, err)
+			}
 			if err := addRule(RuleRef{ID: id, Inline: fields}); err != nil {
 				return err
 			}
@@ -113,7 +117,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if !d.NextArg() {
 				return d.ArgErr()
 			}
-			if v := d.Val(); v != "off" && !validHeaderName(v) {
+			if v := d.Val(); v != "off" && !rulestore.ValidHeaderName(v) {
 				return d.Errf("grayroute: header: %q is not a valid header name", v)
 			}
 			h.Header = d.Val()
@@ -131,19 +135,6 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		return d.Errf("grayroute: no gray rules: give rule ids, inline gray rules or a route")
 	}
 	return nil
-}
-
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-			return false
-		}
-	}
-	return true
 }
 
 var _ caddyfile.Unmarshaler = (*Handler)(nil)

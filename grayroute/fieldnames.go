@@ -2,10 +2,9 @@ package grayroute
 
 import "github.com/sluicegw/sluice/rulestore"
 
-// ruleFieldNames are a gray rule's fields, for "did you mean" on a
-// misspelled one.
-var ruleFieldNames = []string{"match_tag", "match_value", "match_source", "target_version", "weight",
-	"fallback_version", "hash_key", "ramp", "fallback_on_open"}
+// ruleFieldNames are a gray rule's fields, those of its typed form
+// (rulestore.GraySpec), for "did you mean" on a misspelled one.
+var ruleFieldNames = rulestore.SpecFieldNames(rulestore.Gray)
 
 func init() { rulestore.RegisterFieldNames(rulestore.Gray, ruleFieldNames...) }
 

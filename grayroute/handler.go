@@ -67,8 +67,9 @@ type Handler struct {
 // RuleRef is one entry of a handler's rule list.
 type RuleRef struct {
 	ID string `json:"id"`
-	// Inline fields make this a local rule. A rule of the same id in the rule
-	// store (from Redis) replaces it while it exists.
+	// Inline declares the rule here, a local rule, by its Redis fields; in
+	// JSON it is a rulestore.GraySpec (ruleref.go). A rule of the same id
+	// in the rule store (from Redis) replaces it while it exists.
 	Inline rulestore.Fields `json:"inline,omitempty"`
 }
 
@@ -163,7 +164,7 @@ func (h *Handler) Validate() error {
 	if err := ValidVersion(h.DefaultVersion); err != nil {
 		return fmt.Errorf("default_version: %v", err)
 	}
-	if h.Header != "off" && !validHeaderName(h.Header) {
+	if h.Header != "off" && !rulestore.ValidHeaderName(h.Header) {
 		return fmt.Errorf("header: %q is not a valid header name", h.Header)
 	}
 	if h.Route != "" && len(h.Rules) > 0 {

@@ -106,7 +106,7 @@ func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
 				}
 				continue
 			}
-			return nil, f.Errorf(name, "unknown field (want match_tag, match_value, match_source, target_version, weight, fallback_version, hash_key, ramp, fallback_on_open, or the analysis fields)")
+			return nil, f.Errorf(name, "unknown field (want one of %s)", strings.Join(ruleFieldNames, ", "))
 		}
 	}
 	if g.Target == "" {

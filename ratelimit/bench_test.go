@@ -172,7 +172,8 @@ func provisionedHandler(t testing.TB, id string, f rulestore.Fields) *Handler {
 		t.Fatal(err)
 	}
 	testcaddy.RunJSON(t, cfg)
-	h := &Handler{Rule: id}
+	h := new(Handler)
+	h.Rule = id
 	if err := h.Provision(caddy.ActiveContext()); err != nil {
 		t.Fatal(err)
 	}

@@ -2,9 +2,8 @@ package ratelimit
 
 import "github.com/sluicegw/sluice/rulestore"
 
-// The rule's field names, for "did you mean" on a misspelled one.
-func init() { rulestore.RegisterFieldNames(rulestore.RateLimit, knownFields...) }
+// knownFields are the rule's field names, those of its typed form
+// (rulestore.RateLimitSpec); registered for "did you mean".
+var knownFields = rulestore.SpecFieldNames(rulestore.RateLimit)
 
-// directiveNames are what a ratelimit block accepts: a rule or route, or the
-// fields of an inline rule.
-func directiveNames() []string { return append([]string{"rule", "route"}, knownFields...) }
+func init() { rulestore.RegisterFieldNames(rulestore.RateLimit, knownFields...) }

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"sync/atomic"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -24,37 +23,21 @@ func init() {
 	caddy.RegisterModule(new(Handler))
 }
 
-// Handler limits requests by a rate_limit rule. Exactly one of Rule, Route
-// and Fields says which.
+// Handler limits requests by a rate_limit rule: exactly one of rule, route
+// and inline says which. Identical inline rules share one quota (their id
+// is a hash of them), as do inline rules of the same explicit id.
 type Handler struct {
-	// Rule is the id of a rate_limit rule in the rule store.
-	Rule string `json:"rule,omitempty"`
-	// Route names a route binding; its rate_limit field names the rule.
-	Route string `json:"route,omitempty"`
-	// Fields declare the rule inline, with the rule store's field names.
-	// Identical inline rules share one quota (their id is a hash of them).
-	Fields rulestore.Fields `json:"fields,omitempty"`
+	handlerkit.Binding[*rulestore.RateLimitSpec]
 
 	app    *rulestore.App
 	holder *handlerkit.Holder[*limiter]
-	fixed  *limiter // for Rule and Fields
+	fixed  *limiter // for an inline rule
 	inline *Rule
-	routed atomic.Pointer[routedLimiter]
+	sel    *handlerkit.Selector[*Rule, *limiter] // for Rule and Route
 	logger *zap.Logger
-	// rule and route hold the rule (Rule) or the binding (Route) as store
-	// handles, so a request reads it without looking its id up in the
-	// store's maps (rulestore.Handle: what Lookup returns, two atomic loads
-	// while the store's layer is unchanged).
-	rule, route *rulestore.Handle
 
 	ruleTok, scopeTok caddyfile.Token // for errors pointing at the line
 	refs              []rulestore.CaddyfileRef
-}
-
-type routedLimiter struct {
-	id   string
-	lim  *limiter
-	rule *rulestore.Handle
 }
 
 // limiters holds every rule id's state across config generations.
@@ -81,41 +64,42 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	h.app = app
 	initMetrics(ctx.GetMetricsRegistry())
 	h.holder = limiters.Holder(func(id string) *limiter { return newLimiter(id, nil) })
+	if err := h.Require(app, rulestore.RateLimit, "ratelimit"); err != nil {
+		return err
+	}
 	switch {
 	case h.Rule != "":
-		if err := app.Require(rulestore.RateLimit, h.Rule); err != nil {
-			return err
-		}
 		if err := h.needsRedis(h.Rule); err != nil {
 			return err
 		}
-		h.fixed = h.holder.Get(h.Rule)
-		h.rule = app.Handle(rulestore.RateLimit, h.Rule)
 	case h.Route != "":
-		if err := app.Require(rulestore.Binding, h.Route); err != nil {
-			return err
-		}
 		if b := app.Route(h.Route); b != nil && b.RateLimit != "" {
 			if err := h.needsRedis(b.RateLimit); err != nil {
 				return fmt.Errorf("route %s: %w", h.Route, err)
 			}
 		}
-		h.route = app.Handle(rulestore.Binding, h.Route)
 	default:
-		id := InlineID(h.Fields)
-		r, err := ParseRule(id, h.Fields)
+		id, _ := h.InlineRule()
+		v, err := h.ParseInline(app, rulestore.RateLimit, "ratelimit", id)
 		if err != nil {
-			return fmt.Errorf("inline rate_limit rule: %w", err)
+			return err
 		}
+		r := v.(*Rule)
 		if r.Cluster() && app.Client() == nil {
 			return errors.New("inline rate_limit rule: " + errClusterNeedsRedis)
 		}
 		h.fixed = h.holder.Get(id)
 		h.inline = h.fixed.intern(r)
-	}
-	if h.fixed != nil {
 		h.fixed.setBackend(app, h.logger)
+		return nil
 	}
+	h.sel = handlerkit.NewSelector[*Rule](app, rulestore.RateLimit, &h.Binding,
+		func(b *rulestore.RouteBinding) string { return b.RateLimit },
+		func(id string) *limiter {
+			lim := h.holder.Get(id)
+			lim.setBackend(app, h.logger)
+			return lim
+		})
 	return nil
 }
 
@@ -134,24 +118,7 @@ func (h *Handler) needsRedis(id string) error {
 }
 
 // Validate checks that exactly one rule source is given.
-func (h *Handler) Validate() error {
-	n := 0
-	for _, set := range []bool{h.Rule != "", h.Route != "", len(h.Fields) > 0} {
-		if set {
-			n++
-		}
-	}
-	if n != 1 {
-		return errors.New("ratelimit: give exactly one of rule <id>, route <name> or inline rule fields")
-	}
-	if h.Rule != "" {
-		return rulestore.ValidID(h.Rule)
-	}
-	if h.Route != "" {
-		return rulestore.ValidID(h.Route)
-	}
-	return nil
-}
+func (h *Handler) Validate() error { return h.Binding.Validate("ratelimit") }
 
 // Cleanup drops this handler's hold on the shared limiters.
 func (h *Handler) Cleanup() error {
@@ -167,32 +134,8 @@ func (h *Handler) current() (*Rule, *limiter) {
 	if h.inline != nil {
 		return h.inline, h.fixed
 	}
-	id, lim, hd := h.Rule, h.fixed, h.rule
-	if h.Route != "" {
-		br := h.route.Rule()
-		if br == nil {
-			h.app.WarnMissing(rulestore.Binding, h.Route)
-			return nil, nil
-		}
-		b := br.Value.(*rulestore.RouteBinding)
-		if b.RateLimit == "" {
-			return nil, nil // the route is bound to no rate limit
-		}
-		id = b.RateLimit
-		if c := h.routed.Load(); c != nil && c.id == id {
-			lim, hd = c.lim, c.rule
-		} else {
-			lim, hd = h.holder.Get(id), h.app.Handle(rulestore.RateLimit, id)
-			lim.setBackend(h.app, h.logger)
-			h.routed.Store(&routedLimiter{id: id, lim: lim, rule: hd})
-		}
-	}
-	rr := hd.Rule()
-	if rr == nil {
-		h.app.WarnMissing(rulestore.RateLimit, id)
-		return nil, nil
-	}
-	return rr.Value.(*Rule), lim
+	r, lim, _ := h.sel.Current()
+	return r, lim
 }
 
 // ServeHTTP decides the request: pass it on, or answer for the limiter.

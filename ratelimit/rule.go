@@ -1,8 +1,6 @@
 package ratelimit
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"math"
 	"net/http"
@@ -154,16 +152,6 @@ type Limits struct {
 	warm warmModel
 }
 
-var knownFields = []string{
-	"limit_type", "qps", "burst", "window_size", "key_resolver", "requested_tokens",
-	"max_concurrent", "max_concurrent_total", "on_empty_key", "shadow", "overrides",
-	"max_keys", "status", "concurrency_status", "headers", "body", "handle_errors", "scope",
-	"on_redis_error", "redis_timeout", "lease_size", "raw_keys",
-	// flow shaping (flow_rule.go)
-	"control_behavior", "max_queue_wait", "max_queued", "warm_up_period", "cold_factor",
-	"min_limit", "max_limit", "initial_limit", "latency_tolerance", "sample_window", "min_rtt_interval",
-}
-
 // ParseRule validates a rate_limit rule's fields. Errors are
 // *rulestore.FieldError naming the field.
 func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
@@ -256,8 +244,8 @@ func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
 		dst  *bool
 	}{{"shadow", &r.Shadow}, {"headers", &r.Headers}, {"handle_errors", &r.HandleErrors}, {"raw_keys", &r.RawKeys}} {
 		if v, ok := get(b.name); ok {
-			if *b.dst, err = parseBool(v); err != nil {
-				return nil, f.Errorf(b.name, "want true or false")
+			if *b.dst, err = rulestore.ParseBool(v); err != nil {
+				return nil, f.Errorf(b.name, "%v", err)
 			}
 		}
 	}
@@ -273,8 +261,8 @@ func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
 		dst  *int
 	}{{"status", &r.Status}, {"concurrency_status", &r.ConcurrencyStatus}} {
 		if v, ok := get(s.name); ok {
-			if *s.dst, err = strconv.Atoi(v); err != nil || *s.dst < 400 || *s.dst > 599 {
-				return nil, f.Errorf(s.name, "want an HTTP status 400-599")
+			if *s.dst, err = rulestore.ParseStatus(v); err != nil {
+				return nil, f.Errorf(s.name, "%v", err)
 			}
 		}
 	}
@@ -508,19 +496,8 @@ func (r *Rule) parseOverrides(v string) error {
 	return nil
 }
 
-// InlineID names an inline rule by a hash of its fields, so identical inline
-// rules (in any site or route) share one quota, and a changed one gets fresh
-// counters.
-func InlineID(f rulestore.Fields) string {
-	h := sha256.New()
-	for _, name := range f.Names() {
-		h.Write([]byte(name))
-		h.Write([]byte{0})
-		h.Write([]byte(f[name]))
-		h.Write([]byte{0})
-	}
-	return "inline:" + hex.EncodeToString(h.Sum(nil)[:8])
-}
+// InlineID names an inline rule by a hash of its fields (handlerkit.InlineID).
+func InlineID(f rulestore.Fields) string { return handlerkit.InlineID(f) }
 
 func parseSeconds(v string) (int64, error) {
 	if s, err := strconv.ParseFloat(v, 64); err == nil {
@@ -534,16 +511,6 @@ func parseSeconds(v string) (int64, error) {
 		return 0, fmt.Errorf("want seconds (e.g. 10) or a duration (e.g. 1m), at most 366 days")
 	}
 	return int64(d), nil
-}
-
-func parseBool(v string) (bool, error) {
-	switch strings.ToLower(v) {
-	case "on", "yes":
-		return true, nil
-	case "off", "no":
-		return false, nil
-	}
-	return strconv.ParseBool(v)
 }
 
 func contains(list []string, s string) bool {

@@ -29,11 +29,12 @@ type App struct {
 	// 30s; from MinResync to a year and a day).
 	Resync caddy.Duration `json:"resync,omitempty"`
 
-	// Static rules, by id. Same field names as the Redis hashes.
-	RateLimit      map[string]Fields `json:"rate_limit,omitempty"`
-	CircuitBreaker map[string]Fields `json:"circuit_breaker,omitempty"`
-	Gray           map[string]Fields `json:"gray,omitempty"`
-	Binding        map[string]Fields `json:"binding,omitempty"`
+	// Static rules, by id: typed, with the Redis hashes' field names. A
+	// value may also be a string in the Redis syntax ("qps": "5").
+	RateLimit      RuleSet[*RateLimitSpec]      `json:"rate_limit,omitempty"`
+	CircuitBreaker RuleSet[*CircuitBreakerSpec] `json:"circuit_breaker,omitempty"`
+	Gray           RuleSet[*GraySpec]           `json:"gray,omitempty"`
+	Binding        RuleSet[*BindingSpec]        `json:"binding,omitempty"`
 
 	static   [numKinds]map[string]*Rule
 	overlays [numKinds]map[string]*overlaySlot // one per static id (overlay.go)
@@ -146,6 +147,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 		a.static[k] = make(map[string]*Rule)
 		a.overlays[k] = make(map[string]*overlaySlot)
 		for id, f := range a.staticFields(k) {
+			if _, ok := f["id"]; ok {
+				return fmt.Errorf("static %s rule %q: field id: only an inline rule takes an id (a static rule's id is its key)", k, id)
+			}
 			v, err := Parse(k, id, f)
 			if err != nil {
 				return fmt.Errorf("static %s rule %q: %w", k, id, err)
@@ -182,13 +186,13 @@ func (a *App) Provision(ctx caddy.Context) error {
 func (a *App) staticFields(k Kind) map[string]Fields {
 	switch k {
 	case RateLimit:
-		return a.RateLimit
+		return a.RateLimit.fields()
 	case CircuitBreaker:
-		return a.CircuitBreaker
+		return a.CircuitBreaker.fields()
 	case Gray:
-		return a.Gray
+		return a.Gray.fields()
 	default:
-		return a.Binding
+		return a.Binding.fields()
 	}
 }
 

@@ -1,0 +1,119 @@
+package handlerkit
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+
+	"github.com/sluicegw/sluice/rulestore"
+)
+
+// Binding says which rule a ratelimit or circuitbreaker handler applies:
+// exactly one of Rule, Route and Inline. S is the kind's typed rule
+// (*rulestore.RateLimitSpec, *rulestore.CircuitBreakerSpec).
+type Binding[S rulestore.Spec] struct {
+	// Rule is the id of a rule in the rule store.
+	Rule string `json:"rule,omitempty"`
+	// Route names a route binding; its field of this handler's kind
+	// (rate_limit, circuit_breaker) names the rule, followed live.
+	Route string `json:"route,omitempty"`
+	// Inline declares the rule in place, with the rule store's field names.
+	// Its optional "id" names it (labels, error bodies, RateLimit-Policy);
+	// without one its id is inline:<hash of the fields>.
+	Inline S `json:"inline,omitempty"`
+}
+
+// inline returns the inline rule's fields, nil without one.
+func (b *Binding[S]) inline() rulestore.Fields { return rulestore.SpecFields(b.Inline) }
+
+// HasInline reports whether the rule is given inline.
+func (b *Binding[S]) HasInline() bool { return len(b.inline()) > 0 }
+
+// InlineIDField is the pseudo-field of an inline rule that names it.
+const InlineIDField = "id"
+
+// Validate checks that exactly one of Rule, Route and Inline is given and
+// that the ids are well formed; directive names the handler in errors.
+func (b *Binding[S]) Validate(directive string) error {
+	n := 0
+	for _, set := range []bool{b.Rule != "", b.Route != "", b.HasInline()} {
+		if set {
+			n++
+		}
+	}
+	if n != 1 {
+		return fmt.Errorf("%s: give exactly one of rule <id>, route <name> or inline rule fields", directive)
+	}
+	switch {
+	case b.Rule != "":
+		return prefix(directive, rulestore.ValidID(b.Rule))
+	case b.Route != "":
+		return prefix(directive, rulestore.ValidID(b.Route))
+	}
+	if id, ok := b.inline()[InlineIDField]; ok {
+		return prefix(directive+" inline rule", rulestore.ValidID(id))
+	}
+	return nil
+}
+
+// InlineRule returns the inline rule's id and its fields without the id.
+func (b *Binding[S]) InlineRule() (id string, f rulestore.Fields) {
+	f = b.inline()
+	id = f[InlineIDField]
+	delete(f, InlineIDField)
+	if id == "" {
+		id = InlineID(f)
+	}
+	return id, f
+}
+
+// ExplicitID reports whether the inline rule names itself.
+func (b *Binding[S]) ExplicitID() bool { return b.inline()[InlineIDField] != "" }
+
+// InlineID names an inline rule by a hash of its fields, so the same rule
+// keeps its state across reloads and a changed one starts afresh.
+func InlineID(f rulestore.Fields) string {
+	h := sha256.New()
+	for _, name := range f.Names() {
+		h.Write([]byte(name))
+		h.Write([]byte{0})
+		h.Write([]byte(f[name]))
+		h.Write([]byte{0})
+	}
+	return "inline:" + hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+// ParseInline validates the inline rule as kind k under its id. An explicit
+// id must not also be a rule of the config's rulestore block: the two would
+// share state while being different rules.
+func (b *Binding[S]) ParseInline(app *rulestore.App, k rulestore.Kind, directive, id string) (any, error) {
+	_, f := b.InlineRule()
+	if b.ExplicitID() && app.Static(k, id) != nil {
+		return nil, fmt.Errorf("%s: inline rule id %q is also a %s rule of the rulestore block", directive, id, k)
+	}
+	v, err := rulestore.Parse(k, id, f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: inline %s rule: %w", directive, k, err)
+	}
+	return v, nil
+}
+
+// Require checks at provision time that the named rule or route exists (or
+// can come from Redis).
+func (b *Binding[S]) Require(app *rulestore.App, k rulestore.Kind, directive string) error {
+	var err error
+	switch {
+	case b.Rule != "":
+		err = app.Require(k, b.Rule)
+	case b.Route != "":
+		err = app.Require(rulestore.Binding, b.Route)
+	}
+	return prefix(directive, err)
+}
+
+func prefix(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}

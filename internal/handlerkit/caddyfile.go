@@ -1,0 +1,192 @@
+package handlerkit
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+
+	"github.com/sluicegw/sluice/rulestore"
+)
+
+// Directive describes a handler directive whose block selects one rule.
+type Directive struct {
+	Name string         // the directive, for errors: "ratelimit"
+	Kind rulestore.Kind // the kind of rule it applies
+	// Line, if set, reads a block line that is neither rule, route, id nor
+	// a field of the kind; handled is false for a line it does not know.
+	// circuitbreaker's `header <name> <value>` adds to the headers field.
+	Line func(tok caddyfile.Token, name string, args []string, p *Parsed) (handled bool, err error)
+}
+
+// Parsed is what a directive's block said, with the lines to point at.
+type Parsed struct {
+	Rule, Route string
+	Inline      rulestore.Fields         // the inline rule's fields (and id)
+	Refs        []rulestore.CaddyfileRef // rules and routes named, for RequireAll
+	RuleTok     caddyfile.Token          // where Rule was named
+	Start       caddyfile.Token          // the directive
+	Lines       map[string]caddyfile.Token
+	kind        rulestore.Kind
+}
+
+// Field sets an inline field at tok's line; several calls append with sep.
+func (p *Parsed) Field(tok caddyfile.Token, name, value, sep string) {
+	if p.Inline == nil {
+		p.Inline = rulestore.Fields{}
+	}
+	if old, ok := p.Inline[name]; ok {
+		value = old + sep + value
+	} else {
+		p.Lines[name] = tok
+	}
+	p.Inline[name] = value
+}
+
+// ParseCaddyfile reads the common prologue of ratelimit and circuitbreaker:
+//
+//	<directive> [<matcher>] <rule-id>
+//	<directive> [<matcher>] {
+//		rule <id> | route <name> | [id <id>] <rule field> <value...> ...
+//	}
+//
+// An inline rule is validated here, a bad field failing at its line.
+func (dir Directive) ParseCaddyfile(d *caddyfile.Dispenser) (*Parsed, error) {
+	p := &Parsed{Lines: map[string]caddyfile.Token{}, kind: dir.Kind}
+	d.Next() // directive name
+	p.Start = d.Token()
+	if d.NextArg() {
+		if err := p.name(d, dir, "rule", d.Val()); err != nil {
+			return nil, err
+		}
+		if d.NextArg() {
+			return nil, d.ArgErr()
+		}
+		if d.NextBlock(0) {
+			return nil, d.Errf("%s: give a rule id or a block, not both", dir.Name)
+		}
+		return p, nil
+	}
+	known := rulestore.FieldNames(dir.Kind)
+	for d.NextBlock(0) {
+		name, tok := d.Val(), d.Token()
+		args := d.RemainingArgs()
+		switch {
+		case name == "rule" || name == "route":
+			if len(args) != 1 {
+				return nil, d.Errf("%s: %s wants one value", dir.Name, name)
+			}
+			if len(p.Inline) > 0 {
+				return nil, d.Errf("%s: %s cannot be mixed with inline rule fields", dir.Name, name)
+			}
+			if err := p.name(d, dir, name, args[0]); err != nil {
+				return nil, err
+			}
+			continue
+		case name == InlineIDField:
+			if len(args) != 1 {
+				return nil, d.Errf("%s: id wants one value", dir.Name)
+			}
+			if err := rulestore.ValidID(args[0]); err != nil {
+				return nil, d.Errf("%s: id: %v", dir.Name, err)
+			}
+		case dir.Line != nil:
+			handled, err := dir.Line(tok, name, args, p)
+			if err != nil {
+				return nil, rulestore.ErrAt(tok, "%s: %v", dir.Name, err)
+			}
+			if handled {
+				continue
+			}
+			fallthrough
+		default:
+			if !slices.Contains(known, name) {
+				return nil, rulestore.UnknownField(d, dir.Name, name, append([]string{"rule", "route", InlineIDField}, known...)...)
+			}
+			if len(args) == 0 {
+				return nil, d.Errf("%s: field %s needs a value", dir.Name, name)
+			}
+		}
+		if p.Rule != "" || p.Route != "" {
+			return nil, d.Errf("%s: inline rule field %s cannot be mixed with rule or route", dir.Name, name)
+		}
+		if _, dup := p.Inline[name]; dup {
+			return nil, d.Errf("%s: field %s given twice", dir.Name, name)
+		}
+		p.Field(tok, name, strings.Join(args, " "), "")
+	}
+	return p, p.check(dir)
+}
+
+// name records `rule <id>` or `route <name>`, once.
+func (p *Parsed) name(d *caddyfile.Dispenser, dir Directive, which, id string) error {
+	if err := rulestore.ValidID(id); err != nil {
+		return d.Errf("%s %s: %v", dir.Name, which, err)
+	}
+	if p.Rule != "" || p.Route != "" {
+		return d.Errf("%s: give one of rule or route, once", dir.Name)
+	}
+	ref := rulestore.CaddyfileRef{Tok: d.Token(), Kind: dir.Kind, ID: id}
+	if which == "rule" {
+		p.Rule, p.RuleTok = id, d.Token()
+	} else {
+		p.Route, ref.Kind = id, rulestore.Binding
+	}
+	p.Refs = append(p.Refs, ref)
+	return nil
+}
+
+// check applies Binding.Validate's rule at the block's lines and validates
+// an inline rule.
+func (p *Parsed) check(dir Directive) error {
+	switch {
+	case (p.Rule != "" || p.Route != "") && len(p.Inline) > 0: // a Line hook's field
+		return rulestore.ErrAt(p.Start, "%s: rule or route cannot be mixed with inline rule fields", dir.Name)
+	case p.Rule == "" && p.Route == "" && len(p.Inline) == 0:
+		return rulestore.ErrAt(p.Start, "%s: give a rule id, a block with rule <id> or route <name>, or inline rule fields", dir.Name)
+	case len(p.Inline) == 0:
+		return nil
+	}
+	f := make(rulestore.Fields, len(p.Inline))
+	for k, v := range p.Inline {
+		f[k] = v
+	}
+	id := f[InlineIDField]
+	delete(f, InlineIDField)
+	if id == "" {
+		id = InlineID(f)
+	}
+	if len(f) == 0 {
+		return rulestore.ErrAt(p.Lines[InlineIDField], "%s: inline rule %q has no fields", dir.Name, id)
+	}
+	if _, err := rulestore.Parse(dir.Kind, id, f); err != nil {
+		return rulestore.ErrAtField(p.Start, p.Lines, err, "%s: inline %s rule: %v", dir.Name, dir.Kind, err)
+	}
+	return nil
+}
+
+// ToBinding returns what the block selected, the inline rule as the kind's
+// typed rule.
+func ToBinding[S rulestore.Spec](p *Parsed) (Binding[S], error) {
+	b := Binding[S]{Rule: p.Rule, Route: p.Route}
+	if len(p.Inline) == 0 {
+		return b, nil
+	}
+	s, err := rulestore.SpecFromFields(p.kind, p.Inline)
+	if err != nil {
+		return b, rulestore.ErrAtField(p.Start, p.Lines, err, "inline %s rule: %v", p.kind, err)
+	}
+	b.Inline = s.(S)
+	return b, nil
+}
+
+// UnmarshalDirective reads a directive into h, then checks the rules and
+// routes it named (refs, filled by h) against the Caddyfile's rulestore
+// block, where an error can still name the line.
+func UnmarshalDirective(hp httpcaddyfile.Helper, name string, h caddyfile.Unmarshaler, refs *[]rulestore.CaddyfileRef) error {
+	if err := h.UnmarshalCaddyfile(hp.Dispenser); err != nil {
+		return err
+	}
+	return rulestore.DeclaredIn(hp).RequireAll(name, *refs)
+}

@@ -1,0 +1,196 @@
+package rulestore
+
+import "net/http"
+
+// The typed rules. Each field's json name is its Redis field name; the
+// handlers' docs (docs/*.md) give each field's range and default. In JSON a
+// value may also be a string in the Redis syntax ("qps": "5").
+
+// RateLimitSpec is a rate_limit rule (docs/ratelimit.md).
+type RateLimitSpec struct {
+	// ID names an inline rule (labels, error bodies, RateLimit-Policy);
+	// without it an inline rule's id is inline:<hash>. Not for rules of the
+	// rulestore app, whose id is their key.
+	ID string `json:"id,omitempty"`
+	// LimitType is token_bucket (default) or sliding_window.
+	LimitType string `json:"limit_type,omitempty"`
+	// QPS is the allowed requests per second (required).
+	QPS *float64 `json:"qps,omitempty"`
+	// Burst is the token bucket's size (0 = one second's worth of qps).
+	Burst *int64 `json:"burst,omitempty"`
+	// WindowSize is the sliding window's length (default 1s).
+	WindowSize *Duration `json:"window_size,omitempty" sluice:"seconds"`
+	// KeyResolver says what a quota is counted per: userId, ip, a header,
+	// a placeholder, or several, the first non-empty one winning.
+	KeyResolver string `json:"key_resolver,omitempty"`
+	// RequestedTokens is the cost of one request (default 1).
+	RequestedTokens *int64 `json:"requested_tokens,omitempty"`
+	// MaxConcurrent caps the requests in flight per key: a number (0 = no
+	// cap) or adaptive.
+	MaxConcurrent string `json:"max_concurrent,omitempty"`
+	// MaxConcurrentTotal caps the requests in flight over all keys.
+	MaxConcurrentTotal *int64 `json:"max_concurrent_total,omitempty"`
+	// OnEmptyKey is what a request without a key gets: deny [status] or a
+	// fallback key.
+	OnEmptyKey string `json:"on_empty_key,omitempty"`
+	// Shadow counts and logs refusals but lets the requests through.
+	Shadow *bool `json:"shadow,omitempty"`
+	// Overrides gives some keys limits of their own.
+	Overrides string `json:"overrides,omitempty"`
+	// MaxKeys bounds the keys tracked at once.
+	MaxKeys *int64 `json:"max_keys,omitempty"`
+	// Status of a rate refusal (400-599, default 429).
+	Status *int64 `json:"status,omitempty"`
+	// ConcurrencyStatus of an in-flight refusal (400-599, default 429).
+	ConcurrencyStatus *int64 `json:"concurrency_status,omitempty"`
+	// Headers sends the RateLimit and X-RateLimit-* headers (default true).
+	Headers *bool `json:"headers,omitempty"`
+	// Body of a refusal (placeholders allowed); default a JSON error.
+	Body string `json:"body,omitempty"`
+	// HandleErrors hands a refusal to the site's handle_errors routes.
+	HandleErrors *bool `json:"handle_errors,omitempty"`
+	// Scope is local (default) or cluster (one quota in Redis for all
+	// instances).
+	Scope string `json:"scope,omitempty"`
+	// OnRedisError is what a cluster rule does without Redis: allow,
+	// deny [status] or local.
+	OnRedisError string `json:"on_redis_error,omitempty"`
+	// RedisTimeout bounds a cluster rule's Redis call.
+	RedisTimeout *Duration `json:"redis_timeout,omitempty"`
+	// LeaseSize is how many tokens a cluster rule takes from Redis at once.
+	LeaseSize *int64 `json:"lease_size,omitempty"`
+	// RawKeys shows keys unmasked in logs and the admin API.
+	RawKeys *bool `json:"raw_keys,omitempty"`
+	// ControlBehavior is reject (default), pace, warm_up or warm_up_pace.
+	ControlBehavior string `json:"control_behavior,omitempty"`
+	// MaxQueueWait bounds how long pacing holds a request.
+	MaxQueueWait *Duration `json:"max_queue_wait,omitempty"`
+	// MaxQueued bounds the requests pacing holds at once.
+	MaxQueued *int64 `json:"max_queued,omitempty"`
+	// WarmUpPeriod is how long a cold limit takes to reach qps.
+	WarmUpPeriod *Duration `json:"warm_up_period,omitempty"`
+	// ColdFactor: a cold limit starts at qps/cold_factor.
+	ColdFactor *float64 `json:"cold_factor,omitempty"`
+	// MinLimit, MaxLimit and InitialLimit bound an adaptive in-flight cap.
+	MinLimit     *int64 `json:"min_limit,omitempty"`
+	MaxLimit     *int64 `json:"max_limit,omitempty"`
+	InitialLimit *int64 `json:"initial_limit,omitempty"`
+	// LatencyTolerance is how far above the minimum latency an adaptive
+	// cap lets sampled latency go (0.25 = 25%).
+	LatencyTolerance *float64 `json:"latency_tolerance,omitempty"`
+	// SampleWindow is an adaptive cap's sampling period.
+	SampleWindow *Duration `json:"sample_window,omitempty"`
+	// MinRTTInterval is how often an adaptive cap re-measures the minimum.
+	MinRTTInterval *Duration `json:"min_rtt_interval,omitempty"`
+}
+
+// CircuitBreakerSpec is a circuit_breaker rule (docs/circuitbreaker.md).
+type CircuitBreakerSpec struct {
+	// ID names an inline rule; see RateLimitSpec.ID.
+	ID string `json:"id,omitempty"`
+	// FailureThreshold is the consecutive failures that open the breaker.
+	FailureThreshold *int64 `json:"failure_threshold,omitempty"`
+	// SuccessThreshold is the half-open successes that close it.
+	SuccessThreshold *int64 `json:"success_threshold,omitempty"`
+	// OpenDuration is how long it stays open before a trial.
+	OpenDuration *Duration `json:"open_duration,omitempty"`
+	// MaxOpenDuration caps the open time as it backs off (0 = no backoff).
+	MaxOpenDuration *Duration `json:"max_open_duration,omitempty"`
+	// Window of a rate trigger: a duration (60s) or a call count (100).
+	Window string `json:"window,omitempty"`
+	// FailureRate opens the breaker at this percentage of failures.
+	FailureRate *float64 `json:"failure_rate,omitempty" sluice:"percent"`
+	// MinRequests in the window before a rate can trip.
+	MinRequests *int64 `json:"min_requests,omitempty"`
+	// SlowCallDuration: a call at least this long is slow.
+	SlowCallDuration *Duration `json:"slow_call_duration,omitempty"`
+	// SlowCallRate opens the breaker at this percentage of slow calls.
+	SlowCallRate *float64 `json:"slow_call_rate,omitempty" sluice:"percent"`
+	// FailureStatuses are the response statuses that count as failures:
+	// codes, ranges (500-599) or classes (5xx).
+	FailureStatuses []string `json:"failure_statuses,omitempty"`
+	// HalfOpenRequests are the trial requests let through half-open.
+	HalfOpenRequests *int64 `json:"half_open_requests,omitempty"`
+	// RampDuration lets traffic back in gradually after closing.
+	RampDuration *Duration `json:"ramp_duration,omitempty"`
+	// Key gives each value of a placeholder its own breaker.
+	Key string `json:"key,omitempty"`
+	// RawKeys shows keys unmasked in logs and the admin API.
+	RawKeys *bool `json:"raw_keys,omitempty"`
+	// State is auto (default), force_open, force_closed or disabled.
+	State string `json:"state,omitempty"`
+	// Status of the open response (400-599, default 503).
+	Status *int64 `json:"status,omitempty"`
+	// Body of the open response (placeholders allowed).
+	Body string `json:"body,omitempty"`
+	// Headers of the open response.
+	Headers http.Header `json:"headers,omitempty"`
+	// Header is one header of the open response, "Name value" (Redis).
+	Header string `json:"header,omitempty"`
+	// HandleErrors hands the open response to the site's handle_errors.
+	HandleErrors *bool `json:"handle_errors,omitempty"`
+}
+
+// GraySpec is a gray (canary) rule (docs/grayroute.md).
+type GraySpec struct {
+	// MatchTag is the header, query parameter or cookie to match; * or
+	// empty matches every request.
+	MatchTag string `json:"match_tag,omitempty"`
+	// MatchValue is the values the tag must have.
+	MatchValue string `json:"match_value,omitempty"`
+	// MatchSource is where the tag is read: header, query, cookie or any.
+	MatchSource string `json:"match_source,omitempty"`
+	// TargetVersion is the canary version (required).
+	TargetVersion string `json:"target_version,omitempty"`
+	// Weight is the percentage of matching traffic sent to the target.
+	Weight *float64 `json:"weight,omitempty"`
+	// FallbackVersion serves matching traffic outside the weight.
+	FallbackVersion string `json:"fallback_version,omitempty"`
+	// HashKey buckets requests (default userId).
+	HashKey string `json:"hash_key,omitempty"`
+	// Ramp raises the weight on a schedule.
+	Ramp string `json:"ramp,omitempty"`
+	// FallbackOnOpen names a circuit_breaker rule whose open breaker
+	// sends traffic to the fallback.
+	FallbackOnOpen string `json:"fallback_on_open,omitempty"`
+	// Analysis turns on automatic canary analysis.
+	Analysis *bool `json:"analysis,omitempty"`
+	// AnalysisInterval is the analysis period.
+	AnalysisInterval *Duration `json:"analysis_interval,omitempty"`
+	// MinSamples are the canary requests an interval needs to be judged.
+	MinSamples *int64 `json:"min_samples,omitempty"`
+	// MaxLatencyRatio is the canary's allowed latency over the baseline's.
+	MaxLatencyRatio *float64 `json:"max_latency_ratio,omitempty"`
+	// LatencyPercentile is the percentile compared.
+	LatencyPercentile *float64 `json:"latency_percentile,omitempty"`
+	// StepWeight is the weight added per healthy interval.
+	StepWeight *float64 `json:"step_weight,omitempty"`
+	// MaxWeight is the weight the analysis stops at.
+	MaxWeight *float64 `json:"max_weight,omitempty"`
+	// FailureThreshold is the failed intervals that roll the canary back.
+	FailureThreshold *int64 `json:"failure_threshold,omitempty"`
+	// State is the canary's state (e.g. rolled_back).
+	State string `json:"state,omitempty"`
+}
+
+// BindingSpec is a route binding: the rules that apply to a route.
+type BindingSpec struct {
+	// RateLimit is the rate_limit rule's id.
+	RateLimit string `json:"rate_limit,omitempty"`
+	// CircuitBreaker is the circuit_breaker rule's id.
+	CircuitBreaker string `json:"circuit_breaker,omitempty"`
+	// Gray are the gray rules' ids, in evaluation order.
+	Gray []string `json:"gray,omitempty"`
+}
+
+// Kind returns the spec's rule kind.
+func (*RateLimitSpec) Kind() Kind      { return RateLimit }
+func (*CircuitBreakerSpec) Kind() Kind { return CircuitBreaker }
+func (*GraySpec) Kind() Kind           { return Gray }
+func (*BindingSpec) Kind() Kind        { return Binding }
+
+// UnmarshalJSON reads the rule typed or with Redis-syntax strings.
+func (s *RateLimitSpec) UnmarshalJSON(b []byte) error      { return decodeSpec(s, b) }
+func (s *CircuitBreakerSpec) UnmarshalJSON(b []byte) error { return decodeSpec(s, b) }
+func (s *GraySpec) UnmarshalJSON(b []byte) error           { return decodeSpec(s, b) }
+func (s *BindingSpec) UnmarshalJSON(b []byte) error        { return decodeSpec(s, b) }
