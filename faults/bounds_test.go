@@ -66,7 +66,7 @@ func TestNumericFieldRanges(t *testing.T) {
 		{cb, "slow_call_rate", []string{"0.01", "100"}, []string{"0", "100.1", "NaN"}, []string{"slow_call_duration", "1s"}},
 		{cb, "slow_call_duration", []string{"1ms", "8784h"}, []string{"0s", "8785h"}, []string{"slow_call_rate", "50"}},
 		{cb, "ramp_duration", []string{"0s", "8784h"}, []string{"8785h", "-1s"}, nil},
-		{cb, "status", []string{"200", "599"}, []string{"199", "600"}, nil},
+		{cb, "status", []string{"400", "599"}, []string{"399", "600", "200"}, nil}, // one status range for both refusals (issue 15)
 		// Gray: the canary analysis fields.
 		{gr, "analysis_interval", []string{"100ms", "1h"}, []string{"99ms", "1h1s"}, analysisOn},
 		{gr, "min_samples", []string{"1", "1000000000"}, []string{"0", "1000000001", "18446744073709551615"}, analysisOn},
