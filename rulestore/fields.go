@@ -2,6 +2,7 @@ package rulestore
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -55,6 +56,22 @@ func (f Fields) Names() []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// Digest hashes the fields in name order, each name and value ended by a
+// NUL: equal fields, equal digest on every instance. Versions and inline
+// rule ids are prefixes of it.
+func (f Fields) Digest() [sha256.Size]byte {
+	h := sha256.New()
+	for _, name := range f.Names() {
+		h.Write([]byte(name))
+		h.Write([]byte{0})
+		h.Write([]byte(f[name]))
+		h.Write([]byte{0})
+	}
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	return sum
 }
 
 // Equal reports whether two field sets are identical.

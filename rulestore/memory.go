@@ -1,7 +1,6 @@
 package rulestore
 
 import (
-	"crypto/sha256"
 	"encoding/hex"
 	"sync"
 	"sync/atomic"
@@ -111,12 +110,6 @@ func (m *memoryLayer) remove(k Kind, id string) bool {
 // change log, and /sluice/state lists it, so an operator can tell whether
 // every instance holds the same rule.
 func Version(f Fields) string {
-	h := sha256.New()
-	for _, name := range f.Names() {
-		h.Write([]byte(name))
-		h.Write([]byte{0})
-		h.Write([]byte(f[name]))
-		h.Write([]byte{0})
-	}
-	return hex.EncodeToString(h.Sum(nil)[:6])
+	sum := f.Digest()
+	return hex.EncodeToString(sum[:6])
 }

@@ -1,7 +1,6 @@
 package handlerkit
 
 import (
-	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 
@@ -73,14 +72,8 @@ func (b *Binding[S]) ExplicitID() bool { return b.inline()[InlineIDField] != "" 
 // InlineID names an inline rule by a hash of its fields, so the same rule
 // keeps its state across reloads and a changed one starts afresh.
 func InlineID(f rulestore.Fields) string {
-	h := sha256.New()
-	for _, name := range f.Names() {
-		h.Write([]byte(name))
-		h.Write([]byte{0})
-		h.Write([]byte(f[name]))
-		h.Write([]byte{0})
-	}
-	return "inline:" + hex.EncodeToString(h.Sum(nil)[:8])
+	sum := f.Digest()
+	return "inline:" + hex.EncodeToString(sum[:8])
 }
 
 // ParseInline validates the inline rule as kind k under its id. An explicit
