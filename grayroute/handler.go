@@ -167,23 +167,11 @@ func (h *Handler) Validate() error {
 	if h.Header != "off" && !rulestore.ValidHeaderName(h.Header) {
 		return fmt.Errorf("header: %q is not a valid header name", h.Header)
 	}
-	if h.Route != "" && len(h.Rules) > 0 {
-		return fmt.Errorf("give either a route or rules, not both")
+	ids := make([]string, len(h.Rules))
+	for i, ref := range h.Rules {
+		ids[i] = ref.ID
 	}
-	if h.Route == "" && len(h.Rules) == 0 {
-		return fmt.Errorf("no gray rules: give rule ids, inline rules or a route")
-	}
-	seen := map[string]bool{}
-	for _, ref := range h.Rules {
-		if err := rulestore.ValidID(ref.ID); err != nil {
-			return err
-		}
-		if seen[ref.ID] {
-			return fmt.Errorf("gray rule %q listed twice", ref.ID)
-		}
-		seen[ref.ID] = true
-	}
-	return nil
+	return handlerkit.ValidateList(rulestore.Gray, h.Route, ids)
 }
 
 // ServeHTTP decides the version, hands it over and calls the next handler.
