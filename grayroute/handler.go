@@ -210,18 +210,6 @@ func (h *Handler) decide(r *http.Request) (version string, versionAny, ruleAny a
 	return h.DefaultVersion, h.defaultAny, "", nil
 }
 
-// rule returns the current rule for id: the store's, else the inline one.
-// The request path holds handles instead (handles.go).
-func (h *Handler) rule(id string, inline *Rule) *Rule {
-	if r := h.store.Lookup(rulestore.Gray, id); r != nil {
-		return r.Value.(*Rule)
-	}
-	if inline == nil {
-		h.store.WarnMissing(rulestore.Gray, id)
-	}
-	return inline
-}
-
 // apply splits a matching request between the rule's target and fallback.
 func (h *Handler) apply(g *Rule, r *http.Request) (string, any, any, *cohortCounts) {
 	canary, random := g.Canary(r, h.now)
