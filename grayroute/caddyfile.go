@@ -26,113 +26,50 @@ func ParseCaddyfile(hp httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error
 	return h, nil
 }
 
-// UnmarshalCaddyfile sets up the handler from Caddyfile tokens.
+// UnmarshalCaddyfile sets up the handler from Caddyfile tokens; the rule
+// list is handlerkit's, the options grayroute's own.
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next() // directive name
-	addRule := func(ref RuleRef) error {
-		if err := rulestore.ValidID(ref.ID); err != nil {
-			return d.Errf("grayroute: %v", err)
-		}
-		for _, r := range h.Rules {
-			if r.ID == ref.ID {
-				return d.Errf("grayroute: gray rule %q listed twice", ref.ID)
-			}
-		}
-		h.Rules = append(h.Rules, ref)
-		return nil
+	dir := handlerkit.ListDirective{Name: "grayroute", Kind: rulestore.Gray, Inline: "gray",
+		RefFields: map[string]rulestore.Kind{"fallback_on_open": rulestore.CircuitBreaker},
+		Options: []handlerkit.Option{
+			{Name: "default_version", Parse: h.parseDefaultVersion},
+			{Name: "header", Parse: h.parseHeader},
+		}}
+	p, err := dir.ParseCaddyfile(d)
+	if err != nil {
+		return err
 	}
-	ref := func(k rulestore.Kind, id string) {
-		h.refs = append(h.refs, rulestore.CaddyfileRef{Tok: d.Token(), Kind: k, ID: id})
+	h.Route, h.refs = p.Route, p.Refs
+	for _, r := range p.Rules {
+		h.Rules = append(h.Rules, RuleRef{ID: r.ID, Inline: r.Inline})
 	}
-	for d.NextArg() {
-		if err := addRule(RuleRef{ID: d.Val()}); err != nil {
-			return err
-		}
-		ref(rulestore.Gray, d.Val())
+	return nil
+}
+
+func (h *Handler) parseDefaultVersion(d *caddyfile.Dispenser) error {
+	if !d.NextArg() {
+		return d.ArgErr()
 	}
-	for d.NextBlock(0) {
-		switch opt := d.Val(); opt {
-		case "rule":
-			args := d.RemainingArgs()
-			if len(args) == 0 {
-				return d.Errf("grayroute: rule needs one or more rule ids")
-			}
-			for _, id := range args {
-				if err := addRule(RuleRef{ID: id}); err != nil {
-					return err
-				}
-				ref(rulestore.Gray, id)
-			}
-		case "gray":
-			if !d.NextArg() {
-				return d.Errf("grayroute: gray needs a rule id and a { field value ... } block")
-			}
-			id := d.Val()
-			if err := rulestore.ValidID(id); err != nil {
-				return d.Errf("grayroute: %v", err)
-			}
-			fields, lines, err := rulestore.UnmarshalFieldsTokens(d, rulestore.Gray, id)
-			if err != nil {
-				return err
-			}
-			if v, ok := fields["fallback_on_open"]; ok {
-				h.refs = append(h.refs, rulestore.CaddyfileRef{Tok: lines["fallback_on_open"], Kind: rulestore.CircuitBreaker, ID: v})
-			}
-			if len(fields) == 0 {
-				return d.Errf("grayroute: inline gray rule %q has no fields", id)
-			}
-			if _, err := rulestore.SpecFromFields(rulestore.Gray, fields); err != nil {
-				return rulestore.ErrAtField(d.Token(), lines, err, "grayroute: inline gray rule %q: %v", id, err)
-			}
-			if err := addRule(RuleRef{ID: id, Inline: fields}); err != nil {
-				return err
-			}
-		case "route":
-			if !d.NextArg() {
-				return d.Errf("grayroute: route needs a route name")
-			}
-			if h.Route != "" {
-				return d.Errf("grayroute: route given twice")
-			}
-			h.Route = d.Val()
-			if err := rulestore.ValidID(h.Route); err != nil {
-				return d.Errf("grayroute: route: %v", err)
-			}
-			ref(rulestore.Binding, h.Route)
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-		case "default_version":
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			if err := ValidVersion(d.Val()); err != nil {
-				return d.Errf("grayroute: default_version: %v", err)
-			}
-			h.DefaultVersion = d.Val()
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-		case "header":
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			if v := d.Val(); v != "off" && !rulestore.ValidHeaderName(v) {
-				return d.Errf("grayroute: header: %q is not a valid header name", v)
-			}
-			h.Header = d.Val()
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-		default:
-			return rulestore.UnknownField(d, "grayroute", opt, directiveNames...)
-		}
+	if err := ValidVersion(d.Val()); err != nil {
+		return d.Errf("grayroute: default_version: %v", err)
 	}
-	if h.Route != "" && len(h.Rules) > 0 {
-		return d.Errf("grayroute: give either a route or rules, not both")
+	h.DefaultVersion = d.Val()
+	if d.NextArg() {
+		return d.ArgErr()
 	}
-	if h.Route == "" && len(h.Rules) == 0 {
-		return d.Errf("grayroute: no gray rules: give rule ids, inline gray rules or a route")
+	return nil
+}
+
+func (h *Handler) parseHeader(d *caddyfile.Dispenser) error {
+	if !d.NextArg() {
+		return d.ArgErr()
+	}
+	if v := d.Val(); v != "off" && !rulestore.ValidHeaderName(v) {
+		return d.Errf("grayroute: header: %q is not a valid header name", v)
+	}
+	h.Header = d.Val()
+	if d.NextArg() {
+		return d.ArgErr()
 	}
 	return nil
 }

@@ -7,6 +7,3 @@ import "github.com/sluicegw/sluice/rulestore"
 var ruleFieldNames = rulestore.SpecFieldNames(rulestore.Gray)
 
 func init() { rulestore.RegisterFieldNames(rulestore.Gray, ruleFieldNames...) }
-
-// directiveNames are the grayroute block's sub-directives.
-var directiveNames = []string{"rule", "route", "gray", "default_version", "header"}

@@ -121,33 +121,15 @@ func (h *Handler) setup(store *rulestore.App, reg *prometheus.Registry, logger *
 	}
 	h.defaultAny = h.DefaultVersion
 
-	h.inline = make([]*Rule, len(h.Rules))
-	for i, ref := range h.Rules {
-		if ref.Inline == nil {
-			if err := store.Require(rulestore.Gray, ref.ID); err != nil {
-				return err
-			}
-			continue
-		}
-		v, err := rulestore.Parse(rulestore.Gray, ref.ID, ref.Inline)
-		if err != nil {
-			return fmt.Errorf("inline gray rule %q: %w", ref.ID, err)
-		}
-		if store.Static(rulestore.Gray, ref.ID) != nil { // also when a Redis overlay covers it
-			return fmt.Errorf("gray rule %q is declared both inline and in the global rulestore block", ref.ID)
-		}
-		h.inline[i] = v.(*Rule)
+	inline, err := handlerkit.ProvisionList(store, rulestore.Gray, h.listRefs(), h.Route,
+		func(b *rulestore.RouteBinding) []string { return b.Gray })
+	if err != nil {
+		return err
 	}
-	if h.Route != "" {
-		if err := store.Require(rulestore.Binding, h.Route); err != nil {
-			return err
-		}
-		if b := store.Route(h.Route); b != nil {
-			for _, id := range b.Gray {
-				if err := store.Require(rulestore.Gray, id); err != nil {
-					return fmt.Errorf("route %q: %w", h.Route, err)
-				}
-			}
+	h.inline = make([]*Rule, len(inline))
+	for i, v := range inline {
+		if v != nil {
+			h.inline[i] = v.(*Rule)
 		}
 	}
 
@@ -167,23 +149,16 @@ func (h *Handler) Validate() error {
 	if h.Header != "off" && !rulestore.ValidHeaderName(h.Header) {
 		return fmt.Errorf("header: %q is not a valid header name", h.Header)
 	}
-	if h.Route != "" && len(h.Rules) > 0 {
-		return fmt.Errorf("give either a route or rules, not both")
+	return handlerkit.ValidateList(rulestore.Gray, h.Route, h.listRefs())
+}
+
+// listRefs are Rules as handlerkit's rule list.
+func (h *Handler) listRefs() []handlerkit.ListRef {
+	refs := make([]handlerkit.ListRef, len(h.Rules))
+	for i, r := range h.Rules {
+		refs[i] = handlerkit.ListRef{ID: r.ID, Inline: r.Inline}
 	}
-	if h.Route == "" && len(h.Rules) == 0 {
-		return fmt.Errorf("no gray rules: give rule ids, inline rules or a route")
-	}
-	seen := map[string]bool{}
-	for _, ref := range h.Rules {
-		if err := rulestore.ValidID(ref.ID); err != nil {
-			return err
-		}
-		if seen[ref.ID] {
-			return fmt.Errorf("gray rule %q listed twice", ref.ID)
-		}
-		seen[ref.ID] = true
-	}
-	return nil
+	return refs
 }
 
 // ServeHTTP decides the version, hands it over and calls the next handler.
@@ -233,18 +208,6 @@ func (h *Handler) decide(r *http.Request) (version string, versionAny, ruleAny a
 	}
 	h.defaultCtr.Inc()
 	return h.DefaultVersion, h.defaultAny, "", nil
-}
-
-// rule returns the current rule for id: the store's, else the inline one.
-// The request path holds handles instead (handles.go).
-func (h *Handler) rule(id string, inline *Rule) *Rule {
-	if r := h.store.Lookup(rulestore.Gray, id); r != nil {
-		return r.Value.(*Rule)
-	}
-	if inline == nil {
-		h.store.WarnMissing(rulestore.Gray, id)
-	}
-	return inline
 }
 
 // apply splits a matching request between the rule's target and fallback.

@@ -1,0 +1,62 @@
+package handlerkit
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
+	"github.com/sluicegw/sluice/rulestore"
+)
+
+// The directive's own options are called at their line and listed, in
+// table order, after the selection's lines when a line is unknown.
+func TestListDirectiveOptionsAndChecks(t *testing.T) {
+	var got string
+	dir := ListDirective{Name: "grayroute", Kind: rulestore.Gray, Inline: "gray",
+		Options: []Option{{Name: "header", Parse: func(d *caddyfile.Dispenser) error {
+			d.NextArg()
+			got = d.Val()
+			return nil
+		}}}}
+	parse := func(src string) (*ParsedList, error) {
+		return dir.ParseCaddyfile(caddyfile.NewTestDispenser(src))
+	}
+	p, err := parse("grayroute a {\n rule b c\n header X-V\n}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Rules) != 3 || p.Rules[2].ID != "c" || len(p.Refs) != 3 || got != "X-V" {
+		t.Fatalf("rules %+v refs %d header %q", p.Rules, len(p.Refs), got)
+	}
+	for src, want := range map[string]string{
+		"grayroute {\n colour red\n}":        "(want rule, route, gray, header), at Testfile:2",
+		"grayroute a {\n route r\n}":         "grayroute: give either a route or rules, not both",
+		"grayroute":                          "grayroute: no gray rules: give rule ids, inline gray rules or a route",
+		"grayroute a {\n rule b a\n}":        `grayroute: gray rule "a" listed twice, at Testfile:2`,
+		"grayroute {\n route r\n route s\n}": "grayroute: route given twice, at Testfile:3",
+	} {
+		if _, err := parse(src); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: error %v, want %q", src, err, want)
+		}
+	}
+}
+
+func TestValidateList(t *testing.T) {
+	for _, c := range []struct {
+		route string
+		refs  []ListRef
+		want  string
+	}{
+		{"r", []ListRef{{ID: "a"}}, "either a route or rules"},
+		{"", nil, "no gray rules"},
+		{"", []ListRef{{ID: "a"}, {ID: "a"}}, `gray rule "a" listed twice`},
+	} {
+		if err := ValidateList(rulestore.Gray, c.route, c.refs); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: error %v, want %q", c, err, c.want)
+		}
+	}
+	if err := ValidateList(rulestore.Gray, "r", nil); err != nil {
+		t.Errorf("a route alone: %v", err)
+	}
+}
