@@ -7,9 +7,11 @@ import (
 )
 
 // Selector finds, per request, the rule a handler's Rule or Route names now
-// and the handler's state for it (T: a limiter, nothing for the breaker). A
-// request reads store handles (two atomic loads while the store's layer is
-// unchanged), never the store's maps.
+// and the handler's state for it (T: a limiter, nothing for the breaker).
+// It keeps its last answer with the store's count of changes
+// (rulestore.App.Changes): while the count stays the same a request reads
+// that one counter, and after any change it re-reads the handles, never
+// the store's maps.
 type Selector[V, T any] struct {
 	app   *rulestore.App
 	kind  rulestore.Kind
@@ -23,6 +25,21 @@ type Selector[V, T any] struct {
 	pick     func(*rulestore.RouteBinding) string
 	routed   atomic.Pointer[routed[T]]
 	stateFor func(id string) T
+	held     atomic.Pointer[held[V, T]]
+}
+
+// held is what Current answered at one count of store changes; never
+// changed once stored, so requests share it without a lock.
+type held[V, T any] struct {
+	changes uint64
+	v       V
+	st      T
+	ok      bool
+	// warn: a missing rule or binding, warned about on every request, as
+	// without the cache (WarnMissing paces its own logging).
+	warn     bool
+	warnKind rulestore.Kind
+	warnID   string
 }
 
 type routed[T any] struct {
@@ -60,27 +77,43 @@ func (s *Selector[V, T]) RuleID() string {
 // is none (a missing rule or route, warned about, or a route bound to no
 // rule of this kind), and the request then passes.
 func (s *Selector[V, T]) Current() (v V, st T, ok bool) {
-	id, hd, st := s.id, s.rule, s.state
+	n := s.app.Changes() // before the handles: a change after this is re-read next time
+	c := s.held.Load()
+	if c == nil || c.changes != n {
+		c = s.resolve(n)
+		s.held.Store(c)
+	}
+	if c.warn {
+		s.app.WarnMissing(c.warnKind, c.warnID)
+	}
+	return c.v, c.st, c.ok
+}
+
+// resolve reads the handles: the answer at count n of store changes.
+func (s *Selector[V, T]) resolve(n uint64) *held[V, T] {
+	c := &held[V, T]{changes: n, st: s.state}
+	id, hd := s.id, s.rule
 	if s.routeH != nil {
 		br := s.routeH.Rule()
 		if br == nil {
-			s.app.WarnMissing(rulestore.Binding, s.route)
-			return v, st, false
+			c.warn, c.warnKind, c.warnID = true, rulestore.Binding, s.route
+			return c
 		}
 		if id = s.pick(br.Value.(*rulestore.RouteBinding)); id == "" {
-			return v, st, false
+			return c
 		}
-		if c := s.routed.Load(); c != nil && c.id == id {
-			hd, st = c.h, c.state
+		if r := s.routed.Load(); r != nil && r.id == id {
+			hd, c.st = r.h, r.state
 		} else {
-			hd, st = s.app.Handle(s.kind, id), s.stateFor(id)
-			s.routed.Store(&routed[T]{id: id, h: hd, state: st})
+			hd, c.st = s.app.Handle(s.kind, id), s.stateFor(id)
+			s.routed.Store(&routed[T]{id: id, h: hd, state: c.st})
 		}
 	}
 	rr := hd.Rule()
 	if rr == nil {
-		s.app.WarnMissing(s.kind, id)
-		return v, st, false
+		c.warn, c.warnKind, c.warnID = true, s.kind, id
+		return c
 	}
-	return rr.Value.(V), st, true
+	c.v, c.ok = rr.Value.(V), true
+	return c
 }
