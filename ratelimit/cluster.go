@@ -128,7 +128,7 @@ func (e *clusterEngine) decide(r *Rule, key []byte, now int64, d *Decision) {
 	if r.LeaseSize > 0 {
 		size = max(min(r.LeaseSize, d.Limits.quota), cost) // an override may be smaller
 	}
-	s, ent, ls := e.lockLease(r, key, now)
+	s, _, ls := e.lockLease(r, key, now)
 	if ls.tokens >= cost {
 		ls.tokens -= cost
 		d.Remaining, d.Reset = ls.remaining+ls.tokens, max(0, ls.resetAt-now)
@@ -138,7 +138,7 @@ func (e *clusterEngine) decide(r *Rule, key []byte, now int64, d *Decision) {
 		}
 		s.mu.Unlock()
 		if want > 0 {
-			go e.topUp(r, d.Limits, ent.key, s, ls, want)
+			go e.topUp(r, d.Limits, string(key), s, ls, want)
 		}
 		return
 	}
@@ -182,11 +182,8 @@ func (e *clusterEngine) decide(r *Rule, key []byte, now int64, d *Decision) {
 func (e *clusterEngine) lockLease(r *Rule, key []byte, now int64) (s *shard, ent *entry, ls *leaseState) {
 	s = e.keys.shard(key)
 	s.mu.Lock()
-	ent = e.keys.get(s, key, now, r.idle, max(1, r.MaxKeys/len(e.keys.shards)))
-	if ent.lease == nil {
-		ent.lease = new(leaseState)
-	}
-	return s, ent, ent.lease
+	i := e.keys.find(s, key, now, r.idle, max(1, r.MaxKeys/len(e.keys.shards)))
+	return s, s.at(i), s.lease(i)
 }
 
 // refusing reports whether Redis said, under rule r, it has no tokens now.
