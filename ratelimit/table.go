@@ -362,6 +362,19 @@ func (s *shard) lease(i int32) *leaseState {
 	return ls
 }
 
+// leaseOf returns key's lease state in the locked shard s, or nil, without
+// making an entry or changing the key's recency (for a check that only
+// reads, such as an exact cluster decision's cached refusal).
+func (t *table) leaseOf(s *shard, key []byte) *leaseState {
+	if s.leases == nil {
+		return nil
+	}
+	if i := t.lookupHashed(s, key, maphash.Bytes(t.seed, key)); i != 0 {
+		return s.leases[i]
+	}
+	return nil
+}
+
 func (s *shard) pushFront(i int32, e *entry) {
 	e.prev, e.next = 0, s.head
 	if s.head != 0 {

@@ -191,3 +191,25 @@ func TestTableSweepReturnsChunks(t *testing.T) {
 		t.Fatalf("after reuse: tokens %v, %d keys", e.tb.tokens, tab.keys.Load())
 	}
 }
+
+// leaseOf reads a key's lease without making an entry or moving the key.
+func TestTableLeaseOf(t *testing.T) {
+	tab := newTable(1)
+	s := &tab.shards[0]
+	if ls := tab.leaseOf(s, []byte("a")); ls != nil {
+		t.Fatal("a lease for a key never seen")
+	}
+	ia := tab.find(s, []byte("a"), sec, sec, 10)
+	la := s.lease(ia)
+	la.tokens = 5
+	tab.find(s, []byte("b"), sec, sec, 10)
+	if ls := tab.leaseOf(s, []byte("a")); ls != la || ls.tokens != 5 {
+		t.Fatalf("leaseOf(a) = %v, want a's lease", ls)
+	}
+	if ls := tab.leaseOf(s, []byte("b")); ls != nil {
+		t.Fatal("a lease for b, which has none")
+	}
+	if ls := tab.leaseOf(s, []byte("c")); ls != nil || s.live != 2 || s.head == ia {
+		t.Fatalf("leaseOf(c) = %v with %d keys; a is most recent: %v", ls, s.live, s.head == ia)
+	}
+}
