@@ -146,7 +146,7 @@ func (e *clusterEngine) decide(r *Rule, key []byte, now int64, d *Decision) {
 	if r.LeaseSize > 0 {
 		size = max(min(r.LeaseSize, d.Limits.quota), cost) // an override may be smaller
 	}
-	s, ent, ls := e.lockLease(r, key, now)
+	s, _, ls := e.lockLease(r, key, now)
 	if ls.tokens >= cost {
 		ls.tokens -= cost
 		d.Remaining, d.Reset = ls.remaining+ls.tokens, max(0, ls.resetAt-now)
@@ -156,7 +156,7 @@ func (e *clusterEngine) decide(r *Rule, key []byte, now int64, d *Decision) {
 		}
 		s.mu.Unlock()
 		if want > 0 {
-			go e.topUp(r, d.Limits, ent.key, s, ls, want)
+			go e.topUp(r, d.Limits, string(key), s, ls, want)
 		}
 		return
 	}
@@ -203,9 +203,9 @@ func (e *clusterEngine) decide(r *Rule, key []byte, now int64, d *Decision) {
 func (e *clusterEngine) decideExact(r *Rule, key []byte, now int64, d *Decision) {
 	s := e.keys.shard(key)
 	s.mu.Lock()
-	ent := s.m[string(key)]
-	if ent != nil && ent.lease != nil && ent.lease.refusing(r, now) {
-		ls := ent.lease
+	known := e.keys.leaseOf(s, key)
+	if known != nil && known.refusing(r, now) {
+		ls := known
 		d.Reason, d.RetryAfter = RateLimited, ls.deniedUntil-now
 		d.Remaining, d.Reset = 0, max(0, ls.resetAt-now)
 		s.mu.Unlock()
@@ -223,7 +223,7 @@ func (e *clusterEngine) decideExact(r *Rule, key []byte, now int64, d *Decision)
 		d.Reason, d.RetryAfter, d.Remaining = RateLimited, g.wait, 0
 	}
 	d.Reset = g.reset
-	if g.wait > 0 || ent != nil {
+	if g.wait > 0 || known != nil {
 		// Remember the refusal, or clear the one remembered.
 		s, _, ls := e.lockLease(r, key, now)
 		ls.learn(r, g, now)
@@ -243,11 +243,8 @@ func (e *clusterEngine) lockLease(r *Rule, key []byte, now int64) (s *shard, ent
 	}
 	s = e.keys.shard(key)
 	s.mu.Lock()
-	ent = e.keys.get(s, key, now, idle, max(1, r.MaxKeys/len(e.keys.shards)))
-	if ent.lease == nil {
-		ent.lease = new(leaseState)
-	}
-	return s, ent, ent.lease
+	i := e.keys.find(s, key, now, idle, max(1, r.MaxKeys/len(e.keys.shards)))
+	return s, s.at(i), s.lease(i)
 }
 
 // refusing reports whether Redis said, under rule r, it has no tokens now.

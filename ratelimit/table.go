@@ -2,17 +2,23 @@ package ratelimit
 
 import (
 	"hash/maphash"
+	"math/bits"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 )
 
-// table holds per-key state for one rule: shards of (mutex, map, LRU list),
+// table holds per-key state for one rule: shards of (mutex, index, LRU list),
 // so concurrent requests for different keys rarely meet on a lock, and there
 // is no global lock. Each shard holds at most its share of max_keys and
 // evicts its least recently used key to admit a new one; keys idle long
 // enough that their state equals a fresh one are dropped as they are met.
 // It is plain Go with no Caddy imports; time is passed in.
+//
+// The table holds no pointers per key: entries are fixed-size structs in a
+// few large chunks, linked by int32 indices, found through a map from the
+// key's 64-bit hash, with the key's bytes inline or in a byte arena. The GC
+// has nothing in them to mark however many keys there are (issue 16: the
+// pointer-linked table was a large part of the rate limit's GC cost).
 type table struct {
 	seed   maphash.Seed
 	shards []shard
@@ -21,37 +27,55 @@ type table struct {
 }
 
 type shard struct {
-	mu  sync.Mutex
-	m   map[string]*entry
-	lru entry // sentinel: lru.next is the most recent, lru.prev the least
-	_   [40]byte
+	mu      sync.Mutex
+	idx     map[uint64]int32 // key hash → the first entry with it
+	chunks  [][]entry        // entry i is at(i); index 0 means none
+	head    int32            // most recently used entry
+	tail    int32            // least recently used entry
+	next    int32            // the next index never handed out
+	free    int32            // a free entry; free ones link through next
+	cap     int32            // entries in the chunks
+	live    int              // entries holding a key
+	arena   []byte           // keys longer than inlineKey
+	dead    int              // arena bytes of removed keys
+	zombies []int32          // removed with requests in flight (see remove)
+	zpos    int
+	leases  map[int32]*leaseState // cluster lease mode only
+	_       [16]byte
 }
 
 // entry is one key's state; the engine fields are used by one rule kind.
-//
-// A key of up to inlineKey bytes is kept in the entry itself (kbuf; key
-// and the shard map's key point into it): no second allocation per new
-// key, one object less per key for the GC to mark, and the map's key
-// comparison on a lookup reads the entry's own memory, which the request
-// reads next anyway (one cache miss instead of two over many keys). The
-// fields a request touches come first, next to kbuf.
+// The fields a request touches come first, in the entry's first 64 bytes
+// with a key of up to inlineKey bytes (one cache miss per lookup).
 type entry struct {
-	kbuf       [inlineKey]byte
-	tb         tokenBucket
-	seen       int64 // ns of the last request
-	prev, next *entry
-	key        string
-	sw         slidingWindow
-	inflight   int32       // requests admitted and not finished (max_concurrent)
-	lease      *leaseState // cluster lease mode only
-	pace       pacer       // control_behavior pace
-	warm       warmBucket  // control_behavior warm_up, warm_up_pace
+	kbuf     [inlineKey]byte
+	tb       tokenBucket
+	seen     int64 // ns of the last request
+	klen     int32
+	prev     int32
+	next     int32 // LRU toward the tail; the free list's link
+	inflight int32 // requests admitted and not finished (max_concurrent)
+	hash     uint64
+	koff     int32 // the key's offset in the arena when longer than kbuf
+	hnext    int32 // the next entry with the same hash
+	sw       slidingWindow
+	pace     pacer      // control_behavior pace
+	warm     warmBucket // control_behavior warm_up, warm_up_pace
 }
 
-// inlineKey is the longest key held in the entry: 24 bytes fill the entry
-// up to its 144-byte size class, the size the entry (128) and a separate
-// key of up to 16 bytes took before.
+// inlineKey is the longest key held in the entry: with it the entry is 128
+// bytes, two cache lines.
 const inlineKey = 24
+
+// Chunks of entries double from firstChunk up to maxChunk entries, then
+// stay at maxChunk: a shard with few keys holds a small chunk, one with
+// many wastes at most one chunk's tail. Entries never move, so a pointer
+// to one (an in-flight slot's) stays valid.
+const (
+	firstChunk = 8
+	maxChunk   = 1024
+	growChunks = 8 // chunks that double: 8 << 7 == maxChunk
+)
 
 // maxShards bounds lock striping; fewer shards are used for small max_keys so
 // that the LRU stays close to exact (each shard evicts on its own).
@@ -70,11 +94,16 @@ func shardsFor(maxKeys int) int {
 func newTable(nshards int) *table {
 	t := &table{seed: maphash.MakeSeed(), shards: make([]shard, nshards), mask: uint64(nshards - 1)}
 	for i := range t.shards {
-		s := &t.shards[i]
-		s.m = make(map[string]*entry)
-		s.lru.next, s.lru.prev = &s.lru, &s.lru
+		t.shards[i].reset()
 	}
 	return t
+}
+
+// reset empties s (all but its mutex); nothing may point into its entries.
+func (s *shard) reset() {
+	s.idx, s.chunks, s.arena, s.zombies, s.leases = make(map[uint64]int32), nil, nil, nil, nil
+	s.head, s.tail, s.next, s.free, s.cap = 0, 0, 1, 0, 0
+	s.live, s.dead, s.zpos = 0, 0, 0
 }
 
 func (t *table) shard(key []byte) *shard {
@@ -84,44 +113,152 @@ func (t *table) shard(key []byte) *shard {
 	return &t.shards[maphash.Bytes(t.seed, key)&t.mask]
 }
 
+// at returns entry i (not 0).
+func (s *shard) at(i int32) *entry {
+	u := uint32(i) + firstChunk
+	if u < 2*maxChunk {
+		k := bits.Len32(u) - 4 // firstChunk is 1<<3
+		return &s.chunks[k][u-firstChunk<<k]
+	}
+	u -= 2 * maxChunk
+	return &s.chunks[growChunks+u/maxChunk][u%maxChunk]
+}
+
+func (s *shard) keyOf(e *entry) []byte {
+	if e.klen <= inlineKey {
+		return e.kbuf[:e.klen]
+	}
+	return s.arena[e.koff : e.koff+e.klen]
+}
+
 // get returns key's entry in the locked shard s, creating it if needed
 // (evicting the least recently used entry when the shard is full), and marks
 // it most recently used. Entries idle for longer than idle ns are dropped
 // from the cold end first, two at most per call, so the work stays O(1).
 func (t *table) get(s *shard, key []byte, now, idle int64, perShard int) *entry {
-	if e := s.m[string(key)]; e != nil {
+	return s.at(t.find(s, key, now, idle, perShard))
+}
+
+// find is get returning the entry's index.
+func (t *table) find(s *shard, key []byte, now, idle int64, perShard int) int32 {
+	h := maphash.Bytes(t.seed, key)
+	if i := t.lookupHashed(s, key, h); i != 0 {
+		e := s.at(i)
 		e.seen = now
-		if s.lru.next != e {
-			e.unlink()
-			s.pushFront(e)
+		if s.head != i {
+			s.unlink(i, e)
+			s.pushFront(i, e)
 		}
 		t.expire(s, now, idle, 2)
-		return e
+		return i
 	}
 	t.expire(s, now, idle, 2)
-	for len(s.m) >= perShard && t.evictOldest(s) {
+	for s.live >= perShard && t.evictOldest(s) {
 	}
-	e := &entry{seen: now}
+	return t.insertHashed(s, key, h, now)
+}
+
+// lookupHashed returns the index of key, whose hash is h, or 0.
+func (t *table) lookupHashed(s *shard, key []byte, h uint64) int32 {
+	for i := s.idx[h]; i != 0; {
+		e := s.at(i)
+		if string(s.keyOf(e)) == string(key) {
+			return i
+		}
+		i = e.hnext
+	}
+	return 0
+}
+
+// insertHashed adds key, whose hash is h and which s does not hold, as the
+// most recently used entry.
+func (t *table) insertHashed(s *shard, key []byte, h uint64, now int64) int32 {
+	i := s.alloc()
+	e := s.at(i)
+	*e = entry{seen: now, hash: h, klen: int32(len(key))}
 	if len(key) <= inlineKey {
-		// kbuf is written only here, so it can back the key string.
-		e.key = unsafe.String(&e.kbuf[0], copy(e.kbuf[:], key))
+		copy(e.kbuf[:], key)
 	} else {
-		e.key = string(key)
+		e.koff = s.store(key)
 	}
-	s.m[e.key] = e
-	s.pushFront(e)
+	e.hnext = s.idx[h] // 0 unless two keys share the hash
+	s.idx[h] = i
+	s.pushFront(i, e)
+	s.live++
 	t.keys.Add(1)
-	return e
+	return i
+}
+
+// alloc returns an unused entry index, growing the chunks when none is free.
+func (s *shard) alloc() int32 {
+	s.reclaim()
+	if i := s.free; i != 0 {
+		s.free = s.at(i).next
+		return i
+	}
+	if s.next >= s.cap {
+		n := maxChunk
+		if len(s.chunks) < growChunks {
+			n = firstChunk << len(s.chunks)
+		}
+		s.chunks = append(s.chunks, make([]entry, n))
+		s.cap += int32(n)
+	}
+	s.next++
+	return s.next - 1
+}
+
+// reclaim frees up to two removed entries whose requests have finished.
+func (s *shard) reclaim() {
+	for n := 0; n < 2 && len(s.zombies) > 0; n++ {
+		s.zpos %= len(s.zombies)
+		i := s.zombies[s.zpos]
+		if s.at(i).inflight > 0 {
+			s.zpos++
+			continue
+		}
+		last := len(s.zombies) - 1
+		s.zombies[s.zpos] = s.zombies[last]
+		s.zombies = s.zombies[:last]
+		s.at(i).next, s.free = s.free, i
+	}
+}
+
+// store appends a long key to the arena, first compacting it when most of
+// it is removed keys; it returns the key's offset.
+func (s *shard) store(key []byte) int32 {
+	if s.dead >= 4096 && s.dead > len(s.arena)/2 {
+		s.compact()
+	}
+	s.arena = append(s.arena, key...)
+	return int32(len(s.arena) - len(key))
+}
+
+// compact copies the live long keys into a new arena.
+func (s *shard) compact() {
+	a := make([]byte, 0, len(s.arena)-s.dead)
+	for i := s.head; i != 0; {
+		e := s.at(i)
+		if e.klen > inlineKey {
+			a = append(a, s.keyOf(e)...)
+			e.koff = int32(len(a)) - e.klen
+		}
+		i = e.next
+	}
+	s.arena, s.dead = a, 0
 }
 
 // expire drops up to max entries idle for longer than idle ns.
 func (t *table) expire(s *shard, now, idle int64, max int) {
-	for i := 0; i < max; i++ {
-		e := s.lru.prev
-		if e == &s.lru || now-e.seen <= idle || e.inflight > 0 {
+	for n := 0; n < max; n++ {
+		i := s.tail
+		if i == 0 {
 			return
 		}
-		t.remove(s, e)
+		if e := s.at(i); now-e.seen <= idle || e.inflight > 0 {
+			return
+		}
+		t.remove(s, i)
 	}
 }
 
@@ -129,58 +266,135 @@ func (t *table) expire(s *shard, now, idle int64, max int) {
 // request in flight (so its concurrency count is not lost); it reports
 // whether it dropped anything.
 func (t *table) evictOldest(s *shard) bool {
-	e := s.lru.prev
-	for i := 0; i < 8 && e != &s.lru && e.inflight > 0; i++ {
-		e = e.prev
+	i := s.tail
+	for n := 0; n < 8 && i != 0 && s.at(i).inflight > 0; n++ {
+		i = s.at(i).prev
 	}
-	if e == &s.lru {
-		e = s.lru.prev
-		if e == &s.lru {
+	if i == 0 {
+		i = s.tail
+		if i == 0 {
 			return false
 		}
 	}
-	t.remove(s, e)
+	t.remove(s, i)
 	return true
 }
 
-func (t *table) remove(s *shard, e *entry) {
-	e.unlink()
-	delete(s.m, e.key)
+// remove drops entry i. One with requests in flight is referenced by their
+// decisions, which release their slots into it: it is reused only once
+// they have (reclaim), so that a release never lands in another key.
+func (t *table) remove(s *shard, i int32) {
+	e := s.at(i)
+	s.unlink(i, e)
+	if p := s.idx[e.hash]; p == i {
+		if e.hnext == 0 {
+			delete(s.idx, e.hash)
+		} else {
+			s.idx[e.hash] = e.hnext
+		}
+	} else {
+		for pe := s.at(p); ; pe = s.at(p) {
+			if pe.hnext == i {
+				pe.hnext = e.hnext
+				break
+			}
+			p = pe.hnext
+		}
+	}
+	if e.klen > inlineKey {
+		s.dead += int(e.klen)
+	}
+	if s.leases != nil {
+		delete(s.leases, i)
+	}
+	s.live--
 	t.keys.Add(-1)
+	if e.inflight > 0 {
+		s.zombies = append(s.zombies, i)
+	} else {
+		e.next, s.free = s.free, i
+	}
 }
 
 // sweep drops every idle entry; the janitor calls it now and then so memory
-// is returned even for keys never seen again.
+// is returned even for keys never seen again: a shard left empty lets go of
+// its chunks and map, and a long-key arena of mostly removed keys shrinks.
 func (t *table) sweep(now, idle int64) {
 	for i := range t.shards {
 		s := &t.shards[i]
 		s.mu.Lock()
-		t.expire(s, now, idle, len(s.m))
-		s.mu.Unlock()
-	}
-}
-
-// scan calls fn on every entry, each shard locked only while it is read;
-// fn must not keep e or change it.
-func (t *table) scan(fn func(e *entry)) {
-	for i := range t.shards {
-		s := &t.shards[i]
-		s.mu.Lock()
-		for _, e := range s.m {
-			fn(e)
+		t.expire(s, now, idle, s.live)
+		if s.live == 0 && len(s.zombies) == 0 && s.cap > 0 {
+			s.reset()
+		} else if s.dead > len(s.arena)/2 {
+			s.compact()
 		}
 		s.mu.Unlock()
 	}
 }
 
-func (s *shard) pushFront(e *entry) {
-	e.prev, e.next = &s.lru, s.lru.next
-	s.lru.next.prev = e
-	s.lru.next = e
+// scan calls fn on every entry with its key, each shard locked only while
+// it is read; fn must not keep e or key, or change them.
+func (t *table) scan(fn func(e *entry, key []byte)) {
+	for i := range t.shards {
+		s := &t.shards[i]
+		s.mu.Lock()
+		for j := s.head; j != 0; {
+			e := s.at(j)
+			fn(e, s.keyOf(e))
+			j = e.next
+		}
+		s.mu.Unlock()
+	}
 }
 
-func (e *entry) unlink() {
-	e.prev.next = e.next
-	e.next.prev = e.prev
-	e.prev, e.next = nil, nil
+// lease returns entry i's lease state, made on first use. It points to a
+// rule, so it lives beside the entries, in a map only lease tables have.
+func (s *shard) lease(i int32) *leaseState {
+	ls := s.leases[i]
+	if ls == nil {
+		if s.leases == nil {
+			s.leases = make(map[int32]*leaseState)
+		}
+		ls = new(leaseState)
+		s.leases[i] = ls
+	}
+	return ls
+}
+
+// leaseOf returns key's lease state in the locked shard s, or nil, without
+// making an entry or changing the key's recency (for a check that only
+// reads, such as an exact cluster decision's cached refusal).
+func (t *table) leaseOf(s *shard, key []byte) *leaseState {
+	if s.leases == nil {
+		return nil
+	}
+	if i := t.lookupHashed(s, key, maphash.Bytes(t.seed, key)); i != 0 {
+		return s.leases[i]
+	}
+	return nil
+}
+
+func (s *shard) pushFront(i int32, e *entry) {
+	e.prev, e.next = 0, s.head
+	if s.head != 0 {
+		s.at(s.head).prev = i
+	} else {
+		s.tail = i
+	}
+	s.head = i
+}
+
+func (s *shard) unlink(i int32, e *entry) {
+	if e.prev != 0 {
+		s.at(e.prev).next = e.next
+	} else {
+		s.head = e.next
+	}
+	if e.next != 0 {
+		s.at(e.next).prev = e.prev
+	} else {
+		s.tail = e.prev
+	}
+	e.prev, e.next = 0, 0
 }

@@ -13,10 +13,11 @@ type keyUse struct {
 	limited   bool    // a request of the rule's cost would be refused now
 }
 
-// use reads e's quota under rule r at now; e's shard is locked.
-func (e *entry) use(r *Rule, now int64) keyUse {
+// use reads the quota of e, key's entry, under rule r at now; e's shard is
+// locked. The key is left for the caller to copy if it keeps the use.
+func (e *entry) use(r *Rule, now int64, key []byte) keyUse {
 	l := &r.Limits
-	if o := r.Overrides[e.key]; o != nil {
+	if o := r.Overrides[string(key)]; o != nil {
 		l = o
 	}
 	var left, quota float64
@@ -25,7 +26,7 @@ func (e *entry) use(r *Rule, now int64) keyUse {
 	} else {
 		left, quota = e.tb.available(now, l.QPS, l.Burst), l.Burst
 	}
-	u := keyUse{key: e.key, remaining: left, limited: left < float64(r.Cost)}
+	u := keyUse{remaining: left, limited: left < float64(r.Cost)}
 	if quota > 0 {
 		u.used = min(max(1-left/quota, 0), 1)
 	}
@@ -40,9 +41,10 @@ func (e *localEngine) TopKeys(r *Rule, now int64, n int) []keyUse {
 		return nil
 	}
 	var top []keyUse
-	e.tab.scan(func(ent *entry) {
-		u := ent.use(r, now)
+	e.tab.scan(func(ent *entry, key []byte) {
+		u := ent.use(r, now, key)
 		if len(top) < n || u.used > top[len(top)-1].used {
+			u.key = string(key)
 			pos := sort.Search(len(top), func(j int) bool { return top[j].used < u.used })
 			top = append(top[:pos], append([]keyUse{u}, top[pos:]...)...)
 			if len(top) > n {

@@ -1,0 +1,215 @@
+package ratelimit
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/sluicegw/sluice/rulestore"
+)
+
+// The entry must hold no pointer (else the GC marks every key again) and
+// stay within two cache lines.
+func TestEntryHoldsNoPointers(t *testing.T) {
+	var walk func(reflect.Type) bool
+	walk = func(ty reflect.Type) bool {
+		switch ty.Kind() {
+		case reflect.Struct:
+			for i := range ty.NumField() {
+				if walk(ty.Field(i).Type) {
+					return true
+				}
+			}
+			return false
+		case reflect.Array:
+			return walk(ty.Elem())
+		case reflect.Pointer, reflect.String, reflect.Slice, reflect.Map, reflect.Interface, reflect.Func, reflect.Chan, reflect.UnsafePointer:
+			return true
+		}
+		return false
+	}
+	if walk(reflect.TypeFor[entry]()) {
+		t.Fatal("entry holds a pointer")
+	}
+	if n := reflect.TypeFor[entry]().Size(); n > 128 {
+		t.Fatalf("entry is %d bytes, want at most 128", n)
+	}
+}
+
+// 10,000 tracked keys add a few hundred heap objects (chunks, map tables),
+// not one or more per key.
+func TestTableHeapObjectsPerKey(t *testing.T) {
+	objs, bytes := tableHeap(t, 10_000)
+	t.Logf("10,000 keys: %.0f heap objects, %.0f bytes per key", objs, bytes/10_000)
+	if objs > 1000 {
+		t.Fatalf("10,000 keys add %.0f heap objects, want at most 1000", objs)
+	}
+}
+
+// Keys longer than an entry holds live in the shard's arena: each keeps its
+// own state while the table turns over many times, the arena is compacted
+// (it stays near the live keys' size), and scan reports every live key.
+func TestTableLongKeys(t *testing.T) {
+	tab := newTable(1)
+	s := &tab.shards[0]
+	const live = 100
+	long := func(i int) []byte { return fmt.Appendf(nil, "%s-%d", strings.Repeat("k", 40), i) }
+	for i := range 50 * live {
+		e := tab.get(s, long(i), sec, sec, live)
+		e.tb.tokens = float64(i) // a mark of whose entry this is
+	}
+	if s.live != live {
+		t.Fatalf("%d live keys, want %d", s.live, live)
+	}
+	for i := 49 * live; i < 50*live; i++ {
+		if e := tab.get(s, long(i), sec, sec, live); e.tb.tokens != float64(i) {
+			t.Fatalf("key %d holds the state of key %.0f", i, e.tb.tokens)
+		}
+	}
+	if n, max := len(s.arena), 4*live*len(long(0))+4096; n > max {
+		t.Fatalf("arena of %d bytes for %d live keys, want at most %d", n, live, max)
+	}
+	seen := map[string]bool{}
+	tab.scan(func(e *entry, key []byte) { seen[string(key)] = true })
+	for i := 49 * live; i < 50*live; i++ {
+		if !seen[string(long(i))] {
+			t.Fatalf("scan missed key %d (saw %d keys)", i, len(seen))
+		}
+	}
+	if len(seen) != live {
+		t.Fatalf("scan saw %d keys, want %d", len(seen), live)
+	}
+}
+
+// Keys whose hashes are equal are told apart by their bytes, and removing
+// one from the head, middle or end of the chain keeps the others.
+func TestTableHashCollisions(t *testing.T) {
+	tab := newTable(1)
+	s := &tab.shards[0]
+	const h = 42
+	keys := []string{"a", "b", "c", "d"}
+	for i, k := range keys {
+		e := s.at(tab.insertHashed(s, []byte(k), h, sec))
+		e.tb.tokens = float64(i)
+	}
+	check := func(want ...string) {
+		t.Helper()
+		n := 0
+		for i := s.idx[h]; i != 0; i = s.at(i).hnext {
+			n++
+		}
+		if n != len(want) || s.live != len(want) {
+			t.Fatalf("chain of %d, %d live, want %d", n, s.live, len(want))
+		}
+		for _, k := range want {
+			i := tab.lookupHashed(s, []byte(k), h)
+			if i == 0 || s.at(i).tb.tokens != float64(strings.Index("abcd", k)) {
+				t.Fatalf("key %q lost or mixed up", k)
+			}
+		}
+	}
+	check("a", "b", "c", "d")
+	for _, k := range []string{"b", "d", "a", "c"} { // middle, head, end, last
+		tab.remove(s, tab.lookupHashed(s, []byte(k), h))
+		var rest []string
+		for _, r := range keys {
+			if tab.lookupHashed(s, []byte(r), h) != 0 {
+				rest = append(rest, r)
+			}
+		}
+		check(rest...)
+	}
+	if _, ok := s.idx[h]; ok {
+		t.Fatal("the hash stays indexed with no key")
+	}
+}
+
+// A key evicted while it has a request in flight keeps its entry until the
+// request ends, so that the release does not land in the entry's next key.
+func TestTableEvictedInFlightKeyIsNotReused(t *testing.T) {
+	r := mustRule(t, rulestore.Fields{"qps": "1e9", "max_keys": "3", "max_concurrent": "1"})
+	e := newLocalEngine(r)
+	var held []Decision
+	for _, k := range []string{"a", "b", "c"} {
+		d := e.Take(r, []byte(k), sec)
+		if !d.OK() {
+			t.Fatalf("%s: %v", k, d.Reason)
+		}
+		held = append(held, d)
+	}
+	// All in flight: the next keys evict them anyway (max_keys holds).
+	var next []Decision
+	for _, k := range []string{"x", "y", "z"} {
+		d := e.Take(r, []byte(k), sec)
+		if !d.OK() {
+			t.Fatalf("%s: %v", k, d.Reason)
+		}
+		next = append(next, d)
+	}
+	for i := range held {
+		e.Release(&held[i])
+	}
+	// x, y and z still hold their one slot each: a second request waits.
+	for _, k := range []string{"x", "y", "z"} {
+		if d := e.Take(r, []byte(k), sec); d.Reason != TooManyInFlight {
+			t.Fatalf("%s with its one slot held: %v, want too many in flight", k, d.Reason)
+		}
+	}
+	for i := range next {
+		e.Release(&next[i])
+	}
+	for _, k := range []string{"x", "y", "z"} {
+		d := e.Take(r, []byte(k), sec)
+		if !d.OK() {
+			t.Fatalf("%s after its release: %v", k, d.Reason)
+		}
+		e.Release(&d)
+	}
+	if n := e.Keys(); n != 3 {
+		t.Fatalf("%d keys, want 3", n)
+	}
+}
+
+// A sweep that empties a shard gives its chunks back; the table then works
+// as new.
+func TestTableSweepReturnsChunks(t *testing.T) {
+	tab := newTable(1)
+	s := &tab.shards[0]
+	for i := range 5000 {
+		s.mu.Lock()
+		tab.get(s, fmt.Appendf(nil, "%d", i), sec, sec, 10_000)
+		s.mu.Unlock()
+	}
+	tab.sweep(3*sec, sec)
+	if tab.keys.Load() != 0 || s.chunks != nil || len(s.idx) != 0 {
+		t.Fatalf("after the sweep: %d keys, %d chunks, %d indexed", tab.keys.Load(), len(s.chunks), len(s.idx))
+	}
+	e := tab.get(s, []byte("again"), 4*sec, sec, 10_000)
+	e.tb.tokens = 7
+	if e := tab.get(s, []byte("again"), 4*sec, sec, 10_000); e.tb.tokens != 7 || tab.keys.Load() != 1 {
+		t.Fatalf("after reuse: tokens %v, %d keys", e.tb.tokens, tab.keys.Load())
+	}
+}
+
+// leaseOf reads a key's lease without making an entry or moving the key.
+func TestTableLeaseOf(t *testing.T) {
+	tab := newTable(1)
+	s := &tab.shards[0]
+	if ls := tab.leaseOf(s, []byte("a")); ls != nil {
+		t.Fatal("a lease for a key never seen")
+	}
+	ia := tab.find(s, []byte("a"), sec, sec, 10)
+	la := s.lease(ia)
+	la.tokens = 5
+	tab.find(s, []byte("b"), sec, sec, 10)
+	if ls := tab.leaseOf(s, []byte("a")); ls != la || ls.tokens != 5 {
+		t.Fatalf("leaseOf(a) = %v, want a's lease", ls)
+	}
+	if ls := tab.leaseOf(s, []byte("b")); ls != nil {
+		t.Fatal("a lease for b, which has none")
+	}
+	if ls := tab.leaseOf(s, []byte("c")); ls != nil || s.live != 2 || s.head == ia {
+		t.Fatalf("leaseOf(c) = %v with %d keys; a is most recent: %v", ls, s.live, s.head == ia)
+	}
+}
