@@ -1,7 +1,6 @@
 package circuitbreaker
 
 import (
-	"encoding/json"
 	"net/http/httptest"
 	"testing"
 
@@ -13,17 +12,7 @@ import (
 // from the store, as `circuitbreaker <id>` and `route` provision it in a
 // running config: the difference is the per-request rule resolution.
 func BenchmarkHandlerClosedStore(b *testing.B) {
-	cfg, err := json.Marshal(map[string]any{
-		"admin": map[string]any{"disabled": true},
-		"apps": map[string]any{"rulestore": map[string]any{
-			"circuit_breaker": map[string]any{"bench_cb": map[string]string{"window": "100", "failure_rate": "50"}},
-			"binding":         map[string]any{"bench_route": map[string]string{"circuit_breaker": "bench_cb"}},
-		}},
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	testcaddy.RunJSON(b, cfg)
+	testcaddy.RunStoreRule(b, "circuit_breaker", "bench_cb", map[string]string{"window": "100", "failure_rate": "50"}, "bench_route")
 	for _, name := range []string{"rule", "route"} {
 		h := new(Handler)
 		if name == "rule" {

@@ -1,7 +1,6 @@
 package ratelimit
 
 import (
-	"encoding/json"
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
@@ -11,17 +10,7 @@ import (
 // BenchmarkCurrent is the per-request rule resolution alone, for
 // `ratelimit <id>` and for a route bound to that rule, in a running config.
 func BenchmarkCurrent(b *testing.B) {
-	cfg, err := json.Marshal(map[string]any{
-		"admin": map[string]any{"disabled": true},
-		"apps": map[string]any{"rulestore": map[string]any{
-			"rate_limit": map[string]any{"cur_rl": map[string]string{"qps": "1e9", "key_resolver": "userId"}},
-			"binding":    map[string]any{"cur_route": map[string]string{"rate_limit": "cur_rl"}},
-		}},
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	testcaddy.RunJSON(b, cfg)
+	testcaddy.RunStoreRule(b, "rate_limit", "cur_rl", map[string]string{"qps": "1e9", "key_resolver": "userId"}, "cur_route")
 	for _, name := range []string{"rule", "route"} {
 		h := new(Handler)
 		if name == "rule" {
