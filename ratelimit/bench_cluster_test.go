@@ -4,7 +4,6 @@ import (
 	"context"
 	"math/rand/v2"
 	"slices"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -143,10 +142,7 @@ func BenchmarkClusterLeaseUsers(b *testing.B) {
 	srv := redistest.Start(b)
 	c := newTestClient(b, srv.Addr)
 	be := &testBackend{c: c, instances: 1}
-	keys := make([][]byte, 10000)
-	for i := range keys {
-		keys[i] = []byte("user-" + strconv.Itoa(i))
-	}
+	keys := userKeys(10000)
 	r := clusterRule(b, rulestore.Fields{"qps": "1e9", "lease_size": "1000", "key_resolver": "userId"})
 	l := instance(b, be, "lease-users")
 	e := l.engine(r)

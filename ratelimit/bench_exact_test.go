@@ -35,10 +35,7 @@ func BenchmarkClusterExact(b *testing.B) {
 	srv := redistest.Start(b)
 	c := newTestClient(b, srv.Addr)
 	be := &testBackend{c: c, instances: 1}
-	keys := make([][]byte, 10000)
-	for i := range keys {
-		keys[i] = []byte("user-" + strconv.Itoa(i))
-	}
+	keys := userKeys(10000)
 	spin := calibrateSpin(50 * time.Microsecond)
 	for _, tc := range []struct {
 		name   string
@@ -153,4 +150,14 @@ func spinFor(n int) {
 		x ^= x << 17
 	}
 	spinSink.Store(x)
+}
+
+// userKeys are n per-user keys, "user-0" onwards, as the cluster benchmarks
+// spread their decisions over.
+func userKeys(n int) [][]byte {
+	keys := make([][]byte, n)
+	for i := range keys {
+		keys[i] = []byte("user-" + strconv.Itoa(i))
+	}
+	return keys
 }

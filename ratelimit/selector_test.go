@@ -15,7 +15,7 @@ import (
 // updated, or a route rebound, between two requests is in force on the
 // second (the kept answer goes when the store's count of changes moves).
 func TestNextRequestSeesStoreChange(t *testing.T) {
-	cfg, err := json.Marshal(map[string]any{
+	ctx, app := runStore(t, map[string]any{
 		"admin": map[string]any{"disabled": true},
 		"apps": map[string]any{"rulestore": map[string]any{
 			"rate_limit": map[string]any{
@@ -25,16 +25,6 @@ func TestNextRequestSeesStoreChange(t *testing.T) {
 			"binding": map[string]any{"sel_route": map[string]string{"rate_limit": "sel_a"}},
 		}},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	testcaddy.RunJSON(t, cfg)
-	ctx := caddy.ActiveContext()
-	v, err := ctx.App("rulestore")
-	if err != nil {
-		t.Fatal(err)
-	}
-	app := v.(*rulestore.App)
 	byRule, byRoute := &Handler{}, &Handler{}
 	byRule.Rule, byRoute.Route = "sel_a", "sel_route"
 	for _, h := range []*Handler{byRule, byRoute} {
@@ -73,22 +63,12 @@ func TestNextRequestSeesStoreChange(t *testing.T) {
 // (run with -race): each answer is a rule the store held, and once the
 // writes are done the next request has the last one.
 func TestKeptRuleUnderConcurrentChanges(t *testing.T) {
-	cfg, err := json.Marshal(map[string]any{
+	ctx, app := runStore(t, map[string]any{
 		"admin": map[string]any{"disabled": true},
 		"apps": map[string]any{"rulestore": map[string]any{
 			"rate_limit": map[string]any{"sel_c": map[string]string{"qps": "1", "burst": "1", "key_resolver": "global"}},
 		}},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	testcaddy.RunJSON(t, cfg)
-	ctx := caddy.ActiveContext()
-	v, err := ctx.App("rulestore")
-	if err != nil {
-		t.Fatal(err)
-	}
-	app := v.(*rulestore.App)
 	h := &Handler{}
 	h.Rule = "sel_c"
 	if err := h.Provision(ctx); err != nil {
@@ -128,4 +108,21 @@ func TestKeptRuleUnderConcurrentChanges(t *testing.T) {
 	if got, _ := h.current(); got != app.Lookup(rulestore.RateLimit, "sel_c").Value.(*Rule) || got.Limits.Burst != 200 {
 		t.Fatalf("after the writes the handler has %+v", got)
 	}
+}
+
+// runStore runs cfg (a whole config) and returns its context and rule
+// store, for handlers provisioned by hand against it.
+func runStore(t *testing.T, cfg map[string]any) (caddy.Context, *rulestore.App) {
+	t.Helper()
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testcaddy.RunJSON(t, raw)
+	ctx := caddy.ActiveContext()
+	v, err := ctx.App("rulestore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, v.(*rulestore.App)
 }
