@@ -58,6 +58,7 @@ func BenchmarkClusterExact(b *testing.B) {
 				cpu0 := redisCPU(b, c)
 				bt := gateOf(be).batch
 				n0, rt0, sc0 := bt.decisions.Load(), bt.roundTrips.Load(), bt.scripts.Load()
+				cpuStart := processCPU()
 				b.ReportAllocs()
 				b.SetParallelism(max(1, callers/runtime.GOMAXPROCS(0))) // RunParallel runs parallelism × GOMAXPROCS callers
 				b.ResetTimer()
@@ -81,6 +82,7 @@ func BenchmarkClusterExact(b *testing.B) {
 					})
 				}
 				b.StopTimer()
+				b.ReportMetric(float64(processCPU()-cpuStart)/float64(b.N), "cpu-ns/op")
 				if n := refused.Load(); n > 0 {
 					b.Fatalf("%d of %d decisions refused or not answered by Redis", n, b.N)
 				}

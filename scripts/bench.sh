@@ -7,6 +7,8 @@
 #   WRK_SECONDS   seconds per wrk run (default 8)
 #   WRK_CONNS     wrk connections (default 64)
 #   BENCH_PARTS   "go wrk" (default), or one of them
+#   BENCH_CASES   whole-server cases to run (default all; their baselines
+#                 are added), e.g. "cluster cluster+lease"
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=bench/results
@@ -73,6 +75,17 @@ cases=(plain sluice-bare ratelimit circuitbreaker grayroute chain cluster cluste
 declare -A bin base body port pid
 for c in "${cases[@]}"; do bin[$c]=sluice base[$c]=plain; done
 bin[plain]=plain bin[proxy]=plain base[proxy]=proxy base[chain+proxy]=proxy
+if [ -n "${BENCH_CASES:-}" ]; then
+	# The chosen cases and their baselines, in the usual order.
+	declare -A want
+	for c in $BENCH_CASES; do
+		[ -n "${base[$c]:-}" ] || { echo "BENCH_CASES: no case $c (cases: ${cases[*]})" >&2; exit 1; }
+		want[$c]=1 want[${base[$c]}]=1
+	done
+	chosen=()
+	for c in "${cases[@]}"; do [ -n "${want[$c]:-}" ] && chosen+=("$c"); done
+	cases=("${chosen[@]}")
+fi
 body[plain]=$respond
 body[sluice-bare]=$respond
 body[ratelimit]=$'\tratelimit bench_rl\n'$respond
