@@ -405,3 +405,45 @@ func TestClusterEarlierClockReadingIsNotRefused(t *testing.T) {
 		t.Fatalf("a request whose clock reading came earlier: %+v, want allowed (qps 1e9)", d)
 	}
 }
+
+// A key's state is one string of packed numbers with its TTL. A hash left
+// at the key by a version before that format (HMGET/HSET state) is
+// replaced: the key's quota starts afresh and is counted in Redis from
+// then on, with no error and no fallback.
+func TestClusterStateReplacesHashOfEarlierVersion(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	b := &testBackend{c: newTestClient(t, srv.Addr), instances: 1}
+	for _, tc := range []struct {
+		engine string
+		fields rulestore.Fields
+		old    []any
+	}{
+		{"tb", rulestore.Fields{"qps": "0.01", "burst": "2", "key_resolver": "global"}, []any{"t", 1, "n", 0}},
+		{"sw", rulestore.Fields{"qps": "0.002", "window_size": "1000s", "limit_type": "sliding_window", "key_resolver": "global"}, []any{"s", 0, "c", 2, "p", 0}},
+	} {
+		t.Run(tc.engine, func(t *testing.T) {
+			r := clusterRule(t, tc.fields)
+			key := "t:ratelimit:" + tc.engine + ":{" + r.ID + ":global}"
+			srv.Client().HSet(ctx, key, tc.old...)
+			l := instance(t, b, "upgrade-"+tc.engine)
+			for i := range 2 {
+				if d := take(l, r, "global"); !d.OK() || d.Unknown {
+					t.Fatalf("request %d over the old hash: %+v, want admitted by Redis", i+1, d)
+				}
+			}
+			if d := take(l, r, "global"); d.Reason != RateLimited || d.Unknown {
+				t.Fatalf("third request: %+v, want rate limited by Redis (quota 2)", d)
+			}
+			if typ := srv.Client().Type(ctx, key).Val(); typ != "string" {
+				t.Errorf("key type %q, want string", typ)
+			}
+			if ttl := srv.Client().PTTL(ctx, key).Val(); ttl <= 0 {
+				t.Errorf("key TTL %v, want one", ttl)
+			}
+			if got := counterValue(l.counters.redisErrors); got != 0 {
+				t.Errorf("%v Redis errors, want none", got)
+			}
+		})
+	}
+}
