@@ -368,3 +368,78 @@ func TestOneScriptCallPerSlotOnRedisCluster(t *testing.T) {
 		}
 	}
 }
+
+// While a batch is in flight, the decisions that arrive meanwhile wait for
+// it and leave together in the next one; a second batch leaves while one
+// is in flight only once a whole batch (maxBatch) is waiting. Redis is
+// paused (SIGSTOP) so that the batches stay in flight while the test looks.
+func TestBatchWaitsForTheOneInFlight(t *testing.T) {
+	srv := redistest.Start(t)
+	// Read timeouts far above the test's own waits: a batch must not fail
+	// while Redis is paused on a busy machine.
+	c := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{srv.Addr}, ContextTimeoutEnabled: true,
+		MaxRetries: 1, DialTimeout: time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second})
+	t.Cleanup(func() { c.Close() })
+	b := &testBackend{c: c, instances: 1}
+	bt := gateOf(b).batch
+	bt.maxBatch = 4
+	r := clusterRule(t, rulestore.Fields{"qps": "1000", "key_resolver": "userId"})
+	r.RedisTimeout = 30 * time.Second // counting, not timing
+	l := instance(t, b, "inflight")
+	if d := take(l, r, "warm"); !d.OK() || d.Unknown { // loads the script before the pause
+		t.Fatalf("first decision: %+v", d)
+	}
+	n0, rt0 := bt.decisions.Load(), bt.roundTrips.Load()
+	state := func() (flushers, pending int) {
+		bt.mu.Lock()
+		defer bt.mu.Unlock()
+		return bt.flushers, len(bt.pending)
+	}
+	waitFor := func(what string, ok func(flushers, pending int) bool) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for f, p := state(); !ok(f, p); f, p = state() {
+			if time.Now().After(deadline) {
+				t.Fatalf("waiting for %s: %d flushers, %d decisions pending", what, f, p)
+			}
+			time.Sleep(time.Millisecond) // sleep: polling the batcher's state
+		}
+	}
+	srv.Pause()
+	resumed := false
+	defer func() {
+		if !resumed {
+			srv.Resume()
+		}
+	}()
+	var wg sync.WaitGroup
+	next := 0
+	decide := func(n int) {
+		for range n {
+			key := "user-" + string(rune('a'+next))
+			next++
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if d := take(l, r, key); !d.OK() || d.Unknown {
+					t.Errorf("key %s: %+v, want admitted by Redis", key, d)
+				}
+			}()
+		}
+	}
+	decide(1)
+	waitFor("the first batch in flight", func(f, p int) bool { return f == 1 && p == 0 })
+	decide(3)
+	waitFor("3 decisions waiting", func(f, p int) bool { return p == 3 })
+	if f, _ := state(); f != 1 {
+		t.Fatalf("%d batches in flight for 3 waiting decisions, want still 1 (they wait for it)", f)
+	}
+	decide(1)
+	waitFor("a second batch for the full one", func(f, p int) bool { return f == 2 && p == 0 })
+	srv.Resume()
+	resumed = true
+	wg.Wait()
+	if n, rt := bt.decisions.Load()-n0, bt.roundTrips.Load()-rt0; n != 5 || rt != 2 {
+		t.Errorf("%d decisions in %d round trips, want 5 in 2 (1, then the full batch of 4)", n, rt)
+	}
+}
