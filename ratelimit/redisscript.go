@@ -48,7 +48,7 @@ import (
 
 // tokenBucketLua: each key {t = last update µs, n = tokens}; a run's
 // numbers: rate per second, burst. The TTL is capped at 1e15 ms (forever,
-// in effect) so that it stays an integer when written.
+// in effect) and formatted once per run, not for every key's SET.
 const tokenBucketLua = `
 local t = redis.call('TIME')
 local clock = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -58,7 +58,7 @@ while r < #ARGV do
  local n = tonumber(ARGV[r])
  local rate, burst = tonumber(ARGV[r + 1]), tonumber(ARGV[r + 2])
  local want_min, want_max = tonumber(ARGV[r + 3]), tonumber(ARGV[r + 4])
- local ttl = math.min(1e15, math.ceil(burst / rate * 1000) + 1000)
+ local ttl = string.format('%d', math.min(1e15, math.ceil(burst / rate * 1000) + 1000))
  for i = first, first + n - 1 do
   local key, a = KEYS[i], 4 * i - 4
   local v = seen[key]
@@ -114,7 +114,7 @@ while r < #ARGV do
  local n = tonumber(ARGV[r])
  local size, limit = tonumber(ARGV[r + 1]), tonumber(ARGV[r + 2])
  local want_min, want_max = tonumber(ARGV[r + 3]), tonumber(ARGV[r + 4])
- local ttl = math.min(1e15, math.ceil(2 * size / 1000) + 1000)
+ local ttl = string.format('%d', math.min(1e15, math.ceil(2 * size / 1000) + 1000))
  for i = first, first + n - 1 do
   local key, a = KEYS[i], 4 * i - 4
   local v = seen[key]
