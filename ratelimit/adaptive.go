@@ -21,7 +21,8 @@ type AdaptiveConfig struct {
 }
 
 // minRTTSamples is how many requests, admitted at min_limit concurrency,
-// make one minRTT measurement (their median).
+// make one minRTT measurement (their mean, each at most 3× the median:
+// clippedMean).
 const minRTTSamples = 25
 
 // maxWindowSamples bounds the latencies kept per sample window; beyond it
