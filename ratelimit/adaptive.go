@@ -21,7 +21,8 @@ type AdaptiveConfig struct {
 }
 
 // minRTTSamples is how many requests, admitted at min_limit concurrency,
-// make one minRTT measurement (their median).
+// make one minRTT measurement (their mean, each at most 3× the median:
+// clippedMean).
 const minRTTSamples = 25
 
 // maxWindowSamples bounds the latencies kept per sample window; beyond it
@@ -72,9 +73,14 @@ const sameLatency = 0.125
 // served plus a headroom (log10 of the limit, at least 1) that lets it see
 // the capacity rise:
 //
-//   - r above 1+tolerance: overload; the limit goes to the served
-//     concurrency plus the headroom (never below half of itself). If the
-//     window before was such a cut too and fewer requests in flight met
+//   - r above 1+tolerance in two windows in a row: overload; the limit
+//     goes to the served concurrency plus the headroom (never below half
+//     of itself). One such window alone holds the limit: a stall of the
+//     gateway (a GC pause, the CPU taken by other processes) inflates
+//     every latency in flight across it just as a queue would, but is
+//     over by the next window, and a cut on it starved a healthy
+//     upstream for seconds while the limit grew back. If the window
+//     before was such a cut too and fewer requests in flight met
 //     the same latency, the latency is not a queue (a queue's wait
 //     shrinks with what is let in) but a slower upstream: minRTT is
 //     measured again instead.
@@ -91,11 +97,14 @@ const sameLatency = 0.125
 // of the plain gradient ((1+tolerance)×capacity + headroom). Within the
 // tolerance it holds rather than shrinking step by step to nothing.
 //
-// Until the first window that shows a queue (or drops), the limit is in
-// slow start: while its requests find it full and latency stays under
-// 1+tolerance×probeShare it doubles, and a window ends after one round
-// trip at the new limit rather than at sample_window, so a healthy
-// upstream is not held at initial_limit for seconds of windows. The first
+// Until a queue (latency at or above 1+tolerance×probeShare in two
+// windows in a row) or drops, the limit is in slow start: while its
+// requests find it full and latency stays under that it doubles, and once
+// they found it full a window ends after one round trip at the new limit
+// rather than at sample_window, so a healthy upstream is not held at
+// initial_limit for seconds of windows. A window that did not find the
+// limit full holds it and stays in slow start (whether the request that
+// filled the limit is among the first to finish is chance). The first
 // queue sets the limit to the served concurrency plus the headroom at once
 // (it can be at most twice what served without a queue). Each
 // window's new limit is averaged with the old one (smoothing), since its
@@ -121,6 +130,7 @@ type gradient struct {
 	peak         int64   // most requests in flight seen in this window
 	inflightSum  int64   // the in-flight counts of this window's samples
 	cutN, cutR   float64 // in flight and latency (in minRTTs) of the last window if it cut the limit, else 0
+	lastR        float64 // latency (in minRTTs) of the last window, 0 if it had none
 	slowStart    bool    // no queue seen yet: the limit doubles per window while full
 }
 
@@ -155,6 +165,7 @@ func (g *gradient) Limit() int64 { return g.limit.Load() }
 func (g *gradient) startMeasure(now int64) {
 	g.measuring, g.measureStart = true, now
 	g.samples, g.seen, g.drops, g.peak, g.inflightSum = g.samples[:0], 0, 0, 0, 0
+	g.cutN, g.cutR, g.lastR = 0, 0, 0 // latencies in the old minRTT's units
 	g.limit.Store(g.cfg.MinLimit)
 }
 
@@ -195,7 +206,9 @@ func (g *gradient) observe(start, now, inflight int64, drop bool) {
 		g.seen++
 		g.inflightSum += inflight
 	}
-	if now >= g.windowEnd || g.slowStart && int64(g.seen+g.drops) >= max(int64(g.est), slowStartRound) {
+	// In slow start a window ends early only once its requests found the
+	// limit full: until then they say nothing of a doubled limit.
+	if now >= g.windowEnd || g.slowStart && g.peak >= int64(g.est) && int64(g.seen+g.drops) >= max(int64(g.est), slowStartRound) {
 		g.update(now)
 	}
 }
@@ -206,7 +219,8 @@ func (g *gradient) update(now int64) {
 	c := &g.cfg
 	remeasure := false
 	cutN, cutR := g.cutN, g.cutR // the window before, if it cut the limit
-	g.cutN, g.cutR = 0, 0
+	lastR := g.lastR             // the window before's latency, if it had one
+	g.cutN, g.cutR, g.lastR = 0, 0, 0
 	switch {
 	case float64(g.drops) > dropShare*float64(g.drops+g.seen):
 		g.est *= backoff
@@ -218,33 +232,45 @@ func (g *gradient) update(now int64) {
 		served := n / r
 		headroom := math.Max(1, math.Log10(g.est))
 		full := g.peak >= int64(g.est) // the window's requests found the limit full
+		probe, over := 1+c.Tolerance*probeShare, 1+c.Tolerance
+		g.lastR = r
 		next := g.est
 		if g.slowStart {
-			if full && r < 1+c.Tolerance*probeShare {
-				g.est *= 2
-				break
+			if r < probe {
+				if full {
+					g.est *= 2
+				}
+				break // not full: demand did not reach the limit; no queue either
+			}
+			if lastR < probe {
+				break // one window can be a stall of the gateway: hold until the next confirms
 			}
 			// The first queue: the limit is at most twice what served
 			// without one a window ago, so what the upstream serves now
 			// is its capacity. Taken whole, not averaged with a limit
 			// that was only a probe.
 			g.slowStart = false
-			if r > 1+c.Tolerance {
+			if r > over {
 				g.est = math.Max(served+headroom, g.est/2)
 				g.cutN, g.cutR = n, r
 				break
 			}
 		}
 		switch {
-		case r > 1+c.Tolerance && cutN > 0 && n < cutN*(1-sameLatency) && math.Abs(r/cutR-1) < sameLatency:
+		case r > over && lastR <= over:
+			// One window over the tolerance: a stall of the gateway (a GC
+			// pause, the CPU taken by others) inflates every latency in
+			// flight across it as a queue would. Cut only if the next
+			// window confirms it; a stall is over by then.
+		case r > over && cutN > 0 && n < cutN*(1-sameLatency) && math.Abs(r/cutR-1) < sameLatency:
 			remeasure = true // fewer in flight, the same latency: not a queue
-		case r > 1+c.Tolerance:
+		case r > over:
 			next = math.Min(g.est, math.Max(served+headroom, g.est/2))
 			g.cutN, g.cutR = n, r
 		case n-served < headroom/2 && full:
 			next = g.est*math.Min(math.Max((1+c.Tolerance)/r, 1), 2) + headroom
-		case r < 1+c.Tolerance*probeShare && full:
-			next = g.est * (1 + c.Tolerance*probeShare) / r
+		case r < probe && full:
+			next = g.est * probe / r
 		}
 		g.est = g.est*(1-smoothing) + next*smoothing
 	}

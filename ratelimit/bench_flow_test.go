@@ -152,23 +152,28 @@ func paceGaps(b *testing.B, hs ...*Handler) {
 // BenchmarkAdaptiveHealthyThroughput is what max_concurrent adaptive (all
 // defaults) costs in front of a healthy upstream: one whose latency does
 // not grow with load (10 ms, slept). Two sets of 40 clients in a closed
-// loop send b.N requests each at the same time, one set through a handler
-// with no in-flight limit, the other through one with the adaptive limit
-// (side by side, so a busy machine slows both alike); a refused request
-// costs its client the time an answer would have taken, so lost admissions
-// are lost throughput. It reports both rates and the adaptive one as a
+// loop send requests at the same time, one set through a handler with no
+// in-flight limit, the other through one with the adaptive limit (side by
+// side, so a busy machine slows both alike); a refused request costs its
+// client the time an answer would have taken, so lost admissions are lost
+// throughput. Each set sends b.N requests and goes on for at least
+// adaptiveBenchRun, so the steady state is 16 sample windows and more
+// whatever -benchtime asks (a 1 s run was mostly start-up, and one stall
+// could decide it). It reports both rates and the adaptive one as a
 // percentage of none over the whole run (the start's minRTT measurement at
-// min_limit and the slow start from initial_limit included) and over its
-// second half (steady state), the requests refused and when the last was
-// refused (ms after the start: how long the start-up lasted). Goal: >= 97 %
-// (the "costs <= 3 % throughput").
+// min_limit and the slow start from initial_limit included), over its
+// second half and over its last second (steady state), the requests
+// refused (in all and in the second half) and when the last was refused
+// (ms after the start). Goal: >= 97 % in the steady state (the issue's
+// "costs <= 3 % throughput").
 func BenchmarkAdaptiveHealthyThroughput(b *testing.B) {
 	const clients, latency = 40, 10 * time.Millisecond
 	type result struct {
-		whole, second float64 // req/s
-		refused       int64
-		lastRefused   int64 // ns after the start
+		whole, second, last float64 // req/s: all of the run, its second half, its last second
+		refused, refused2   int64
+		lastRefused         int64 // ns after the start
 	}
+	deadline := monotonicNow() + int64(adaptiveBenchRun)
 	run := func(f rulestore.Fields, start int64, out *result) {
 		r, err := ParseRule(InlineID(f), f)
 		if err != nil {
@@ -183,19 +188,14 @@ func BenchmarkAdaptiveHealthyThroughput(b *testing.B) {
 			return nil
 		})
 		var mu sync.Mutex
-		admitted := make([]int64, 0, b.N)
-		var nref, lastRef atomic.Int64
-		work := make(chan struct{}, b.N)
-		for i := 0; i < b.N; i++ {
-			work <- struct{}{}
-		}
-		close(work)
+		var admitted, refused []int64
+		var sent atomic.Int64
 		var wg sync.WaitGroup
 		for c := 0; c < clients; c++ {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				for range work {
+				for sent.Add(1) <= int64(b.N) || monotonicNow() < deadline {
 					req := httptest.NewRequest("GET", "/", nil)
 					req = req.WithContext(context.WithValue(req.Context(), caddy.ReplacerCtxKey, caddy.NewReplacer()))
 					w := &floodWriter{h: http.Header{}}
@@ -203,28 +203,39 @@ func BenchmarkAdaptiveHealthyThroughput(b *testing.B) {
 						b.Error(err)
 					}
 					t := monotonicNow()
-					if w.status != 0 && w.status != http.StatusOK {
-						nref.Add(1)
-						lastRef.Store(t - start)
-						time.Sleep(latency) // sleep: a refused request costs its client an answer's time
-						continue
-					}
+					ok := w.status == 0 || w.status == http.StatusOK
 					mu.Lock()
-					admitted = append(admitted, t)
+					if ok {
+						admitted = append(admitted, t)
+					} else {
+						refused = append(refused, t)
+					}
 					mu.Unlock()
+					if !ok {
+						time.Sleep(latency) // sleep: a refused request costs its client an answer's time
+					}
 				}
 			}()
 		}
 		wg.Wait()
 		end := monotonicNow()
-		mid := start + (end-start)/2
-		var n2 int
-		for _, t := range admitted {
-			if t >= mid {
-				n2++
+		mid, lastSec := start+(end-start)/2, end-int64(time.Second)
+		rate := func(from int64) float64 {
+			n := 0
+			for _, t := range admitted {
+				if t >= from {
+					n++
+				}
 			}
+			return float64(n) / (float64(end-from) / 1e9)
 		}
-		*out = result{float64(len(admitted)) / (float64(end-start) / 1e9), float64(n2) / (float64(end-mid) / 1e9), nref.Load(), lastRef.Load()}
+		*out = result{whole: rate(start), second: rate(mid), last: rate(lastSec), refused: int64(len(refused))}
+		for _, t := range refused {
+			if t >= mid {
+				out.refused2++
+			}
+			out.lastRefused = max(out.lastRefused, t-start)
+		}
 	}
 	b.ResetTimer()
 	var none, ad result
@@ -244,7 +255,13 @@ func BenchmarkAdaptiveHealthyThroughput(b *testing.B) {
 	b.ReportMetric(none.whole, "none-req/s")
 	b.ReportMetric(ad.whole, "adaptive-req/s")
 	b.ReportMetric(float64(ad.refused), "adaptive-refused")
+	b.ReportMetric(float64(ad.refused2), "adaptive-refused-2nd-half")
 	b.ReportMetric(float64(ad.lastRefused)/1e6, "ms-last-refusal")
 	b.ReportMetric(100*ad.whole/none.whole, "%-of-none-whole")
 	b.ReportMetric(100*ad.second/none.second, "%-of-none-2nd-half")
+	b.ReportMetric(100*ad.last/none.last, "%-of-none-last-1s")
 }
+
+// adaptiveBenchRun is the shortest run of BenchmarkAdaptiveHealthyThroughput:
+// its second half is 8 sample windows of the default 250 ms.
+const adaptiveBenchRun = 4 * time.Second
