@@ -112,8 +112,14 @@ func TestProtectDownstream(t *testing.T) {
 	// gateway process (GC, -race, a busy machine) releases the timers
 	// that came due meanwhile together: a stall of s lets go
 	// (s + window)/25ms + 1 in one window. The run measured its longest
-	// stall; the burst's pulse would be 40.
-	slots := func(window time.Duration) int { return int((paced.stall+window)/(25*time.Millisecond)) + 1 }
+	// stall; the burst's pulse would be 40. The upstream counts arrivals,
+	// which its own process and the proxied connection may delay by a few
+	// ms more than the gateway's stall (unmeasured: a run with an 11 ms
+	// stall counted 2 in one 10 ms slot), so 10 ms of that is allowed too.
+	const arrivalJitter = 10 * time.Millisecond
+	slots := func(window time.Duration) int {
+		return int((paced.stall+arrivalJitter+window)/(25*time.Millisecond)) + 1
+	}
 	if paced.max10ms > slots(10*time.Millisecond) || paced.max100ms > slots(100*time.Millisecond) {
 		t.Errorf("paced: %d per 10 ms, %d per 100 ms with a longest stall of %v; want <= %d and <= %d (no pulse)",
 			paced.max10ms, paced.max100ms, paced.stall, slots(10*time.Millisecond), slots(100*time.Millisecond))
