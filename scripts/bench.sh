@@ -6,6 +6,7 @@
 #   WRK_ROUNDS    rounds of every case, order rotated each round (default 5)
 #   WRK_SECONDS   seconds per wrk run (default 8)
 #   WRK_CONNS     wrk connections (default 64)
+#   WRK_WARM      seconds of warm-up before each measured run (default 2)
 #   BENCH_PARTS   "go wrk" (default), or one of them
 #   BENCH_CASES   whole-server cases to run (default all; their baselines
 #                 are added), e.g. "cluster cluster+lease"
@@ -13,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=bench/results
 mkdir -p "$out"
-count="${BENCH_COUNT:-6}" rounds="${WRK_ROUNDS:-5}" secs="${WRK_SECONDS:-8}" conns="${WRK_CONNS:-64}"
+count="${BENCH_COUNT:-6}" rounds="${WRK_ROUNDS:-5}" secs="${WRK_SECONDS:-8}" conns="${WRK_CONNS:-64}" warm="${WRK_WARM:-2}"
 plain_version=v2.11.9
 
 if ! command -v wrk >/dev/null; then
@@ -34,7 +35,7 @@ if [[ " $parts " == *" go "* ]]; then
 fi
 [[ " $parts " == *" wrk "* ]] || exit 0
 
-echo "== whole server (wrk -c$conns, $rounds rounds x ${secs}s per case, one Caddy process per case)"
+echo "== whole server (wrk -c$conns, $rounds rounds x ${secs}s per case after ${warm}s of warm-up, one Caddy process per case)"
 ./xcaddy/build.sh >"$out/build.log" 2>&1 || { cat "$out/build.log" >&2; exit 1; } # always this checkout's code
 # Plain Caddy, the baseline: the same version without Sluice, built once.
 if ! bin/caddy-plain version 2>/dev/null | grep -q "^$plain_version "; then
@@ -129,15 +130,16 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 tck=$(getconf CLK_TCK)
 
-echo "warm-up: 2s per case"
-for c in "${cases[@]}"; do
-	wrk -t2 -c"$conns" -d2s -s bench/users.lua "http://127.0.0.1:${port[$c]}/" >/dev/null
-done
 : >"$out/wrk.tsv"
 for round in $(seq "$rounds"); do
 	# Rotate the order each round, so no case always runs first or last.
 	shift_by=$(( (round - 1) % ${#cases[@]} ))
 	for c in "${cases[@]:shift_by}" "${cases[@]:0:shift_by}"; do
+		# Each case has idled while the others ran (~80 s): a short
+		# warm-up first, so the run measures its steady state, not its
+		# return from idle (a lease case's keys are held a minute, then
+		# leased again from Redis, one blocking call per user).
+		wrk -t2 -c"$conns" -d"$warm"s -s bench/users.lua "http://127.0.0.1:${port[$c]}/" >/dev/null
 		caddy0=$(cpu_ticks "${pid[$c]}") redis0=$(cpu_ticks "$redis_pid")
 		res=$(wrk -t2 -c"$conns" -d"${secs}s" --latency -s bench/users.lua "http://127.0.0.1:${port[$c]}/" 2>&1)
 		caddy1=$(cpu_ticks "${pid[$c]}") redis1=$(cpu_ticks "$redis_pid")
