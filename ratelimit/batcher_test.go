@@ -405,6 +405,9 @@ func TestBatchWaitsForTheOneInFlight(t *testing.T) {
 			time.Sleep(time.Millisecond) // sleep: polling the batcher's state
 		}
 	}
+	// The first decision's flusher is gone before the pause (it yields
+	// once after its batch, then finds nothing pending).
+	waitFor("the first flusher to finish", func(f, p int) bool { return f == 0 && p == 0 })
 	srv.Pause()
 	resumed := false
 	defer func() {
