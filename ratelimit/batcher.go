@@ -37,7 +37,8 @@ import (
 //
 // Each decision keeps its own redis_timeout, counted from when it was
 // submitted: it stops waiting at its deadline whatever its batch does, and
-// a flusher skips decisions already given up.
+// a flusher skips decisions already given up. One timer per batcher keeps
+// the deadlines (batcher_deadline.go), not one per decision.
 type batcher struct {
 	client      redis.UniversalClient
 	window      time.Duration
@@ -46,8 +47,11 @@ type batcher struct {
 
 	mu         sync.Mutex
 	pending    []*scriptCall
-	flushers   int  // goroutines sending batches
-	collecting bool // one of them has not taken its batch yet
+	flying     [][]*scriptCall // the batches in flight
+	flushers   int             // goroutines sending batches
+	collecting bool            // one of them has not taken its batch yet
+	watch      *time.Timer     // fires at watchAt to time out decisions
+	watchAt    time.Time       // zero: not armed
 
 	roundTrips atomic.Int64 // pipelines sent (for tests and benchmarks)
 	decisions  atomic.Int64 // decisions sent in them
@@ -73,9 +77,8 @@ func newBatcher(c redis.UniversalClient) *batcher {
 	return &batcher{client: c, window: defaultBatchWindow, maxBatch: defaultMaxBatch, maxInFlight: defaultMaxInFlight}
 }
 
-// scriptCall is one decision's script run, pooled with its timer and done
-// channel. A call given up at its deadline is not reused (its flusher may
-// still write it).
+// scriptCall is one decision's script run, pooled with its done channel.
+// A call timed out is not reused (its flusher may still read it).
 type scriptCall struct {
 	script   *redis.Script
 	many     bool // script takes many keys, 4 args each (redisscript.go)
@@ -83,18 +86,29 @@ type scriptCall struct {
 	args     [4]any
 	nargs    int // how many of args the script takes
 	deadline time.Time
-	given    atomic.Bool // the caller stopped waiting
+	state    atomic.Int32 // callWaiting until answered or timed out
 	done     chan struct{}
-	timer    *time.Timer
 	res      grant
 	err      error
 }
 
-var callPool = sync.Pool{New: func() any {
-	t := time.NewTimer(time.Hour)
-	t.Stop()
-	return &scriptCall{done: make(chan struct{}, 1), timer: t}
-}}
+// A call's states: it is finished once, by its batch or by its deadline.
+const (
+	callWaiting int32 = iota
+	callAnswered
+	callTimedOut
+)
+
+// finish gives the call its outcome and wakes its caller, unless it was
+// finished already (answered, or timed out while its batch was in flight).
+func (c *scriptCall) finish(res grant, err error, as int32) {
+	if c.state.CompareAndSwap(callWaiting, as) {
+		c.res, c.err = res, err
+		c.done <- struct{}{}
+	}
+}
+
+var callPool = sync.Pool{New: func() any { return &scriptCall{done: make(chan struct{}, 1)} }}
 
 // errRedisTimeout: the decision's redis_timeout passed before its batch
 // was answered.
@@ -133,25 +147,26 @@ func (b *batcher) runScript(script *redis.Script, many bool, key string, args [4
 	for c.nargs > 0 && args[c.nargs-1] == nil {
 		c.nargs--
 	}
-	c.deadline = time.Now().Add(timeout)
-	c.timer.Reset(timeout)
-	b.submit(c)
-	select {
-	case <-c.done:
-		c.timer.Stop()
-		g, err := c.res, c.err
-		c.res, c.err, c.keys[0], c.args = grant{}, nil, "", [4]any{}
-		callPool.Put(c)
-		return g, err
-	case <-c.timer.C:
-		c.given.Store(true)
-		return grant{}, errRedisTimeout
+	b.submit(c, time.Now().Add(timeout))
+	<-c.done
+	g, err := c.res, c.err
+	if c.state.Load() == callTimedOut {
+		return g, err // not reused: its flusher may still read it
 	}
+	c.res, c.err, c.keys[0], c.args = grant{}, nil, "", [4]any{}
+	callPool.Put(c) // answered: the deadline watch leaves it alone until submitted again
+	return g, err
 }
 
-func (b *batcher) submit(c *scriptCall) {
+// submit queues c to be decided by deadline. The deadline and the waiting
+// state are set under b.mu, where the deadline watch reads them: a pooled
+// call may still sit in a batch the watch looks at.
+func (b *batcher) submit(c *scriptCall, deadline time.Time) {
 	b.mu.Lock()
+	c.deadline = deadline
+	c.state.Store(callWaiting)
 	b.pending = append(b.pending, c)
+	b.watchLocked(deadline)
 	// While a batch is in flight the next one fills up and leaves when it
 	// returns; a second leaves meanwhile only once a batch is full.
 	start := !b.collecting && (b.flushers == 0 || b.flushers < b.maxInFlight && len(b.pending) >= b.maxBatch)
@@ -174,6 +189,7 @@ func (b *batcher) flush() {
 		runtime.Gosched() // let the goroutines about to submit do so
 	}
 	batch := make([]*scriptCall, 0, b.maxBatch)
+	live := make([]*scriptCall, 0, b.maxBatch)
 	for {
 		b.mu.Lock()
 		n := min(len(b.pending), b.maxBatch)
@@ -182,6 +198,9 @@ func (b *batcher) flush() {
 		clear(b.pending[rest:])
 		b.pending = b.pending[:rest]
 		b.collecting = false
+		if n > 0 {
+			b.flying = append(b.flying, batch)
+		}
 		// Another flusher may collect what is left while this one waits
 		// on Redis.
 		more := rest > 0 && b.flushers < b.maxInFlight
@@ -193,13 +212,14 @@ func (b *batcher) flush() {
 		if more {
 			go b.flush()
 		}
-		b.send(batch)
+		b.send(batch, live)
 		// Let the decisions just answered, and the requests ready to run,
 		// go first: under load more decisions join the next batch (make
 		// bench's exact case: Caddy and Redis CPU per request −4 % and
 		// −11 %); with nothing else to run it returns at once.
 		runtime.Gosched()
 		b.mu.Lock()
+		b.landed(batch)
 		if len(b.pending) == 0 || b.collecting {
 			b.flushers--
 			b.mu.Unlock()
@@ -212,15 +232,17 @@ func (b *batcher) flush() {
 }
 
 // send runs one batch as one pipeline within the latest deadline of its
-// decisions (each one's own deadline is kept by its caller). Scripts that
-// Redis no longer has (NOSCRIPT: restart, SCRIPT FLUSH, a new node) are
-// sent again in full with EVAL, which also reloads them, as Script.Run does.
-func (b *batcher) send(batch []*scriptCall) {
-	live := batch[:0]
+// decisions (each one's own deadline is kept by the deadline watch).
+// Scripts that Redis no longer has (NOSCRIPT: restart, SCRIPT FLUSH, a new
+// node) are sent again in full with EVAL, which also reloads them, as
+// Script.Run does. live is room for the decisions still waiting (batch
+// itself stays as it is: the deadline watch reads it).
+func (b *batcher) send(batch, live []*scriptCall) {
+	live = live[:0]
 	var deadline time.Time
 	for _, c := range batch {
-		if c.given.Load() {
-			continue // its caller took on_redis_error already: spend no token
+		if c.state.Load() != callWaiting {
+			continue // timed out: its caller took on_redis_error already, spend no token
 		}
 		live = append(live, c)
 		if c.deadline.After(deadline) {
@@ -262,10 +284,8 @@ func (b *batcher) send(batch []*scriptCall) {
 		if g.calls[0].many {
 			parseGrants(cmds[i], g.calls)
 		} else {
-			g.calls[0].res, g.calls[0].err = parseGrant(cmds[i])
-		}
-		for _, c := range g.calls {
-			c.done <- struct{}{}
+			res, err := parseGrant(cmds[i])
+			g.calls[0].finish(res, err, callAnswered)
 		}
 	}
 }

@@ -196,38 +196,36 @@ func parseGrant(cmd *redis.Cmd) (grant, error) {
 	return grant{n: res[0], remaining: res[1], wait: res[2] * 1000, reset: res[3] * 1000}, nil
 }
 
-// parseGrants reads the reply of a script over many keys into their calls:
+// parseGrants answers the calls of a script over many keys from its reply:
 // four values per key, the first a string for a Redis error about that key.
 func parseGrants(cmd *redis.Cmd, calls []*scriptCall) {
 	vals, err := cmd.Slice()
 	if err == nil && len(vals) != 4*len(calls) {
 		err = fmt.Errorf("ratelimit script: %d values for %d keys", len(vals), len(calls))
 	}
-	if err != nil {
-		for _, c := range calls {
-			c.err = err
-		}
-		return
-	}
 	for i, c := range calls {
-		v := vals[4*i : 4*i+4]
-		if msg, ok := v[0].(string); ok {
-			c.err = keyError(msg)
+		if err != nil {
+			c.finish(grant{}, err, callAnswered)
 			continue
 		}
-		var n [4]int64
-		for j := range n {
-			x, ok := v[j].(int64)
-			if !ok {
-				c.err = fmt.Errorf("ratelimit script: unexpected reply %v", v)
-				break
-			}
-			n[j] = x
-		}
-		if c.err == nil {
-			c.res = grant{n: n[0], remaining: n[1], wait: n[2] * 1000, reset: n[3] * 1000}
-		}
+		c.finish(parseKeyGrant(vals[4*i : 4*i+4]))
 	}
+}
+
+// parseKeyGrant reads one key's four values of a script over many keys.
+func parseKeyGrant(v []any) (grant, error, int32) {
+	if msg, ok := v[0].(string); ok {
+		return grant{}, keyError(msg), callAnswered
+	}
+	var n [4]int64
+	for j := range n {
+		x, ok := v[j].(int64)
+		if !ok {
+			return grant{}, fmt.Errorf("ratelimit script: unexpected reply %v", v), callAnswered
+		}
+		n[j] = x
+	}
+	return grant{n: n[0], remaining: n[1], wait: n[2] * 1000, reset: n[3] * 1000}, nil, callAnswered
 }
 
 // keyError is Redis's error about one key of a script over many, a reply

@@ -1,0 +1,130 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicegw/sluice/internal/redistest"
+)
+
+// With Redis paused, decisions of three timeouts wait on one batch in
+// flight and on the ones queued behind it: each gives up at its own
+// deadline, never before, while its batch is still stuck, and the one
+// timer of the batcher moves on to the next deadline each time.
+func TestDeadlineWatchTimesOutEachDecisionAtItsOwnDeadline(t *testing.T) {
+	srv := redistest.Start(t)
+	c := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{srv.Addr}, ContextTimeoutEnabled: true,
+		MaxRetries: 1, DialTimeout: time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second})
+	t.Cleanup(func() { c.Close() })
+	bt := newBatcher(c)
+	l := &Limits{scriptArgs: [2]any{1000.0, 1000.0}}
+	if _, err := bt.run(TokenBucket, "k:warm", l, 1, 1, 10*time.Second); err != nil { // loads the script
+		t.Fatal(err)
+	}
+	srv.Pause()
+	defer srv.Resume()
+	type result struct {
+		timeout, elapsed time.Duration
+		err              error
+	}
+	timeouts := []time.Duration{2 * time.Second, 200 * time.Millisecond, 600 * time.Millisecond}
+	results := make(chan result, 3*len(timeouts))
+	var wg sync.WaitGroup
+	for i := range 3 { // the first goes in flight, the others queue behind it
+		for _, timeout := range timeouts {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				t0 := time.Now()
+				_, err := bt.run(TokenBucket, "k:"+timeout.String()+string(rune('a'+i)), l, 1, 1, timeout)
+				results <- result{timeout, time.Since(t0), err}
+			}()
+		}
+	}
+	wg.Wait()
+	close(results)
+	for r := range results {
+		// Timed out by the watch, or by the batch's own deadline (the
+		// latest of its decisions') when that one is due at the same time.
+		if !isTimeout(r.err) {
+			t.Errorf("timeout %v: %v, want a timeout (Redis is paused)", r.timeout, r.err)
+		}
+		if r.elapsed < r.timeout {
+			t.Errorf("timeout %v: gave up after %v, before its deadline", r.timeout, r.elapsed)
+		}
+	}
+}
+
+// isTimeout: a deadline passed (the batcher's own, or go-redis's on the
+// batch's connection).
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
+}
+
+// Decisions whose redis_timeout is about one round trip share batches with
+// decisions that wait 10 s, many at once and over and over: some are
+// answered, some time out while their batch is in flight, and the pooled
+// calls are used again at once. None gives up before its deadline (a call
+// must never carry a timeout, or an answer, from an earlier decision into
+// a later one), every answer is a grant from Redis, and the long ones are
+// all answered. Run it with -race.
+func TestDeadlineWatchWithPooledCallsUnderChurn(t *testing.T) {
+	srv := redistest.Start(t)
+	c := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{srv.Addr}, ContextTimeoutEnabled: true,
+		MaxRetries: 1, DialTimeout: time.Second, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second})
+	t.Cleanup(func() { c.Close() })
+	bt := newBatcher(c)
+	l := &Limits{scriptArgs: [2]any{1e9, 1e9}}
+	if _, err := bt.run(TokenBucket, "k:warm", l, 1, 1, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	answered, timedOut := 0, 0
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Add(1)
+		timeout := time.Millisecond
+		if g%2 == 1 {
+			timeout = 10 * time.Second
+		}
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				t0 := time.Now()
+				res, err := bt.run(TokenBucket, "k:churn:"+string(rune('a'+g)), l, 1, 1, timeout)
+				elapsed := time.Since(t0)
+				mu.Lock()
+				switch {
+				case isTimeout(err): // the watch's, or the batch's at its latest deadline
+					timedOut++
+					if timeout > time.Millisecond {
+						t.Errorf("caller %d, decision %d: %v after %v, want answered within 10s", g, i, err, elapsed)
+					}
+					if elapsed < timeout {
+						t.Errorf("caller %d, decision %d: %v after %v, before its %v", g, i, err, elapsed, timeout)
+					}
+				case err != nil:
+					t.Errorf("caller %d, decision %d: %v", g, i, err)
+				default:
+					answered++
+					if res.n != 1 {
+						t.Errorf("caller %d, decision %d: %+v, want 1 granted", g, i, res)
+					}
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if answered+timedOut != 16*200 || answered < 8*200 {
+		t.Errorf("%d answered and %d timed out of %d decisions, want at least the %d long ones answered",
+			answered, timedOut, 16*200, 8*200)
+	}
+}
