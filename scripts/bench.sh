@@ -72,10 +72,10 @@ chain=$'\tratelimit bench_rl\n\tcircuitbreaker bench_cb\n\tgrayroute bench_gray\
 respond=$'\trespond "ok"\n'
 proxy=$'\treverse_proxy 127.0.0.1:'"$upstream_port"$'\n'
 # name, binary (plain: Caddy without Sluice), baseline case, site body
-cases=(plain sluice-bare ratelimit circuitbreaker grayroute chain cluster cluster+lease proxy chain+proxy)
+cases=(plain sluice-bare ratelimit circuitbreaker grayroute chain cluster cluster+lease proxy chain+proxy cluster+proxy)
 declare -A bin base body port pid
 for c in "${cases[@]}"; do bin[$c]=sluice base[$c]=plain; done
-bin[plain]=plain bin[proxy]=plain base[proxy]=proxy base[chain+proxy]=proxy
+bin[plain]=plain bin[proxy]=plain base[proxy]=proxy base[chain+proxy]=proxy base[cluster+proxy]=proxy
 if [ -n "${BENCH_CASES:-}" ]; then
 	# The chosen cases and their baselines, in the usual order.
 	declare -A want
@@ -97,6 +97,9 @@ body[cluster]=$'\tratelimit bench_cluster\n'$respond
 body[cluster+lease]=$'\tratelimit bench_lease\n'$respond
 body[proxy]=$proxy
 body[chain+proxy]=$chain$proxy
+# Exact cluster quotas in front of a proxy: what they add to a request
+# that waits on an upstream anyway (docs/performance.md, "Exact mode").
+body[cluster+proxy]=$'\tratelimit bench_cluster\n'$proxy
 
 # One Caddy process per case: each has its own heap, GC and goroutines, so
 # no case pays for another's garbage, and /proc/<pid>/stat gives the CPU
@@ -202,7 +205,7 @@ for name in base:
           f"| {med([m['p99'] for m in ms_]):.2f} | {med(pr):.2f} | {med([m['cpu'] for m in ms_]):.1f} "
           f"| {med(cr):.2f} | {spread(cr, r2)} | {rcpu} | {max(m['rss'] for m in ms_):.0f} "
           f"| {sum(m['errs'] for m in ms_)} |")
-for name in ("cluster", "cluster+lease"):
+for name in ("cluster", "cluster+lease", "cluster+proxy"):
     ms_ = [run[(r, name)] for r in rounds if (r, name) in run]
     rc = med([m["rcpu"] for m in ms_]) if ms_ else 0
     if rc > 0:
