@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/sluicegw/sluice/internal/redistest"
 )
 
@@ -19,14 +17,8 @@ import (
 // timer of the batcher moves on to the next deadline each time.
 func TestDeadlineWatchTimesOutEachDecisionAtItsOwnDeadline(t *testing.T) {
 	srv := redistest.Start(t)
-	c := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{srv.Addr}, ContextTimeoutEnabled: true,
-		MaxRetries: 1, DialTimeout: time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second})
-	t.Cleanup(func() { c.Close() })
-	bt := newBatcher(c)
 	l := &Limits{scriptArgs: [2]any{1000.0, 1000.0}}
-	if _, err := bt.run(TokenBucket, "k:warm", l, 1, 1, 10*time.Second); err != nil { // loads the script
-		t.Fatal(err)
-	}
+	bt := warmBatcher(t, srv.Addr, l)
 	srv.Pause()
 	defer srv.Resume()
 	type result struct {
@@ -61,6 +53,18 @@ func TestDeadlineWatchTimesOutEachDecisionAtItsOwnDeadline(t *testing.T) {
 	}
 }
 
+// warmBatcher is a batcher of its own on Redis at addr, its token bucket
+// script loaded (by one decision on rule numbers l), so that no decision
+// of the test waits on a NOSCRIPT retry.
+func warmBatcher(t *testing.T, addr string, l *Limits) *batcher {
+	t.Helper()
+	bt := newBatcher(patientClient(t, addr))
+	if _, err := bt.run(TokenBucket, "k:warm", l, 1, 1, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return bt
+}
+
 // isTimeout: a deadline passed (the batcher's own, or go-redis's on the
 // batch's connection).
 func isTimeout(err error) bool {
@@ -76,15 +80,8 @@ func isTimeout(err error) bool {
 // a later one), every answer is a grant from Redis, and the long ones are
 // all answered. Run it with -race.
 func TestDeadlineWatchWithPooledCallsUnderChurn(t *testing.T) {
-	srv := redistest.Start(t)
-	c := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{srv.Addr}, ContextTimeoutEnabled: true,
-		MaxRetries: 1, DialTimeout: time.Second, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second})
-	t.Cleanup(func() { c.Close() })
-	bt := newBatcher(c)
 	l := &Limits{scriptArgs: [2]any{1e9, 1e9}}
-	if _, err := bt.run(TokenBucket, "k:warm", l, 1, 1, 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	bt := warmBatcher(t, redistest.Start(t).Addr, l)
 	var mu sync.Mutex
 	answered, timedOut := 0, 0
 	var wg sync.WaitGroup

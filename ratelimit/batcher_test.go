@@ -45,6 +45,16 @@ func concurrentTakes(t *testing.T, ls []*limiter, r *Rule, keys []string, copies
 	return admitted
 }
 
+// patientClient is a client of Redis at addr whose reads and writes wait
+// far longer than the tests' own waits: a batch must not fail while Redis
+// is paused on a busy machine.
+func patientClient(t *testing.T, addr string) redis.UniversalClient {
+	c := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{addr}, ContextTimeoutEnabled: true,
+		MaxRetries: 1, DialTimeout: time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 // batchStats is how many decisions and round trips a client's batcher sent.
 func batchStats(l *limiter) (decisions, roundTrips int64) {
 	g := gateOf(l.backend.Load().b)
@@ -375,12 +385,7 @@ func TestOneScriptCallPerSlotOnRedisCluster(t *testing.T) {
 // paused (SIGSTOP) so that the batches stay in flight while the test looks.
 func TestBatchWaitsForTheOneInFlight(t *testing.T) {
 	srv := redistest.Start(t)
-	// Read timeouts far above the test's own waits: a batch must not fail
-	// while Redis is paused on a busy machine.
-	c := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{srv.Addr}, ContextTimeoutEnabled: true,
-		MaxRetries: 1, DialTimeout: time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second})
-	t.Cleanup(func() { c.Close() })
-	b := &testBackend{c: c, instances: 1}
+	b := &testBackend{c: patientClient(t, srv.Addr), instances: 1}
 	bt := gateOf(b).batch
 	bt.maxBatch = 4
 	r := clusterRule(t, rulestore.Fields{"qps": "1000", "key_resolver": "userId"})
