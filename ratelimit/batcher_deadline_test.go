@@ -11,10 +11,12 @@ import (
 	"github.com/sluicegw/sluice/internal/redistest"
 )
 
-// With Redis paused, decisions of three timeouts wait on one batch in
-// flight and on the ones queued behind it: each gives up at its own
-// deadline, never before, while its batch is still stuck, and the one
-// timer of the batcher moves on to the next deadline each time.
+// With Redis paused, one 4 s decision is in flight, and decisions of
+// three timeouts queue behind it (no second batch leaves for so few): only
+// the batcher's deadline timer can release the queued ones before the
+// stuck batch's own deadline. Each gives up at its own deadline, never
+// before, and the short ones long before the batch's, so the timer moved
+// on from one deadline to the next.
 func TestDeadlineWatchTimesOutEachDecisionAtItsOwnDeadline(t *testing.T) {
 	srv := redistest.Start(t)
 	l := &Limits{scriptArgs: [2]any{1000.0, 1000.0}}
@@ -25,30 +27,51 @@ func TestDeadlineWatchTimesOutEachDecisionAtItsOwnDeadline(t *testing.T) {
 		timeout, elapsed time.Duration
 		err              error
 	}
-	timeouts := []time.Duration{2 * time.Second, 200 * time.Millisecond, 600 * time.Millisecond}
-	results := make(chan result, 3*len(timeouts))
+	results := make(chan result, 16)
 	var wg sync.WaitGroup
-	for i := range 3 { // the first goes in flight, the others queue behind it
-		for _, timeout := range timeouts {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				t0 := time.Now()
-				_, err := bt.run(TokenBucket, "k:"+timeout.String()+string(rune('a'+i)), l, 1, 1, timeout)
-				results <- result{timeout, time.Since(t0), err}
-			}()
+	decide := func(key string, timeout time.Duration) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t0 := time.Now()
+			_, err := bt.run(TokenBucket, key, l, 1, 1, timeout)
+			results <- result{timeout, time.Since(t0), err}
+		}()
+	}
+	const stuck = 4 * time.Second
+	decide("k:stuck", stuck)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		bt.mu.Lock()
+		flying, pending := len(bt.flying), len(bt.pending)
+		bt.mu.Unlock()
+		if flying == 1 && pending == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the first decision is not in flight: %d batches in flight, %d decisions waiting", flying, pending)
+		}
+		time.Sleep(time.Millisecond) // sleep: polling the batcher's state
+	}
+	for i := range 3 {
+		for _, timeout := range []time.Duration{time.Second, 200 * time.Millisecond, 600 * time.Millisecond} {
+			decide("k:"+timeout.String()+string(rune('a'+i)), timeout)
 		}
 	}
 	wg.Wait()
 	close(results)
 	for r := range results {
-		// Timed out by the watch, or by the batch's own deadline (the
+		// Timed out by the timer, or by the batch's own deadline (the
 		// latest of its decisions') when that one is due at the same time.
 		if !isTimeout(r.err) {
 			t.Errorf("timeout %v: %v, want a timeout (Redis is paused)", r.timeout, r.err)
 		}
 		if r.elapsed < r.timeout {
 			t.Errorf("timeout %v: gave up after %v, before its deadline", r.timeout, r.elapsed)
+		}
+		// The margin is for a busy machine; the stuck batch holds until 4 s.
+		if r.timeout < stuck && r.elapsed > r.timeout+2*time.Second {
+			t.Errorf("timeout %v: gave up after %v, held by the batch in flight", r.timeout, r.elapsed)
 		}
 	}
 }
