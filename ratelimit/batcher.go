@@ -99,8 +99,14 @@ const (
 	callTimedOut
 )
 
-// finish gives the call its outcome and wakes its caller, unless it was
-// finished already (answered, or timed out while its batch was in flight).
+// answer gives the call its batch's outcome and wakes its caller, unless
+// it timed out already (while its batch was in flight).
+func (c *scriptCall) answer(res grant, err error) { c.finish(res, err, callAnswered) }
+
+// timeOut gives up the call at its deadline, unless it was answered.
+func (c *scriptCall) timeOut() { c.finish(grant{}, errRedisTimeout, callTimedOut) }
+
+// finish: the call is finished once, by whichever of the two comes first.
 func (c *scriptCall) finish(res grant, err error, as int32) {
 	if c.state.CompareAndSwap(callWaiting, as) {
 		c.res, c.err = res, err
@@ -284,8 +290,7 @@ func (b *batcher) send(batch, live []*scriptCall) {
 		if g.calls[0].many {
 			parseGrants(cmds[i], g.calls)
 		} else {
-			res, err := parseGrant(cmds[i])
-			g.calls[0].finish(res, err, callAnswered)
+			g.calls[0].answer(parseGrant(cmds[i]))
 		}
 	}
 }

@@ -39,7 +39,7 @@ func (b *batcher) expire() {
 			return
 		}
 		if !c.deadline.After(now) {
-			c.finish(grant{}, errRedisTimeout, callTimedOut)
+			c.timeOut()
 			return
 		}
 		if next.IsZero() || c.deadline.Before(next) {
@@ -62,8 +62,11 @@ func (b *batcher) expire() {
 
 // landed forgets a batch whose answers are in. b.mu is held.
 func (b *batcher) landed(batch []*scriptCall) {
+	if len(batch) == 0 {
+		return // never in flight
+	}
 	for i, f := range b.flying {
-		if len(batch) > 0 && &f[0] == &batch[0] {
+		if &f[0] == &batch[0] {
 			b.flying = slices.Delete(b.flying, i, i+1)
 			return
 		}

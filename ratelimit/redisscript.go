@@ -205,27 +205,27 @@ func parseGrants(cmd *redis.Cmd, calls []*scriptCall) {
 	}
 	for i, c := range calls {
 		if err != nil {
-			c.finish(grant{}, err, callAnswered)
+			c.answer(grant{}, err)
 			continue
 		}
-		c.finish(parseKeyGrant(vals[4*i : 4*i+4]))
+		c.answer(parseKeyGrant(vals[4*i : 4*i+4]))
 	}
 }
 
 // parseKeyGrant reads one key's four values of a script over many keys.
-func parseKeyGrant(v []any) (grant, error, int32) {
+func parseKeyGrant(v []any) (grant, error) {
 	if msg, ok := v[0].(string); ok {
-		return grant{}, keyError(msg), callAnswered
+		return grant{}, keyError(msg)
 	}
 	var n [4]int64
 	for j := range n {
 		x, ok := v[j].(int64)
 		if !ok {
-			return grant{}, fmt.Errorf("ratelimit script: unexpected reply %v", v), callAnswered
+			return grant{}, fmt.Errorf("ratelimit script: unexpected reply %v", v)
 		}
 		n[j] = x
 	}
-	return grant{n: n[0], remaining: n[1], wait: n[2] * 1000, reset: n[3] * 1000}, nil, callAnswered
+	return grant{n: n[0], remaining: n[1], wait: n[2] * 1000, reset: n[3] * 1000}, nil
 }
 
 // keyError is Redis's error about one key of a script over many, a reply
