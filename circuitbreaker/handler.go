@@ -152,6 +152,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return h.reject(w, r, rule, b, retryAfter)
 	}
 
+	traceDecision(r.Context(), rule.ID, b.State().String())
+
 	var start time.Time
 	if rule.SlowCallDuration > 0 {
 		start = time.Now()
@@ -232,6 +234,7 @@ func (h *Handler) reject(w http.ResponseWriter, r *http.Request, rule *Rule, b *
 		state = "ramping"
 	}
 	caddyhttp.SetVar(r.Context(), rejectedVar, rule.ID)
+	traceDecision(r.Context(), rule.ID, state)
 	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	if repl != nil {
 		repl.Set("http.circuitbreaker.state", state)

@@ -168,6 +168,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
 		handlerkit.Publish(repl, handlerkit.Fresh(repl), placeholders{versionAny, ruleAny}, placeholderNames)
 	}
+	if span := handlerkit.Span(r.Context()); span != nil {
+		handlerkit.AddDecision(span, placeholders{versionAny, ruleAny}, spanAttrs)
+	}
 	if h.header != "" {
 		// Overwrites whatever the client sent: the version is never trusted
 		// from the request, in its headers or its trailers.
@@ -186,6 +189,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 type placeholders struct{ version, rule any }
 
 var placeholderNames = []string{"http.grayroute.version", "http.grayroute.rule"}
+
+// spanAttrs record the decision on a recording span: sluice.grayroute.version, .rule.
+var spanAttrs = handlerkit.SpanAttrs(placeholderNames...)
 
 // Placeholder answers one {http.grayroute.*} placeholder.
 func (p placeholders) Placeholder(name string) (any, bool) {

@@ -22,7 +22,7 @@ var metrics = struct {
 }
 
 func initMetrics(reg *prometheus.Registry) error {
-	return metrickit.Register(reg, metrics.requests, metrics.random)
+	return metrickit.Register(reg, metrics.requests, metrics.random, canaryStates{})
 }
 
 // counterVec is a set of counts by up to two label values, exported as one
