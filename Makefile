@@ -44,11 +44,12 @@ soak:
 	SLUICE_SOAK=1 go test -race -count=1 -timeout 60m -v ./faults/
 	for f in FuzzRuleFields FuzzKey FuzzCaddyfile; do go test -run '^$$' -fuzz "^$$f$$" -fuzztime 30s ./faults/ || exit 1; done
 
-# Refreshes docs/img/status.png (the README's picture of the status page)
-# from the status page's browser test.
+# Refreshes docs/img/status.png (the README's picture of the status page),
+# status-desktop.png and status-phone.png (390 px) from the status page's
+# browser tests.
 .PHONY: screenshot
 screenshot:
 	./scripts/ensure-redis.sh
 	./scripts/ensure-chromium.sh
 	mkdir -p docs/img
-	SLUICE_SCREENSHOT=$(CURDIR)/docs/img/status.png go test -count=1 -run '^TestStatusPageInBrowser$$' -v ./rulestore/uitest/
+	SLUICE_SCREENSHOT=$(CURDIR)/docs/img/status.png SLUICE_SCREENSHOT_DIR=$(CURDIR)/docs/img go test -count=1 -run '^TestStatusPage(InBrowser|Findings)$$' -v ./rulestore/uitest/

@@ -1,5 +1,5 @@
 // Package caddyfile wires Sluice into the Caddyfile: the ratelimit,
-// circuitbreaker and grayroute directives, their place in the directive
+// circuitbreaker, grayroute and sluice_status directives, their place in the directive
 // order, and the global rulestore option.
 package caddyfile
 
@@ -9,12 +9,14 @@ import (
 	"github.com/sluicegw/sluice/circuitbreaker"
 	"github.com/sluicegw/sluice/grayroute"
 	"github.com/sluicegw/sluice/ratelimit"
+	"github.com/sluicegw/sluice/rulestore"
 )
 
 func init() {
 	httpcaddyfile.RegisterHandlerDirective("ratelimit", ratelimit.ParseCaddyfile)
 	httpcaddyfile.RegisterHandlerDirective("circuitbreaker", circuitbreaker.ParseCaddyfile)
 	httpcaddyfile.RegisterHandlerDirective("grayroute", grayroute.ParseCaddyfile)
+	httpcaddyfile.RegisterHandlerDirective("sluice_status", rulestore.ParseStatusCaddyfile)
 
 	// rate limit -> circuit breaker -> gray route, after authentication (so
 	// a user id is known) and before handle/route blocks and reverse_proxy,
@@ -24,6 +26,8 @@ func init() {
 	httpcaddyfile.RegisterDirectiveOrder("ratelimit", httpcaddyfile.Before, "request_header")
 	httpcaddyfile.RegisterDirectiveOrder("circuitbreaker", httpcaddyfile.Before, "request_header")
 	httpcaddyfile.RegisterDirectiveOrder("grayroute", httpcaddyfile.Before, "request_header")
+	// The status page answers like respond: after authentication.
+	httpcaddyfile.RegisterDirectiveOrder("sluice_status", httpcaddyfile.Before, "respond")
 
 	httpcaddyfile.RegisterGlobalOption("rulestore", parseRulestore)
 }

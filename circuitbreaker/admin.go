@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"time"
 
 	"github.com/sluicegw/sluice/rulestore"
 )
@@ -33,6 +34,9 @@ type BreakerState struct {
 	Window         *WindowCounts `json:"window,omitempty"`
 	HalfOpenProbes int64         `json:"half_open_probes,omitempty"`
 	Ramping        bool          `json:"ramping,omitempty"`
+	// ProbeDue: the open time is over; the next call is a probe (the
+	// breaker moves to half-open on it), so State reads half_open.
+	ProbeDue bool `json:"probe_due,omitempty"`
 }
 
 // WindowCounts are the calls, failures and slow calls in a breaker's window.
@@ -51,17 +55,27 @@ type RuleState struct {
 	Override string       `json:"override,omitempty"`
 	Breaker  BreakerState `json:"breaker"`
 	// Keys counts the keyed breakers; KeyStates lists up to 20 of them,
-	// those not closed first.
+	// worst first (open, half-open, forced, closed), then by key.
 	Keys      int64            `json:"keys"`
 	KeyStates []BreakerState   `json:"key_states,omitempty"`
 	Rejected  int64            `json:"rejected"`
 	Calls     map[string]int64 `json:"calls"`
+	// OpenKeys and HalfOpenKeys count the keyed breakers open (or forced
+	// open) and half-open (or due a probe).
+	OpenKeys     int64 `json:"open_keys"`
+	HalfOpenKeys int64 `json:"half_open_keys"`
+	// Transitions are the rule's state changes of the last hour on this
+	// instance (at most 200), newest first.
+	Transitions []TransitionRecord `json:"transitions"`
 }
 
 // breakerState formats a breaker's snapshot.
 func breakerState(key string, sn Snapshot) BreakerState {
 	out := BreakerState{Key: key, State: sn.State.String(), OpenForSeconds: sn.OpenFor.Seconds(),
 		ConsecutiveFailures: sn.ConsecutiveFailures, HalfOpenProbes: sn.HalfOpenProbes, Ramping: sn.Ramping}
+	if sn.State == StateOpen && sn.OpenFor <= 0 {
+		out.State, out.ProbeDue = StateHalfOpen.String(), true
+	}
 	if sn.HasWindow {
 		out.Window = &WindowCounts{Calls: sn.Calls, Failures: sn.Failures, Slow: sn.Slow}
 	}
@@ -90,21 +104,21 @@ func (st *ruleState) report() RuleState {
 	for o, name := range outcomeNames {
 		rs.Calls[name] = int64(st.metrics.calls[o].Load())
 	}
-	var keyed []BreakerState
-	for _, ks := range st.keySnapshots(10 * maxReportedKeys) { // bounded work on huge rules
-		keyed = append(keyed, breakerState(ks.Key, ks.Snapshot))
-	}
-	sort.Slice(keyed, func(i, j int) bool {
-		ci, cj := keyed[i].State == "closed", keyed[j].State == "closed"
-		if ci != cj {
-			return !ci
+	keyed := st.allKeys()
+	for _, k := range keyed {
+		switch severity(k.State) {
+		case 0:
+			rs.OpenKeys++
+		case 1:
+			rs.HalfOpenKeys++
 		}
-		return keyed[i].Key < keyed[j].Key
-	})
+	}
+	worstFirst(keyed)
 	if len(keyed) > maxReportedKeys {
 		keyed = keyed[:maxReportedKeys]
 	}
 	rs.KeyStates = keyed
+	rs.Transitions = st.recent.recent(time.Now())
 	return rs
 }
 

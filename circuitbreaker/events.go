@@ -1,6 +1,8 @@
 package circuitbreaker
 
 import (
+	"time"
+
 	"go.uber.org/zap"
 
 	"github.com/sluicegw/sluice/rulestore"
@@ -20,6 +22,7 @@ func (st *ruleState) onTransition(key string, exported bool) func(Transition) {
 	return func(tr Transition) {
 		st.metrics.transition(series, exported, tr.To)
 		key := st.shownKey(key)
+		st.recent.add(TransitionRecord{At: time.Now().UTC(), Key: key, From: tr.From.String(), To: tr.To.String(), Reason: tr.Reason})
 		a := rulestore.Active()
 		if a == nil {
 			return

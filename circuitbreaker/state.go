@@ -43,6 +43,8 @@ type ruleState struct {
 	override atomic.Int32
 	// warnedTooMany: the key limit was logged (once per rule state).
 	warnedTooMany atomic.Bool
+	// recent keeps the transitions of the last hour for the status page.
+	recent transitionLog
 }
 
 func newRuleState(id string) *ruleState {

@@ -103,6 +103,7 @@ func (s *redisSource) resyncAttempt(ctx context.Context, reason string, attempt 
 	s.status.updates.Add(int64(added + updated + removed))
 	s.status.lastResync.Store(time.Now().UnixNano())
 	s.status.resyncs.Add(1)
+	s.feedback.skipped.end()
 	total := 0
 	for _, m := range next {
 		total += len(m)
@@ -194,6 +195,7 @@ func (s *redisSource) readHashes(ctx context.Context, keys []string) ([numKinds]
 		out[k] = map[string]Fields{}
 	}
 	const batch = 500
+	s.feedback.skipped.begin()
 	for i := 0; i < len(keys); i += batch {
 		chunk := keys[i:min(i+batch, len(keys))]
 		pipe := s.client.Pipeline()
@@ -216,7 +218,8 @@ func (s *redisSource) readHashes(ctx context.Context, keys []string) ([numKinds]
 			if !ok || len(fields) == 0 {
 				continue // deleted since the scan, or not a rule key
 			}
-			if ValidID(id) != nil {
+			if err := ValidID(id); err != nil {
+				s.feedback.skipped.skip(k, id, err)
 				s.logger.Warn("ignoring rule key with an invalid id", zap.String("key", clip(key)))
 				continue
 			}

@@ -55,6 +55,7 @@ type feedback struct {
 	changes []HistoryEntry
 	invalid map[ruleRef]InvalidRule
 	failLog time.Time
+	skipped skippedKeys
 }
 
 type pendingStatus struct {
@@ -85,7 +86,7 @@ func (fb *feedback) verdict(k Kind, id string, f Fields, err error) {
 			since = prev.Since
 		}
 		fb.invalid[ref] = InvalidRule{Kind: k.String(), ID: id, Problem: "rejected", Version: v.Version,
-			Field: v.Field, Reason: v.Error, Since: since}
+			Field: v.Field, Reason: v.Error, Since: since, Stored: storedFields(f)}
 	} else {
 		delete(fb.invalid, ref)
 	}
@@ -186,6 +187,8 @@ type InvalidRule struct {
 	Field   string    `json:"field,omitempty"`
 	Reason  string    `json:"reason"`
 	Since   time.Time `json:"since"`
+	// Stored are the rejected raw fields as Redis holds them (clipped).
+	Stored Fields `json:"stored,omitempty"`
 }
 
 // missingRef is a rule a handler asked for and did not find.

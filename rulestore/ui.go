@@ -7,10 +7,17 @@ package rulestore
 // endpoint of its own:
 //
 //	GET /sluice/ui/              the page (index.html, app.js, style.css)
-//	GET /sluice/ui/overview.json live instances and the propagation-delay totals
+//	GET /sluice/ui/overview.json live instances, propagation-delay totals, skipped keys
+//	GET /sluice/ui/changes.json  the newest rule changes of the fleet (who, what, diff)
+//	GET /sluice/ui/{name}.json   a handler package's view (RegisterStatusQuery),
+//	                             e.g. breaker_keys.json?rule=ID&q=TEXT&offset=N
+//
+// The sluice_status HTTP handler (status_handler.go) serves the same page
+// and read API on a site of its own.
 
 import (
 	"embed"
+	"errors"
 	"io/fs"
 	"net/http"
 	"strings"
@@ -36,8 +43,8 @@ func serveUI(w http.ResponseWriter, r *http.Request) error {
 		return notAllowed(r)
 	}
 	name := strings.TrimPrefix(r.URL.Path, "/sluice/ui/")
-	if name == "overview.json" {
-		return serveOverview(w)
+	if strings.HasSuffix(name, ".json") {
+		return serveStatusJSON(w, r, strings.TrimSuffix(name, ".json"))
 	}
 	if name == "" {
 		name = "index.html"
@@ -84,6 +91,9 @@ type Overview struct {
 	// sluice_rulestore_propagation_delay_seconds; the page shows the mean
 	// delay of the changes applied between two polls.
 	Propagation PropagationTotals `json:"propagation"`
+	// Skipped lists the rule keys the last resync ignored because their
+	// id is not valid (at most 100).
+	Skipped []InvalidRule `json:"skipped"`
 }
 
 // PropagationTotals are a histogram's count and sum since the process started.
@@ -92,12 +102,44 @@ type PropagationTotals struct {
 	SumSeconds float64 `json:"sum_seconds"`
 }
 
-func serveOverview(w http.ResponseWriter) error {
+func serveOverview(w http.ResponseWriter, a *App) error {
+	out := Overview{LiveInstances: a.LiveInstances(), Skipped: []InvalidRule{}}
+	out.Propagation.Count, out.Propagation.SumSeconds = propagationDelay.totals()
+	if a.source != nil {
+		out.Skipped = append(out.Skipped, a.source.feedback.skipped.list()...)
+	}
+	return writeJSON(w, out)
+}
+
+// serveStatusJSON serves the page's own JSON views.
+func serveStatusJSON(w http.ResponseWriter, r *http.Request, name string) error {
 	v, err := caddy.ActiveContext().AppIfConfigured("rulestore")
 	if err != nil {
 		return notFound("no rulestore in the running config")
 	}
-	out := Overview{LiveInstances: v.(*App).LiveInstances()}
-	out.Propagation.Count, out.Propagation.SumSeconds = propagationDelay.totals()
+	a := v.(*App)
+	switch name {
+	case "overview":
+		return serveOverview(w, a)
+	case "changes":
+		changes, err := a.RecentChanges(r.Context())
+		if err != nil {
+			return apiError(http.StatusBadGateway, "reading the change log from redis: %v", err)
+		}
+		return writeJSON(w, changes)
+	}
+	fn := statusQuery(name)
+	if fn == nil {
+		return notFound("no status page view %q", name)
+	}
+	out, err := fn(r.URL.Query())
+	if err != nil {
+		status := http.StatusBadRequest
+		var ae *ActionError
+		if errors.As(err, &ae) {
+			status = ae.Status
+		}
+		return caddy.APIError{HTTPStatus: status, Err: err}
+	}
 	return writeJSON(w, out)
 }

@@ -55,9 +55,12 @@ func (s *redisSource) remove(k Kind, id string) {
 func (s *redisSource) parse(k Kind, id string, f Fields, old *Rule) (*Rule, bool) {
 	st := s.staticRule(k, id)
 	v, _, err := parseOver(k, id, st, f)
+	again := err != nil && s.feedback.rejectedBefore(k, id, f)
 	s.feedback.verdict(k, id, f, err)
 	if err != nil {
-		s.status.rejected.Add(1)
+		if !again { // a resync re-reading the same bad version is no new rejection
+			s.status.rejected.Add(1)
+		}
 		var fe *FieldError
 		field := ""
 		if errors.As(err, &fe) {

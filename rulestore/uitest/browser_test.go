@@ -217,7 +217,6 @@ func TestStatusPageInBrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs Chromium, Caddy and Redis; skipped under -short")
 	}
-	chromium := chromiumPath(t)
 	r := redistest.Start(t)
 	rc := r.Client()
 	ctx := context.Background()
@@ -279,54 +278,11 @@ func TestStatusPageInBrowser(t *testing.T) {
 	var users atomic.Int64
 	load(loadCtx, &wg, 50*time.Millisecond, func() { get("/analysed", fmt.Sprintf("X-User-Id: u%d", users.Add(1))) })
 
-	// The browser: Debian's chromium with the flags this machine needs.
-	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx,
-		chromedp.ExecPath(chromium), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()),
-		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		chromedp.WindowSize(1500, 1100))
-	defer cancelAlloc()
-	tab, cancelTab := chromedp.NewContext(alloc)
-	defer cancelTab()
-	tab, cancelTimeout := context.WithTimeout(tab, 4*time.Minute)
-	defer cancelTimeout()
-	p := &page{t: t, ctx: tab}
-
-	var consoleMu sync.Mutex
-	var consoleErrors []string
-	messages := chromedp.Console(tab)
-	go func() {
-		for m, err := range messages {
-			if err != nil {
-				return
-			}
-			if m.Type == chromedp.ConsoleError || m.IsException() {
-				consoleMu.Lock()
-				consoleErrors = append(consoleErrors, fmt.Sprintf("%s (%s %s)", m, m.Source, m.URL))
-				consoleMu.Unlock()
-			}
-		}
-	}()
-
-	t.Cleanup(func() {
-		if t.Failed() {
-			consoleMu.Lock()
-			defer consoleMu.Unlock()
-			t.Logf("browser console errors: %q", consoleErrors)
-		}
-	})
-
-	resp, err := chromedp.RunResponse(tab, chromedp.Navigate(adminURL+"/sluice/ui/"))
-	if err != nil {
-		t.Fatalf("open the page: %v", err)
-	}
-	if resp.Status != 200 {
-		t.Fatalf("open the page: HTTP %d", resp.Status)
-	}
+	p, consoleErrors := browser(t, 1500, 1100)
+	tab := p.ctx
+	p.open(adminURL + "/sluice/ui/")
 
 	// Overview: connected to Redis, every rule counted.
-	p.waitFor(20*time.Second, "overview rendered", `!!window.sluiceStats && window.sluiceStats.polls > 0`)
 	if got := p.text("#overview-cards"); !strings.Contains(got, "connected") {
 		t.Errorf("overview shows %q, want Redis connected", got)
 	}
@@ -624,10 +580,8 @@ func TestStatusPageInBrowser(t *testing.T) {
 		t.Logf("screenshot saved to %s", path)
 	}
 
-	consoleMu.Lock()
-	defer consoleMu.Unlock()
 	var errs []string
-	for _, e := range consoleErrors {
+	for _, e := range consoleErrors() {
 		// The invalid and the stale edit above, refused by the dry run by design.
 		if (strings.Contains(e, "400") || strings.Contains(e, "412")) && strings.Contains(e, "network") && strings.HasSuffix(e, "/sluice/rules/rate_limit/bulk_0042?dry_run=true)") {
 			continue
