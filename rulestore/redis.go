@@ -61,6 +61,7 @@ type redisSource struct {
 	// delay of admin API writes (see observeDelay).
 	refreshed map[ruleRef]int64
 	loaded    bool         // the first full load is done (it emits no per-rule events)
+	noGood    []ruleRef    // rejected with no version held here: read the fleet's last good
 	queue     refreshQueue // ids named on the rule channels, to re-read
 
 	// Where and how waitToReconnect probes for Redis coming back.

@@ -140,6 +140,7 @@ func (s *redisSource) refreshAll(ctx context.Context, refs []ruleRef) error {
 			s.upsert(ref.kind, ref.id, Fields(fields))
 		}
 	}
+	s.installLastGood(ctx)
 	s.flushFeedback(ctx) // the verdicts and history of what was applied (status.go)
 	return nil
 }

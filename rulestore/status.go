@@ -50,11 +50,12 @@ type Verdict struct {
 // entries to write back to Redis, and keeps the rejected ids for the state
 // listing and the invalid-rules gauge.
 type feedback struct {
-	mu      sync.Mutex
-	pending []pendingStatus
-	changes []HistoryEntry
-	invalid map[ruleRef]InvalidRule
-	failLog time.Time
+	mu       sync.Mutex
+	pending  []pendingStatus
+	changes  []HistoryEntry
+	lastGood []lastGoodOp
+	invalid  map[ruleRef]InvalidRule
+	failLog  time.Time
 }
 
 type pendingStatus struct {
@@ -125,6 +126,7 @@ func (s *redisSource) applied(k Kind, id string, old *Rule, f Fields) {
 	if f == nil {
 		op = "delete"
 		s.feedback.deleted(k, id)
+		s.feedback.queueLastGood(lastGoodOp{ref: ruleRef{k, id}, mode: "del"})
 	}
 	emitUpdated(k, id, op, "redis", f)
 	var prev Fields
@@ -145,10 +147,10 @@ func (s *redisSource) applied(k Kind, id string, old *Rule, f Fields) {
 func (s *redisSource) flushFeedback(ctx context.Context) {
 	fb := &s.feedback
 	fb.mu.Lock()
-	pending, changes := fb.pending, fb.changes
-	fb.pending, fb.changes = nil, nil
+	pending, changes, lastGood := fb.pending, fb.changes, fb.lastGood
+	fb.pending, fb.changes, fb.lastGood = nil, nil, nil
 	fb.mu.Unlock()
-	if len(pending) == 0 && len(changes) == 0 {
+	if len(pending) == 0 && len(changes) == 0 && len(lastGood) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*s.timeout)
@@ -161,6 +163,9 @@ func (s *redisSource) flushFeedback(ctx context.Context) {
 	}
 	for _, e := range changes {
 		s.queueObserved(ctx, pipe, e)
+	}
+	for _, op := range lastGood {
+		s.pipeLastGood(ctx, pipe, op)
 	}
 	if _, err := pipe.Exec(ctx); err != nil && ctx.Err() == nil {
 		fb.mu.Lock()
@@ -255,9 +260,26 @@ func (a *App) Invalid() []InvalidRule {
 	return out
 }
 
-// forget drops a rejected id whose hash is gone (no version was in force).
+// forget drops a rejected id whose hash is gone (no version was in force
+// here), and with it the fleet's last good version.
 func (fb *feedback) forget(k Kind, id string) {
 	fb.mu.Lock()
-	defer fb.mu.Unlock()
+	_, was := fb.invalid[ruleRef{k, id}]
 	delete(fb.invalid, ruleRef{k, id})
+	fb.mu.Unlock()
+	if was {
+		fb.queueLastGood(lastGoodOp{ref: ruleRef{k, id}, mode: "del"})
+	}
+}
+
+// reaccepted clears a rejection when the stored hash holds again the
+// version in force here (a rollback, or a fix by hand), with an accepted
+// verdict on every instance.
+func (fb *feedback) reaccepted(k Kind, id string, f Fields) {
+	fb.mu.Lock()
+	_, bad := fb.invalid[ruleRef{k, id}]
+	fb.mu.Unlock()
+	if bad {
+		fb.verdict(k, id, f, nil)
+	}
 }

@@ -1,6 +1,7 @@
 package rulestore
 
 import (
+	"context"
 	"errors"
 
 	"go.uber.org/zap"
@@ -14,12 +15,24 @@ func (s *redisSource) upsert(k Kind, id string, f Fields) {
 	old := cur.get(k, id)
 	delete(s.retained, ruleRef{k, id})
 	if old != nil && old.Fields.Equal(f) {
+		s.feedback.reaccepted(k, id, f)
 		return
 	}
 	r, ok := s.parse(k, id, f, old)
 	if !ok {
+		if old == nil {
+			s.noGood = append(s.noGood, ruleRef{k, id})
+		}
 		return
 	}
+	s.install(k, id, r, old)
+	s.logger.Info("rule updated", zap.String("key", s.names.RuleKey(k, id)))
+	s.applied(k, id, old, f)
+}
+
+// install puts r in force in place of old (nil: a new id).
+func (s *redisSource) install(k Kind, id string, r, old *Rule) {
+	cur := s.snap.Load()
 	if old != nil {
 		cur[k][id].rule.Store(r)
 	} else {
@@ -29,8 +42,16 @@ func (s *redisSource) upsert(k Kind, id string, f Fields) {
 	}
 	s.changes.Add(1)
 	s.status.updates.Add(1)
-	s.logger.Info("rule updated", zap.String("key", s.names.RuleKey(k, id)))
-	s.applied(k, id, old, f)
+}
+
+// installLastGood puts in force the fleet's last good versions read for
+// rules rejected here with no version of their own (see lastgood.go).
+func (s *redisSource) installLastGood(ctx context.Context) {
+	refs := s.noGood
+	s.noGood = nil
+	for ref, r := range s.recoverLastGood(ctx, refs) {
+		s.install(ref.kind, ref.id, r, s.snap.Load().get(ref.kind, ref.id))
+	}
 }
 
 func (s *redisSource) remove(k Kind, id string) {
@@ -56,6 +77,11 @@ func (s *redisSource) parse(k Kind, id string, f Fields, old *Rule) (*Rule, bool
 	st := s.staticRule(k, id)
 	v, _, err := parseOver(k, id, st, f)
 	s.feedback.verdict(k, id, f, err)
+	if err == nil {
+		s.feedback.queueLastGood(lastGoodOp{ref: ruleRef{k, id}, mode: "set", fields: f})
+	} else if old != nil {
+		s.feedback.queueLastGood(lastGoodOp{ref: ruleRef{k, id}, mode: "keep", fields: old.Fields})
+	}
 	if err != nil {
 		s.status.rejected.Add(1)
 		var fe *FieldError
