@@ -76,7 +76,7 @@ return 1`)
 func (fb *feedback) queueLastGood(op lastGoodOp) {
 	fb.mu.Lock()
 	defer fb.mu.Unlock()
-	if len(fb.lastGood) < 10000 { // bounded if Redis stays unwritable
+	if len(fb.lastGood) < maxFeedback { // bounded if Redis stays unwritable
 		fb.lastGood = append(fb.lastGood, op)
 	}
 }

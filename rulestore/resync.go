@@ -22,6 +22,7 @@ func (s *redisSource) fullResync(ctx context.Context, reason string) error {
 
 func (s *redisSource) resyncAttempt(ctx context.Context, reason string, attempt int) error {
 	start := time.Now()
+	s.publishEdit() // the resync starts from the layer in force
 	if err := s.checkEpoch(ctx); err != nil {
 		return err
 	}

@@ -44,18 +44,23 @@ type Verdict struct {
 	Field   string `json:"field,omitempty"`   // rejected: the field at fault
 	Error   string `json:"error,omitempty"`   // rejected: why
 	At      string `json:"at"`                // RFC 3339, UTC
+	// Heartbeat is the instance's member in gateway:instances: while its
+	// score (expiry, unix ms) is ahead, the instance is live; else the
+	// verdict is a stopped instance's, not a lagging one.
+	Heartbeat string `json:"heartbeat,omitempty"`
 }
 
 // feedback collects, on the source's goroutine, the verdicts and history
 // entries to write back to Redis, and keeps the rejected ids for the state
 // listing and the invalid-rules gauge.
 type feedback struct {
-	mu       sync.Mutex
-	pending  []pendingStatus
-	changes  []HistoryEntry
-	lastGood []lastGoodOp
-	invalid  map[ruleRef]InvalidRule
-	failLog  time.Time
+	heartbeat string // this instance's heartbeat member, set once
+	mu        sync.Mutex
+	pending   []pendingStatus
+	changes   []HistoryEntry
+	lastGood  []lastGoodOp
+	invalid   map[ruleRef]InvalidRule
+	failLog   time.Time
 }
 
 type pendingStatus struct {
@@ -85,8 +90,12 @@ func (fb *feedback) verdict(k Kind, id string, f Fields, err error) {
 		if prev, ok := fb.invalid[ref]; ok {
 			since = prev.Since
 		}
+		var stored Fields
+		if ruleSize(f) <= maxRuleBody {
+			stored = f
+		}
 		fb.invalid[ref] = InvalidRule{Kind: k.String(), ID: id, Problem: "rejected", Version: v.Version,
-			Field: v.Field, Reason: v.Error, Since: since}
+			Field: v.Field, Reason: v.Error, Since: since, fields: stored}
 	} else {
 		delete(fb.invalid, ref)
 	}
@@ -103,8 +112,9 @@ func (fb *feedback) deleted(k Kind, id string) {
 }
 
 func (fb *feedback) add(ref ruleRef, v Verdict) {
+	v.Heartbeat = fb.heartbeat
 	b, _ := json.Marshal(v)
-	if len(fb.pending) < 10000 { // bounded if Redis stays unwritable
+	if len(fb.pending) < maxFeedback { // bounded if Redis stays unwritable
 		fb.pending = append(fb.pending, pendingStatus{ref, string(b)})
 	}
 }
@@ -134,8 +144,8 @@ func (s *redisSource) applied(k Kind, id string, old *Rule, f Fields) {
 		prev = old.Fields
 	}
 	s.feedback.mu.Lock()
-	if len(s.feedback.changes) < 10000 {
-		s.feedback.changes = append(s.feedback.changes, newHistoryEntry(k, id, prev, f, "redis"))
+	if len(s.feedback.changes) < maxFeedback {
+		s.feedback.changes = append(s.feedback.changes, newHistoryEntry(k, id, prev, f, "redis", ""))
 	}
 	s.feedback.mu.Unlock()
 }
@@ -191,6 +201,8 @@ type InvalidRule struct {
 	Field   string    `json:"field,omitempty"`
 	Reason  string    `json:"reason"`
 	Since   time.Time `json:"since"`
+
+	fields Fields // rejected: the stored fields, if within the size limit
 }
 
 // missingRef is a rule a handler asked for and did not find.
