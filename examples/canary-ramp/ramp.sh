@@ -11,9 +11,11 @@
 # A rule that lives only in Redis must be complete: create it first, or set
 # TARGET. Users already on the canary stay on it as the weight rises.
 #
-# After each step the script waits for the instances' verdicts on the
-# version it wrote, prints every instance's verdict from
-# gateway:status:gray:<id> and stops if one rejected the change.
+# After each step the script waits until every live instance reported on
+# the version it wrote (an instance whose heartbeat in gateway:instances
+# expired is stopped: shown, never waited on), prints every instance's
+# verdict from gateway:status:gray:<id> and stops if a live one rejected
+# the change.
 #
 # Environment:
 #   REDIS_URL     redis://[user:pass@]host:port[/db]   (used if set)
