@@ -25,13 +25,23 @@ func changeCommands() []*cobra.Command {
 		RunE: func(c *cobra.Command, a []string) error { return printHistory(c, a[0], a[1]) }}
 	diff := &cobra.Command{Use: "diff <kind> <id> [version]", Short: "Show what a rule's last change (or the change to version) did, field by field", Args: cobra.RangeArgs(2, 3),
 		RunE: func(c *cobra.Command, a []string) error { return printDiff(c, a) }}
-	rollback := &cobra.Command{Use: "rollback <kind> <id> <version>", Short: "Write back the fields a rule had at a recorded version", Args: cobra.ExactArgs(3),
+	rollback := &cobra.Command{Use: "rollback <kind> <id> <version>", Short: "Write back the fields a rule had at a recorded version", Args: rollbackArgs,
 		RunE: func(c *cobra.Command, a []string) error {
 			return call(c, "POST", rulePath(a[0], a[1])+"/rollback?version="+url.QueryEscape(a[2]), nil)
 		}}
 	invalid := &cobra.Command{Use: "invalid", Short: "List rule ids that are rejected or missing, with the reason and since when", Args: cobra.NoArgs,
 		RunE: printInvalid}
 	return []*cobra.Command{history, diff, rollback, invalid}
+}
+
+// rollbackArgs wants kind, id and version, and says where a version comes
+// from when it is missing.
+func rollbackArgs(c *cobra.Command, a []string) error {
+	if len(a) == 2 {
+		return fmt.Errorf("rollback needs the version to go back to: `caddy sluice history %s %s` lists them, "+
+			"then `caddy sluice rollback %s %s <version>`", a[0], a[1], a[0], a[1])
+	}
+	return cobra.ExactArgs(3)(c, a)
 }
 
 // patchRule sends PATCH with name=value pairs; "name=" unsets a field.

@@ -63,6 +63,10 @@ func TestCLIChangeHistoryAndApply(t *testing.T) {
 	}
 	forceOpen := strings.Fields(lines[1])[1]
 	mustSluice(t, p, "rollback", "circuit_breaker", "cli_cb", forceOpen)
+	// Without a version, rollback says where versions come from.
+	if _, errOut, ok := sluice(t, p, "rollback", "circuit_breaker", "cli_cb"); ok || !strings.Contains(errOut, "`caddy sluice history circuit_breaker cli_cb` lists them") {
+		t.Fatalf("rollback without a version: ok=%v %s", ok, errOut)
+	}
 	testcaddy.Eventually(t, 10*time.Second, "rolled back to force_open", func() bool {
 		resp, _ := testcaddy.Get(t, site)
 		return resp.StatusCode == 503

@@ -5,6 +5,7 @@ import (
 	"net/textproto"
 	"strings"
 	"sync/atomic"
+	"unicode"
 
 	"github.com/sluicegw/sluice/internal/handlerkit"
 	"github.com/sluicegw/sluice/rulestore"
@@ -59,7 +60,7 @@ func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
 		switch name {
 		case "match_tag":
 			if v != "*" {
-				if strings.ContainsAny(v, " \t;=,&") {
+				if strings.ContainsAny(v, " \t\r\n;=,&") || strings.ContainsFunc(v, unicode.IsControl) {
 					return nil, f.Errorf(name, "not a valid header, query or cookie name")
 				}
 				g.Tag = v

@@ -27,6 +27,7 @@ func init() {
 //	DELETE /sluice/rules/{kind}/{id}   delete the Redis (or memory) fields; a static rule comes back
 //	GET    /sluice/rules/{kind}/{id}/history            recorded changes, newest first
 //	POST   /sluice/rules/{kind}/{id}/rollback?version=  write a recorded version back
+//	GET    /sluice/rules/{kind}/{id}/verdicts           every instance's verdict, live or stopped
 //	GET|PUT|PATCH|DELETE /sluice/bindings[/{route}[/history|/rollback]]  the same for route bindings
 //	GET    /sluice/store               the store's Redis connection and counts
 //	GET    /sluice/state               live state of the store and every handler package
@@ -46,7 +47,8 @@ func (adminAPI) CaddyModule() caddy.ModuleInfo {
 
 // Routes returns the admin routes.
 func (adminAPI) Routes() []caddy.AdminRoute {
-	return append([]caddy.AdminRoute{{Pattern: "/sluice/", Handler: caddy.AdminHandlerFunc(serveAdmin)}}, uiRoutes()...)
+	serve := func(w http.ResponseWriter, r *http.Request) error { return clipAPIError(serveAdmin(w, r)) }
+	return append([]caddy.AdminRoute{{Pattern: "/sluice/", Handler: caddy.AdminHandlerFunc(serve)}}, uiRoutes()...)
 }
 
 // ruleView is a rule as the admin API shows it.
@@ -60,6 +62,9 @@ type ruleView struct {
 	Fields  Fields `json:"fields"`
 	Overlay Fields `json:"overlay,omitempty"`
 	Static  bool   `json:"static"`
+	// Rejected is the value stored in Redis that this instance rejected,
+	// if any: the rule above is the last good version, kept in force.
+	Rejected *RejectedView `json:"rejected,omitempty"`
 }
 
 func notFound(format string, args ...any) error {
@@ -68,6 +73,13 @@ func notFound(format string, args ...any) error {
 
 func notAllowed(r *http.Request) error {
 	return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method %s not allowed on %s", r.Method, r.URL.Path)}
+}
+
+// methodNotAllowed is notAllowed with the Allow header a 405 must carry.
+func methodNotAllowed(w http.ResponseWriter, r *http.Request, allow ...string) error {
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed,
+		Err: fmt.Errorf("method %s not allowed on %s (allowed: %s)", r.Method, r.URL.Path, strings.Join(allow, ", "))}
 }
 
 func serveAdmin(w http.ResponseWriter, r *http.Request) error {
@@ -83,7 +95,7 @@ func serveAdmin(w http.ResponseWriter, r *http.Request) error {
 	switch {
 	case len(parts) == 1 && (parts[0] == "store" || parts[0] == "state"):
 		if r.Method != http.MethodGet {
-			return notAllowed(r)
+			return methodNotAllowed(w, r, http.MethodGet)
 		}
 		if parts[0] == "store" {
 			return writeJSON(w, app.Status())
@@ -91,7 +103,7 @@ func serveAdmin(w http.ResponseWriter, r *http.Request) error {
 		return writeJSON(w, app.State())
 	case len(parts) == 1 && parts[0] == "rules":
 		if r.Method != http.MethodGet {
-			return notAllowed(r)
+			return methodNotAllowed(w, r, http.MethodGet)
 		}
 		return writeJSON(w, app.index())
 	case len(parts) == 4 && parts[0] == "rules":
@@ -108,8 +120,11 @@ func serveAdmin(w http.ResponseWriter, r *http.Request) error {
 		if len(parts) == 3 && (r.Method == http.MethodPut || r.Method == http.MethodPatch || r.Method == http.MethodDelete) {
 			return app.serveWrite(w, r, kind, parts[2])
 		}
+		if r.Method != http.MethodGet && len(parts) == 2 {
+			return methodNotAllowed(w, r, http.MethodGet)
+		}
 		if r.Method != http.MethodGet {
-			return notAllowed(r)
+			return methodNotAllowed(w, r, http.MethodGet, http.MethodPut, http.MethodPatch, http.MethodDelete)
 		}
 		if len(parts) == 2 {
 			out := []ruleView{}
@@ -121,8 +136,16 @@ func serveAdmin(w http.ResponseWriter, r *http.Request) error {
 		}
 		if rule := app.Lookup(kind, parts[2]); rule != nil {
 			v := app.view(rule)
-			w.Header().Set("ETag", ETag(v.Version))
+			etag := v.Version
+			if v.Rejected != nil { // a write replaces the stored value
+				etag = v.Rejected.Version
+			}
+			w.Header().Set("ETag", ETag(etag))
 			return writeJSON(w, v)
+		}
+		if rej := app.rejectedOf(kind, parts[2]); rej != nil {
+			return notFound("no %s rule %q in force: the stored version %s is rejected (%s) and no version was accepted before",
+				kind, parts[2], rej.Version, rej.Reason)
 		}
 		return notFound("no %s rule %q", kind, parts[2])
 	case len(parts) == 3:
@@ -131,7 +154,7 @@ func serveAdmin(w http.ResponseWriter, r *http.Request) error {
 			break
 		}
 		if r.Method != http.MethodPost {
-			return notAllowed(r)
+			return methodNotAllowed(w, r, http.MethodPost)
 		}
 		if err := ValidID(parts[1]); err != nil {
 			return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: err}
@@ -151,8 +174,8 @@ func serveAdmin(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *App) view(r *Rule) ruleView {
-	return ruleView{Kind: r.Kind.String(), ID: r.ID, Source: r.Source, Version: Version(r.Fields), Fields: r.Fields,
-		Overlay: r.Overlay, Static: a.Static(r.Kind, r.ID) != nil}
+	return ruleView{Kind: r.Kind.String(), ID: r.ID, Source: r.Source, Version: r.Version(), Fields: r.Fields,
+		Overlay: r.Overlay, Static: a.Static(r.Kind, r.ID) != nil, Rejected: a.rejectedOf(r.Kind, r.ID)}
 }
 
 // kindIndex is one kind in GET /sluice/rules.

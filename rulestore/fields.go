@@ -38,7 +38,7 @@ func (f *Fields) UnmarshalJSON(b []byte) error {
 			s = string(v)
 		default:
 			if _, err := strconv.ParseFloat(string(v), 64); err != nil {
-				return fmt.Errorf("field %s: want a string, number or boolean, got %s", k, v)
+				return fmt.Errorf("field %s: want a string, number or boolean, got %s", clip(k), clip(string(v)))
 			}
 			s = string(v)
 		}

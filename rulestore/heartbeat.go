@@ -17,6 +17,28 @@ const (
 	heartbeatTTL      = 3 * heartbeatInterval
 )
 
+// leave drops this instance's heartbeat on a clean stop, so its verdicts
+// read as a stopped instance's at once (after a crash: within heartbeatTTL).
+func (s *redisSource) leave() {
+	ctx, cancel := context.WithTimeout(context.Background(), min(s.timeout, 200*time.Millisecond))
+	defer cancel()
+	s.client.ZRem(ctx, s.names.prefix+instancesKey, s.instanceID)
+}
+
+// liveMembers returns the heartbeat members alive now.
+func (s *redisSource) liveMembers(ctx context.Context) (map[string]bool, error) {
+	live, err := s.client.ZRangeByScore(ctx, s.names.prefix+instancesKey,
+		&redis.ZRangeBy{Min: fmt.Sprint(time.Now().UnixMilli()), Max: "+inf"}).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]bool, len(live))
+	for _, m := range live {
+		out[m] = true
+	}
+	return out, nil
+}
+
 func (s *redisSource) heartbeat(ctx context.Context, now time.Time) error {
 	if now.Before(s.nextHeartbeat) {
 		return nil

@@ -19,6 +19,8 @@ import (
 const (
 	historyKeyPrefix = "gateway:history:"
 	historyLength    = 50
+	// historyBytes bounds one rule's history: older entries go first.
+	historyBytes = 1 << 20
 )
 
 // HistoryKey is the history list of rule id of kind k.
@@ -34,7 +36,7 @@ type HistoryEntry struct {
 	// Version of Fields ("" after a delete); PrevVersion of Prev.
 	Version     string `json:"version"`
 	PrevVersion string `json:"prev_version"`
-	Op          string `json:"op"` // upsert or delete
+	Op          string `json:"op"` // upsert, delete or rollback
 	Prev        Fields `json:"prev"`
 	Fields      Fields `json:"fields"`
 	// Via is who made the change: redis (a write seen in Redis, e.g. with
@@ -44,9 +46,14 @@ type HistoryEntry struct {
 	At       time.Time `json:"at"`
 }
 
-func newHistoryEntry(k Kind, id string, prev, f Fields, via string) HistoryEntry {
+// newHistoryEntry records a change from prev to f (nil: a delete); op
+// "rollback" marks a rollback, anything else is upsert or delete.
+func newHistoryEntry(k Kind, id string, prev, f Fields, via, op string) HistoryEntry {
 	e := HistoryEntry{Kind: k.String(), ID: id, Op: "upsert", Prev: prev, Fields: f, Via: via,
 		Instance: instanceName, At: time.Now().UTC()}
+	if op == "rollback" {
+		e.Op = op
+	}
 	if f == nil {
 		e.Op = "delete"
 	} else {
@@ -58,22 +65,45 @@ func newHistoryEntry(k Kind, id string, prev, f Fields, via string) HistoryEntry
 	return e
 }
 
-// historyScript pushes an entry unless the newest one has the same version,
-// then trims the list. KEYS[1] list; ARGV entry, version, length.
+// historyScript pushes an entry (with ARGV[4] = "1": unless the newest one
+// has the same version), then trims the list to its length and byte
+// budget. KEYS[1] list; ARGV entry, version, length, dedupe, bytes.
 var historyScript = redis.NewScript(`
-local head = redis.call('LINDEX', KEYS[1], 0)
-if head then
-  local ok, h = pcall(cjson.decode, head)
-  if ok and type(h) == 'table' and h['version'] == ARGV[2] then return 0 end
+if ARGV[4] == '1' then
+  local head = redis.call('LINDEX', KEYS[1], 0)
+  if head then
+    local ok, h = pcall(cjson.decode, head)
+    if ok and type(h) == 'table' and h['version'] == ARGV[2] then return 0 end
+  end
 end
 redis.call('LPUSH', KEYS[1], ARGV[1])
 redis.call('LTRIM', KEYS[1], 0, tonumber(ARGV[3]) - 1)
+` + trimHistoryLua + `
 return 1`)
 
-func (s *redisSource) queueHistory(ctx context.Context, p redis.Pipeliner, e HistoryEntry) {
+// trimHistoryLua keeps the newest entries of list KEYS[1] that fit in
+// ARGV[5] bytes, and always the newest one.
+const trimHistoryLua = `
+local total, budget = 0, tonumber(ARGV[5])
+for i, e in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
+  total = total + #e
+  if total > budget and i > 1 then
+    redis.call('LTRIM', KEYS[1], 0, i - 2)
+    break
+  end
+end`
+
+// queueHistory queues an entry written by the admin API (dedupe false: a
+// write that changes nothing is never sent) or seen by an instance
+// (dedupe true: the fleet records a change once).
+func (s *redisSource) queueHistory(ctx context.Context, p redis.Pipeliner, e HistoryEntry, dedupe bool) {
 	k, _ := ParseKind(e.Kind)
 	b, _ := json.Marshal(e)
-	historyScript.Eval(ctx, p, []string{s.names.HistoryKey(k, e.ID)}, string(b), e.Version, historyLength)
+	flag := "0"
+	if dedupe {
+		flag = "1"
+	}
+	historyScript.Eval(ctx, p, []string{s.names.HistoryKey(k, e.ID)}, string(b), e.Version, historyLength, flag, historyBytes)
 }
 
 // observedScript is historyScript for a change an instance saw in Redis: it
@@ -83,14 +113,14 @@ func (s *redisSource) queueHistory(ctx context.Context, p redis.Pipeliner, e His
 // again, after newer entries: a duplicate, or a change that seems to undo
 // the rollback. A raw state overwritten before any instance recorded it is
 // not recorded (the next entry's prev_version still names it). KEYS[1]
-// list, KEYS[2] rule hash; ARGV entry, version, length, then the fields seen
-// as name, value pairs (none for a delete).
+// list, KEYS[2] rule hash; ARGV entry, version, length, bytes, then the
+// fields seen as name, value pairs (none for a delete).
 var observedScript = redis.NewScript(`
 local ok, cur = pcall(redis.call, 'HGETALL', KEYS[2])
-if not ok or #cur ~= #ARGV - 3 then return 0 end
+if not ok or #cur ~= #ARGV - 4 then return 0 end
 local held = {}
 for i = 1, #cur, 2 do held[cur[i]] = cur[i + 1] end
-for i = 4, #ARGV, 2 do
+for i = 5, #ARGV, 2 do
   if held[ARGV[i]] ~= ARGV[i + 1] then return 0 end
 end
 local head = redis.call('LINDEX', KEYS[1], 0)
@@ -100,7 +130,20 @@ if head then
 end
 redis.call('LPUSH', KEYS[1], ARGV[1])
 redis.call('LTRIM', KEYS[1], 0, tonumber(ARGV[3]) - 1)
+` + trimObservedLua + `
 return 1`)
+
+// trimObservedLua is trimHistoryLua for observedScript, whose byte budget
+// is ARGV[4] (ARGV[5] on are the fields seen).
+const trimObservedLua = `
+local total, budget = 0, tonumber(ARGV[4])
+for i, e in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
+  total = total + #e
+  if total > budget and i > 1 then
+    redis.call('LTRIM', KEYS[1], 0, i - 2)
+    break
+  end
+end`
 
 // queueObserved queues the history entry of a change seen in Redis. On a
 // Redis Cluster the rule hash and the list are in different slots, so one
@@ -108,12 +151,12 @@ return 1`)
 // entry only (a late instance may record a change again).
 func (s *redisSource) queueObserved(ctx context.Context, p redis.Pipeliner, e HistoryEntry) {
 	if _, cluster := s.client.(*redis.ClusterClient); cluster {
-		s.queueHistory(ctx, p, e)
+		s.queueHistory(ctx, p, e, true)
 		return
 	}
 	k, _ := ParseKind(e.Kind)
 	b, _ := json.Marshal(e)
-	args := []any{string(b), e.Version, historyLength}
+	args := []any{string(b), e.Version, historyLength, historyBytes}
 	for _, name := range e.Fields.Names() {
 		args = append(args, name, e.Fields[name])
 	}
@@ -149,6 +192,14 @@ func (m *memoryLayer) record(e HistoryEntry) {
 	h := append([]HistoryEntry{e}, m.history[ref]...)
 	if len(h) > historyLength {
 		h = h[:historyLength]
+	}
+	total := 0
+	for i, old := range h {
+		b, _ := json.Marshal(old)
+		if total += len(b); total > historyBytes && i > 0 {
+			h = h[:i]
+			break
+		}
 	}
 	m.history[ref] = h
 }

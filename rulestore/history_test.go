@@ -126,7 +126,7 @@ func TestHistoryAndRollbackAcrossInstances(t *testing.T) {
 	// A restarted instance sees the same history.
 	a.Restart(files[0])
 	h = historyOf(t, a, "gray", "canary")
-	if len(h) != 3 || h[0].Via != "rollback" || h[0].Version != v10 {
+	if len(h) != 3 || h[0].Op != "rollback" || h[0].Via != "admin_api" || h[0].Version != v10 {
 		t.Fatalf("history after restart: %+v", h)
 	}
 	if n := c.LLen(t.Context(), "gateway:history:gray:canary").Val(); n != 3 {

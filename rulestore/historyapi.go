@@ -6,8 +6,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 )
 
-// serveHistory serves GET .../{kind}/{id}/history and
-// POST .../{kind}/{id}/rollback?version=<version>.
+// serveHistory serves GET .../{kind}/{id}/history, GET
+// .../{kind}/{id}/verdicts and POST .../{kind}/{id}/rollback?version=<version>.
 func (a *App) serveHistory(w http.ResponseWriter, r *http.Request, k Kind, id, what string) error {
 	if err := ValidID(id); err != nil {
 		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: err}
@@ -18,11 +18,20 @@ func (a *App) serveHistory(w http.ResponseWriter, r *http.Request, k Kind, id, w
 		if err != nil {
 			return apiError(http.StatusBadGateway, "reading history from redis: %v", err)
 		}
+		if len(h) == 0 && a.Lookup(k, id) == nil && a.rejectedOf(k, id) == nil {
+			return notFound("no %s rule %q and no recorded change of it", k, id)
+		}
 		return writeJSON(w, h)
 	case what == "rollback" && r.Method == http.MethodPost:
 		return a.serveRollback(w, r, k, id)
-	case what == "history" || what == "rollback":
-		return notAllowed(r)
+	case what == "verdicts" && r.Method == http.MethodGet:
+		return a.serveVerdicts(w, r, k, id)
+	case what == "verdicts":
+		return methodNotAllowed(w, r, http.MethodGet)
+	case what == "history":
+		return methodNotAllowed(w, r, http.MethodGet)
+	case what == "rollback":
+		return methodNotAllowed(w, r, http.MethodPost)
 	}
 	return notFound("not found: %s", r.URL.Path)
 }
@@ -53,9 +62,12 @@ func (a *App) serveRollback(w http.ResponseWriter, r *http.Request, k Kind, id s
 	if target == nil {
 		return notFound("no version %q in the history of %s rule %q", version, k, id)
 	}
+	if err := checkIfMatch(r.Header.Get("If-Match")); r.Header.Get("If-Match") != "" && err != nil {
+		return err
+	}
 	q := r.URL.Query()
 	req := &writeRequest{kind: k, id: id, op: "upsert", ifMatch: r.Header.Get("If-Match"),
-		dryRun: boolParam(q.Get("dry_run")), allowMissing: boolParam(q.Get("allow_missing")), via: "rollback",
+		dryRun: boolParam(q.Get("dry_run")), allowMissing: boolParam(q.Get("allow_missing")), via: via(r), histOp: "rollback",
 		next: func(Fields) (Fields, error) { return target, nil }}
 	res, err := a.commit(r.Context(), req)
 	if err != nil {

@@ -83,13 +83,16 @@ func Parse(k Kind, id string, f Fields) (any, error) {
 const MaxIDLength = 128
 
 // ValidID accepts ids of letters, digits and . _ - : up to MaxIDLength bytes,
-// so an id is always safe in a key, a log line and a URL.
+// but not . or .., so an id is always safe in a key, a log line and a URL.
 func ValidID(id string) error {
 	if id == "" {
 		return fmt.Errorf("empty rule id")
 	}
 	if len(id) > MaxIDLength {
 		return fmt.Errorf("rule id longer than %d bytes", MaxIDLength)
+	}
+	if id == "." || id == ".." {
+		return fmt.Errorf("rule id %q: not allowed (a path segment, it cannot be named in a URL)", id)
 	}
 	for i := 0; i < len(id); i++ {
 		c := id[i]

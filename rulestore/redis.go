@@ -60,7 +60,10 @@ type redisSource struct {
 	// refreshed is when each rule was last re-read, for the propagation
 	// delay of admin API writes (see observeDelay).
 	refreshed map[ruleRef]int64
-	loaded    bool         // the first full load is done (it emits no per-rule events)
+	loaded    bool      // the first full load is done (it emits no per-rule events)
+	noGood    []ruleRef // rejected with no version held here: read the fleet's last good
+	editing   *layer    // the batch's copy of the layer, unpublished (update.go)
+	edited    [numKinds]bool
 	queue     refreshQueue // ids named on the rule channels, to re-read
 
 	// Where and how waitToReconnect probes for Redis coming back.
@@ -110,6 +113,7 @@ func acquireSource(cfg *RedisConfig, prefix string, resync time.Duration, logger
 		var b [8]byte
 		rand.Read(b[:])
 		s.instanceID = hex.EncodeToString(b[:])
+		s.feedback.heartbeat = s.instanceID
 		s.instances.Store(1)
 		s.snap.Store(new(layer))
 		// A reload that changes the Redis settings gets a new source: until
@@ -145,6 +149,7 @@ func (s *redisSource) Destruct() error {
 			ps.Close() // unblocks a pending receive, so a reload never waits on it
 		}
 		<-s.done
+		s.leave()
 	}
 	return s.client.Close()
 }
@@ -247,6 +252,9 @@ func (s *redisSource) session(ctx context.Context) (connected bool, err error) {
 			if err := s.flushPending(ctx); err != nil {
 				return true, err
 			}
+			if len(events) == 0 {
+				s.flushFeedback(ctx)
+			}
 		case now := <-tick.C:
 			s.queue.due(now)
 			if err := s.flushPending(ctx); err != nil {
@@ -272,6 +280,7 @@ func (s *redisSource) session(ctx context.Context) (connected bool, err error) {
 				}
 				nextPoll = now.Add(streamPollInterval)
 			}
+			s.flushFeedback(ctx)
 			if now.After(nextResync) {
 				if err := s.fullResync(ctx, "periodic"); err != nil {
 					return true, err

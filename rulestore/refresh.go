@@ -98,6 +98,7 @@ func (s *redisSource) flushPending(ctx context.Context) error {
 // refreshAll re-reads rules in pipelined batches: present means upsert,
 // absent means delete.
 func (s *redisSource) refreshAll(ctx context.Context, refs []ruleRef) error {
+	defer s.publishEdit() // also when a read fails half way
 	for i := 0; i < len(refs); i += refreshBatch {
 		chunk := refs[i:min(i+refreshBatch, len(refs))]
 		pipe := s.client.Pipeline()
@@ -114,6 +115,7 @@ func (s *redisSource) refreshAll(ctx context.Context, refs []ruleRef) error {
 			return err
 		}
 		if m, err := marker.Result(); (err == nil || err == redis.Nil) && m != s.epoch {
+			s.publishEdit()
 			return s.fullResync(ctx, "epoch changed")
 		} else if err != nil && err != redis.Nil {
 			return err
@@ -139,7 +141,11 @@ func (s *redisSource) refreshAll(ctx context.Context, refs []ruleRef) error {
 			}
 			s.upsert(ref.kind, ref.id, Fields(fields))
 		}
+		s.publishEdit()
 	}
-	s.flushFeedback(ctx) // the verdicts and history of what was applied (status.go)
+	s.installLastGood(ctx)
+	// The verdicts and history of what was applied (status.go) are written
+	// by the session once no change is waiting, so a bulk change is in
+	// force before its feedback is written.
 	return nil
 }

@@ -22,6 +22,7 @@ func (s *redisSource) fullResync(ctx context.Context, reason string) error {
 
 func (s *redisSource) resyncAttempt(ctx context.Context, reason string, attempt int) error {
 	start := time.Now()
+	s.publishEdit() // the resync starts from the layer in force
 	if err := s.checkEpoch(ctx); err != nil {
 		return err
 	}
@@ -52,6 +53,7 @@ func (s *redisSource) resyncAttempt(ctx context.Context, reason string, attempt 
 	cur := s.snap.Load()
 	var next layer
 	var added, updated, removed, rejected int
+	var noGood []ruleRef
 	for _, k := range Kinds() {
 		next[k] = make(map[string]*slot, len(hashes[k]))
 		for id, f := range hashes[k] {
@@ -60,12 +62,15 @@ func (s *redisSource) resyncAttempt(ctx context.Context, reason string, attempt 
 			switch {
 			case old != nil && old.Fields.Equal(f):
 				next[k][id] = newSlot(old) // same rule: handlers see no change
+				s.feedback.reaccepted(k, id, f)
 			default:
 				r, ok := s.parse(k, id, f, old)
 				if !ok {
 					rejected++
 					if old != nil {
 						next[k][id] = newSlot(old)
+					} else {
+						noGood = append(noGood, ruleRef{k, id})
 					}
 					continue
 				}
@@ -96,6 +101,10 @@ func (s *redisSource) resyncAttempt(ctx context.Context, reason string, attempt 
 				s.applied(k, id, old.rule.Load(), nil)
 			}
 		}
+	}
+	// Rejected here with no version of our own: serve the fleet's.
+	for ref, r := range s.recoverLastGood(ctx, noGood) {
+		next[ref.kind][ref.id] = newSlot(r)
 	}
 	s.snap.Store(&next)
 	s.changes.Add(1)

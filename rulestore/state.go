@@ -91,7 +91,7 @@ func (a *App) State() map[string]any {
 	for _, k := range Kinds() {
 		m := map[string]RuleVersion{}
 		for id, r := range a.Rules(k) {
-			m[id] = RuleVersion{Version: Version(r.Fields), Source: r.Source}
+			m[id] = RuleVersion{Version: r.Version(), Source: r.Source}
 		}
 		st.Versions[k.String()] = m
 	}

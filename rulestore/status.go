@@ -44,18 +44,24 @@ type Verdict struct {
 	Field   string `json:"field,omitempty"`   // rejected: the field at fault
 	Error   string `json:"error,omitempty"`   // rejected: why
 	At      string `json:"at"`                // RFC 3339, UTC
+	// Heartbeat is the instance's member in gateway:instances: while its
+	// score (expiry, unix ms) is ahead, the instance is live; else the
+	// verdict is a stopped instance's, not a lagging one.
+	Heartbeat string `json:"heartbeat,omitempty"`
 }
 
 // feedback collects, on the source's goroutine, the verdicts and history
 // entries to write back to Redis, and keeps the rejected ids for the state
 // listing and the invalid-rules gauge.
 type feedback struct {
-	mu      sync.Mutex
-	pending []pendingStatus
-	changes []HistoryEntry
-	invalid map[ruleRef]InvalidRule
-	failLog time.Time
-	skipped skippedKeys
+	heartbeat string // this instance's heartbeat member, set once
+	mu        sync.Mutex
+	pending   []pendingStatus
+	changes   []HistoryEntry
+	lastGood  []lastGoodOp
+	invalid   map[ruleRef]InvalidRule
+	failLog   time.Time
+	skipped   skippedKeys
 }
 
 type pendingStatus struct {
@@ -85,8 +91,12 @@ func (fb *feedback) verdict(k Kind, id string, f Fields, err error) {
 		if prev, ok := fb.invalid[ref]; ok {
 			since = prev.Since
 		}
+		var stored Fields
+		if ruleSize(f) <= maxRuleBody {
+			stored = f
+		}
 		fb.invalid[ref] = InvalidRule{Kind: k.String(), ID: id, Problem: "rejected", Version: v.Version,
-			Field: v.Field, Reason: v.Error, Since: since, Stored: storedFields(f)}
+			Field: v.Field, Reason: v.Error, Since: since, Stored: storedFields(f), fields: stored}
 	} else {
 		delete(fb.invalid, ref)
 	}
@@ -103,8 +113,9 @@ func (fb *feedback) deleted(k Kind, id string) {
 }
 
 func (fb *feedback) add(ref ruleRef, v Verdict) {
+	v.Heartbeat = fb.heartbeat
 	b, _ := json.Marshal(v)
-	if len(fb.pending) < 10000 { // bounded if Redis stays unwritable
+	if len(fb.pending) < maxFeedback { // bounded if Redis stays unwritable
 		fb.pending = append(fb.pending, pendingStatus{ref, string(b)})
 	}
 }
@@ -126,6 +137,7 @@ func (s *redisSource) applied(k Kind, id string, old *Rule, f Fields) {
 	if f == nil {
 		op = "delete"
 		s.feedback.deleted(k, id)
+		s.feedback.queueLastGood(lastGoodOp{ref: ruleRef{k, id}, mode: "del"})
 	}
 	emitUpdated(k, id, op, "redis", f)
 	var prev Fields
@@ -133,8 +145,8 @@ func (s *redisSource) applied(k Kind, id string, old *Rule, f Fields) {
 		prev = old.Fields
 	}
 	s.feedback.mu.Lock()
-	if len(s.feedback.changes) < 10000 {
-		s.feedback.changes = append(s.feedback.changes, newHistoryEntry(k, id, prev, f, "redis"))
+	if len(s.feedback.changes) < maxFeedback {
+		s.feedback.changes = append(s.feedback.changes, newHistoryEntry(k, id, prev, f, "redis", ""))
 	}
 	s.feedback.mu.Unlock()
 }
@@ -146,10 +158,10 @@ func (s *redisSource) applied(k Kind, id string, old *Rule, f Fields) {
 func (s *redisSource) flushFeedback(ctx context.Context) {
 	fb := &s.feedback
 	fb.mu.Lock()
-	pending, changes := fb.pending, fb.changes
-	fb.pending, fb.changes = nil, nil
+	pending, changes, lastGood := fb.pending, fb.changes, fb.lastGood
+	fb.pending, fb.changes, fb.lastGood = nil, nil, nil
 	fb.mu.Unlock()
-	if len(pending) == 0 && len(changes) == 0 {
+	if len(pending) == 0 && len(changes) == 0 && len(lastGood) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*s.timeout)
@@ -162,6 +174,9 @@ func (s *redisSource) flushFeedback(ctx context.Context) {
 	}
 	for _, e := range changes {
 		s.queueObserved(ctx, pipe, e)
+	}
+	for _, op := range lastGood {
+		s.pipeLastGood(ctx, pipe, op)
 	}
 	if _, err := pipe.Exec(ctx); err != nil && ctx.Err() == nil {
 		fb.mu.Lock()
@@ -189,6 +204,8 @@ type InvalidRule struct {
 	Since   time.Time `json:"since"`
 	// Stored are the rejected raw fields as Redis holds them (clipped).
 	Stored Fields `json:"stored,omitempty"`
+
+	fields Fields // rejected: the stored fields, if within the size limit
 }
 
 // missingRef is a rule a handler asked for and did not find.
@@ -258,9 +275,26 @@ func (a *App) Invalid() []InvalidRule {
 	return out
 }
 
-// forget drops a rejected id whose hash is gone (no version was in force).
+// forget drops a rejected id whose hash is gone (no version was in force
+// here), and with it the fleet's last good version.
 func (fb *feedback) forget(k Kind, id string) {
 	fb.mu.Lock()
-	defer fb.mu.Unlock()
+	_, was := fb.invalid[ruleRef{k, id}]
 	delete(fb.invalid, ruleRef{k, id})
+	fb.mu.Unlock()
+	if was {
+		fb.queueLastGood(lastGoodOp{ref: ruleRef{k, id}, mode: "del"})
+	}
+}
+
+// reaccepted clears a rejection when the stored hash holds again the
+// version in force here (a rollback, or a fix by hand), with an accepted
+// verdict on every instance.
+func (fb *feedback) reaccepted(k Kind, id string, f Fields) {
+	fb.mu.Lock()
+	_, bad := fb.invalid[ruleRef{k, id}]
+	fb.mu.Unlock()
+	if bad {
+		fb.verdict(k, id, f, nil)
+	}
 }

@@ -1,6 +1,7 @@
 package rulestore
 
 import (
+	"context"
 	"errors"
 
 	"go.uber.org/zap"
@@ -10,41 +11,90 @@ import (
 // publish (refresh.go) or a resync (resync.go).
 
 func (s *redisSource) upsert(k Kind, id string, f Fields) {
-	cur := s.snap.Load()
-	old := cur.get(k, id)
+	old := s.current().get(k, id)
 	delete(s.retained, ruleRef{k, id})
 	if old != nil && old.Fields.Equal(f) {
+		s.feedback.reaccepted(k, id, f)
 		return
 	}
 	r, ok := s.parse(k, id, f, old)
 	if !ok {
+		if old == nil {
+			s.noGood = append(s.noGood, ruleRef{k, id})
+		}
 		return
 	}
-	if old != nil {
-		cur[k][id].rule.Store(r)
-	} else {
-		next := cur.clone(k)
-		next[k][id] = newSlot(r)
-		s.snap.Store(next)
-	}
-	s.changes.Add(1)
-	s.status.updates.Add(1)
+	s.install(k, id, r, old)
 	s.logger.Info("rule updated", zap.String("key", s.names.RuleKey(k, id)))
 	s.applied(k, id, old, f)
 }
 
+// install puts r in force in place of old (nil: a new id, in force when
+// the batch is published).
+func (s *redisSource) install(k Kind, id string, r, old *Rule) {
+	if old != nil {
+		s.current()[k][id].rule.Store(r)
+		s.changes.Add(1)
+	} else {
+		s.edit(k)[k][id] = newSlot(r)
+	}
+	s.status.updates.Add(1)
+}
+
+// A batch of re-read rules (refresh.go) edits one copy of the layer's maps
+// and publishes it once: copying a kind's map for each new or deleted id
+// would cost O(rules held) per id, so a bulk change of n rules O(n²).
+
+// current is the layer as the batch left it so far.
+func (s *redisSource) current() *layer {
+	if s.editing != nil {
+		return s.editing
+	}
+	return s.snap.Load()
+}
+
+// edit returns the batch's layer with its map of kind k copied, once per
+// batch, ready for new and deleted ids.
+func (s *redisSource) edit(k Kind) *layer {
+	if s.editing == nil {
+		next := *s.snap.Load()
+		s.editing, s.edited = &next, [numKinds]bool{}
+	}
+	if !s.edited[k] {
+		s.editing = s.editing.clone(k)
+		s.edited[k] = true
+	}
+	return s.editing
+}
+
+// publishEdit puts the batch's new and deleted ids in force.
+func (s *redisSource) publishEdit() {
+	if s.editing != nil {
+		s.snap.Store(s.editing)
+		s.editing = nil
+		s.changes.Add(1)
+	}
+}
+
+// installLastGood puts in force the fleet's last good versions read for
+// rules rejected here with no version of their own (see lastgood.go).
+func (s *redisSource) installLastGood(ctx context.Context) {
+	refs := s.noGood
+	s.noGood = nil
+	for ref, r := range s.recoverLastGood(ctx, refs) {
+		s.install(ref.kind, ref.id, r, s.current().get(ref.kind, ref.id))
+	}
+	s.publishEdit()
+}
+
 func (s *redisSource) remove(k Kind, id string) {
-	cur := s.snap.Load()
 	delete(s.retained, ruleRef{k, id})
-	old := cur.get(k, id)
+	old := s.current().get(k, id)
 	if old == nil {
 		s.feedback.forget(k, id)
 		return
 	}
-	next := cur.clone(k)
-	delete(next[k], id)
-	s.snap.Store(next)
-	s.changes.Add(1)
+	delete(s.edit(k)[k], id)
 	s.status.updates.Add(1)
 	s.logger.Info("rule deleted", zap.String("key", s.names.RuleKey(k, id)))
 	s.applied(k, id, old, nil)
@@ -54,9 +104,18 @@ func (s *redisSource) remove(k Kind, id string) {
 // field and reason, and the last good version (old) stays in force.
 func (s *redisSource) parse(k Kind, id string, f Fields, old *Rule) (*Rule, bool) {
 	st := s.staticRule(k, id)
-	v, _, err := parseOver(k, id, st, f)
+	var v any
+	err := checkSize(f)
+	if err == nil {
+		v, _, err = parseOver(k, id, st, f)
+	}
 	again := err != nil && s.feedback.rejectedBefore(k, id, f)
 	s.feedback.verdict(k, id, f, err)
+	if err == nil {
+		s.feedback.queueLastGood(lastGoodOp{ref: ruleRef{k, id}, mode: "set", fields: f})
+	} else if old != nil {
+		s.feedback.queueLastGood(lastGoodOp{ref: ruleRef{k, id}, mode: "keep", fields: old.Fields})
+	}
 	if err != nil {
 		if !again { // a resync re-reading the same bad version is no new rejection
 			s.status.rejected.Add(1)

@@ -23,8 +23,9 @@ type writeResult struct {
 	Kind string `json:"kind"`
 	ID   string `json:"id"`
 	Op   string `json:"op"` // upsert or delete
-	// Version and Fields are the effective rule after the change (the
-	// static rule overlaid by Overlay); empty if no rule remains.
+	// Version is the version of the stored state after the change (see
+	// storedVersion); Fields the effective rule (the static rule overlaid
+	// by Overlay). Both empty if no rule remains.
 	Version string `json:"version,omitempty"`
 	Fields  Fields `json:"fields,omitempty"`
 	// Overlay is the raw field set now held in Redis (or memory).
@@ -32,9 +33,9 @@ type writeResult struct {
 	PrevVersion string `json:"prev_version,omitempty"`
 	// Diff lists the effective fields that change.
 	Diff []FieldChange `json:"diff"`
-	// Value is the parsed rule (dry runs), where it can be shown as JSON.
-	Value  json.RawMessage `json:"value,omitempty"`
-	DryRun bool            `json:"dry_run,omitempty"`
+	// Value is the rule typed as in a JSON config (dry runs).
+	Value  Spec `json:"value,omitempty"`
+	DryRun bool `json:"dry_run,omitempty"`
 	// Stored is where the change went: redis, or memory without Redis.
 	Stored string `json:"stored"`
 	Note   string `json:"note,omitempty"`
@@ -78,6 +79,10 @@ type writeRequest struct {
 	dryRun       bool
 	allowMissing bool
 	via          string
+	histOp       string // "rollback" for a rollback, else ""
+	// patched names the fields a PATCH sets or unsets, to tell them from
+	// the stored ones in an error.
+	patched map[string]bool
 	// next returns the new raw fields from the current ones (nil: none);
 	// nil means delete.
 	next func(cur Fields) (Fields, error)
@@ -92,6 +97,58 @@ func apiError(status int, format string, args ...any) error {
 
 // ETag is the entity tag of a rule version.
 func ETag(version string) string { return `"` + version + `"` }
+
+// storedVersion is the one version id of a rule's state: the version of
+// the raw fields stored for it in Redis (or memory), or, with none stored,
+// of the rule as declared in the config (st); "" for no rule. ETags,
+// If-Match, history, verdicts, rollback and the change log all use it, so
+// a version read anywhere is accepted everywhere.
+func storedVersion(st *Rule, raw Fields) string {
+	switch {
+	case raw != nil:
+		return Version(raw)
+	case st != nil:
+		return Version(st.Fields)
+	}
+	return ""
+}
+
+// checkIfMatch parses an If-Match header (a list of quoted entity tags, or
+// *): a malformed one is a 400, as Caddy's /config answers.
+func checkIfMatch(header string) error {
+	for _, tag := range strings.Split(header, ",") {
+		tag = strings.TrimPrefix(strings.TrimSpace(tag), "W/")
+		if tag != "*" && (len(tag) < 2 || tag[0] != '"' || tag[len(tag)-1] != '"') {
+			return apiError(http.StatusBadRequest, "malformed If-Match %s: want a quoted entity tag, e.g. If-Match: \"%s\" (the ETag of a GET)",
+				clip(strconv.Quote(header)), "9f2c51d0e4a7")
+		}
+	}
+	return nil
+}
+
+// Version is the version of the rule's stored state (see storedVersion).
+func (r *Rule) Version() string {
+	if r.Overlay != nil {
+		return Version(r.Overlay)
+	}
+	return Version(r.Fields)
+}
+
+// storedFieldError says so when a PATCH fails on a field it does not
+// change: the value stored in Redis (or memory) is at fault, not the
+// request.
+func storedFieldError(req *writeRequest, cur Fields, err error) error {
+	var fe *FieldError
+	if req.patched == nil || !errors.As(err, &fe) || req.patched[fe.Field] {
+		return err
+	}
+	if _, stored := cur[fe.Field]; !stored {
+		return err
+	}
+	name := clip(fe.Field)
+	return fmt.Errorf("the stored value of field %s (version %s, not changed by this PATCH) is invalid: %w; "+
+		"set %s in this PATCH (or unset it with null), or replace the rule with PUT", name, Version(cur), err, name)
+}
 
 // matchETag reports whether an If-Match header accepts the current version
 // ("" when no rule exists).
@@ -120,12 +177,10 @@ func (a *App) plan(ctx context.Context, req *writeRequest, cur Fields, res *writ
 	case st != nil:
 		before = st.Fields
 	}
-	if before != nil {
-		res.PrevVersion = Version(before)
-	}
+	res.PrevVersion = storedVersion(st, cur)
 	if req.ifMatch != "" && !matchETag(req.ifMatch, res.PrevVersion) {
 		return nil, nil, apiError(http.StatusPreconditionFailed,
-			"If-Match %s does not match the current version %s of %s rule %q", req.ifMatch, ETag(res.PrevVersion), k, id)
+			"If-Match %s does not match the current version %s of %s rule %q", clip(req.ifMatch), ETag(res.PrevVersion), k, id)
 	}
 	raw, err := req.next(cur)
 	if err != nil {
@@ -135,8 +190,11 @@ func (a *App) plan(ctx context.Context, req *writeRequest, cur Fields, res *writ
 	var after Fields
 	if raw != nil {
 		var perr error
-		value, after, perr = parseOver(k, id, st, raw)
+		if perr = checkSize(raw); perr == nil {
+			value, after, perr = parseOver(k, id, st, raw)
+		}
 		if perr != nil {
+			perr = storedFieldError(req, cur, perr)
 			adminWrites.WithLabelValues(k.String(), req.op, "invalid").Inc()
 			emitRejected(k, id, "admin_api", perr)
 			if st == nil && cur == nil {
@@ -158,12 +216,10 @@ func (a *App) plan(ctx context.Context, req *writeRequest, cur Fields, res *writ
 	}
 	res.Overlay, res.Fields, res.Diff = raw, after, DiffFields(before, after)
 	if after != nil {
-		res.Version = Version(after)
+		res.Version = storedVersion(st, raw)
 	}
-	if req.dryRun && value != nil {
-		if b, err := json.Marshal(value); err == nil {
-			res.Value = b
-		}
+	if req.dryRun && after != nil {
+		res.Value, _ = SpecFromFields(k, after)
 	}
 	return raw, value, nil
 }
@@ -217,9 +273,9 @@ func (a *App) commit(ctx context.Context, req *writeRequest) (writeResult, error
 			}
 			return &Rule{Kind: req.kind, ID: req.id, Fields: raw, Value: value, Source: "memory", Overlay: raw,
 				partial: a.Static(req.kind, req.id) != nil}, nil
-		}, req.via)
+		}, req.via, req.histOp)
 	} else {
-		err = a.source.apply(ctx, req.kind, req.id, req.via, func(cur Fields) (Fields, error) {
+		err = a.source.apply(ctx, req.kind, req.id, req.via, req.histOp, func(cur Fields) (Fields, error) {
 			raw, _, err := a.plan(ctx, req, cur, &res)
 			if err == nil && req.dryRun {
 				err = errDryRun
@@ -269,7 +325,7 @@ var errWriteConflict = caddy.APIError{HTTPStatus: http.StatusConflict,
 // there the hash alone is replaced in the watched transaction, then the
 // history and change-log entries are appended and the id published: a
 // reader still never sees a publish before the data.
-func (s *redisSource) apply(ctx context.Context, k Kind, id, via string, build func(cur Fields) (Fields, error)) error {
+func (s *redisSource) apply(ctx context.Context, k Kind, id, via, op string, build func(cur Fields) (Fields, error)) error {
 	ctx, cancel := context.WithTimeout(ctx, 3*s.timeout)
 	defer cancel()
 	key := s.names.RuleKey(k, id)
@@ -287,14 +343,17 @@ func (s *redisSource) apply(ctx context.Context, k Kind, id, via string, build f
 		if err != nil {
 			return err
 		}
+		if f != nil && f.Equal(cur) {
+			return nil // nothing changes: no write, history, change-log entry or publish
+		}
 		var args []any
 		for name, v := range f {
 			args = append(args, name, v)
 		}
-		hist := newHistoryEntry(k, id, cur, f, via)
+		hist := newHistoryEntry(k, id, cur, f, via, op)
 		xadd := s.changeLogAdd(changeLogEntry(k, id, f))
 		tail := func(p redis.Pipeliner) {
-			s.queueHistory(ctx, p, hist)
+			s.queueHistory(ctx, p, hist, false)
 			p.XAdd(ctx, xadd)
 			p.Publish(ctx, s.names.Channel(k), id)
 		}
@@ -365,6 +424,9 @@ func (a *App) serveWrite(w http.ResponseWriter, r *http.Request, k Kind, id stri
 	if err := ValidID(id); err != nil {
 		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: err}
 	}
+	if err := checkIfMatch(r.Header.Get("If-Match")); r.Header.Get("If-Match") != "" && err != nil {
+		return err
+	}
 	q := r.URL.Query()
 	req := &writeRequest{kind: k, id: id, op: "upsert", ifMatch: r.Header.Get("If-Match"),
 		dryRun: boolParam(q.Get("dry_run")), allowMissing: boolParam(q.Get("allow_missing")), via: via(r)}
@@ -379,6 +441,13 @@ func (a *App) serveWrite(w http.ResponseWriter, r *http.Request, k Kind, id stri
 		f, unset, err := readBody(r, true)
 		if err != nil {
 			return err
+		}
+		req.patched = map[string]bool{}
+		for name := range f {
+			req.patched[name] = true
+		}
+		for _, name := range unset {
+			req.patched[name] = true
 		}
 		req.next = func(cur Fields) (Fields, error) {
 			if cur == nil && a.Static(k, id) == nil {

@@ -11,9 +11,11 @@
 # A rule that lives only in Redis must be complete: create it first, or set
 # TARGET. Users already on the canary stay on it as the weight rises.
 #
-# After each step the script waits for the instances' verdicts on the
-# version it wrote, prints every instance's verdict from
-# gateway:status:gray:<id> and stops if one rejected the change.
+# After each step the script waits until every live instance reported on
+# the version it wrote (an instance whose heartbeat in gateway:instances
+# expired is stopped: shown, never waited on), prints every instance's
+# verdict from gateway:status:gray:<id> and stops if a live one rejected
+# the change.
 #
 # Environment:
 #   REDIS_URL     redis://[user:pass@]host:port[/db]   (used if set)
@@ -50,35 +52,68 @@ version() {
 }
 tab=$(printf '\t')
 
-# verdicts waits (up to SETTLE seconds) until an instance reported on the
-# version just written, prints each instance's verdict, marking those still
-# on an older version, and fails if one rejected this version (the instance
-# keeps its last good rule: see docs/rulestore.md).
+# live prints the heartbeat members of the instances alive now: those whose
+# heartbeat in gateway:instances expires after now (Redis's clock).
+live() {
+	now=$(redis-cli "$@" TIME | { read -r sec; read -r usec; echo $((sec * 1000 + usec / 1000)); })
+	redis-cli "$@" ZRANGEBYSCORE gateway:instances "$now" +inf
+}
+
+# is_live tells whether a verdict ($1) is a live instance's: its heartbeat
+# is among the members in $2. A stopped instance's verdict stays in the
+# hash (for 24 h) but is never waited on.
+is_live() {
+	hb=$(printf '%s' "$1" | sed -n 's/.*"heartbeat":"\([^"]*\)".*/\1/p')
+	[ -n "$hb" ] && printf '%s\n' "$2" | grep -qx "$hb"
+}
+
+# verdicts waits (up to SETTLE seconds) until every live instance reported
+# on the version just written, prints each instance's verdict, marking
+# those still on an older version and stopped ones, and fails if a live
+# instance rejected this version (it keeps its last good rule: see
+# docs/rulestore.md).
 verdicts() {
 	want=$(version "$@")
 	tries=$((settle * 10))
 	while :; do
 		out=$(redis-cli "$@" --raw HGETALL "gateway:status:gray:$id")
-		case "$out" in *"\"version\":\"$want\""*) break ;; esac
+		members=$(live "$@")
+		waiting=$(printf '%s\n' "$out" | paste - - | while IFS="$tab" read -r who verdict; do
+			[ -n "$who" ] && is_live "$verdict" "$members" || continue
+			case "$verdict" in *"\"version\":\"$want\""*) echo "seen" ;; *) echo "waiting $who" ;; esac
+		done)
+		case "$waiting" in
+		*waiting*) ;;
+		*seen*) break ;;
+		esac
 		if [ "$tries" -le 0 ]; then
-			echo "    no instance reported on version $want within ${settle}s" >&2
+			echo "    not every live instance reported on version $want within ${settle}s" >&2
 			break
 		fi
 		tries=$((tries - 1))
 		sleep 0.1
 	done
+	rejected=0
 	printf '%s\n' "$out" | paste - - | while IFS="$tab" read -r who verdict; do
+		[ -n "$who" ] || continue
+		if ! is_live "$verdict" "$members"; then
+			echo "    $who $verdict (stopped: not waited on)"
+			continue
+		fi
 		case "$verdict" in
 		*"\"version\":\"$want\""*) echo "    $who $verdict" ;;
 		*) echo "    $who $verdict (an older version: not seen yet)" ;;
 		esac
 	done
-	case "$out" in
-	*"\"state\":\"rejected\",\"version\":\"$want\""*)
-		echo "a Caddy instance rejected the change (see above); stopping" >&2
+	for v in $(printf '%s\n' "$out" | paste - - | cut -f2 | tr -d ' '); do
+		if is_live "$v" "$members"; then
+			case "$v" in *"\"state\":\"rejected\",\"version\":\"$want\""*) rejected=1 ;; esac
+		fi
+	done
+	if [ "$rejected" = 1 ]; then
+		echo "a live Caddy instance rejected the change (see above); stopping" >&2
 		return 1
-		;;
-	esac
+	fi
 }
 
 first=1

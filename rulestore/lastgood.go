@@ -1,0 +1,149 @@
+package rulestore
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+)
+
+// The fleet's last good version: when an instance accepts a rule version,
+// it records the accepted raw fields in gateway:last_good:<kind>:<id>. An
+// instance that starts (or resyncs) while the stored hash is rejected, and
+// so holds no last good version of its own, serves that one: the rule the
+// running instances serve, never the config's value or nothing. The key
+// goes when the rule's hash is deleted.
+const lastGoodKeyPrefix = "gateway:last_good:"
+
+// LastGoodKey is the last good version of rule id of kind k.
+func (n keyNames) LastGoodKey(k Kind, id string) string {
+	return n.prefix + lastGoodKeyPrefix + k.String() + ":" + id
+}
+
+// LastGood is the value of a last-good key: the raw fields an instance
+// accepted, their version, who accepted them and when.
+type LastGood struct {
+	Version  string    `json:"version"`
+	Fields   Fields    `json:"fields"`
+	Instance string    `json:"instance"`
+	At       time.Time `json:"at"`
+}
+
+// lastGoodOp is one queued write of a last-good key.
+type lastGoodOp struct {
+	ref ruleRef
+	// mode: "set" (accepted: record it while the hash still holds these
+	// fields), "keep" (rejected: record the version still in force unless
+	// one is recorded) or "del" (deleted: drop it while the hash is absent).
+	mode   string
+	fields Fields
+}
+
+// lastGoodScript writes a last-good key. KEYS[1] the rule hash, KEYS[2]
+// the last-good key; ARGV mode, value, version, then the fields as name,
+// value pairs. "set" writes only while the hash holds exactly those fields
+// (an instance applying a change late never overwrites a newer one) and
+// the key holds another version; "keep" writes only if the key is absent;
+// "del" deletes only while the hash is absent.
+var lastGoodScript = redis.NewScript(`
+local mode = ARGV[1]
+if mode == 'del' then
+  if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('DEL', KEYS[2]) end
+  return 0
+end
+if mode == 'keep' then
+  redis.call('SET', KEYS[2], ARGV[2], 'NX')
+  return 0
+end
+local ok, cur = pcall(redis.call, 'HGETALL', KEYS[1])
+if not ok or #cur ~= #ARGV - 3 then return 0 end
+local held = {}
+for i = 1, #cur, 2 do held[cur[i]] = cur[i + 1] end
+for i = 4, #ARGV, 2 do
+  if held[ARGV[i]] ~= ARGV[i + 1] then return 0 end
+end
+local prev = redis.call('GET', KEYS[2])
+if prev then
+  local dok, p = pcall(cjson.decode, prev)
+  if dok and type(p) == 'table' and p['version'] == ARGV[3] then return 0 end
+end
+redis.call('SET', KEYS[2], ARGV[2])
+return 1`)
+
+// queueLastGood queues one last-good write for the next flush.
+func (fb *feedback) queueLastGood(op lastGoodOp) {
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	if len(fb.lastGood) < maxFeedback { // bounded if Redis stays unwritable
+		fb.lastGood = append(fb.lastGood, op)
+	}
+}
+
+// pipeLastGood adds one last-good write to a pipeline. On a Redis Cluster
+// the hash and the key are in different slots, so the writes there are
+// unconditional.
+func (s *redisSource) pipeLastGood(ctx context.Context, p redis.Pipeliner, op lastGoodOp) {
+	key := s.names.LastGoodKey(op.ref.kind, op.ref.id)
+	var value string
+	if op.fields != nil {
+		b, _ := json.Marshal(LastGood{Version: Version(op.fields), Fields: op.fields, Instance: instanceName, At: time.Now().UTC()})
+		value = string(b)
+	}
+	if _, cluster := s.client.(*redis.ClusterClient); cluster {
+		switch op.mode {
+		case "del":
+			p.Del(ctx, key)
+		case "keep":
+			p.SetNX(ctx, key, value, 0)
+		default:
+			p.Set(ctx, key, value, 0)
+		}
+		return
+	}
+	args := []any{op.mode, value, Version(op.fields)}
+	for _, name := range op.fields.Names() {
+		args = append(args, name, op.fields[name])
+	}
+	lastGoodScript.Eval(ctx, p, []string{s.names.RuleKey(op.ref.kind, op.ref.id), key}, args...)
+}
+
+// recoverLastGood reads the fleet's last good version of rules whose
+// stored hash was rejected while this instance held no version of its
+// own, in one pipelined round trip, and returns those that validate here.
+func (s *redisSource) recoverLastGood(ctx context.Context, refs []ruleRef) map[ruleRef]*Rule {
+	if len(refs) == 0 {
+		return nil
+	}
+	pipe := s.client.Pipeline()
+	cmds := make([]*redis.StringCmd, len(refs))
+	for i, ref := range refs {
+		cmds[i] = pipe.Get(ctx, s.names.LastGoodKey(ref.kind, ref.id))
+	}
+	pipe.Exec(ctx) // each command's error is read below
+	out := map[ruleRef]*Rule{}
+	for i, ref := range refs {
+		raw, err := cmds[i].Result()
+		if err != nil {
+			continue // none recorded (or unreadable): nothing to serve
+		}
+		var lg LastGood
+		if json.Unmarshal([]byte(raw), &lg) != nil || len(lg.Fields) == 0 || ruleSize(lg.Fields) > maxRuleBody {
+			continue
+		}
+		st := s.staticRule(ref.kind, ref.id)
+		v, _, err := parseOver(ref.kind, ref.id, st, lg.Fields)
+		if err != nil {
+			s.logger.Warn("the fleet's last good version does not validate here; not serving it",
+				zap.String("key", s.names.RuleKey(ref.kind, ref.id)), zap.String("version", lg.Version),
+				zap.String("error", clipN(err.Error(), 512)))
+			continue
+		}
+		s.logger.Info("stored rule rejected: serving the fleet's last good version",
+			zap.String("key", s.names.RuleKey(ref.kind, ref.id)), zap.String("version", lg.Version),
+			zap.String("accepted_by", clip(lg.Instance)), zap.Time("accepted_at", lg.At))
+		out[ref] = &Rule{Kind: ref.kind, ID: ref.id, Fields: lg.Fields, Value: v, Source: "redis", Overlay: lg.Fields, partial: st != nil}
+	}
+	return out
+}

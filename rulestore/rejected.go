@@ -1,0 +1,33 @@
+package rulestore
+
+import "time"
+
+// RejectedView is the value stored for a rule that this instance rejected
+// (the rule in force is the last good version): GET shows it beside the
+// rule, and its version is the ETag a write that replaces it must match.
+type RejectedView struct {
+	// Version of the stored fields.
+	Version string `json:"version"`
+	// Fields stored in Redis; omitted when over the size limit.
+	Fields Fields `json:"fields,omitempty"`
+	// Field at fault and Reason, as in the verdict.
+	Field  string `json:"field,omitempty"`
+	Reason string `json:"reason"`
+	// Since when the stored value is rejected.
+	Since time.Time `json:"since"`
+}
+
+// rejectedOf returns the rejected stored value of a rule, or nil.
+func (a *App) rejectedOf(k Kind, id string) *RejectedView {
+	if a.source == nil {
+		return nil
+	}
+	fb := &a.source.feedback
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	r, ok := fb.invalid[ruleRef{k, id}]
+	if !ok {
+		return nil
+	}
+	return &RejectedView{Version: r.Version, Fields: r.fields, Field: r.Field, Reason: r.Reason, Since: r.Since}
+}
