@@ -3,6 +3,7 @@ package grayroute
 import (
 	"fmt"
 	"math"
+	"time"
 )
 
 // Canary analysis: every interval, the counts of the canary (the rule's
@@ -12,47 +13,58 @@ import (
 // glue that counts requests, adds up the fleet's counts in Redis and writes
 // the verdicts is analysis_glue.go.
 //
-// The statistics, in plain words:
+// Both checks compare the two versions inside each interval, on requests
+// served side by side, so what the whole machine does (a busy period, a
+// slow minute of a shared database) falls on both alike and cancels out.
 //
-// Errors. Within one interval, take all the errors that happened in either
-// cohort. If the canary is no worse than the baseline, each error lands in
-// the canary with a probability equal to the canary's share of the
-// interval's requests (π0). If the canary's error rate is ErrorRatio times
-// the baseline's, that probability is higher (π1). Each interval multiplies
-// a running likelihood ratio by how much better "twice as bad" explains the
-// errors than "as good". Comparing within an interval makes the test
-// indifferent to the baseline's own error rate and to weight changes.
+// Errors: the binomial test of two Poisson rates. Take all the errors of
+// the interval. If the canary is no worse than the baseline, each lands in
+// the canary with a probability of at most its share of the interval's
+// requests (π0); if its error rate is ErrorRatio times the baseline's,
+// with a higher one (π1).
 //
-// Latency. The baseline's latency_percentile (from everything counted
-// before this interval) times max_latency_ratio is a limit. A canary as
-// fast as the baseline exceeds the limit with probability at most
-// 1-percentile (1 % for p99); one that is slower exceeds it more often
-// (LatencyHitRatio times as often is the alternative tested). Each canary
-// request multiplies a second likelihood ratio.
+// Latency: the same test on slow requests, a two-sample quantile test. A
+// baseline request is slow above T, the baseline's latency_percentile
+// measured over the intervals before this one; a canary request is slow
+// above the tolerance g(T) = max(T·max_latency_ratio, T+min_latency_delta).
+// A canary within the tolerance (its latencies no worse than g of the
+// baseline's) is slow at most as often as the baseline, so it holds at
+// most its share π0 of the interval's slow requests; one slow
+// LatencyHitRatio times as often holds more (π1).
 //
-// Both ratios run over the whole canary, never reset. A likelihood ratio of
-// a true "no harm" hypothesis is a fair game that cannot be expected to
-// grow, so the chance that it ever reaches 1/α — in the first interval or
-// the thousandth — is at most α (Ville's inequality). Each test gets half
-// of FalseRollbackRate: a healthy canary is wrongly rolled back, at any
-// point of its life, at most FalseRollbackRate of the time. There is no
-// multiple-testing penalty to pay per interval, and no sample-size
-// guessing: a clearly bad canary crosses the line after a few errors.
+// Each test multiplies a running likelihood ratio by how much better
+// "harm" explains the interval than "no harm". The ratios run over the
+// whole canary, never reset. Under "no harm" a likelihood ratio is a fair
+// game that cannot be expected to grow, so the chance it ever reaches 1/α —
+// in the first interval or the thousandth — is at most α (Ville's
+// inequality). Each test gets half of FalseRollbackRate.
+//
+// Advancing needs evidence, not its absence. A second copy of each ratio
+// starts afresh at every weight; the latency check clears a weight when
+// that ratio has fallen to PassRisk (the same inequality the other way: a
+// canary as slow as the alternative clears a weight with probability at
+// most PassRisk). Until then the weight is held. The error check clears a
+// weight with min_samples canary requests and no sign of harm (errors are
+// often too rare to prove anything faster).
 
 // Defaults for the analysis fields.
 const (
 	DefaultMinSamples        = 100
 	DefaultMaxLatencyRatio   = 1.2
+	DefaultMinLatencyDelta   = 5 * time.Millisecond
 	DefaultLatencyPercentile = 99.0
 	DefaultFailureThreshold  = 2
 	// FalseRollbackRate bounds the chance that a canary as good as its
 	// baseline is ever rolled back, over its whole life.
 	FalseRollbackRate = 0.01
+	// PassRisk bounds the chance that a canary as slow as the latency
+	// test's alternative clears one weight.
+	PassRisk = 0.05
 	// ErrorRatio is the error-rate ratio the error test is tuned to detect.
 	ErrorRatio = 2.0
-	// LatencyHitRatio is how much more often than 1-percentile a slow
-	// canary is assumed to exceed the latency limit.
-	LatencyHitRatio = 3.0
+	// LatencyHitRatio is how much more often than the baseline a slow
+	// canary is assumed to exceed the latency tolerance.
+	LatencyHitRatio = 2.0
 	// latencyMinTail: the baseline's percentile is trusted once about this
 	// many baseline requests lie beyond it.
 	latencyMinTail = 10
@@ -63,9 +75,12 @@ type AnalysisConfig struct {
 	// MinSamples is the number of canary requests needed, in total and at
 	// each weight, before any verdict other than inconclusive.
 	MinSamples uint64
-	// MaxLatencyRatio is how much slower than the baseline's percentile
-	// the canary's may be.
+	// MaxLatencyRatio and MinLatencyDelta are the latency tolerance: the
+	// canary may be MaxLatencyRatio times slower than the baseline or
+	// MinLatencyDelta slower, whichever is more. A MinLatencyDelta of 0
+	// is no floor (the rule's parser fills in the default).
 	MaxLatencyRatio float64
+	MinLatencyDelta time.Duration
 	// LatencyPercentile (e.g. 99) is the percentile compared.
 	LatencyPercentile float64
 	// StepWeight and MaxWeight in basis points: each healthy interval adds
@@ -93,6 +108,19 @@ func (c AnalysisConfig) withDefaults() AnalysisConfig {
 		c.MaxWeight = Buckets
 	}
 	return c
+}
+
+// tolerance is g(t): the latency a canary may reach where the baseline
+// reaches t (seconds).
+func (c *AnalysisConfig) tolerance(t float64) float64 {
+	return math.Max(t*c.MaxLatencyRatio, t+c.MinLatencyDelta.Seconds())
+}
+
+// BaselineRequestsNeeded is how many baseline requests the latency test
+// needs before it starts: about latencyMinTail of them beyond the
+// percentile, so its estimate is trusted.
+func BaselineRequestsNeeded(percentile float64) uint64 {
+	return uint64(math.Ceil(latencyMinTail/(1-percentile/100) - 1e-9))
 }
 
 // VersionCounts are one version's outcomes.
@@ -153,20 +181,36 @@ type Verdict struct {
 	BaseErrorRate    float64 `json:"baseline_error_rate"`
 	// StepRequests are the canary's requests at the current weight.
 	StepRequests uint64 `json:"step_requests"`
-	// Latency percentiles (seconds, bucket upper bounds) and the limit.
+	// Latency percentiles over the whole canary (seconds, bucket upper
+	// bounds), for the record; the test compares slow requests.
 	CanaryLatency   float64 `json:"canary_latency_seconds"`
 	BaselineLatency float64 `json:"baseline_latency_seconds"`
-	LatencyLimit    float64 `json:"latency_limit_seconds"`
-	// Log likelihood ratios and the bound that fails each.
+	// LatencyThreshold is T, the lower bound of the bucket holding the
+	// baseline's percentile before this interval, and LatencyLimit the
+	// canary's tolerance g(T); 0 while the baseline has too few requests
+	// to tell.
+	LatencyThreshold float64 `json:"latency_threshold_seconds"`
+	LatencyLimit     float64 `json:"latency_limit_seconds"`
+	// CanarySlow and BaselineSlow are the slow requests (above the limit
+	// and the threshold) over the intervals tested.
+	CanarySlow   uint64 `json:"canary_slow"`
+	BaselineSlow uint64 `json:"baseline_slow"`
+	// Log likelihood ratios over the whole canary and the bound that
+	// fails each.
 	ErrorEvidence   float64 `json:"error_evidence"`
 	LatencyEvidence float64 `json:"latency_evidence"`
 	FailBound       float64 `json:"fail_bound"`
+	// StepLatencyEvidence is the latency ratio at this weight; it clears
+	// the weight at PassBound or below.
+	StepLatencyEvidence float64 `json:"step_latency_evidence"`
+	PassBound           float64 `json:"pass_bound"`
 	// FailingIntervals in a row, including this one.
 	FailingIntervals int `json:"failing_intervals"`
 
-	why        reason
-	minSamples uint64
-	percentile float64
+	why          reason
+	minSamples   uint64
+	percentile   float64
+	baselineNeed uint64
 }
 
 type reason uint8
@@ -176,6 +220,8 @@ const (
 	whyErrors
 	whyLatency
 	whySuspect
+	whyNoBaseline
+	whyLatencyEvidence
 	whyHealthy
 )
 
@@ -187,14 +233,20 @@ func (v *Verdict) Reason() string {
 		return fmt.Sprintf("canary error rate %.3g%% vs baseline %.3g%%: evidence %.2f >= %.2f",
 			100*v.CanaryErrorRate, 100*v.BaseErrorRate, v.ErrorEvidence, v.FailBound)
 	case whyLatency:
-		return fmt.Sprintf("canary p%g %.4gs vs baseline %.4gs (limit %.4gs): evidence %.2f >= %.2f",
-			v.percentile, v.CanaryLatency, v.BaselineLatency, v.LatencyLimit, v.LatencyEvidence, v.FailBound)
+		return fmt.Sprintf("canary slower: %d canary requests over %.4gs vs %d baseline requests over %.4gs (its p%g): evidence %.2f >= %.2f",
+			v.CanarySlow, v.LatencyLimit, v.BaselineSlow, v.LatencyThreshold, v.percentile, v.LatencyEvidence, v.FailBound)
 	case whySuspect:
 		return fmt.Sprintf("suspicious, holding: error evidence %.2f, latency evidence %.2f (fail at %.2f)",
 			v.ErrorEvidence, v.LatencyEvidence, v.FailBound)
+	case whyNoBaseline:
+		return fmt.Sprintf("holding: the latency test needs %d baseline requests for its p%g, has %d",
+			v.baselineNeed, v.percentile, v.BaselineRequests)
+	case whyLatencyEvidence:
+		return fmt.Sprintf("holding: latency evidence at this weight %.2f, clears at %.2f (%d canary requests here)",
+			v.StepLatencyEvidence, v.PassBound, v.StepRequests)
 	case whyHealthy:
-		return fmt.Sprintf("no evidence of harm: error evidence %.2f, latency evidence %.2f (fail at %.2f)",
-			v.ErrorEvidence, v.LatencyEvidence, v.FailBound)
+		return fmt.Sprintf("healthy: error evidence %.2f, latency evidence %.2f (fail at %.2f), at this weight %.2f <= %.2f",
+			v.ErrorEvidence, v.LatencyEvidence, v.FailBound, v.StepLatencyEvidence, v.PassBound)
 	}
 	return fmt.Sprintf("waiting for %d canary requests (%d in total, %d at this weight)",
 		v.minSamples, v.CanaryRequests, v.StepRequests)
@@ -203,20 +255,31 @@ func (v *Verdict) Reason() string {
 // Analysis is the running analysis of one canary. Not safe for concurrent
 // use: one goroutine feeds it an interval at a time.
 type Analysis struct {
-	cfg                AnalysisConfig
-	canary, baseline   VersionCounts
-	errTest, latTest   sprt
-	stepWeight         uint32
-	stepRequests       uint64
-	failing            int
-	weightSeen         bool
-	failBound, suspect float64
+	cfg                  AnalysisConfig
+	canary, baseline     VersionCounts
+	errTest, latTest     sprt
+	stepLat              sprt
+	canarySlow, baseSlow uint64
+	stepWeight           uint32
+	stepRequests         uint64
+	failing              int
+	weightSeen           bool
+	failBound, suspect   float64
+	passBound            float64
 }
 
 // NewAnalysis starts the analysis of a canary.
 func NewAnalysis(cfg AnalysisConfig) *Analysis {
 	bound := math.Log(2 / FalseRollbackRate) // each test gets half the rate
-	return &Analysis{cfg: cfg.withDefaults(), failBound: bound, suspect: bound / 2}
+	return &Analysis{cfg: cfg.withDefaults(), failBound: bound, suspect: bound / 2, passBound: math.Log(PassRisk)}
+}
+
+// shares are the no-harm share π0 of an interval's events the canary
+// holds, given its share of the requests, and the alternative π1 for a
+// canary ratio times as likely to have one.
+func shares(nc, nb uint64, ratio float64) (pi0, pi1 float64) {
+	pi0 = float64(nc) / float64(nc+nb)
+	return pi0, ratio * pi0 / (ratio*pi0 + (1 - pi0))
 }
 
 // Observe adds one interval's counts, taken at weight (basis points), and
@@ -225,47 +288,61 @@ func (a *Analysis) Observe(c *IntervalCounts, weight uint32) Verdict {
 	cfg := &a.cfg
 	if !a.weightSeen || weight != a.stepWeight {
 		a.stepWeight, a.stepRequests, a.weightSeen = weight, 0, true
+		a.stepLat = sprt{}
 	}
 
-	// Errors: the canary's share of this interval's errors.
 	nc, nb := c.Canary.Requests, c.Baseline.Requests
-	if nc > 0 && nb > 0 {
-		pi0 := float64(nc) / float64(nc+nb)
-		pi1 := ErrorRatio * pi0 / (ErrorRatio*pi0 + (1 - pi0))
-		a.errTest.observe(min(c.Canary.Errors, nc), min(c.Canary.Errors, nc)+min(c.Baseline.Errors, nb), pi0, pi1)
+	q := cfg.LatencyPercentile / 100
+	baselineNeed := BaselineRequestsNeeded(cfg.LatencyPercentile)
+	// The latency threshold comes from the intervals before this one, so
+	// it cannot lean on what it tests.
+	var threshold, limit float64
+	ready := a.baseline.Requests >= baselineNeed
+	if ready {
+		threshold = a.baseline.Latency.quantileFloor(q, a.baseline.Requests)
+		limit = cfg.tolerance(threshold)
 	}
+	if nc > 0 && nb > 0 {
+		// Errors: the canary's share of this interval's errors.
+		pi0, pi1 := shares(nc, nb, ErrorRatio)
+		ec, eb := min(c.Canary.Errors, nc), min(c.Baseline.Errors, nb)
+		a.errTest.observe(ec, ec+eb, pi0, pi1)
 
-	// Latency: canary requests beyond the limit set by the baseline so far
-	// (this interval included: the two cohorts' draws are independent, so
-	// the canary's hits stay fair to test against it).
+		// Latency: the canary's share of this interval's slow requests.
+		if ready {
+			sc := min(c.Canary.Latency.countAtLeast(limit), nc)
+			sb := min(c.Baseline.Latency.countAtLeast(threshold), nb)
+			pi0, pi1 := shares(nc, nb, LatencyHitRatio)
+			a.latTest.observe(sc, sc+sb, pi0, pi1)
+			a.stepLat.observe(sc, sc+sb, pi0, pi1)
+			a.canarySlow += sc
+			a.baseSlow += sb
+		}
+	}
 	a.canary.add(&c.Canary)
 	a.baseline.add(&c.Baseline)
-	q := cfg.LatencyPercentile / 100
-	var limit float64
-	baseQ := a.baseline.Latency.quantileOf(q, a.baseline.Requests)
-	if nb := float64(a.baseline.Requests); nb*(1-q) >= latencyMinTail && nb >= float64(cfg.MinSamples) {
-		limit = cfg.MaxLatencyRatio * baseQ
-		p0 := 1 - q
-		p1 := math.Min(LatencyHitRatio*p0, (1+p0)/2)
-		a.latTest.observe(min(c.Canary.Latency.countAtLeast(limit), nc), nc, p0, p1)
-	}
 	a.stepRequests += nc
 
 	v := Verdict{
-		Weight:           weight,
-		CanaryRequests:   a.canary.Requests,
-		CanaryErrors:     a.canary.Errors,
-		BaselineRequests: a.baseline.Requests,
-		BaselineErrors:   a.baseline.Errors,
-		CanaryErrorRate:  rate(a.canary.Errors, a.canary.Requests),
-		BaseErrorRate:    rate(a.baseline.Errors, a.baseline.Requests),
-		StepRequests:     a.stepRequests,
-		CanaryLatency:    a.canary.Latency.quantileOf(q, a.canary.Requests),
-		BaselineLatency:  baseQ,
-		LatencyLimit:     limit,
-		ErrorEvidence:    a.errTest.llr,
-		LatencyEvidence:  a.latTest.llr,
-		FailBound:        a.failBound,
+		Weight:              weight,
+		CanaryRequests:      a.canary.Requests,
+		CanaryErrors:        a.canary.Errors,
+		BaselineRequests:    a.baseline.Requests,
+		BaselineErrors:      a.baseline.Errors,
+		CanaryErrorRate:     rate(a.canary.Errors, a.canary.Requests),
+		BaseErrorRate:       rate(a.baseline.Errors, a.baseline.Requests),
+		StepRequests:        a.stepRequests,
+		CanaryLatency:       a.canary.Latency.quantileOf(q, a.canary.Requests),
+		BaselineLatency:     a.baseline.Latency.quantileOf(q, a.baseline.Requests),
+		LatencyThreshold:    threshold,
+		LatencyLimit:        limit,
+		CanarySlow:          a.canarySlow,
+		BaselineSlow:        a.baseSlow,
+		ErrorEvidence:       a.errTest.llr,
+		LatencyEvidence:     a.latTest.llr,
+		FailBound:           a.failBound,
+		StepLatencyEvidence: a.stepLat.llr,
+		PassBound:           a.passBound,
 	}
 	enough := a.canary.Requests >= cfg.MinSamples
 	switch {
@@ -277,10 +354,14 @@ func (a *Analysis) Observe(c *IntervalCounts, weight uint32) Verdict {
 		v.why = whyWaiting
 	case a.errTest.llr >= a.suspect || a.latTest.llr >= a.suspect:
 		v.why = whySuspect
+	case !ready:
+		v.why = whyNoBaseline
+	case a.stepLat.llr > a.passBound:
+		v.why = whyLatencyEvidence
 	default:
 		v.Outcome, v.why = Healthy, whyHealthy
 	}
-	v.minSamples, v.percentile = cfg.MinSamples, cfg.LatencyPercentile
+	v.minSamples, v.percentile, v.baselineNeed = cfg.MinSamples, cfg.LatencyPercentile, baselineNeed
 
 	if v.Outcome == Failing {
 		a.failing++

@@ -26,12 +26,15 @@ import (
 //     or the baseline of a rule with analysis on is timed and its outcome
 //     counted in plain atomic counters (no lock, no allocation: the status
 //     recorder is pooled).
-//   - One goroutine per process (the hub, kept across reloads in a usage
-//     pool) closes each analysis interval on the wall clock: with Redis, it
+//   - The hub (one per process, kept across reloads in a usage pool) runs
+//     one goroutine per canary that has counted a request, none otherwise.
+//     It closes each analysis interval on the wall clock: with Redis, it
 //     adds the interval's counts to a hash shared by the fleet (HINCRBY, one
 //     pipeline per rule and interval) and, a quarter interval later when
 //     every instance has added its own, reads the fleet's totals; without
-//     Redis it uses this instance's counts.
+//     Redis it uses this instance's counts. A slow Redis delays only the
+//     canary whose call it is, and every call has its own deadline, under
+//     a context the hub cancels when it stops.
 //   - Every instance feeds the same totals to its analysis and writes the
 //     verdict into the rule through rulestore.Patch, a compare-and-set on
 //     the rule's weight and state: one instance's write wins, the store
@@ -49,7 +52,7 @@ var analysisPool = caddy.NewUsagePool()
 
 const hubKey = "grayroute.analysis"
 
-// hubTick is how often the hub looks for finished intervals.
+// hubTick is how often a canary's goroutine looks for finished intervals.
 const hubTick = 20 * time.Millisecond
 
 // historyLength is how many interval reports /sluice/state shows per canary.
@@ -64,21 +67,29 @@ type analysisHub struct {
 	logger   atomic.Pointer[zap.Logger]
 	canaries sync.Map // canaryKey -> *canary
 	writers  sync.Pool
-	stop     chan struct{}
-	done     chan struct{}
+
+	// ctx ends every canary's goroutine and Redis call; mu orders starting
+	// a goroutine (wg.Add) before Destruct's cancel and wait.
+	ctx     context.Context
+	cancel  context.CancelFunc
+	mu      sync.Mutex
+	running sync.WaitGroup
 }
 
 func newHub() (caddy.Destructor, error) {
-	h := &analysisHub{stop: make(chan struct{}), done: make(chan struct{})}
+	h := &analysisHub{}
+	h.ctx, h.cancel = context.WithCancel(context.Background())
 	h.writers.New = func() any { return new(handlerkit.StatusWriter) }
-	go h.run()
 	return h, nil
 }
 
-// Destruct stops the hub when the last handler using it is cleaned up.
+// Destruct stops the hub when the last handler using it is cleaned up:
+// every canary's goroutine ends, and a Redis call in flight is abandoned.
 func (h *analysisHub) Destruct() error {
-	close(h.stop)
-	<-h.done
+	h.mu.Lock()
+	h.cancel()
+	h.mu.Unlock()
+	h.running.Wait()
 	return nil
 }
 
@@ -185,7 +196,11 @@ func (h *analysisHub) canaryFor(g *Rule) *canary {
 	key := g.ID + "\x00" + g.Target + "\x00" + g.Fallback
 	v, ok := h.canaries.Load(key)
 	if !ok {
-		v, _ = h.canaries.LoadOrStore(key, &canary{rule: g.ID, target: g.Target, fallback: g.Fallback})
+		var loaded bool
+		v, loaded = h.canaries.LoadOrStore(key, &canary{rule: g.ID, target: g.Target, fallback: g.Fallback})
+		if !loaded {
+			h.watch(key, v.(*canary))
+		}
 	}
 	c := v.(*canary)
 	c.lastSeen.Store(time.Now().UnixNano())
@@ -244,23 +259,40 @@ func (h *Handler) serveCounted(w http.ResponseWriter, r *http.Request, next cadd
 	return err
 }
 
-func (h *analysisHub) run() {
-	defer close(h.done)
+// watch starts c's goroutine, unless the hub has stopped.
+func (h *analysisHub) watch(key string, c *canary) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ctx.Err() != nil {
+		return
+	}
+	h.running.Add(1)
+	go h.follow(key, c)
+}
+
+// follow closes and judges c's intervals until c is forgotten or the hub
+// stops.
+func (h *analysisHub) follow(key string, c *canary) {
+	defer h.running.Done()
 	t := time.NewTicker(hubTick)
 	defer t.Stop()
 	for {
 		select {
-		case <-h.stop:
+		case <-h.ctx.Done():
 			return
 		case now := <-t.C:
-			h.canaries.Range(func(k, v any) bool {
-				if c := v.(*canary); !h.step(c, now) {
-					h.canaries.Delete(k)
-				}
-				return true
-			})
+			if !h.step(c, now) {
+				h.canaries.CompareAndDelete(key, c)
+				return
+			}
 		}
 	}
+}
+
+// callContext is the context of one Redis call: its own deadline, and
+// cancelled when the hub stops.
+func (h *analysisHub) callContext(d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(h.ctx, d)
 }
 
 // step closes and judges c's finished intervals; false forgets c.
@@ -321,7 +353,7 @@ func (h *analysisHub) step(c *canary, now time.Time) bool {
 			c.pending = append(c.pending, p)
 		}
 	}
-	for len(c.pending) > 0 && !now.Before(c.pending[0].due) {
+	for len(c.pending) > 0 && !now.Before(c.pending[0].due) && h.ctx.Err() == nil {
 		p := c.pending[0]
 		c.pending = c.pending[1:]
 		if g.State != StateRunning {
@@ -354,7 +386,7 @@ func (h *analysisHub) flush(store *rulestore.App, client redis.UniversalClient, 
 	if p.local.Canary.Requests == 0 && p.local.Baseline.Requests == 0 {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), max(c.interval/4, 100*time.Millisecond))
+	ctx, cancel := h.callContext(max(c.interval/4, 100*time.Millisecond))
 	defer cancel()
 	key := fleetKey(store, c, p.idx)
 	_, err := client.Pipelined(ctx, func(pl redis.Pipeliner) error {
@@ -412,7 +444,7 @@ func (h *analysisHub) judge(store *rulestore.App, c *canary, p *pendingInterval,
 	logger := h.logger.Load()
 	counts, scope := p.local, "local"
 	if client := store.Client(); client != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), max(c.interval/4, 100*time.Millisecond))
+		ctx, cancel := h.callContext(max(c.interval/4, 100*time.Millisecond))
 		fleet, err := fleetCounts(ctx, client, fleetKey(store, c, p.idx))
 		cancel()
 		if err != nil {
@@ -435,7 +467,7 @@ func (h *analysisHub) judge(store *rulestore.App, c *canary, p *pendingInterval,
 		case Promote:
 			patch["state"] = StatePromoted.String()
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), max(c.interval, time.Second))
+		ctx, cancel := h.callContext(max(c.interval, time.Second))
 		ok, err := store.Patch(ctx, rulestore.Gray, c.rule, p.expect, patch)
 		cancel()
 		rep.Written = ok
@@ -479,6 +511,7 @@ func verdictEvent(c *canary, rep *IntervalReport, source string) map[string]any 
 		"baseline_requests": rep.BaselineRequests, "baseline_errors": rep.BaselineErrors,
 		"canary_latency_seconds": rep.CanaryLatency, "baseline_latency_seconds": rep.BaselineLatency,
 		"error_evidence": rep.ErrorEvidence, "latency_evidence": rep.LatencyEvidence, "fail_bound": rep.FailBound,
+		"latency_limit_seconds": rep.LatencyLimit, "step_latency_evidence": rep.StepLatencyEvidence, "pass_bound": rep.PassBound,
 	}
 }
 

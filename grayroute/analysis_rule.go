@@ -62,10 +62,14 @@ type RuleAnalysis struct {
 // canary requests than this per weight step is a typo, not a plan.
 const MaxMinSamples = 1_000_000_000
 
+// MaxMinLatencyDelta bounds min_latency_delta: a floor above a minute
+// would switch the latency check off, which is not what a floor is for.
+const MaxMinLatencyDelta = time.Minute
+
 // analysisFields are the fields parseAnalysisField handles.
 var analysisFields = map[string]bool{
 	"analysis": true, "analysis_interval": true, "min_samples": true, "max_latency_ratio": true,
-	"latency_percentile": true, "step_weight": true, "max_weight": true, "failure_threshold": true, "state": true,
+	"min_latency_delta": true, "latency_percentile": true, "step_weight": true, "max_weight": true, "failure_threshold": true, "state": true,
 }
 
 // parseAnalysisField parses one analysis field into g; ok is false for a
@@ -98,6 +102,12 @@ func (g *Rule) parseAnalysisField(f rulestore.Fields, name, v string) (ok bool, 
 			return true, f.Errorf(name, "want a ratio from 1 to 100, such as 1.2")
 		}
 		a.MaxLatencyRatio = x
+	case "min_latency_delta":
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 || d > MaxMinLatencyDelta {
+			return true, f.Errorf(name, "want a duration from 0 to %v, such as 5ms", MaxMinLatencyDelta)
+		}
+		a.MinLatencyDelta = d
 	case "latency_percentile":
 		x, err := strconv.ParseFloat(v, 64)
 		if err != nil || math.IsNaN(x) || x < 50 || x > 99.9 {
@@ -170,6 +180,9 @@ func (g *Rule) finishAnalysis(f rulestore.Fields) error {
 	}
 	if a.Interval == 0 {
 		a.Interval = DefaultAnalysisInterval
+	}
+	if _, set := f["min_latency_delta"]; !set {
+		a.MinLatencyDelta = DefaultMinLatencyDelta
 	}
 	a.AnalysisConfig = a.AnalysisConfig.withDefaults()
 	if _, set := f["weight"]; !set {

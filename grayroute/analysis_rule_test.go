@@ -32,6 +32,9 @@ var analysisBad = []struct {
 	{"interval too short", rulestore.Fields{"target_version": "v2", "fallback_version": "v1", "analysis": "on", "step_weight": "10", "analysis_interval": "1ms"}, "analysis_interval"},
 	{"percentile", rulestore.Fields{"target_version": "v2", "fallback_version": "v1", "analysis": "on", "step_weight": "10", "latency_percentile": "100"}, "latency_percentile"},
 	{"latency ratio", rulestore.Fields{"target_version": "v2", "fallback_version": "v1", "analysis": "on", "step_weight": "10", "max_latency_ratio": "0.5"}, "max_latency_ratio"},
+	{"min_latency_delta negative", rulestore.Fields{"target_version": "v2", "fallback_version": "v1", "analysis": "on", "step_weight": "10", "min_latency_delta": "-1ms"}, "min_latency_delta"},
+	{"min_latency_delta over a minute", rulestore.Fields{"target_version": "v2", "fallback_version": "v1", "analysis": "on", "step_weight": "10", "min_latency_delta": "61s"}, "min_latency_delta"},
+	{"min_latency_delta without analysis", rulestore.Fields{"target_version": "v2", "fallback_version": "v1", "min_latency_delta": "5ms"}, "min_latency_delta"},
 	{"failure_threshold", rulestore.Fields{"target_version": "v2", "fallback_version": "v1", "analysis": "on", "step_weight": "10", "failure_threshold": "0"}, "failure_threshold"},
 }
 
@@ -45,18 +48,31 @@ func TestAnalysisFieldsRefusedNamingTheField(t *testing.T) {
 	}
 	v, err := rulestore.Parse(rulestore.Gray, "r", rulestore.Fields{"target_version": "v2", "fallback_version": "v1",
 		"analysis": "on", "step_weight": "5", "max_weight": "40", "min_samples": "50", "analysis_interval": "2s",
-		"max_latency_ratio": "1.5", "latency_percentile": "95", "failure_threshold": "3", "state": "paused"})
+		"max_latency_ratio": "1.5", "min_latency_delta": "3ms", "latency_percentile": "95", "failure_threshold": "3", "state": "paused"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	g := v.(*grayroute.Rule)
 	a := g.Analysis
 	if a == nil || a.StepWeight != 500 || a.MaxWeight != 4000 || a.MinSamples != 50 || a.Interval.Seconds() != 2 ||
-		a.MaxLatencyRatio != 1.5 || a.LatencyPercentile != 95 || a.FailureThreshold != 3 || g.State != grayroute.StatePaused {
+		a.MaxLatencyRatio != 1.5 || a.MinLatencyDelta != 3*time.Millisecond || a.LatencyPercentile != 95 || a.FailureThreshold != 3 || g.State != grayroute.StatePaused {
 		t.Fatalf("parsed %+v state %v", a, g.State)
 	}
 	if g.Weight != 500 {
 		t.Errorf("weight %d without a weight field, want step_weight (500)", g.Weight)
+	}
+	v, err = rulestore.Parse(rulestore.Gray, "r", rulestore.Fields{"target_version": "v2", "fallback_version": "v1",
+		"analysis": "on", "step_weight": "5"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := v.(*grayroute.Rule).Analysis.MinLatencyDelta; d != grayroute.DefaultMinLatencyDelta {
+		t.Errorf("min_latency_delta %v when unset, want the default %v", d, grayroute.DefaultMinLatencyDelta)
+	}
+	v, err = rulestore.Parse(rulestore.Gray, "r", rulestore.Fields{"target_version": "v2", "fallback_version": "v1",
+		"analysis": "on", "step_weight": "5", "min_latency_delta": "0"})
+	if err != nil || v.(*grayroute.Rule).Analysis.MinLatencyDelta != 0 {
+		t.Errorf("min_latency_delta 0: %v, %v; want no floor", err, v)
 	}
 }
 

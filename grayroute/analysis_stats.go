@@ -82,6 +82,24 @@ func (h *Histogram) quantileOf(q float64, n uint64) float64 {
 	return bucketUpper(NumLatencyBuckets - 1)
 }
 
+// quantileFloor is the lower bound (seconds) of the bucket holding the
+// q-quantile of the n requests in h: at least 1-q of them lie at or above
+// it. 0 when n is 0.
+func (h *Histogram) quantileFloor(q float64, n uint64) float64 {
+	if n == 0 {
+		return 0
+	}
+	need := uint64(math.Ceil(q * float64(n)))
+	var cum uint64
+	for j, c := range h {
+		cum += c
+		if cum >= need && cum > 0 {
+			return bucketLower(j)
+		}
+	}
+	return bucketLower(NumLatencyBuckets - 1)
+}
+
 // Quantile is quantileOf over all the requests in h.
 func (h *Histogram) Quantile(q float64) float64 { return h.quantileOf(q, h.total()) }
 

@@ -161,6 +161,9 @@ type GraySpec struct {
 	MinSamples *int64 `json:"min_samples,omitempty"`
 	// MaxLatencyRatio is the canary's allowed latency over the baseline's.
 	MaxLatencyRatio *float64 `json:"max_latency_ratio,omitempty"`
+	// MinLatencyDelta is the latency difference below which no canary
+	// counts as slower (default 5ms).
+	MinLatencyDelta *Duration `json:"min_latency_delta,omitempty"`
 	// LatencyPercentile is the percentile compared.
 	LatencyPercentile *float64 `json:"latency_percentile,omitempty"`
 	// StepWeight is the weight added per healthy interval.

@@ -1,0 +1,184 @@
+package grayroute_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicegw/sluice/internal/redistest"
+	"github.com/sluicegw/sluice/internal/testcaddy"
+)
+
+// hubGoroutines counts the goroutines running the analysis hub's code.
+func hubGoroutines() int {
+	buf := make([]byte, 1<<22)
+	buf = buf[:runtime.Stack(buf, true)]
+	n := 0
+	for _, g := range bytes.Split(buf, []byte("\n\n")) {
+		if bytes.Contains(g, []byte("grayroute.(*analysisHub)")) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestAnalysisHubIdleWithoutAnalysis: grayroute handlers whose rules have
+// no analysis run no hub goroutine and no ticker; the first request of a
+// rule with analysis on starts one, for that canary.
+func TestAnalysisHubIdleWithoutAnalysis(t *testing.T) {
+	addr, url := site(t)
+	testcaddy.Run(t, fmt.Sprintf(`{
+	persist_config off
+	rulestore {
+		gray plain {
+			target_version v2
+			weight         50
+		}
+		gray judged {
+			target_version    v2
+			fallback_version  v1
+			weight            50
+			analysis          on
+			step_weight       10
+			min_samples       1000000
+		}
+	}
+}
+%s {
+	route /plain {
+		grayroute plain
+		respond "{http.grayroute.version}"
+	}
+	route /judged {
+		grayroute judged
+		respond "{http.grayroute.version}"
+	}
+}
+`, addr))
+	for i := 0; i < 20; i++ {
+		get(t, url+"plain", fmt.Sprintf("X-User-Id: u%d", i))
+	}
+	if n := hubGoroutines(); n != 0 {
+		t.Fatalf("%d analysis goroutines with no analysed traffic, want none", n)
+	}
+	get(t, url+"judged", "X-User-Id: u1")
+	testcaddy.Eventually(t, 10*time.Second, "one goroutine for the analysed canary", func() bool { return hubGoroutines() == 1 })
+}
+
+// TestAnalysisSlowRedisHoldsOnlyItsOwnCanary: with Redis paused, every
+// Redis call of the analysis waits for its deadline (a quarter interval).
+// Six canaries judged every second, each spending half of each interval
+// waiting, still judge every interval on time, on their own counts: one
+// canary's waiting does not hold the others' (in one goroutine, six
+// canaries waiting half a second each would judge one interval in three).
+func TestAnalysisSlowRedisHoldsOnlyItsOwnCanary(t *testing.T) {
+	rds := redistest.Start(t)
+	addr, url := site(t)
+	admin := testcaddy.FreePort(t)
+	const canaries = 6
+	var rules, routes strings.Builder
+	for i := 0; i < canaries; i++ {
+		fmt.Fprintf(&rules, `
+		gray c%d {
+			target_version    v2
+			fallback_version  v1
+			weight            50
+			analysis          on
+			analysis_interval 1s
+			step_weight       10
+			min_samples       1000000
+		}`, i)
+		fmt.Fprintf(&routes, "\troute /c%d {\n\t\tgrayroute c%d\n\t\trespond \"{http.grayroute.version}\"\n\t}\n", i, i)
+	}
+	testcaddy.Run(t, fmt.Sprintf(`{
+	admin localhost:%d
+	persist_config off
+	rulestore {
+		redis %s%s
+	}
+}
+%s {
+%s}
+`, admin, rds.URL(), rules.String(), addr, routes.String()))
+	adminURL := fmt.Sprintf("http://localhost:%d", admin)
+
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for w := 0; w < 2; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; !stop.Load(); i++ {
+				resp, err := client.Get(fmt.Sprintf("%sc%d", url, i%canaries))
+				if err == nil {
+					resp.Body.Close()
+				}
+			}
+		}()
+	}
+	defer func() { stop.Store(true); wg.Wait() }()
+
+	type interval struct {
+		Interval int64     `json:"interval"`
+		At       time.Time `json:"at"`
+		Scope    string    `json:"scope"`
+	}
+	history := func() map[string][]interval {
+		_, body := testcaddy.Get(t, adminURL+"/sluice/state")
+		var st struct {
+			Grayroute struct {
+				Analysis []struct {
+					Rule      string     `json:"rule"`
+					Intervals []interval `json:"intervals"`
+				} `json:"analysis"`
+			} `json:"grayroute"`
+		}
+		if err := json.Unmarshal([]byte(body), &st); err != nil {
+			t.Fatalf("/sluice/state: %v %s", err, body)
+		}
+		out := map[string][]interval{}
+		for _, a := range st.Grayroute.Analysis {
+			out[a.Rule] = a.Intervals
+		}
+		return out
+	}
+	testcaddy.Eventually(t, 30*time.Second, "every canary judged on the fleet's counts", func() bool {
+		h := history()
+		for i := 0; i < canaries; i++ {
+			iv := h[fmt.Sprintf("c%d", i)]
+			if len(iv) == 0 || iv[len(iv)-1].Scope != "fleet" {
+				return false
+			}
+		}
+		return true
+	})
+
+	const paused = 8 * time.Second
+	rds.Pause()
+	from := time.Now()
+	time.Sleep(paused) // sleep: Redis stays paused this long while the canaries judge
+	rds.Resume()
+	to := time.Now()
+
+	// Each interval ending inside the pause (but the first and the last,
+	// which may straddle it) is judged on local counts.
+	want := int(paused/time.Second) - 3
+	for rule, iv := range history() {
+		local := 0
+		for _, r := range iv {
+			if r.Scope == "local" && r.At.After(from) && r.At.Before(to) {
+				local++
+			}
+		}
+		t.Logf("%s: %d intervals judged during the %v pause", rule, local, paused)
+		if local < want {
+			t.Errorf("%s: %d intervals judged during the %v pause, want at least %d", rule, local, paused, want)
+		}
+	}
+}
