@@ -245,8 +245,12 @@ func isWrongType(err error) bool {
 }
 
 func (s *redisSource) rejectNonHash(key string) {
-	s.status.rejected.Add(1)
-	if k, id, ok := s.names.parseKey(key); ok && ValidID(id) == nil {
+	k, id, ok := s.names.parseKey(key)
+	valid := ok && ValidID(id) == nil
+	if !valid || !s.feedback.rejectedBefore(k, id, nil) {
+		s.status.rejected.Add(1)
+	}
+	if valid {
 		s.feedback.verdict(k, id, nil, errors.New("the key is not a hash"))
 	}
 	s.logger.Error("rule rejected: the key is not a hash; keeping the last good version", zap.String("key", clip(key)))

@@ -61,12 +61,19 @@ func (s *skippedKeys) list() []InvalidRule {
 }
 
 // rejectedBefore reports whether the rule is already listed as rejected at
-// the version of f: seeing it again is no new rejection.
+// the version of f (nil: a key that is not a hash): seeing it again is no
+// new rejection.
 func (fb *feedback) rejectedBefore(k Kind, id string, f Fields) bool {
 	fb.mu.Lock()
 	defer fb.mu.Unlock()
 	prev, ok := fb.invalid[ruleRef{k, id}]
-	return ok && f != nil && prev.Version == Version(f)
+	if !ok {
+		return false
+	}
+	if f == nil { // a key that is not a hash has no version
+		return prev.Version == ""
+	}
+	return prev.Version == Version(f)
 }
 
 // storedFields are a rejected rule's raw fields as the status page shows

@@ -121,7 +121,8 @@ func TestStatusPageOverviewJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	prop, _ := raw["propagation"].(map[string]any)
-	if len(raw) != 2 || raw["live_instances"] == nil || prop == nil || prop["count"] == nil || prop["sum_seconds"] == nil {
+	skipped, isList := raw["skipped"].([]any)
+	if len(raw) != 3 || raw["live_instances"] == nil || prop == nil || prop["count"] == nil || prop["sum_seconds"] == nil || !isList || len(skipped) != 0 {
 		t.Fatalf("overview.json = %s", body)
 	}
 }

@@ -686,8 +686,10 @@
     const filter = $('gray-filter').value.trim().toLowerCase();
     const ids = [...new Set([...Object.keys(defs), ...Object.keys(splits).filter((x) => x !== '')])];
     const used = (id) => totalOf(splits[id]) > 0 || (analyses[id] || []).length > 0 || bound.has(id);
-    // The rules in use first, the busiest first; then the rest by id.
-    ids.sort((a, b) => (used(b) - used(a)) || (totalOf(splits[b]) - totalOf(splits[a])) || (a < b ? -1 : 1));
+    // The rules the store holds first, those in use before the rest, the
+    // busiest first; last, counters of rules no longer held (since start).
+    const rank = (id) => (defs[id] ? 0 : 2) + (used(id) ? 0 : 1);
+    ids.sort((a, b) => (rank(a) - rank(b)) || (totalOf(splits[b]) - totalOf(splits[a])) || (a < b ? -1 : 1));
     const tb = table('gray-table', ['Rule', 'Match', 'Target · fallback', 'State', '#Weight in force', 'Ramp', 'Requests per version', 'Analysis (last interval)', 'More', 'Actions']);
     const rows = [];
     for (const id of ids) {
