@@ -16,6 +16,7 @@ test:
 	./scripts/ensure-redis.sh
 	./scripts/ensure-chromium.sh
 	./scripts/ensure-prometheus.sh
+	./scripts/ensure-hey.sh
 	@unformatted="$$(gofmt -l .)"; if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	go vet ./...
 	@rm -rf bin/reports && mkdir -p bin/reports

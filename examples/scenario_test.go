@@ -30,7 +30,12 @@ type scenario struct {
 	redis   *redistest.Server
 }
 
-var fixedPort = regexp.MustCompile(`localhost:(\d{4})\b`)
+var (
+	fixedPort = regexp.MustCompile(`localhost:(\d{4})\b`)
+	// envPort is a port the example takes from the environment, with
+	// its default: localhost:{$GATEWAY_PORT:8080}.
+	envPort = regexp.MustCompile(`localhost:\{\$([A-Z0-9_]+):(\d{4})\}`)
+)
 
 // startScenario reads examples/<dir>/Caddyfile, moves every localhost:NNNN to
 // a free port, starts a Redis for SLUICE_REDIS (empty: the Caddyfile's rules
@@ -46,6 +51,15 @@ func startScenario(t *testing.T, dir string, extraPorts ...int) *scenario {
 	s := &scenario{dir: dir, port: map[int]int{}}
 	for _, p := range extraPorts {
 		s.port[p] = testcaddy.FreePort(t)
+	}
+	// A port from the environment is set there, to the free port its
+	// default maps to (the Caddyfile is adapted in this process).
+	for _, m := range envPort.FindAllStringSubmatch(string(raw), -1) {
+		p, _ := strconv.Atoi(m[2])
+		if _, ok := s.port[p]; !ok {
+			s.port[p] = testcaddy.FreePort(t)
+		}
+		t.Setenv(m[1], strconv.Itoa(s.port[p]))
 	}
 	cf := fixedPort.ReplaceAllStringFunc(string(raw), func(m string) string {
 		p, _ := strconv.Atoi(m[len("localhost:"):])
