@@ -12,7 +12,8 @@ import (
 // verdictsCommand is `verdicts <kind> <id> [--wait d]`: every instance's
 // verdict on a rule, live or stopped; with --wait, until every live
 // instance reported on the stored version. Stopped instances (their
-// heartbeat expired) are shown but never waited on.
+// heartbeat expired) are shown but never waited on; a verdict without a
+// heartbeat (an older release) is waited on, as before.
 func verdictsCommand() *cobra.Command {
 	c := &cobra.Command{Use: "verdicts <kind> <id>", Short: "Show each instance's verdict on a rule; --wait until every live instance took the stored version",
 		Args: cobra.ExactArgs(2), RunE: func(c *cobra.Command, a []string) error { return verdicts(c, a[0], a[1]) }}
@@ -73,7 +74,7 @@ func verdicts(c *cobra.Command, kind, id string) error {
 		var pending, rejected []string
 		for _, v := range vs {
 			switch {
-			case !v.Live:
+			case v.InstanceState == "stopped":
 			case v.Version != want:
 				pending = append(pending, v.Instance)
 			case v.State == "rejected":
@@ -102,8 +103,8 @@ func printVerdicts(c *cobra.Command, vs []instanceVerdict, want string) {
 	for _, v := range vs {
 		note := ""
 		switch {
-		case !v.Live:
-			note = " (" + v.InstanceState + ": not waited on)"
+		case v.InstanceState == "stopped":
+			note = " (stopped: not waited on)"
 		case v.Version != want:
 			note = " (an older version: not seen yet)"
 		}

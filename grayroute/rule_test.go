@@ -36,6 +36,10 @@ func TestParseRuleErrorsNameTheField(t *testing.T) {
 		{rulestore.Fields{"target_version": "v2", "hash_key": "cookie"}, "hash_key"},
 		{rulestore.Fields{"target_version": "v2", "ramp": "soon"}, "ramp"},
 		{rulestore.Fields{"target_version": "v2", "fallback_on_open": "a b"}, "fallback_on_open"},
+		// CR/LF (any control character) in a header name, as every other
+		// header-name field refuses it.
+		{rulestore.Fields{"target_version": "v2", "match_tag": "X-Beta\r\nX-Injected"}, "match_tag"},
+		{rulestore.Fields{"target_version": "v2", "match_tag": "X-\x00Beta"}, "match_tag"},
 	} {
 		_, err := rulestore.Parse(rulestore.Gray, "r", c.f)
 		var fe *rulestore.FieldError

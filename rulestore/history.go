@@ -3,6 +3,7 @@ package rulestore
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -78,20 +79,22 @@ if ARGV[4] == '1' then
 end
 redis.call('LPUSH', KEYS[1], ARGV[1])
 redis.call('LTRIM', KEYS[1], 0, tonumber(ARGV[3]) - 1)
-` + trimHistoryLua + `
+` + trimHistoryLua(5) + `
 return 1`)
 
 // trimHistoryLua keeps the newest entries of list KEYS[1] that fit in
-// ARGV[5] bytes, and always the newest one.
-const trimHistoryLua = `
-local total, budget = 0, tonumber(ARGV[5])
+// ARGV[budget] bytes, and always the newest one.
+func trimHistoryLua(budget int) string {
+	return fmt.Sprintf(`
+local total, budget = 0, tonumber(ARGV[%d])
 for i, e in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
   total = total + #e
   if total > budget and i > 1 then
     redis.call('LTRIM', KEYS[1], 0, i - 2)
     break
   end
-end`
+end`, budget)
+}
 
 // queueHistory queues an entry written by the admin API (dedupe false: a
 // write that changes nothing is never sent) or seen by an instance
@@ -130,20 +133,8 @@ if head then
 end
 redis.call('LPUSH', KEYS[1], ARGV[1])
 redis.call('LTRIM', KEYS[1], 0, tonumber(ARGV[3]) - 1)
-` + trimObservedLua + `
+` + trimHistoryLua(4) + `
 return 1`)
-
-// trimObservedLua is trimHistoryLua for observedScript, whose byte budget
-// is ARGV[4] (ARGV[5] on are the fields seen).
-const trimObservedLua = `
-local total, budget = 0, tonumber(ARGV[4])
-for i, e in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
-  total = total + #e
-  if total > budget and i > 1 then
-    redis.call('LTRIM', KEYS[1], 0, i - 2)
-    break
-  end
-end`
 
 // queueObserved queues the history entry of a change seen in Redis. On a
 // Redis Cluster the rule hash and the list are in different slots, so one

@@ -3,9 +3,6 @@ package rulestore_test
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -20,14 +17,8 @@ type historyEntry struct {
 
 func adminCall(t *testing.T, p *testcaddy.Process, method, path, body string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(method, fmt.Sprintf("http://localhost:%d%s", p.AdminPort, path), strings.NewReader(body))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	code, answer, _ := adminWith(t, p, method, path, body)
+	return code, answer
 }
 
 func historyOf(t *testing.T, p *testcaddy.Process, kind, id string) []historyEntry {

@@ -122,7 +122,9 @@ func (a *App) Patch(ctx context.Context, k Kind, id string, expect, patch Fields
 		args = append(args, name, v)
 	}
 	_, cluster := s.client.(*redis.ClusterClient)
-	entry := changeLogEntry(k, id, merged)
+	// The change log names the version of the hash as patched: the one
+	// version id (the stored fields), not the effective rule's.
+	entry := changeLogEntry(k, id, mergeFields(cur.Overlay, patch))
 	if cluster {
 		args = append(args, "0")
 	} else {

@@ -61,10 +61,11 @@ live() {
 
 # is_live tells whether a verdict ($1) is a live instance's: its heartbeat
 # is among the members in $2. A stopped instance's verdict stays in the
-# hash (for 24 h) but is never waited on.
+# hash (for 24 h) but is never waited on; one without a heartbeat (an older
+# release) counts as live.
 is_live() {
 	hb=$(printf '%s' "$1" | sed -n 's/.*"heartbeat":"\([^"]*\)".*/\1/p')
-	[ -n "$hb" ] && printf '%s\n' "$2" | grep -qx "$hb"
+	[ -z "$hb" ] || printf '%s\n' "$2" | grep -qx "$hb"
 }
 
 # verdicts waits (up to SETTLE seconds) until every live instance reported
