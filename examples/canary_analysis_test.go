@@ -1,6 +1,7 @@
 package examples_test
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,77 +28,10 @@ import (
 // rolls v2 back on both instances within 3 intervals of the canary reaching
 // min_samples, and v2 gets no request after the rollback is published.
 func TestCanaryAnalysis(t *testing.T) {
-	r := redistest.Start(t)
-	t.Setenv("SLUICE_REDIS", r.URL())
-	v1Port, v2Port := testcaddy.FreePort(t), testcaddy.FreePort(t)
-	t.Setenv("V1_ADDR", fmt.Sprintf("127.0.0.1:%d", v1Port))
-	t.Setenv("V2_ADDR", fmt.Sprintf("127.0.0.1:%d", v2Port))
-	v2 := startUpstreamsScript(t, v1Port, v2Port)
-
-	raw, err := os.ReadFile("canary-analysis/Caddyfile")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf := strings.Replace(string(raw), "admin localhost:{$ADMIN_PORT:2019}", "admin localhost:{{admin}}\n\tpersist_config off", 1)
-	var gateways, admins []string
-	var procs []*testcaddy.Process
-	for i := 0; i < 2; i++ {
-		port := testcaddy.FreePort(t)
-		t.Setenv("GATEWAY_PORT", fmt.Sprint(port)) // read when the process starts
-		p := testcaddy.Start(t, cf)
-		procs = append(procs, p)
-		gateways = append(gateways, fmt.Sprintf("http://localhost:%d/", port))
-		admins = append(admins, fmt.Sprintf("http://localhost:%d", p.AdminPort))
-	}
-
-	cmd := exec.Command("./rules.sh")
-	cmd.Dir = "canary-analysis"
-	cmd.Env = append(os.Environ(), "ADMIN="+strings.TrimPrefix(admins[0], "http://"), "ANALYSIS_INTERVAL=500ms")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("rules.sh: %v\n%s", err, out)
-	}
-	for _, a := range admins {
-		testcaddy.Eventually(t, 10*time.Second, "the canary rule on "+a, func() bool {
-			_, body := testcaddy.Get(t, a+"/sluice/rules/gray/checkout_canary")
-			return strings.Contains(body, `"analysis":"on"`)
-		})
-	}
-
-	// Users hit both instances until the test has seen the rollback on
-	// both; every request remembers when it was sent and who served it.
-	type sent struct {
-		at      time.Time
-		version string
-	}
-	var (
-		mu      sync.Mutex
-		log     []sent
-		stop    atomic.Bool
-		wg      sync.WaitGroup
-		counter atomic.Int64
-	)
-	client := &http.Client{Timeout: 10 * time.Second}
-	for w := 0; w < 6; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for !stop.Load() {
-				n := counter.Add(1)
-				req, _ := http.NewRequest("GET", gateways[n%2], nil)
-				req.Header.Set("X-User-Id", fmt.Sprintf("user%d", n))
-				at := time.Now()
-				resp, err := client.Do(req)
-				if err != nil {
-					continue
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				mu.Lock()
-				log = append(log, sent{at, resp.Header.Get("X-Served-Version")})
-				mu.Unlock()
-			}
-		}()
-	}
+	e := startCanaryExample(t)
+	e.putRule(t)
+	gateways, admins, procs, cf, v2 := e.gateways, e.admins, e.procs, e.cf, e.v2
+	stopTraffic := e.traffic(6)
 	rolledBack := map[string]time.Time{}
 	testcaddy.Eventually(t, 120*time.Second, "the rollback on both instances", func() bool {
 		for _, a := range admins {
@@ -111,8 +46,7 @@ func TestCanaryAnalysis(t *testing.T) {
 		return len(rolledBack) == 2
 	})
 	bothSeen := time.Now()
-	stop.Store(true)
-	wg.Wait()
+	log := stopTraffic()
 
 	// The verdict: written once, by one instance, within 3 intervals of
 	// the canary having min_samples (200) requests.
@@ -140,13 +74,11 @@ func TestCanaryAnalysis(t *testing.T) {
 	}
 
 	// No request sent after both instances had the rollback went to v2.
-	mu.Lock()
 	for _, s := range log {
 		if s.at.After(bothSeen) && s.version == "v2" {
 			t.Errorf("request sent at %v (rollback seen on both at %v) served by v2", s.at, bothSeen)
 		}
 	}
-	mu.Unlock()
 	before := hits(t, v2)
 	for i := 0; i < 100; i++ {
 		resp, _ := testcaddy.Get(t, gateways[i%2], fmt.Sprintf("X-User-Id: after%d", i))
@@ -177,12 +109,145 @@ func TestCanaryAnalysis(t *testing.T) {
 	t.Logf("v2 hits: %d in all, none after the rollback", before)
 }
 
+// canaryExample is examples/canary-analysis running as its README says:
+// upstreams.sh, two Caddy instances on one Redis.
+type canaryExample struct {
+	gateways, admins []string
+	procs            []*testcaddy.Process
+	cf               string
+	v2               string // v2's URL
+}
+
+// startCanaryExample starts the example; upstreamArgs go to upstreams.sh
+// (v2's fail rate and added latency).
+func startCanaryExample(t *testing.T, upstreamArgs ...string) *canaryExample {
+	t.Helper()
+	r := redistest.Start(t)
+	t.Setenv("SLUICE_REDIS", r.URL())
+	v1Port, v2Port := testcaddy.FreePort(t), testcaddy.FreePort(t)
+	t.Setenv("V1_ADDR", fmt.Sprintf("127.0.0.1:%d", v1Port))
+	t.Setenv("V2_ADDR", fmt.Sprintf("127.0.0.1:%d", v2Port))
+	e := &canaryExample{v2: startUpstreamsScript(t, v1Port, v2Port, upstreamArgs...)}
+
+	raw, err := os.ReadFile("canary-analysis/Caddyfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.cf = strings.Replace(string(raw), "admin localhost:{$ADMIN_PORT:2019}", "admin localhost:{{admin}}\n\tpersist_config off", 1)
+	for i := 0; i < 2; i++ {
+		port := testcaddy.FreePort(t)
+		t.Setenv("GATEWAY_PORT", fmt.Sprint(port)) // read when the process starts
+		p := testcaddy.Start(t, e.cf)
+		e.procs = append(e.procs, p)
+		e.gateways = append(e.gateways, fmt.Sprintf("http://localhost:%d/", port))
+		e.admins = append(e.admins, fmt.Sprintf("http://localhost:%d", p.AdminPort))
+	}
+	return e
+}
+
+// putRule runs rules.sh with a 500ms interval, and waits for the rule on
+// both instances.
+func (e *canaryExample) putRule(t *testing.T) {
+	t.Helper()
+	cmd := exec.Command("./rules.sh")
+	cmd.Dir = "canary-analysis"
+	cmd.Env = append(os.Environ(), "ADMIN="+strings.TrimPrefix(e.admins[0], "http://"), "ANALYSIS_INTERVAL=500ms")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("rules.sh: %v\n%s", err, out)
+	}
+	for _, a := range e.admins {
+		testcaddy.Eventually(t, 10*time.Second, "the canary rule on "+a, func() bool {
+			state, weight := e.state(t, a)
+			return state == "" && weight == "20"
+		})
+	}
+}
+
+// sent is one request of the traffic: when it was sent, who answered.
+type sent struct {
+	at      time.Time
+	version string
+}
+
+// traffic starts users hitting both instances, each request from a new
+// user; stop ends it and returns what was sent.
+func (e *canaryExample) traffic(workers int) (stop func() []sent) {
+	var (
+		mu      sync.Mutex
+		log     []sent
+		done    atomic.Bool
+		wg      sync.WaitGroup
+		counter atomic.Int64
+	)
+	client := &http.Client{Timeout: 10 * time.Second}
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !done.Load() {
+				n := counter.Add(1)
+				req, _ := http.NewRequest("GET", e.gateways[n%2], nil)
+				req.Header.Set("X-User-Id", fmt.Sprintf("user%d", n))
+				at := time.Now()
+				resp, err := client.Do(req)
+				if err != nil {
+					continue
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				mu.Lock()
+				log = append(log, sent{at, resp.Header.Get("X-Served-Version")})
+				mu.Unlock()
+			}
+		}()
+	}
+	return func() []sent {
+		done.Store(true) // a second call returns at once
+		wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		return log
+	}
+}
+
+// state is the rule's state and weight on one instance.
+func (e *canaryExample) state(t *testing.T, admin string) (state, weight string) {
+	t.Helper()
+	_, body := testcaddy.Get(t, admin+"/sluice/rules/gray/checkout_canary")
+	var r struct {
+		Fields map[string]string `json:"fields"`
+	}
+	if err := json.Unmarshal([]byte(body), &r); err != nil {
+		t.Fatalf("rule: %v %s", err, body)
+	}
+	return r.Fields["state"], r.Fields["weight"]
+}
+
+// written are the verdicts written (by either instance) since a time, in
+// the order of their intervals.
+func (e *canaryExample) written(t *testing.T, since time.Time) []report {
+	t.Helper()
+	var out []report
+	for _, a := range e.admins {
+		for _, c := range analysisOf(t, a) {
+			for _, iv := range c.Intervals {
+				if iv.Written && iv.At.After(since) {
+					out = append(out, iv)
+				}
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b report) int { return cmp.Compare(a.Interval, b.Interval) })
+	return out
+}
+
 type report struct {
-	Interval       int64  `json:"interval"`
-	Action         string `json:"action"`
-	Written        bool   `json:"written"`
-	Reason         string `json:"reason"`
-	CanaryRequests uint64 `json:"canary_requests"`
+	Interval       int64     `json:"interval"`
+	At             time.Time `json:"at"`
+	Action         string    `json:"action"`
+	Written        bool      `json:"written"`
+	Reason         string    `json:"reason"`
+	CanaryRequests uint64    `json:"canary_requests"`
 }
 
 type canaryReport struct {
@@ -251,9 +316,9 @@ func hits(t *testing.T, upstream string) int {
 // README does (V1_ADDR and V2_ADDR come from the test's environment) until
 // the test ends, and returns v2's URL. The script stops its two upstreams
 // when it gets SIGTERM.
-func startUpstreamsScript(t *testing.T, v1Port, v2Port int) string {
+func startUpstreamsScript(t *testing.T, v1Port, v2Port int, args ...string) string {
 	t.Helper()
-	cmd := exec.Command("./upstreams.sh")
+	cmd := exec.Command("./upstreams.sh", args...)
 	cmd.Dir = "canary-analysis"
 	logPath := filepath.Join(t.TempDir(), "upstreams.log")
 	logFile, err := os.Create(logPath)
@@ -289,4 +354,70 @@ func startUpstreamsScript(t *testing.T, v1Port, v2Port int) string {
 		})
 	}
 	return fmt.Sprintf("http://127.0.0.1:%d", v2Port)
+}
+
+// TestCanaryAnalysisSlowCanary: the example with v2 80 ms slower than v1
+// (upstreams.sh 0 80ms) and its settings (rules.sh; 500ms intervals): v2
+// is never advanced — the weight stays 20 until the verdict, and the only
+// verdict written is the rollback, for latency.
+func TestCanaryAnalysisSlowCanary(t *testing.T) {
+	e := startCanaryExample(t, "0", "80ms")
+	start := time.Now()
+	e.putRule(t)
+	stop := e.traffic(6)
+	defer stop()
+	testcaddy.Eventually(t, 120*time.Second, "the rollback", func() bool {
+		done := true
+		for _, a := range e.admins {
+			state, weight := e.state(t, a)
+			if state == "" && weight != "20" {
+				t.Fatalf("%s: weight %s before any verdict, want 20: %+v", a, weight, e.written(t, start))
+			}
+			done = done && state == "rolled_back"
+		}
+		return done
+	})
+	stop()
+	w := e.written(t, start)
+	if len(w) != 1 || w[0].Action != "rollback" || !strings.Contains(w[0].Reason, "canary slower") {
+		t.Fatalf("verdicts written: %+v; want one rollback, for latency", w)
+	}
+	t.Logf("rolled back at %d canary requests: %s", w[0].CanaryRequests, w[0].Reason)
+}
+
+// TestCanaryAnalysisIdenticalVersions: v1 and v2 the same (upstreams.sh 0)
+// on this machine, however busy: canaries with the example's settings run
+// one after another, each until its verdict; every one is promoted, none
+// rolled back. Two runs here; SLUICE_CANARY_RUNS=20 runs twenty.
+func TestCanaryAnalysisIdenticalVersions(t *testing.T) {
+	runs := 2
+	if s := os.Getenv("SLUICE_CANARY_RUNS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			t.Fatalf("SLUICE_CANARY_RUNS=%q: want a number of runs", s)
+		}
+		runs = n
+	}
+	e := startCanaryExample(t, "0")
+	stop := e.traffic(6)
+	defer stop()
+	for run := 1; run <= runs; run++ {
+		start := time.Now()
+		e.putRule(t)
+		var state string
+		testcaddy.Eventually(t, 180*time.Second, fmt.Sprintf("run %d: a verdict", run), func() bool {
+			state, _ = e.state(t, e.admins[0])
+			return state == "promoted" || state == "rolled_back"
+		})
+		w := e.written(t, start)
+		if state != "promoted" || len(w) == 0 || w[len(w)-1].Action != "promote" {
+			t.Fatalf("run %d: %s; verdicts written: %+v", run, state, w)
+		}
+		for _, v := range w {
+			if v.Action != "advance" && v.Action != "promote" {
+				t.Fatalf("run %d: %s written: %+v", run, v.Action, v)
+			}
+		}
+		t.Logf("run %d: promoted after %v, at %d canary requests", run, time.Since(start).Round(100*time.Millisecond), w[len(w)-1].CanaryRequests)
+	}
 }

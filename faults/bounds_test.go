@@ -71,6 +71,7 @@ func TestNumericFieldRanges(t *testing.T) {
 		{gr, "analysis_interval", []string{"100ms", "1h"}, []string{"99ms", "1h1s"}, analysisOn},
 		{gr, "min_samples", []string{"1", "1000000000"}, []string{"0", "1000000001", "18446744073709551615"}, analysisOn},
 		{gr, "max_latency_ratio", []string{"1", "100"}, []string{"0.99", "100.1", "NaN", "Inf"}, analysisOn},
+		{gr, "min_latency_delta", []string{"0s", "1m"}, []string{"-1ms", "1m1ms"}, analysisOn},
 		{gr, "latency_percentile", []string{"50", "99.9"}, []string{"49.9", "99.91", "NaN"}, analysisOn},
 		{gr, "step_weight", []string{"0.01", "100"}, []string{"0", "100.01", "NaN"}, []string{"target_version", "v2", "fallback_version", "v1", "analysis", "on"}},
 		{gr, "max_weight", []string{"0.01", "100"}, []string{"0", "100.01", "NaN"}, analysisOn},

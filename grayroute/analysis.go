@@ -211,6 +211,7 @@ type Verdict struct {
 	minSamples   uint64
 	percentile   float64
 	baselineNeed uint64
+	baselineHad  uint64 // baseline requests before this interval
 }
 
 type reason uint8
@@ -239,8 +240,8 @@ func (v *Verdict) Reason() string {
 		return fmt.Sprintf("suspicious, holding: error evidence %.2f, latency evidence %.2f (fail at %.2f)",
 			v.ErrorEvidence, v.LatencyEvidence, v.FailBound)
 	case whyNoBaseline:
-		return fmt.Sprintf("holding: the latency test needs %d baseline requests for its p%g, has %d",
-			v.baselineNeed, v.percentile, v.BaselineRequests)
+		return fmt.Sprintf("holding: the latency test needs %d baseline requests for its p%g before an interval, had %d",
+			v.baselineNeed, v.percentile, v.baselineHad)
 	case whyLatencyEvidence:
 		return fmt.Sprintf("holding: latency evidence at this weight %.2f, clears at %.2f (%d canary requests here)",
 			v.StepLatencyEvidence, v.PassBound, v.StepRequests)
@@ -297,7 +298,8 @@ func (a *Analysis) Observe(c *IntervalCounts, weight uint32) Verdict {
 	// The latency threshold comes from the intervals before this one, so
 	// it cannot lean on what it tests.
 	var threshold, limit float64
-	ready := a.baseline.Requests >= baselineNeed
+	baselineHad := a.baseline.Requests
+	ready := baselineHad >= baselineNeed
 	if ready {
 		threshold = a.baseline.Latency.quantileFloor(q, a.baseline.Requests)
 		limit = cfg.tolerance(threshold)
@@ -361,7 +363,7 @@ func (a *Analysis) Observe(c *IntervalCounts, weight uint32) Verdict {
 	default:
 		v.Outcome, v.why = Healthy, whyHealthy
 	}
-	v.minSamples, v.percentile, v.baselineNeed = cfg.MinSamples, cfg.LatencyPercentile, baselineNeed
+	v.minSamples, v.percentile, v.baselineNeed, v.baselineHad = cfg.MinSamples, cfg.LatencyPercentile, baselineNeed, baselineHad
 
 	if v.Outcome == Failing {
 		a.failing++

@@ -64,6 +64,20 @@ func (h *Histogram) add(o *Histogram) {
 	}
 }
 
+// quantileBucket is the bucket holding the q-quantile of the n requests
+// in h (n above 0).
+func (h *Histogram) quantileBucket(q float64, n uint64) int {
+	need := uint64(math.Ceil(q * float64(n)))
+	var cum uint64
+	for j, c := range h {
+		cum += c
+		if cum >= need && cum > 0 {
+			return j
+		}
+	}
+	return NumLatencyBuckets - 1
+}
+
 // quantileOf is the upper bound (seconds) of the bucket holding the
 // q-quantile of the n requests in h: never below the true quantile of the
 // counted requests. 0 when n is 0.
@@ -71,15 +85,7 @@ func (h *Histogram) quantileOf(q float64, n uint64) float64 {
 	if n == 0 {
 		return 0
 	}
-	need := uint64(math.Ceil(q * float64(n)))
-	var cum uint64
-	for j, c := range h {
-		cum += c
-		if cum >= need && cum > 0 {
-			return bucketUpper(j)
-		}
-	}
-	return bucketUpper(NumLatencyBuckets - 1)
+	return bucketUpper(h.quantileBucket(q, n))
 }
 
 // quantileFloor is the lower bound (seconds) of the bucket holding the
@@ -89,15 +95,7 @@ func (h *Histogram) quantileFloor(q float64, n uint64) float64 {
 	if n == 0 {
 		return 0
 	}
-	need := uint64(math.Ceil(q * float64(n)))
-	var cum uint64
-	for j, c := range h {
-		cum += c
-		if cum >= need && cum > 0 {
-			return bucketLower(j)
-		}
-	}
-	return bucketLower(NumLatencyBuckets - 1)
+	return bucketLower(h.quantileBucket(q, n))
 }
 
 // Quantile is quantileOf over all the requests in h.

@@ -3,7 +3,10 @@
 # (it reaches every instance): v2 for 20 % of users to start with, judged
 # every ANALYSIS_INTERVAL (default 10s) against v1, 10 points more per
 # healthy interval up to 50 %, then promoted; rolled back after two failing
-# intervals.
+# intervals. v2 may be 20 % or MIN_LATENCY_DELTA (default 20ms) slower than
+# v1, whichever is more: on loopback a request takes a millisecond, and on a
+# busy machine the scheduler adds tens of milliseconds to the tail of the
+# less busy version alone.
 #
 #   ADMIN=localhost:2019 examples/canary-analysis/rules.sh
 set -eu
@@ -16,6 +19,7 @@ curl -fsS -X PUT "http://${ADMIN:-localhost:2019}/sluice/rules/gray/checkout_can
 	\"analysis\": \"on\",
 	\"analysis_interval\": \"${ANALYSIS_INTERVAL:-10s}\",
 	\"min_samples\": \"200\",
+	\"min_latency_delta\": \"${MIN_LATENCY_DELTA:-20ms}\",
 	\"step_weight\": \"10\",
 	\"max_weight\": \"50\",
 	\"failure_threshold\": \"2\"

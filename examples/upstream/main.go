@@ -6,6 +6,7 @@
 //	go run ./examples/upstream -addr 127.0.0.1:9001 -version v1
 //	curl 127.0.0.1:9001/                       # v1 (upstream 127.0.0.1:9001)
 //	curl 127.0.0.1:9001/slow                   # the same, after -delay
+//	                                           # (-latency 80ms delays every answer on /)
 //	curl 127.0.0.1:9001/fail                   # 500
 //	curl -X POST '127.0.0.1:9001/fail-rate?value=1'   # from now on every request fails
 //	curl -X POST '127.0.0.1:9001/fail-rate?value=0'   # healthy again
@@ -32,6 +33,7 @@ func main() {
 	delay := flag.Duration("delay", 2*time.Second, "how long /slow sleeps (/slow?d=500ms overrides it)")
 	capacity := flag.Int("capacity", 10, "/work: requests worked on at once; the rest queue (change it live: POST /capacity?value=5)")
 	work := flag.Duration("work", 100*time.Millisecond, "/work: how long one request is worked on")
+	latency := flag.Duration("latency", 0, "added to every answer on / (a slower version)")
 	failRate := flag.Float64("fail-rate", 0, "share of requests answered 500, 0..1 (change it live: POST /fail-rate?value=0.5)")
 	flag.Parse()
 	if *name == "" {
@@ -41,7 +43,7 @@ func main() {
 		log.Fatalf("-fail-rate %v: want 0..1", *failRate)
 	}
 
-	u := &upstream{version: *version, name: *name, delay: *delay, workers: newWorkers(*capacity, *work)}
+	u := &upstream{version: *version, name: *name, delay: *delay, latency: *latency, workers: newWorkers(*capacity, *work)}
 	u.setFailRate(*failRate)
 	log.SetPrefix(*version + " ")
 	log.Printf("listening on %s (delay %v, fail-rate %v)", *addr, *delay, *failRate)
@@ -55,6 +57,7 @@ func main() {
 type upstream struct {
 	version, name string
 	delay         time.Duration
+	latency       time.Duration // added on /
 	failRate      atomic.Uint64 // per mille of requests answered 500
 	hits          atomic.Uint64 // requests to / and /slow
 	workers       *workers      // /work, /capacity, /stats (capacity.go)
@@ -94,7 +97,16 @@ func (u *upstream) routes() *http.ServeMux {
 		u.answer(w, r)
 	})
 	u.workers.routes(mux)
-	mux.HandleFunc("/", u.answer)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if u.latency > 0 {
+			select {
+			case <-time.After(u.latency):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		u.answer(w, r)
+	})
 	return mux
 }
 
