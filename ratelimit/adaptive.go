@@ -25,6 +25,13 @@ type AdaptiveConfig struct {
 // clippedMean).
 const minRTTSamples = 25
 
+// lowerShare: a window of at least slowStartRound requests whose latency is
+// below this share of minRTT shows that minRTT was measured high (a stall
+// or the CPU taken by others during the measurement); minRTT becomes that
+// latency. It only ever lowers minRTT, and a queue only raises latency, so
+// queued latency never becomes minRTT this way.
+const lowerShare = 0.8
+
 // maxWindowSamples bounds the latencies kept per sample window; beyond it
 // later ones overwrite earlier ones (memory stays fixed).
 const maxWindowSamples = 1024
@@ -123,13 +130,14 @@ type gradient struct {
 	measuring    bool
 	measureStart int64 // requests admitted before it do not count
 	nextMeasure  int64
-	windowStart  int64 // in slow start, requests admitted before it do not count
+	epoch        int64 // requests admitted before it do not count (before the last cut, doubling or measurement)
 	windowEnd    int64
 	samples      []int64
 	seen, drops  int
 	peak         int64   // most requests in flight seen in this window
 	inflightSum  int64   // the in-flight counts of this window's samples
 	cutN, cutR   float64 // in flight and latency (in minRTTs) of the last window if it cut the limit, else 0
+	cutFrom      float64 // the estimate before the last cut
 	lastR        float64 // latency (in minRTTs) of the last window, 0 if it had none
 	slowStart    bool    // no queue seen yet: the limit doubles per window while full
 }
@@ -185,14 +193,14 @@ func (g *gradient) observe(start, now, inflight int64, drop bool) {
 			g.minRTT = max(clippedMean(g.samples), 1) // ns; never 0, r divides by it
 			g.measuring = false
 			g.nextMeasure = now + g.cfg.MinRTTInterval
-			g.windowStart, g.windowEnd = now, now+g.cfg.SampleWindow
+			g.epoch, g.windowEnd = now, now+g.cfg.SampleWindow
 			g.samples, g.seen, g.drops, g.peak, g.inflightSum = g.samples[:0], 0, 0, 0, 0
 			g.limit.Store(int64(g.est))
 		}
 		return
 	}
-	if g.slowStart && start < g.windowStart {
-		return // admitted under the limit before the doubling
+	if start < g.epoch {
+		return // admitted under the limit before the last change: it tells of that one
 	}
 	g.peak = max(g.peak, inflight)
 	if drop {
@@ -217,7 +225,7 @@ func (g *gradient) observe(start, now, inflight int64, drop bool) {
 // measurement when one is due.
 func (g *gradient) update(now int64) {
 	c := &g.cfg
-	remeasure := false
+	remeasure, cut := false, false
 	cutN, cutR := g.cutN, g.cutR // the window before, if it cut the limit
 	lastR := g.lastR             // the window before's latency, if it had one
 	g.cutN, g.cutR, g.lastR = 0, 0, 0
@@ -227,6 +235,9 @@ func (g *gradient) update(now int64) {
 		g.slowStart = false
 	case len(g.samples) > 0:
 		g.sampleRTT = clippedMean(g.samples)
+		if g.seen >= slowStartRound && float64(g.sampleRTT) < lowerShare*float64(g.minRTT) {
+			g.minRTT = g.sampleRTT // minRTT was measured high: this many requests were faster
+		}
 		r := float64(g.sampleRTT) / float64(g.minRTT) // latency in minRTTs
 		n := float64(g.inflightSum) / float64(g.seen) // in flight, on average
 		served := n / r
@@ -251,8 +262,8 @@ func (g *gradient) update(now int64) {
 			// that was only a probe.
 			g.slowStart = false
 			if r > over {
+				g.cutFrom, g.cutN, g.cutR, cut = g.est, n, r, true
 				g.est = math.Max(served+headroom, g.est/2)
-				g.cutN, g.cutR = n, r
 				break
 			}
 		}
@@ -263,10 +274,16 @@ func (g *gradient) update(now int64) {
 			// flight across it as a queue would. Cut only if the next
 			// window confirms it; a stall is over by then.
 		case r > over && cutN > 0 && n < cutN*(1-sameLatency) && math.Abs(r/cutR-1) < sameLatency:
-			remeasure = true // fewer in flight, the same latency: not a queue
+			// The window after a cut, all of its requests admitted under
+			// the new limit: fewer in flight, the same latency. A queue's
+			// wait shrinks with what is let in; this latency is the
+			// upstream's own (slower work, the CPU taken by others). The
+			// cut is undone and minRTT measured again.
+			next, remeasure = math.Max(g.est, g.cutFrom), true
+			g.est = next
 		case r > over:
 			next = math.Min(g.est, math.Max(served+headroom, g.est/2))
-			g.cutN, g.cutR = n, r
+			g.cutFrom, g.cutN, g.cutR, cut = g.est, n, r, true
 		case n-served < headroom/2 && full:
 			next = g.est*math.Min(math.Max((1+c.Tolerance)/r, 1), 2) + headroom
 		case r < probe && full:
@@ -275,7 +292,12 @@ func (g *gradient) update(now int64) {
 		g.est = g.est*(1-smoothing) + next*smoothing
 	}
 	g.est = math.Min(math.Max(g.est, float64(c.MinLimit)), float64(c.MaxLimit))
-	g.windowStart, g.windowEnd = now, now+c.SampleWindow
+	if g.slowStart || cut {
+		// The next window counts only requests admitted under the new
+		// limit: those admitted before tell of the old one.
+		g.epoch = now
+	}
+	g.windowEnd = now + c.SampleWindow
 	g.samples, g.seen, g.drops, g.peak, g.inflightSum = g.samples[:0], 0, 0, 0, 0
 	if now >= g.nextMeasure || remeasure {
 		g.startMeasure(now)

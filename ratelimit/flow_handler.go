@@ -23,7 +23,8 @@ var zeroWait any = time.Duration(0)
 // recorder): it waits for the request's slot (a timer, then nanosleep for
 // the last 2 ms; no lock held, ending early when the client goes), then
 // serves it holding its in-flight slots, and feeds the adaptive limit the
-// latency from admission to the return of next.
+// upstream's latency (upstreamTimer; from admission to the return of next
+// when no HTTP client carried the request).
 func serveShaped(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, rule *Rule, lim *limiter, eng Engine, d Decision, repl *caddy.Replacer) error {
 	defer eng.Release(&d)
 	if d.Wait > 0 {
@@ -38,11 +39,13 @@ func serveShaped(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler,
 	if d.adaptive == nil {
 		return next.ServeHTTP(w, r)
 	}
-	start := lim.now()
+	admitted := lim.now()
+	timer := &upstreamTimer{now: lim.now}
 	rec := &statusRecorder{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}}
-	err := next.ServeHTTP(rec, r)
+	err := next.ServeHTTP(rec, r.WithContext(timer.trace(r.Context())))
 	if r.Context().Err() == nil { // a client cancel says nothing of the upstream
-		d.adaptive.observe(start, lim.now(), d.admittedAt, isDrop(err, rec.status))
+		start, end := timer.span(admitted, lim.now())
+		d.adaptive.observe(start, end, d.admittedAt, isDrop(err, rec.status))
 	}
 	return err
 }

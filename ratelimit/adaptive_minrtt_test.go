@@ -1,0 +1,76 @@
+package ratelimit
+
+import "testing"
+
+// A minRTT measured high (the measurement ran while the CPU was taken by
+// other processes: 40 ms for a 20 ms service) is not kept until the next
+// scheduled measurement: a window of requests clearly faster than it
+// lowers it. Before, the limit settled at about 2 C on such a minRTT (a
+// queue of C requests looked like latency within the tolerance).
+func TestGradientLowersAMinRTTMeasuredHigh(t *testing.T) {
+	cfg := AdaptiveConfig{MinLimit: 3, MaxLimit: 1000, InitialLimit: 20, Tolerance: 0.25,
+		SampleWindow: 250 * ms, MinRTTInterval: 30 * sec}
+	now := sec
+	g := newGradient(cfg, now)
+	now += 50 * ms // the measurement's requests are admitted after it started
+	for i := 0; i < minRTTSamples; i++ {
+		now += ms
+		g.observe(now-40*ms, now, 3, false)
+	}
+	if st := g.state(); st.MinRTT != 0.04 {
+		t.Fatalf("after a measurement at 40 ms: %+v", st)
+	}
+	// A window at 20 ms (a whole sample window of requests, as a stalled
+	// measurement's next windows see).
+	for end := now + 300*ms; now < end; now += ms {
+		g.observe(now-20*ms, now, 10, false)
+	}
+	if st := g.state(); st.MinRTT != 0.02 {
+		t.Fatalf("after a window at 20 ms: minRTT %v, want 0.02 (%+v)", st.MinRTT, st)
+	}
+	// Against capacity 20 it then settles near C, not 2 C.
+	lo, hi, _ := runGradient(g, &simUpstream{capacity: 20, base: 20 * ms}, now, 10*sec)
+	if lo < 20 || hi > 24 {
+		t.Fatalf("C=20: limit %d..%d, want within [20, 24]", lo, hi)
+	}
+}
+
+// Once the limit is cut, a window counts only requests admitted under the
+// new limit: those admitted before it finish with the old limit's queue,
+// and counted with the fewer in flight of the new one they looked like a
+// latency that is no queue, so minRTT was measured again (while the
+// upstream's queue was still draining) and the cut was lost.
+func TestGradientCutIgnoresRequestsAdmittedBefore(t *testing.T) {
+	cfg := AdaptiveConfig{MinLimit: 3, MaxLimit: 1000, InitialLimit: 32, Tolerance: 0.25,
+		SampleWindow: 100 * ms, MinRTTInterval: 30 * sec}
+	now := sec
+	g := newGradient(cfg, now)
+	now += 50 * ms // the measurement's requests are admitted after it started
+	for i := 0; i < minRTTSamples; i++ {
+		now += ms
+		g.observe(now-20*ms, now, 3, false)
+	}
+	g.slowStart = false
+	// Two windows at 2× minRTT with 32 in flight: a queue; the limit is cut.
+	for w := 0; w < 2; w++ {
+		for end := now + 110*ms; now < end; now += ms {
+			g.observe(now-40*ms, now, 32, false)
+		}
+	}
+	cut := g.Limit()
+	if cut >= 32 {
+		t.Fatalf("after two windows at 2× minRTT: limit %d, want a cut", cut)
+	}
+	// The queue drains: requests admitted just before the cut (with 20
+	// in flight counted at their admission) finish at the old limit's
+	// 2× minRTT after it, and one more a window later. They must not
+	// trigger a measurement.
+	cutAt := now
+	for i := 0; i < 30; i++ {
+		g.observe(cutAt-5*ms, cutAt+39*ms, 20, false)
+	}
+	g.observe(cutAt-5*ms, cutAt+110*ms, 20, false)
+	if st := g.state(); st.Measuring || st.MinRTT != 0.02 {
+		t.Fatalf("after the drain: %+v, want no new measurement and minRTT 0.02", st)
+	}
+}
