@@ -7,9 +7,12 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/sluicegw/sluice/internal/redistest"
 	"github.com/sluicegw/sluice/internal/testcaddy"
@@ -138,5 +141,87 @@ func TestCountStatusCluster(t *testing.T) {
 	}
 	if n := tokens("bob"); n < 2 || n > 2.1 {
 		t.Errorf("bob's tokens in redis %g, want about 2 (one failure; his success free)", n)
+	}
+}
+
+// The overshoot bound of a counted outcome: with max_concurrent m, a key
+// spends at most (quota − cost) + m × cost before a charge refuses it.
+// Here quota 2, cost 1, m 4: one failure, then four failures held in the
+// upstream at once (all admitted: the key still holds a token), 60 more
+// refused by the in-flight cap meanwhile; the four charges take the key
+// into debt, 5 failures in all, exactly the bound, then refusals. Locally
+// and with scope cluster.
+func TestCountStatusOvershootBound(t *testing.T) {
+	for _, scope := range []string{"local", "cluster"} {
+		t.Run(scope, func(t *testing.T) {
+			global := ""
+			if scope == "cluster" {
+				rd := redistest.Start(t)
+				global = "\trulestore {\n\t\tredis " + rd.URL() + "\n\t}"
+				scope = "cluster\n\t\tredis_timeout 2s\n\t\ton_redis_error deny"
+			}
+			var hits atomic.Int64
+			release := make(chan struct{})
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if hits.Add(1) > 1 {
+					<-release
+				}
+				http.Error(w, "wrong password", http.StatusUnauthorized)
+			}))
+			t.Cleanup(up.Close)
+			s := caddyfile(t, global, fmt.Sprintf(`
+	ratelimit {
+		qps 0.001
+		burst 2
+		key_resolver global
+		count_status 401
+		max_concurrent 4
+		scope %s
+	}
+	reverse_proxy %s`, scope, up.URL))
+			testcaddy.Run(t, s.cfg)
+			expect(t, s.urls[0], []int{401})
+			var codes [64]int
+			var wg sync.WaitGroup
+			var done atomic.Int64
+			for i := range codes {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					codes[i] = status(t, s.urls[0])
+					done.Add(1)
+				}()
+			}
+			testcaddy.Eventually(t, 20*time.Second, "4 held in the upstream, 60 refused", func() bool {
+				return hits.Load() == 5 && done.Load() == 60
+			})
+			close(release)
+			wg.Wait()
+			n401, n429 := 0, 0
+			for _, c := range codes {
+				switch c {
+				case 401:
+					n401++
+				case 429:
+					n429++
+				}
+			}
+			if n401 != 4 || n429 != 60 {
+				t.Fatalf("64 at once: %d 401s and %d 429s, want 4 and 60 (max_concurrent 4)", n401, n429)
+			}
+			// 5 failures spent of a quota of 2: the bound (2 − 1) + 4 × 1.
+			// The key owes 3 tokens, so the next request waits for 4.
+			resp, _ := testcaddy.Get(t, s.urls[0])
+			if resp.StatusCode != 429 {
+				t.Fatalf("after the bound: %d, want 429", resp.StatusCode)
+			}
+			ra, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+			if ra < 3900 || ra > 4000 {
+				t.Errorf("Retry-After %d, want about 4000 s (3 owed + 1 at 0.001/s)", ra)
+			}
+			if n := hits.Load(); n != 5 {
+				t.Fatalf("%d requests reached the upstream, want 5", n)
+			}
+		})
 	}
 }
