@@ -65,6 +65,7 @@ type leaseState struct {
 	resetAt     int64 // ns (local clock): quota whole again, per the last call
 	deniedUntil int64 // ns: Redis has fewer than requested_tokens until then
 	deniedBy    *Rule // the rule version that computed deniedUntil
+	deniedCost  int64 // the request cost deniedUntil was computed for
 	pending     bool  // a lease call is in flight
 }
 
@@ -111,6 +112,11 @@ const leaseHold = int64(time.Minute)
 
 // Take decides one request: in-flight caps locally, then the rate in Redis.
 func (e *clusterEngine) Take(r *Rule, key []byte, now int64) Decision {
+	return e.take(r, key, now, r.Cost)
+}
+
+// take is Take for a request of cost tokens.
+func (e *clusterEngine) take(r *Rule, key []byte, now int64, cost int64) Decision {
 	d := e.slots.Take(r, key, now)
 	if !d.OK() {
 		return d
@@ -118,7 +124,7 @@ func (e *clusterEngine) Take(r *Rule, key []byte, now int64) Decision {
 	if r.Flow.Behavior != Reject {
 		e.pace(r, key, now, &d)
 	} else {
-		e.decide(r, key, now, &d)
+		e.decide(r, key, now, cost, &d)
 	}
 	if !d.OK() {
 		e.slots.Release(&d)
@@ -137,12 +143,12 @@ func (e *clusterEngine) Take(r *Rule, key []byte, now int64) Decision {
 // every token it spends was granted by Redis. Tokens granted earlier and
 // spent later are the only excess over the quota, so in any interval the
 // fleet admits at most the quota plus lease_size × instances.
-func (e *clusterEngine) decide(r *Rule, key []byte, now int64, d *Decision) {
+func (e *clusterEngine) decide(r *Rule, key []byte, now, cost int64, d *Decision) {
 	if r.LeaseSize == 0 {
-		e.decideExact(r, key, now, d)
+		e.decideExact(r, key, now, cost, d)
 		return
 	}
-	cost, size := r.Cost, r.Cost
+	size := cost
 	if r.LeaseSize > 0 {
 		size = max(min(r.LeaseSize, d.Limits.quota), cost) // an override may be smaller
 	}
@@ -151,7 +157,7 @@ func (e *clusterEngine) decide(r *Rule, key []byte, now int64, d *Decision) {
 		ls.tokens -= cost
 		d.Remaining, d.Reset = ls.remaining+ls.tokens, max(0, ls.resetAt-now)
 		var want int64
-		if !ls.pending && ls.tokens*2 < size && r.LeaseSize > 0 && !ls.refusing(r, now) {
+		if !ls.pending && ls.tokens*2 < size && r.LeaseSize > 0 && !ls.refusing(r, now, 1) {
 			ls.pending, want = true, size-ls.tokens
 		}
 		s.mu.Unlock()
@@ -160,7 +166,7 @@ func (e *clusterEngine) decide(r *Rule, key []byte, now int64, d *Decision) {
 		}
 		return
 	}
-	if ls.refusing(r, now) {
+	if ls.refusing(r, now, cost) {
 		d.Reason, d.RetryAfter = RateLimited, ls.deniedUntil-now
 		d.Remaining, d.Reset = 0, max(0, ls.resetAt-now)
 		s.mu.Unlock()
@@ -181,10 +187,10 @@ func (e *clusterEngine) decide(r *Rule, key []byte, now int64, d *Decision) {
 	}
 	if err != nil {
 		s.mu.Unlock()
-		e.fail(r, key, now, d)
+		e.fail(r, key, now, cost, d)
 		return
 	}
-	ls.learn(r, g, now)
+	ls.learn(r, g, now, cost)
 	if g.n >= cost {
 		ls.tokens += g.n - cost
 		d.Remaining = g.remaining + ls.tokens
@@ -200,11 +206,11 @@ func (e *clusterEngine) decide(r *Rule, key []byte, now int64, d *Decision) {
 // decide). Only such a refusal is kept per key: a key Redis admits needs no
 // entry here, so exact mode makes none for it (no allocation, no LRU work,
 // nothing for the GC to mark per key) and looks the key up once.
-func (e *clusterEngine) decideExact(r *Rule, key []byte, now int64, d *Decision) {
+func (e *clusterEngine) decideExact(r *Rule, key []byte, now, cost int64, d *Decision) {
 	s := e.keys.shard(key)
 	s.mu.Lock()
 	known := e.keys.leaseOf(s, key)
-	if known != nil && known.refusing(r, now) {
+	if known != nil && known.refusing(r, now, cost) {
 		ls := known
 		d.Reason, d.RetryAfter = RateLimited, ls.deniedUntil-now
 		d.Remaining, d.Reset = 0, max(0, ls.resetAt-now)
@@ -212,12 +218,18 @@ func (e *clusterEngine) decideExact(r *Rule, key []byte, now int64, d *Decision)
 		return
 	}
 	s.mu.Unlock()
-	g, err := e.call(r, d.Limits, key, r.Cost, r.Cost)
+	spend := cost
+	if r.settles {
+		spend = r.Reserve // the rest is settled after the response
+	}
+	g, err := e.call(r, d.Limits, key, cost, spend)
 	if err != nil {
-		e.fail(r, key, now, d)
+		e.fail(r, key, now, cost, d)
 		return
 	}
-	if g.n >= r.Cost {
+	// Admitted: spend granted, and cost was there before it (what is left
+	// plus what was granted).
+	if g.n >= spend && g.remaining+g.n >= cost {
 		d.Remaining = g.remaining
 	} else {
 		d.Reason, d.RetryAfter, d.Remaining = RateLimited, g.wait, 0
@@ -226,7 +238,7 @@ func (e *clusterEngine) decideExact(r *Rule, key []byte, now int64, d *Decision)
 	if g.wait > 0 || known != nil {
 		// Remember the refusal, or clear the one remembered.
 		s, _, ls := e.lockLease(r, key, now)
-		ls.learn(r, g, now)
+		ls.learn(r, g, now, cost)
 		s.mu.Unlock()
 	}
 }
@@ -247,18 +259,20 @@ func (e *clusterEngine) lockLease(r *Rule, key []byte, now int64) (s *shard, ent
 	return s, s.at(i), s.lease(i)
 }
 
-// refusing reports whether Redis said, under rule r, it has no tokens now.
-func (ls *leaseState) refusing(r *Rule, now int64) bool {
-	return now < ls.deniedUntil && ls.deniedBy == r
+// refusing reports whether Redis said, under rule r, it has fewer than
+// cost tokens now (it said so for requests of deniedCost: a cheaper one may
+// still fit).
+func (ls *leaseState) refusing(r *Rule, now, cost int64) bool {
+	return now < ls.deniedUntil && ls.deniedBy == r && cost >= ls.deniedCost
 }
 
 // learn records what a call told about the key's quota in Redis. A wait
 // of 0 (tokens left) clears a refusal: a stale now + 0 must not refuse a
 // concurrent request whose clock reading came earlier.
-func (ls *leaseState) learn(r *Rule, g grant, now int64) {
+func (ls *leaseState) learn(r *Rule, g grant, now, cost int64) {
 	ls.remaining, ls.resetAt = g.remaining, now+g.reset
 	if g.wait > 0 {
-		ls.deniedUntil, ls.deniedBy = now+g.wait, r
+		ls.deniedUntil, ls.deniedBy, ls.deniedCost = now+g.wait, r, cost
 	} else {
 		ls.deniedUntil, ls.deniedBy = 0, nil
 	}
@@ -272,7 +286,7 @@ func (e *clusterEngine) topUp(r *Rule, l *Limits, key string, s *shard, ls *leas
 	ls.pending = false
 	if err == nil {
 		ls.tokens += g.n
-		ls.learn(r, g, now)
+		ls.learn(r, g, now, 1)
 	}
 	s.mu.Unlock()
 }
@@ -345,7 +359,7 @@ func unreachable(err error) bool {
 }
 
 // fail decides d without Redis, by the rule's on_redis_error.
-func (e *clusterEngine) fail(r *Rule, key []byte, now int64, d *Decision) {
+func (e *clusterEngine) fail(r *Rule, key []byte, now, cost int64, d *Decision) {
 	switch r.OnRedisError {
 	case FailAllow:
 		e.lim.counters.fallbackAllow.Inc()
@@ -355,7 +369,7 @@ func (e *clusterEngine) fail(r *Rule, key []byte, now int64, d *Decision) {
 		d.Reason, d.Unknown = RedisUnavailable, true
 	default:
 		e.lim.counters.fallbackLocal.Inc()
-		fd := e.fallback.Take(e.shareOf(r), key, now)
+		fd := e.fallback.take(e.shareOf(r), key, now, cost)
 		d.Reason, d.Limits = fd.Reason, fd.Limits
 		d.Remaining, d.Reset, d.RetryAfter = fd.Remaining, fd.Reset, fd.RetryAfter
 		d.Wait, d.queued = fd.Wait, fd.queued // a paced rule waits in the local pacer

@@ -26,7 +26,7 @@ import "math"
 // admitted at once, as the local warm_up does).
 func (e *clusterEngine) pace(r *Rule, key []byte, now int64, d *Decision) {
 	s, _, ls := e.lockLease(r, key, now)
-	if ls.refusing(r, now) {
+	if ls.refusing(r, now, r.Cost) {
 		d.Reason, d.RetryAfter, d.Remaining, d.Reset = RateLimited, ls.deniedUntil-now, 0, max(0, ls.resetAt-now)
 		s.mu.Unlock()
 		return
@@ -48,7 +48,7 @@ func (e *clusterEngine) pace(r *Rule, key []byte, now int64, d *Decision) {
 	g, err := e.call(r, d.Limits, key, r.Cost, r.Cost)
 	if err != nil {
 		q.Add(-1)
-		e.fail(r, key, now, d)
+		e.fail(r, key, now, r.Cost, d)
 		return
 	}
 	d.Remaining, d.Reset = g.remaining, g.reset
@@ -73,7 +73,7 @@ func (e *clusterEngine) pace(r *Rule, key []byte, now int64, d *Decision) {
 func (e *clusterEngine) warmUp(r *Rule, key []byte, now int64, d *Decision, s *shard, ls *leaseState) {
 	g, err := e.call(r, d.Limits, key, r.Cost, r.Cost)
 	if err != nil {
-		e.fail(r, key, now, d)
+		e.fail(r, key, now, r.Cost, d)
 		return
 	}
 	d.Remaining, d.Reset = g.remaining, g.reset

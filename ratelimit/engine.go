@@ -79,9 +79,14 @@ func (e *localEngine) Keys() int64           { return e.tab.keys.Load() }
 func (e *localEngine) sweep(now, idle int64) { e.tab.sweep(now, idle) }
 func (e *localEngine) InFlight() int64       { return e.inflight.Load() }
 
-// Take admits or refuses a request; it allocates only for a key it has not
-// seen before.
+// Take admits or refuses a request of the rule's cost; it allocates only
+// for a key it has not seen before.
 func (e *localEngine) Take(r *Rule, key []byte, now int64) Decision {
+	return e.take(r, key, now, r.Cost)
+}
+
+// take is Take for a request of cost tokens.
+func (e *localEngine) take(r *Rule, key []byte, now int64, cost int64) Decision {
 	d := Decision{Limits: &r.Limits}
 	if len(r.Overrides) > 0 {
 		if l := r.Overrides[string(key)]; l != nil {
@@ -119,17 +124,20 @@ func (e *localEngine) Take(r *Rule, key []byte, now int64) Decision {
 	}
 	ok := true
 	var left float64
-	cost := float64(r.Cost)
+	n, spend := float64(cost), float64(cost)
+	if r.settles {
+		spend = float64(r.Reserve) // the rest is settled after the response
+	}
 	if e.slotsOnly {
 		// the rate is decided elsewhere
 	} else if r.Flow.Behavior != Reject {
-		ok = e.shape(r, ent, l, now, cost, &d)
+		ok = e.shape(r, ent, l, now, n, &d)
 		left = float64(d.Remaining)
 	} else if e.typ == SlidingWindow {
-		ok, left, d.RetryAfter = ent.sw.take(now, l.Window, l.Max, cost)
+		ok, left, d.RetryAfter = ent.sw.admit(now, l.Window, l.Max, n, spend)
 		d.Reset = ent.sw.untilWindowEnd(now, l.Window)
 	} else {
-		ok, left, d.RetryAfter = ent.tb.take(now, l.QPS, l.Burst, cost)
+		ok, left, d.RetryAfter = ent.tb.admit(now, l.QPS, l.Burst, n, spend)
 		d.Reset = ent.tb.untilFull(l.QPS, l.Burst)
 	}
 	d.Remaining = int64(left)

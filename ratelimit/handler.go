@@ -167,8 +167,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			}
 		}
 	}
+	cost := rule.Cost
+	if rule.costExpr.expr != "" {
+		if cost, ok = rule.costExpr.eval(r, repl, rule.MaxCost); !ok {
+			ph.setKey(key)
+			return h.badCost(w, rule, lim, repl, fresh, &ph)
+		}
+	}
 	eng := lim.engine(rule)
-	d := decide(eng, rule, key, lim.now())
+	d := decide(eng, rule, key, lim.now(), cost)
 	ph.setKey(key)
 	// An in-flight cap refuses before the rate quota is consulted: the
 	// quota is untouched and unknown here, so no quota headers claim r=0.
@@ -199,6 +206,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	ph.paces = rule.Flow.Behavior.paces()
 	ph.publish(repl, fresh)
+	if rule.settles {
+		return serveSettled(w, r, next, rule, lim, eng, key, cost, d)
+	}
 	if d.slot != nil || d.total {
 		return serveHolding(w, r, next, eng, d)
 	}
@@ -209,12 +219,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 // the key; called directly, the compiler sees that, so the key's buffer
 // stays on the stack (through the interface it would be one allocation per
 // request).
-func decide(eng Engine, rule *Rule, key []byte, now int64) Decision {
+func decide(eng Engine, rule *Rule, key []byte, now, cost int64) Decision {
 	switch e := eng.(type) {
 	case *localEngine:
-		return e.Take(rule, key, now)
+		return e.take(rule, key, now, cost)
 	case *clusterEngine:
-		return e.Take(rule, key, now)
+		return e.take(rule, key, now, cost)
 	}
 	return eng.Take(rule, bytes.Clone(key), now)
 }

@@ -44,9 +44,10 @@ const (
 	resultTooManyInFlight
 	resultRedisUnavailable
 	resultEmptyKey
+	resultBadCost
 )
 
-var resultNames = [...]string{"", "allowed", "shadow_rejected", "rate_limited", "too_many_in_flight", "redis_unavailable", "empty_key"}
+var resultNames = [...]string{"", "allowed", "shadow_rejected", "rate_limited", "too_many_in_flight", "redis_unavailable", "empty_key", "bad_cost"}
 
 // setKey records the request's key.
 func (p *placeholders) setKey(key []byte) {

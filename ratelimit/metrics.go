@@ -10,7 +10,8 @@ import (
 // Metrics, registered on each config's registry (ctx.GetMetricsRegistry):
 //
 //	sluice_ratelimit_requests_total{rule,result}  result: allowed, rejected,
-//	    shadow_rejected, concurrency_rejected, empty_key_rejected
+//	    shadow_rejected, concurrency_rejected, empty_key_rejected,
+//	    redis_unavailable, bad_cost
 //	sluice_ratelimit_keys{rule}       keys tracked now
 //	sluice_ratelimit_in_flight{rule}  requests admitted and not finished
 //	    (counted for rules with max_concurrent or max_concurrent_total)
@@ -46,9 +47,9 @@ func initMetrics(reg *prometheus.Registry) {
 // state endpoint reads them. The Redis ones are exported for scope cluster
 // rules only.
 type ruleCounters struct {
-	allowed, rejected, shadow, concurrency, emptyKey, unavailable counter
-	redisCalls, redisErrors                                       *counter
-	fallbackAllow, fallbackDeny, fallbackLocal                    *counter
+	allowed, rejected, shadow, concurrency, emptyKey, unavailable, badCost counter
+	redisCalls, redisErrors                                                *counter
+	fallbackAllow, fallbackDeny, fallbackLocal                             *counter
 }
 
 // counter is a count the collector exports.
@@ -72,11 +73,12 @@ func (c *ruleCounters) results(fn func(result string, n *counter)) {
 	fn("concurrency_rejected", &c.concurrency)
 	fn("empty_key_rejected", &c.emptyKey)
 	fn("redis_unavailable", &c.unavailable)
+	fn("bad_cost", &c.badCost)
 }
 
 // byResult are the rule's decisions by result.
 func (c *ruleCounters) byResult() map[string]int64 {
-	out := make(map[string]int64, 6)
+	out := make(map[string]int64, 7)
 	c.results(func(result string, n *counter) { out[result] = int64(n.Load()) })
 	return out
 }

@@ -48,7 +48,8 @@ import (
 
 // tokenBucketLua: each key {t = last update µs, n = tokens}; a run's
 // numbers: rate per second, burst. The TTL is capped at 1e15 ms (forever,
-// in effect) and formatted once per run, not for every key's SET.
+// in effect) and formatted once per run, not for every key's SET, except
+// for a key in debt (below zero, settle.go), which keeps it until repaid.
 const tokenBucketLua = `
 local t = redis.call('TIME')
 local clock = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -87,7 +88,11 @@ while r < #ARGV do
       wait = math.ceil((want_min - tokens) * 1000000 / rate)
     end
     v = struct.pack('<dd', now, tokens)
-    local w = redis.pcall('SET', key, v, 'PX', ttl)
+    local kttl = ttl
+    if tokens < 0 then
+      kttl = string.format('%d', math.min(1e15, math.ceil((burst - tokens) / rate * 1000) + 1000))
+    end
+    local w = redis.pcall('SET', key, v, 'PX', kttl)
     if type(w) == 'table' and w.err then
       out[a + 1], out[a + 2], out[a + 3], out[a + 4] = w.err, 0, 0, 0
     else

@@ -61,8 +61,18 @@ type Rule struct {
 	// Overrides by resolved key ("user:42", "tenant:acme:/api").
 	Overrides map[string]*Limits
 	Key       handlerkit.Key
-	// Cost of one request in tokens (requested_tokens).
-	Cost int64
+	// Cost of one request in tokens (requested_tokens, or cost as a
+	// number); costExpr reads it from each request instead, up to MaxCost.
+	Cost      int64
+	costExpr  costExpr
+	MaxCost   int64
+	costField string // the field that set the cost, for errors
+	// CountStatus: only responses with these statuses spend the cost,
+	// charged when the response is done (settles); Reserve is what a
+	// request spends when admitted, settled against its charge after.
+	CountStatus handlerkit.StatusSet
+	Reserve     int64
+	settles     bool
 	// MaxConcurrent caps requests in flight per key; MaxConcurrentTotal
 	// across all keys of the rule. 0 means no cap.
 	MaxConcurrent      int32
@@ -155,7 +165,7 @@ type Limits struct {
 // ParseRule validates a rate_limit rule's fields. Errors are
 // *rulestore.FieldError naming the field.
 func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
-	r := &Rule{ID: id, Cost: 1, MaxKeys: DefaultMaxKeys, Status: DefaultStatus,
+	r := &Rule{ID: id, Cost: 1, costField: "requested_tokens", MaxKeys: DefaultMaxKeys, Status: DefaultStatus,
 		ConcurrencyStatus: DefaultStatus, Headers: true, EmptyKeyStatus: http.StatusForbidden, Scope: "local",
 		RedisTimeout: DefaultRedisTimeout, RedisErrorStatus: DefaultRedisErrorStatus}
 	for _, name := range f.Names() {
@@ -210,6 +220,9 @@ func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
 		if r.Cost, ok = rulestore.ParseWhole(v, 1, MaxBurst); !ok {
 			return nil, f.Errorf("requested_tokens", "want a whole number %s", rulestore.Range(1, int64(MaxBurst)))
 		}
+	}
+	if err := r.parseCost(f, get); err != nil {
+		return nil, err
 	}
 	if field, err := r.finish(&r.Limits); err != nil {
 		return nil, f.Errorf(field, "%v", err)
@@ -294,6 +307,9 @@ func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
 	if err := r.parseFlow(f, get); err != nil {
 		return nil, err
 	}
+	if err := r.finishCost(f); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 
@@ -309,7 +325,7 @@ func (r *Rule) finish(l *Limits) (string, error) {
 			return "burst", fmt.Errorf("a full bucket would take %.0fs to refill (burst ÷ qps); at most a year", refill)
 		}
 		if float64(r.Cost) > l.Burst {
-			return "requested_tokens", fmt.Errorf("%d exceeds burst %g: no request could ever pass", r.Cost, l.Burst)
+			return r.costField, fmt.Errorf("%d exceeds burst %g: no request could ever pass", r.Cost, l.Burst)
 		}
 		l.quota = int64(l.Burst)
 		l.window = int64(math.Ceil(l.Burst / l.QPS))
@@ -322,7 +338,7 @@ func (r *Rule) finish(l *Limits) (string, error) {
 			return "qps", fmt.Errorf("qps × window_size = %g allows no request; raise qps or window_size", l.QPS*float64(l.Window)/1e9)
 		}
 		if float64(r.Cost) > l.Max {
-			return "requested_tokens", fmt.Errorf("%d exceeds qps × window_size = %g: no request could ever pass", r.Cost, l.Max)
+			return r.costField, fmt.Errorf("%d exceeds qps × window_size = %g: no request could ever pass", r.Cost, l.Max)
 		}
 		l.quota = int64(l.Max)
 		l.window = int64(math.Ceil(float64(l.Window) / 1e9))

@@ -27,11 +27,18 @@ type slidingWindow struct {
 // It returns whether it did, the whole units left afterwards, and when
 // refused the wait in ns until it would fit (assuming no other traffic).
 func (w *slidingWindow) take(now, size int64, limit, n float64) (ok bool, left float64, wait int64) {
+	return w.admit(now, size, limit, n, n)
+}
+
+// admit is take for a request that needs room for `n` units but spends
+// only `spend` of them now (the rest is settled after its response, by
+// charge).
+func (w *slidingWindow) admit(now, size int64, limit, n, spend float64) (ok bool, left float64, wait int64) {
 	w.advance(now, size)
 	est := w.estimate(now, size)
 	if est+n <= limit {
-		w.cur += n
-		return true, math.Floor(limit - est - n), 0
+		w.cur += spend
+		return true, math.Floor(limit - est - spend), 0
 	}
 	left = math.Max(0, math.Floor(limit-est))
 	// The estimate falls as the previous window slides out.
@@ -77,4 +84,12 @@ func (w *slidingWindow) advance(now, size int64) {
 // untilWindowEnd is the wait in ns until the current fixed window ends.
 func (w *slidingWindow) untilWindowEnd(now, size int64) int64 {
 	return w.start + size - now
+}
+
+// charge counts n more units in the current window at now (takes -n back
+// when n < 0, down to none). The window may go over its limit: a debt that
+// refuses requests until it slides out.
+func (w *slidingWindow) charge(now, size int64, n float64) {
+	w.advance(now, size)
+	w.cur = max(w.cur+n, 0)
 }

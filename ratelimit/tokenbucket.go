@@ -17,12 +17,27 @@ type tokenBucket struct {
 // n must not exceed burst (the rule parser guarantees it), else the wait
 // would be infinite.
 func (b *tokenBucket) take(now int64, rate, burst, n float64) (ok bool, left float64, wait int64) {
+	return b.admit(now, rate, burst, n, n)
+}
+
+// admit is take for a request that needs `need` tokens in the bucket but
+// spends only `spend` of them now (the rest is settled after its response,
+// by charge). A bucket in debt (below zero) reports 0 left.
+func (b *tokenBucket) admit(now int64, rate, burst, need, spend float64) (ok bool, left float64, wait int64) {
 	b.refill(now, rate, burst)
-	if b.tokens >= n {
-		b.tokens -= n
-		return true, math.Floor(b.tokens), 0
+	if b.tokens >= need {
+		b.tokens -= spend
+		return true, math.Floor(max(b.tokens, 0)), 0
 	}
-	return false, math.Floor(b.tokens), ceilNanos((n - b.tokens) / rate)
+	return false, math.Floor(max(b.tokens, 0)), ceilNanos((need - b.tokens) / rate)
+}
+
+// charge spends n more tokens at now (refunds -n when n < 0): the bucket
+// may go below zero, a debt the refill pays back before any request can
+// pass, and never above burst.
+func (b *tokenBucket) charge(now int64, rate, burst, n float64) {
+	b.refill(now, rate, burst)
+	b.tokens = min(b.tokens-n, burst)
 }
 
 // refill brings the bucket up to date at now. A clock that steps back (it

@@ -25,6 +25,14 @@ type RateLimitSpec struct {
 	KeyResolver string `json:"key_resolver,omitempty"`
 	// RequestedTokens is the cost of one request (default 1).
 	RequestedTokens *int64 `json:"requested_tokens,omitempty"`
+	// Cost is what a request spends: a whole number, or a placeholder
+	// evaluated per request (e.g. {http.request.header.X-Batch-Size}).
+	Cost string `json:"cost,omitempty"`
+	// MaxCost bounds a per-request cost (default: the quota).
+	MaxCost *int64 `json:"max_cost,omitempty"`
+	// CountStatus: only responses with these statuses spend the cost
+	// (codes, ranges 400-499 or classes 4xx), charged after the response.
+	CountStatus []string `json:"count_status,omitempty"`
 	// MaxConcurrent caps the requests in flight per key: a number (0 = no
 	// cap) or adaptive.
 	MaxConcurrent string `json:"max_concurrent,omitempty"`

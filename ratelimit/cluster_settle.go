@@ -1,0 +1,77 @@
+package ratelimit
+
+import (
+	"github.com/redis/go-redis/v9"
+)
+
+// settleLua charges a settlement to one key's state in Redis (the same
+// packed state as the decision scripts, redisscript.go): ARGV the engine
+// ('tb' or 'sw'), its two numbers (rate and burst, or window µs and
+// limit) and the tokens to charge (negative: a refund). A token bucket may
+// go below zero (debt) and never above burst; its TTL covers the time to
+// refill the debt too. A sliding window's count may go over its limit and
+// never below zero. It answers like a decision: {0, remaining, 0, 0}.
+const settleLua = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local key = KEYS[1]
+local a, b, n = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local v = redis.call('GET', key)
+if ARGV[1] == 'tb' then
+  if v and #v ~= 16 then return redis.error_reply('` + wrongTypeReply + `') end
+  local rate, burst, tokens = a, b, b
+  if v then
+    local last
+    last, tokens = struct.unpack('<dd', v)
+    if now > last then tokens = tokens + (now - last) * rate / 1000000 else now = last end
+    if tokens > burst then tokens = burst end
+  end
+  tokens = math.min(tokens - n, burst)
+  local ttl = string.format('%d', math.min(1e15, math.ceil((burst - tokens) / rate * 1000) + 1000))
+  redis.call('SET', key, struct.pack('<dd', now, tokens), 'PX', ttl)
+  return {0, math.floor(tokens), 0, 0}
+end
+if v and #v ~= 24 then return redis.error_reply('` + wrongTypeReply + `') end
+local size, limit = a, b
+local start = now - (now % size)
+local s, cur, prev
+if v then s, cur, prev = struct.unpack('<ddd', v) else cur, prev = 0, 0 end
+if s and s > start then start = s end
+if s ~= start then
+  if s and start - s == size then prev = cur else prev = 0 end
+  cur = 0
+end
+cur = math.max(cur + n, 0)
+local ttl = string.format('%d', math.min(1e15, math.ceil(2 * size / 1000) + 1000))
+redis.call('SET', key, struct.pack('<ddd', start, cur, prev), 'PX', ttl)
+return {0, math.max(0, math.floor(limit - cur)), 0, 0}
+`
+
+var settleScript = redis.NewScript(settleLua)
+
+// settle charges n tokens to key's state in Redis, riding in the next
+// batch of the client's decisions, without waiting for it. While Redis is
+// down (or absent) it charges the local share that on_redis_error local
+// decides by.
+func (e *clusterEngine) settle(r *Rule, key []byte, now, n int64) {
+	ref := e.lim.backend.Load()
+	var c redis.UniversalClient
+	if ref != nil {
+		c = ref.b.Client()
+	}
+	if c == nil {
+		e.fallback.settle(r, key, now, n)
+		return
+	}
+	g := ref.b.ClientState(gateKey, newGate).(*gate)
+	if g.down.Load() {
+		e.fallback.settle(e.shareOf(r), key, now, n)
+		return
+	}
+	eng := "tb"
+	if e.typ == SlidingWindow {
+		eng = "sw"
+	}
+	l := r.limitsFor(key)
+	g.batch.post(settleScript, redisKey(ref.b.KeyPrefix(), e.typ, r.ID, key), [4]any{eng, l.scriptArgs[0], l.scriptArgs[1], n}, r.RedisTimeout)
+}

@@ -1,0 +1,128 @@
+package ratelimit
+
+import (
+	"fmt"
+	"net/http"
+	"net/textproto"
+	"strconv"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/sluicegw/sluice/rulestore"
+)
+
+// costExpr is a cost read from each request: a placeholder expression, with
+// a request header read directly (no replacer, no allocation).
+type costExpr struct {
+	expr   string
+	header string // canonical name when expr is one request header
+}
+
+func newCostExpr(v string) costExpr {
+	c := costExpr{expr: v}
+	if name, ok := strings.CutPrefix(v, "{http.request.header."); ok && strings.HasSuffix(name, "}") &&
+		!strings.ContainsAny(name[:len(name)-1], "{}") {
+		c.header = textproto.CanonicalMIMEHeaderKey(name[:len(name)-1])
+	}
+	return c
+}
+
+// eval reads the cost of request req: ok is false when it is missing, not
+// a whole number, negative or above max.
+func (c *costExpr) eval(req *http.Request, repl *caddy.Replacer, max int64) (int64, bool) {
+	var v string
+	if c.header != "" {
+		if vals := req.Header[c.header]; len(vals) > 0 {
+			v = vals[0]
+		}
+	} else if repl != nil {
+		v = repl.ReplaceKnown(c.expr, "")
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil || n < 0 || n > max {
+		return 0, false
+	}
+	return n, true
+}
+
+// parseCost reads cost (a whole number, or a placeholder per request) and
+// max_cost. A number is the same as requested_tokens.
+func (r *Rule) parseCost(f rulestore.Fields, get func(string) (string, bool)) error {
+	v, ok := get("cost")
+	if ok {
+		if _, both := get("requested_tokens"); both {
+			return f.Errorf("cost", "give cost or requested_tokens, not both")
+		}
+		r.costField = "cost"
+		if strings.Contains(v, "{") {
+			r.costExpr = newCostExpr(v)
+		} else if r.Cost, ok = rulestore.ParseWhole(v, 1, MaxBurst); !ok {
+			return f.Errorf("cost", "want a whole number %s, or a placeholder such as {http.request.header.X-Batch-Size}", rulestore.Range(1, int64(MaxBurst)))
+		}
+	}
+	if v, ok := get("count_status"); ok {
+		if err := r.CountStatus.Parse(v); err != nil {
+			return f.Errorf("count_status", "%v", err)
+		}
+		r.settles = true
+	}
+	if v, ok := get("max_cost"); ok {
+		if r.costExpr.expr == "" {
+			return f.Errorf("max_cost", "applies to a cost given by a placeholder only")
+		}
+		if r.MaxCost, ok = rulestore.ParseWhole(v, 1, MaxBurst); !ok {
+			return f.Errorf("max_cost", "want a whole number %s", rulestore.Range(1, int64(MaxBurst)))
+		}
+	}
+	return nil
+}
+
+// finishCost checks a per-request cost against the rule once every quota
+// is known: max_cost defaults to the smallest quota and may not exceed it
+// (a request costing more could never pass).
+func (r *Rule) finishCost(f rulestore.Fields) error {
+	if r.settles {
+		if r.Flow.Behavior != Reject || r.Flow.Adaptive != nil {
+			return f.Errorf("count_status", "applies to control_behavior reject without an adaptive limit only")
+		}
+		if r.LeaseSize > 0 {
+			return f.Errorf("count_status", "does not apply with lease_size: a settlement goes to Redis, not to a lease")
+		}
+		// A key in debt needs longer than its refill time to be whole.
+		r.idle *= 2
+	}
+	if r.costExpr.expr == "" {
+		return nil
+	}
+	if r.Flow.Behavior != Reject {
+		return f.Errorf("cost", "a cost per request applies to control_behavior reject only (pacing spaces requests of one cost)")
+	}
+	least := r.Limits.quota
+	for _, l := range r.Overrides {
+		least = min(least, l.quota)
+	}
+	if r.MaxCost == 0 {
+		r.MaxCost = least
+	} else if r.MaxCost > least {
+		return f.Errorf("max_cost", "%d exceeds the quota %d (burst, or qps × window_size): such a request could never pass", r.MaxCost, least)
+	}
+	if r.LeaseSize > 0 && r.LeaseSize < r.MaxCost {
+		return f.Errorf("lease_size", "%d is less than max_cost %d", r.LeaseSize, r.MaxCost)
+	}
+	return nil
+}
+
+// badCost refuses a request whose cost is missing, not a whole number or
+// out of range: a client error, answered before any token is spent.
+func (h *Handler) badCost(w http.ResponseWriter, rule *Rule, lim *limiter, repl *caddy.Replacer, fresh bool, ph *placeholders) error {
+	lim.counters.badCost.Inc()
+	ph.result = resultBadCost
+	ph.publish(repl, fresh)
+	if rule.HandleErrors {
+		return caddyhttp.Error(http.StatusBadRequest, fmt.Errorf("bad cost for rule %s", rule.ID))
+	}
+	writeBody(w, http.StatusBadRequest, `{"error":"bad_cost","rule":"`+rule.ID+`","max_cost":`+strconv.FormatInt(rule.MaxCost, 10)+`}`)
+	return nil
+}
