@@ -137,6 +137,7 @@ type canary struct {
 	rule, target, fallback string
 	counts                 [2]cohortCounts // canarySide, baselineSide
 	lastSeen               atomic.Int64    // unix ns the rule was last seen with analysis on
+	followed               bool            // a goroutine follows it (guarded by the hub's mu)
 
 	// Hub goroutine only.
 	analysis  *Analysis
@@ -196,13 +197,10 @@ func (h *analysisHub) canaryFor(g *Rule) *canary {
 	key := g.ID + "\x00" + g.Target + "\x00" + g.Fallback
 	v, ok := h.canaries.Load(key)
 	if !ok {
-		var loaded bool
-		v, loaded = h.canaries.LoadOrStore(key, &canary{rule: g.ID, target: g.Target, fallback: g.Fallback})
-		if !loaded {
-			h.watch(key, v.(*canary))
-		}
+		v, _ = h.canaries.LoadOrStore(key, &canary{rule: g.ID, target: g.Target, fallback: g.Fallback})
 	}
 	c := v.(*canary)
+	h.watch(key, c)
 	c.lastSeen.Store(time.Now().UnixNano())
 	g.Analysis.rec.Store(c)
 	return c
@@ -259,19 +257,29 @@ func (h *Handler) serveCounted(w http.ResponseWriter, r *http.Request, next cadd
 	return err
 }
 
-// watch starts c's goroutine, unless the hub has stopped.
+// watch starts c's goroutine, unless one runs or the hub has stopped,
+// and forgets canaries nobody has followed for idleCanary.
 func (h *analysisHub) watch(key string, c *canary) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.ctx.Err() != nil {
+	if c.followed || h.ctx.Err() != nil {
 		return
 	}
+	c.followed = true
 	h.running.Add(1)
 	go h.follow(key, c)
+	idle := time.Now().UnixNano() - int64(idleCanary)
+	h.canaries.Range(func(k, v any) bool {
+		if o := v.(*canary); !o.followed && o.lastSeen.Load() < idle {
+			h.canaries.Delete(k)
+		}
+		return true
+	})
 }
 
-// follow closes and judges c's intervals until c is forgotten or the hub
-// stops.
+// follow closes and judges c's intervals while its rule has analysis on
+// and the hub runs. The canary stays known (its counts, its history) for
+// idleCanary; a request of its rule follows it again.
 func (h *analysisHub) follow(key string, c *canary) {
 	defer h.running.Done()
 	t := time.NewTicker(hubTick)
@@ -281,12 +289,32 @@ func (h *analysisHub) follow(key string, c *canary) {
 		case <-h.ctx.Done():
 			return
 		case now := <-t.C:
-			if !h.step(c, now) {
-				h.canaries.CompareAndDelete(key, c)
-				return
+			if h.step(c, now) {
+				continue
 			}
+			h.mu.Lock()
+			if _, g := h.inForce(c); g != nil { // back since step looked: keep following
+				h.mu.Unlock()
+				continue
+			}
+			c.followed = false
+			h.mu.Unlock()
+			return
 		}
 	}
+}
+
+// inForce returns c's rule when it is in force with analysis on.
+func (h *analysisHub) inForce(c *canary) (*rulestore.Rule, *Rule) {
+	r := h.store.Load().Lookup(rulestore.Gray, c.rule)
+	if r == nil {
+		return nil, nil
+	}
+	g, _ := r.Value.(*Rule)
+	if g == nil || g.Analysis == nil || g.Target != c.target || g.Fallback != c.fallback {
+		return nil, nil
+	}
+	return r, g
 }
 
 // callContext is the context of one Redis call: its own deadline, and
@@ -295,16 +323,13 @@ func (h *analysisHub) callContext(d time.Duration) (context.Context, context.Can
 	return context.WithTimeout(h.ctx, d)
 }
 
-// step closes and judges c's finished intervals; false forgets c.
+// step closes and judges c's finished intervals; false when c's rule is
+// not in force with analysis on.
 func (h *analysisHub) step(c *canary, now time.Time) bool {
 	store := h.store.Load()
-	r := store.Lookup(rulestore.Gray, c.rule)
-	var g *Rule
-	if r != nil {
-		g, _ = r.Value.(*Rule)
-	}
-	if g == nil || g.Analysis == nil || g.Target != c.target || g.Fallback != c.fallback {
-		return now.UnixNano()-c.lastSeen.Load() < int64(idleCanary)
+	r, g := h.inForce(c)
+	if g == nil {
+		return false
 	}
 	c.lastSeen.Store(now.UnixNano())
 	c.mu.Lock()

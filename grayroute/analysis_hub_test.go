@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"runtime"
 	"strings"
 	"sync"
@@ -30,25 +31,22 @@ func hubGoroutines() int {
 
 // TestAnalysisHubIdleWithoutAnalysis: grayroute handlers whose rules have
 // no analysis run no hub goroutine and no ticker; the first request of a
-// rule with analysis on starts one, for that canary. (The hub lives as
+// rule with analysis on starts one, for that canary, which ends when the
+// rule no longer has analysis on. (The hub lives as
 // long as any grayroute handler does, so canaries of earlier tests in this
 // process may still be followed: the test counts what it adds.)
 func TestAnalysisHubIdleWithoutAnalysis(t *testing.T) {
+	rds := redistest.Start(t)
 	addr, url := site(t)
+	admin := testcaddy.FreePort(t)
 	testcaddy.Run(t, fmt.Sprintf(`{
+	admin localhost:%d
 	persist_config off
 	rulestore {
+		redis %s
 		gray plain {
 			target_version v2
 			weight         50
-		}
-		gray judged {
-			target_version    v2
-			fallback_version  v1
-			weight            50
-			analysis          on
-			step_weight       10
-			min_samples       1000000
 		}
 	}
 }
@@ -62,7 +60,7 @@ func TestAnalysisHubIdleWithoutAnalysis(t *testing.T) {
 		respond "{http.grayroute.version}"
 	}
 }
-`, addr))
+`, admin, rds.URL(), addr))
 	before := hubGoroutines()
 	for i := 0; i < 20; i++ {
 		get(t, url+"plain", fmt.Sprintf("X-User-Id: u%d", i))
@@ -70,8 +68,23 @@ func TestAnalysisHubIdleWithoutAnalysis(t *testing.T) {
 	if n := hubGoroutines() - before; n != 0 {
 		t.Fatalf("%d analysis goroutines more with no analysed traffic, want none", n)
 	}
-	get(t, url+"judged", "X-User-Id: u1")
+	rule := func(method, body string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, fmt.Sprintf("http://localhost:%d/sluice/rules/gray/judged", admin), strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if resp, text := testcaddy.Do(t, req); resp.StatusCode != 200 {
+			t.Fatalf("%s judged: %d %s", method, resp.StatusCode, text)
+		}
+	}
+	rule(http.MethodPut, `{"target_version":"v2","fallback_version":"v1","weight":"50","analysis":"on","step_weight":"10","min_samples":"1000000"}`)
+	testcaddy.Eventually(t, 10*time.Second, "a request of the analysed rule counted", func() bool {
+		get(t, url+"judged", "X-User-Id: u1")
+		return hubGoroutines()-before == 1
+	})
 	testcaddy.Eventually(t, 10*time.Second, "one goroutine for the analysed canary", func() bool { return hubGoroutines()-before == 1 })
+
+	rule(http.MethodDelete, "")
+	testcaddy.Eventually(t, 10*time.Second, "the canary's goroutine ended with its analysis", func() bool { return hubGoroutines() == before })
 }
 
 // TestAnalysisSlowRedisHoldsOnlyItsOwnCanary: with Redis paused, every
