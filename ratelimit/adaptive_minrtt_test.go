@@ -10,13 +10,7 @@ import "testing"
 func TestGradientLowersAMinRTTMeasuredHigh(t *testing.T) {
 	cfg := AdaptiveConfig{MinLimit: 3, MaxLimit: 1000, InitialLimit: 20, Tolerance: 0.25,
 		SampleWindow: 250 * ms, MinRTTInterval: 30 * sec}
-	now := sec
-	g := newGradient(cfg, now)
-	now += 50 * ms // the measurement's requests are admitted after it started
-	for i := 0; i < minRTTSamples; i++ {
-		now += ms
-		g.observe(now-40*ms, now, 3, false)
-	}
+	g, now := measured(cfg, 40*ms)
 	if st := g.state(); st.MinRTT != 0.04 {
 		t.Fatalf("after a measurement at 40 ms: %+v", st)
 	}
@@ -43,13 +37,7 @@ func TestGradientLowersAMinRTTMeasuredHigh(t *testing.T) {
 func TestGradientCutIgnoresRequestsAdmittedBefore(t *testing.T) {
 	cfg := AdaptiveConfig{MinLimit: 3, MaxLimit: 1000, InitialLimit: 32, Tolerance: 0.25,
 		SampleWindow: 100 * ms, MinRTTInterval: 30 * sec}
-	now := sec
-	g := newGradient(cfg, now)
-	now += 50 * ms // the measurement's requests are admitted after it started
-	for i := 0; i < minRTTSamples; i++ {
-		now += ms
-		g.observe(now-20*ms, now, 3, false)
-	}
+	g, now := measured(cfg, 20*ms)
 	g.slowStart = false
 	// Two windows at 2× minRTT with 32 in flight: a queue; the limit is cut.
 	for w := 0; w < 2; w++ {
@@ -73,4 +61,17 @@ func TestGradientCutIgnoresRequestsAdmittedBefore(t *testing.T) {
 	if st := g.state(); st.Measuring || st.MinRTT != 0.02 {
 		t.Fatalf("after the drain: %+v, want no new measurement and minRTT 0.02", st)
 	}
+}
+
+// measured is a new controller after its first minRTT measurement, every
+// request at rtt, and the time it ended.
+func measured(cfg AdaptiveConfig, rtt int64) (*gradient, int64) {
+	now := sec
+	g := newGradient(cfg, now)
+	now += rtt + 10*ms // the measurement's requests are admitted after it started
+	for i := 0; i < minRTTSamples; i++ {
+		now += ms
+		g.observe(now-rtt, now, 3, false)
+	}
+	return g, now
 }
