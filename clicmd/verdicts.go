@@ -33,44 +33,22 @@ type instanceVerdict struct {
 	InstanceState string `json:"instance_state"`
 }
 
-// storedVersion is the version of what Redis holds for the rule: the
-// rejected value's if there is one, else the rule's.
-func storedVersion(c *cobra.Command, kind, id string) (string, error) {
-	body, err := request(c, "GET", rulePath(kind, id), nil)
-	if err != nil {
-		return "", err
-	}
-	var v struct {
-		Version  string `json:"version"`
-		Rejected *struct {
-			Version string `json:"version"`
-		} `json:"rejected"`
-	}
-	if err := json.Unmarshal(body, &v); err != nil {
-		return "", err
-	}
-	if v.Rejected != nil {
-		return v.Rejected.Version, nil
-	}
-	return v.Version, nil
-}
-
 func verdicts(c *cobra.Command, kind, id string) error {
 	wait, _ := c.Flags().GetDuration("wait")
-	want, err := storedVersion(c, kind, id)
-	if err != nil {
-		return err
-	}
 	deadline := time.Now().Add(wait)
 	for {
 		body, err := request(c, "GET", rulePath(kind, id)+"/verdicts", nil)
 		if err != nil {
 			return err
 		}
-		var vs []instanceVerdict
-		if err := json.Unmarshal(body, &vs); err != nil {
+		var view struct {
+			Version  string            `json:"version"`
+			Verdicts []instanceVerdict `json:"verdicts"`
+		}
+		if err := json.Unmarshal(body, &view); err != nil {
 			return err
 		}
+		want, vs := view.Version, view.Verdicts
 		var pending, rejected []string
 		for _, v := range vs {
 			switch {

@@ -200,6 +200,11 @@ func (s *redisSource) session(ctx context.Context) (connected bool, err error) {
 	if err := s.awaitSubscriptions(ctx, ps, len(channels)); err != nil {
 		return false, err
 	}
+	// Beat first: the resync writes verdicts that name this heartbeat,
+	// and a verdict whose heartbeat is not current reads as stopped.
+	if err := s.heartbeat(ctx, time.Now()); err != nil {
+		return false, err
+	}
 	if err := s.fullResync(ctx, "connected"); err != nil {
 		return false, err
 	}

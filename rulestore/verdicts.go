@@ -21,29 +21,47 @@ type InstanceVerdict struct {
 	InstanceState string `json:"instance_state"`
 }
 
-// Verdicts reads every instance's verdict on a rule, with its liveness,
-// sorted by instance.
-func (a *App) Verdicts(ctx context.Context, k Kind, id string) ([]InstanceVerdict, error) {
+// VerdictsView is GET .../{kind}/{id}/verdicts: the version stored in
+// Redis now, and every instance's verdict. A live instance that has not
+// written one yet is listed with state "none".
+type VerdictsView struct {
+	Version  string            `json:"version"`
+	Verdicts []InstanceVerdict `json:"verdicts"`
+}
+
+// Verdicts reads the stored version of a rule and every instance's
+// verdict on it, with its liveness, sorted by instance.
+func (a *App) Verdicts(ctx context.Context, k Kind, id string) (VerdictsView, error) {
 	out := []InstanceVerdict{}
 	if a.source == nil {
-		return out, nil
+		return VerdictsView{Version: storedVersion(a.Static(k, id), nil), Verdicts: out}, nil
 	}
 	s := a.source
 	ctx, cancel := context.WithTimeout(ctx, 3*s.timeout)
 	defer cancel()
+	stored, err := s.client.HGetAll(ctx, s.names.RuleKey(k, id)).Result()
+	if err != nil && !isWrongType(err) {
+		return VerdictsView{}, err
+	}
+	var cur Fields
+	if len(stored) > 0 {
+		cur = Fields(stored)
+	}
 	raw, err := s.client.HGetAll(ctx, s.names.StatusKey(k, id)).Result()
 	if err != nil {
-		return nil, err
+		return VerdictsView{}, err
 	}
 	live, err := s.liveMembers(ctx)
 	if err != nil {
-		return nil, err
+		return VerdictsView{}, err
 	}
+	seen := map[string]bool{}
 	for who, js := range raw {
 		var v Verdict
 		if json.Unmarshal([]byte(js), &v) != nil {
 			continue
 		}
+		seen[v.Heartbeat] = true
 		iv := InstanceVerdict{Instance: who, Verdict: v, Live: live[v.Heartbeat], InstanceState: "stopped"}
 		switch {
 		case v.Heartbeat == "":
@@ -53,8 +71,14 @@ func (a *App) Verdicts(ctx context.Context, k Kind, id string) ([]InstanceVerdic
 		}
 		out = append(out, iv)
 	}
+	for m := range live {
+		if !seen[m] {
+			out = append(out, InstanceVerdict{Instance: "heartbeat " + m, Verdict: Verdict{State: "none", Heartbeat: m},
+				Live: true, InstanceState: "live"})
+		}
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Instance < out[j].Instance })
-	return out, nil
+	return VerdictsView{Version: storedVersion(a.Static(k, id), cur), Verdicts: out}, nil
 }
 
 func (a *App) serveVerdicts(w http.ResponseWriter, r *http.Request, k Kind, id string) error {
