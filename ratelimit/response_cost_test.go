@@ -1,10 +1,7 @@
 package ratelimit_test
 
 import (
-	"context"
-	"encoding/binary"
 	"fmt"
-	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -100,21 +97,10 @@ func TestResponseCostCluster(t *testing.T) {
 			t.Fatalf("step %d %s: %d, want %d", i+1, st.path, got, st.status)
 		}
 	}
-	tokens := func() float64 {
-		keys := rd.Client().Keys(context.Background(), "ratelimit:tb:*").Val()
-		if len(keys) != 1 {
-			return math.NaN()
-		}
-		v := []byte(rd.Client().Get(context.Background(), keys[0]).Val())
-		if len(v) != 16 {
-			return math.NaN()
-		}
-		return math.Float64frombits(binary.LittleEndian.Uint64(v[8:]))
-	}
 	// The last settlement rides in the client's next batch, not awaited.
 	testcaddy.Eventually(t, 5*time.Second, "the settlements in redis", func() bool {
-		n := tokens()
-		return n >= 5 && n < 5.1
+		n, ok := redisTokens(rd, "ratelimit:tb:*")
+		return ok && n >= 5 && n < 5.1
 	})
 	if got := status(t, s.urls[0]+"/use?n=0"); got != http.StatusTooManyRequests {
 		t.Fatalf("with 5 left and a reserve of 10: %d, want 429", got)
