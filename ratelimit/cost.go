@@ -68,9 +68,25 @@ func (r *Rule) parseCost(f rulestore.Fields, get func(string) (string, bool)) er
 		}
 		r.settles = true
 	}
+	if v, ok := get("response_cost"); ok {
+		name, ok := strings.CutPrefix(v, "{http.response.header.")
+		if !ok || !strings.HasSuffix(name, "}") || len(name) < 2 || strings.ContainsAny(name[:len(name)-1], "{} ") {
+			return f.Errorf("response_cost", "want {http.response.header.<Name>}: a response header, or the trailer of that name")
+		}
+		r.respCost = textproto.CanonicalMIMEHeaderKey(name[:len(name)-1])
+		r.settles = true
+	}
+	if v, ok := get("reserve"); ok {
+		if r.respCost == "" {
+			return f.Errorf("reserve", "applies with response_cost only")
+		}
+		if r.Reserve, ok = rulestore.ParseWhole(v, 0, MaxBurst); !ok {
+			return f.Errorf("reserve", "want a whole number %s", rulestore.Range(0, int64(MaxBurst)))
+		}
+	}
 	if v, ok := get("max_cost"); ok {
-		if r.costExpr.expr == "" {
-			return f.Errorf("max_cost", "applies to a cost given by a placeholder only")
+		if r.costExpr.expr == "" && r.respCost == "" {
+			return f.Errorf("max_cost", "applies to a cost given by a placeholder, or response_cost, only")
 		}
 		if r.MaxCost, ok = rulestore.ParseWhole(v, 1, MaxBurst); !ok {
 			return f.Errorf("max_cost", "want a whole number %s", rulestore.Range(1, int64(MaxBurst)))
@@ -84,16 +100,25 @@ func (r *Rule) parseCost(f rulestore.Fields, get func(string) (string, bool)) er
 // (a request costing more could never pass).
 func (r *Rule) finishCost(f rulestore.Fields) error {
 	if r.settles {
+		field := "count_status"
+		if r.respCost != "" {
+			field = "response_cost"
+		}
 		if r.Flow.Behavior != Reject || r.Flow.Adaptive != nil {
-			return f.Errorf("count_status", "applies to control_behavior reject without an adaptive limit only")
+			return f.Errorf(field, "applies to control_behavior reject without an adaptive limit only")
 		}
 		if r.LeaseSize > 0 {
-			return f.Errorf("count_status", "does not apply with lease_size: a settlement goes to Redis, not to a lease")
+			return f.Errorf(field, "does not apply with lease_size: a settlement goes to Redis, not to a lease")
 		}
 		// A key in debt needs longer than its refill time to be whole.
 		r.idle *= 2
 	}
-	if r.costExpr.expr == "" {
+	if r.respCost != "" {
+		if r.costExpr.expr != "" || r.costField == "cost" {
+			return f.Errorf("response_cost", "give cost or response_cost, not both")
+		}
+		r.Cost = r.Reserve // admission needs the reserve only
+	} else if r.costExpr.expr == "" {
 		return nil
 	}
 	if r.Flow.Behavior != Reject {
@@ -107,6 +132,9 @@ func (r *Rule) finishCost(f rulestore.Fields) error {
 		r.MaxCost = least
 	} else if r.MaxCost > least {
 		return f.Errorf("max_cost", "%d exceeds the quota %d (burst, or qps × window_size): such a request could never pass", r.MaxCost, least)
+	}
+	if r.Reserve > r.MaxCost {
+		return f.Errorf("reserve", "%d exceeds max_cost %d", r.Reserve, r.MaxCost)
 	}
 	if r.LeaseSize > 0 && r.LeaseSize < r.MaxCost {
 		return f.Errorf("lease_size", "%d is less than max_cost %d", r.LeaseSize, r.MaxCost)

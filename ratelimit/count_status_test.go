@@ -125,15 +125,11 @@ func TestCountStatusCluster(t *testing.T) {
 	testcaddy.Run(t, s.cfg)
 	checkCountStatus(t, s.urls[0], hits)
 	tokens := func(user string) float64 {
-		keys := rd.Client().Keys(context.Background(), "ratelimit:tb:{inline:*:"+user+"}").Val()
-		if len(keys) != 1 {
-			t.Fatalf("%s: keys %v in redis, want one bucket", user, keys)
+		n, ok := redisTokens(rd, "ratelimit:tb:{inline:*:"+user+"}")
+		if !ok {
+			t.Fatalf("%s: no bucket in redis", user)
 		}
-		v := []byte(rd.Client().Get(context.Background(), keys[0]).Val())
-		if len(v) != 16 {
-			t.Fatalf("%s: state %q", user, v)
-		}
-		return math.Float64frombits(binary.LittleEndian.Uint64(v[8:]))
+		return n
 	}
 	// 0.001 tokens/s refill a few thousandths during the test.
 	if n := tokens("alice"); n < 0 || n > 0.1 {
@@ -224,4 +220,18 @@ func TestCountStatusOvershootBound(t *testing.T) {
 			}
 		})
 	}
+}
+
+// redisTokens reads the tokens of the one token bucket state in Redis
+// matching pattern (packed '<dd': last update, tokens).
+func redisTokens(rd *redistest.Server, pattern string) (float64, bool) {
+	keys := rd.Client().Keys(context.Background(), pattern).Val()
+	if len(keys) != 1 {
+		return 0, false
+	}
+	v := []byte(rd.Client().Get(context.Background(), keys[0]).Val())
+	if len(v) != 16 {
+		return 0, false
+	}
+	return math.Float64frombits(binary.LittleEndian.Uint64(v[8:])), true
 }

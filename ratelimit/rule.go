@@ -73,6 +73,9 @@ type Rule struct {
 	CountStatus handlerkit.StatusSet
 	Reserve     int64
 	settles     bool
+	// respCost is the response header (or trailer) holding the cost, for
+	// response_cost: canonical name, "" without one.
+	respCost string
 	// MaxConcurrent caps requests in flight per key; MaxConcurrentTotal
 	// across all keys of the rule. 0 means no cap.
 	MaxConcurrent      int32

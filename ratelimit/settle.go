@@ -3,8 +3,12 @@ package ratelimit
 import (
 	"errors"
 	"net/http"
+	"strconv"
+	"strings"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/sluicegw/sluice/internal/handlerkit"
 )
 
 // Settling: a rule with count_status admits a request when its key holds
@@ -26,8 +30,11 @@ func serveSettled(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler
 	sw := &settleWriter{ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: w},
 		rule: rule, lim: lim, eng: eng, key: string(key), cost: cost}
 	err := next.ServeHTTP(sw, r)
+	if sw.status == 0 {
+		sw.status = errorStatus(err)
+	}
 	if !sw.settled {
-		sw.settle(errorStatus(err))
+		sw.settle()
 	}
 	return err
 }
@@ -40,36 +47,62 @@ type settleWriter struct {
 	eng     Engine
 	key     string
 	cost    int64
+	status  int
 	settled bool
 }
 
-// WriteHeader settles by the first final status; 1xx are informational.
+// WriteHeader notes the first final status (1xx are informational) and,
+// without a response_cost to wait for, settles by it.
 func (w *settleWriter) WriteHeader(code int) {
-	if !w.settled && code >= 200 {
-		w.settle(code)
+	if w.status == 0 && code >= 200 {
+		w.status = code
+		if w.rule.respCost == "" {
+			w.settle()
+		}
 	}
 	w.ResponseWriterWrapper.WriteHeader(code)
 }
 
-// Write settles an implicit 200.
+// Write notes an implicit 200.
 func (w *settleWriter) Write(p []byte) (int, error) {
-	if !w.settled {
-		w.settle(http.StatusOK)
+	if w.status == 0 {
+		w.WriteHeader(http.StatusOK)
 	}
 	return w.ResponseWriterWrapper.Write(p)
 }
 
-func (w *settleWriter) settle(status int) {
+// settle charges the key by the response: its status, and the response
+// cost from its header or trailer (read once the response is done).
+func (w *settleWriter) settle() {
 	w.settled = true
-	if charge := w.rule.settlement(status, w.cost); charge != 0 {
+	cost := w.cost
+	if name := w.rule.respCost; name != "" {
+		cost = w.rule.responseCost(w.Header(), name, w.cost)
+	}
+	if charge := w.rule.settlement(w.status, cost); charge != 0 {
 		settle(w.eng, w.rule, []byte(w.key), w.lim.now(), charge)
 	}
+}
+
+// responseCost reads a response's cost from header name, or the trailer of
+// that name, up to max_cost; missing or not a whole number ≥ 0, the
+// reserve stands (reserved).
+func (r *Rule) responseCost(h http.Header, name string, reserved int64) int64 {
+	v := h.Get(name)
+	if v == "" {
+		v = h.Get(http.TrailerPrefix + name)
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil || n < 0 {
+		return reserved
+	}
+	return min(n, r.MaxCost)
 }
 
 // settlement is what a response of status costs beyond what its request
 // spent when admitted (negative: a refund).
 func (r *Rule) settlement(status int, cost int64) int64 {
-	if r.CountStatus.Has(status) {
+	if r.CountStatus == (handlerkit.StatusSet{}) || r.CountStatus.Has(status) {
 		return cost - r.Reserve
 	}
 	return -r.Reserve

@@ -33,6 +33,12 @@ type RateLimitSpec struct {
 	// CountStatus: only responses with these statuses spend the cost
 	// (codes, ranges 400-499 or classes 4xx), charged after the response.
 	CountStatus []string `json:"count_status,omitempty"`
+	// ResponseCost is the cost read when the response is done, from a
+	// response header or trailer: {http.response.header.X-Tokens-Used}.
+	ResponseCost string `json:"response_cost,omitempty"`
+	// Reserve is what a request with a response_cost spends up front,
+	// settled against the response cost afterwards.
+	Reserve *int64 `json:"reserve,omitempty"`
 	// MaxConcurrent caps the requests in flight per key: a number (0 = no
 	// cap) or adaptive.
 	MaxConcurrent string `json:"max_concurrent,omitempty"`
