@@ -127,6 +127,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	handlerkit.EmptyPlaceholders(repl)
 	rule := h.rule()
 	if rule == nil {
+		if err := h.sel.Refusal("circuitbreaker"); err != nil {
+			return err
+		}
 		return next.ServeHTTP(w, r)
 	}
 	st := h.holder.Get(rule.ID)

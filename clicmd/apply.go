@@ -3,12 +3,14 @@ package clicmd
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"sort"
 	"strings"
 
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 )
@@ -117,20 +119,58 @@ func held(c *cobra.Command, kind string) (map[string]heldRule, error) {
 	return out, nil
 }
 
-// step is one write of an apply.
-type step struct {
-	kind, id, method, ifMatch string
-	body                      []byte
+// applyBody is the body of POST /sluice/apply.
+type applyBody struct {
+	Rules  ruleSet                      `json:"rules"`
+	Prune  bool                         `json:"prune,omitempty"`
+	Expect map[string]map[string]string `json:"expect,omitempty"`
 }
 
-func (s step) path(extra string) string {
-	p := rulePath(s.kind, s.id)
-	if extra != "" {
-		p += "?" + extra
+// applyAnswer is the admin API's answer to an apply.
+type applyAnswer struct {
+	Applied bool   `json:"applied"`
+	Error   string `json:"error"`
+	Objects []struct {
+		Kind, ID, Result, Reason string
+		PrevVersion              string `json:"prev_version"`
+		Diff                     []struct{ Field, Change, Old, New string }
+	} `json:"objects"`
+	Counts map[string]int `json:"counts"`
+}
+
+// postApply sends one apply; an answer listing the objects is returned
+// with its error, so the verdicts can be shown.
+func postApply(c *cobra.Command, body applyBody, dry bool) (applyAnswer, error) {
+	var ans applyAnswer
+	b, _ := json.Marshal(body)
+	path := "/sluice/apply"
+	if dry {
+		path += "?dry_run=true"
 	}
-	return p
+	addr, _ := c.Flags().GetString("address")
+	resp, err := caddycmd.AdminAPIRequest(addr, "POST", path, http.Header{"X-Sluice-Via": {"apply"}}, bytes.NewReader(b))
+	if err != nil {
+		// "caddy responded with error: HTTP 400: {...}": the answer is the JSON.
+		msg := err.Error()
+		if i := strings.Index(msg, "{"); i >= 0 && json.Unmarshal([]byte(msg[i:]), &ans) == nil && ans.Objects != nil {
+			return ans, errors.New(ans.Error)
+		}
+		var e struct {
+			Error string `json:"error"`
+		}
+		if i := strings.Index(msg, "{"); i >= 0 && json.Unmarshal([]byte(msg[i:]), &e) == nil && e.Error != "" {
+			msg = e.Error
+		}
+		return ans, fmt.Errorf("POST %s: %s", path, msg)
+	}
+	defer resp.Body.Close()
+	return ans, json.NewDecoder(resp.Body).Decode(&ans)
 }
 
+// runApply asks the server for every object's verdict (a dry run: the
+// same checks as the write), prints the diff, then, unless --dry-run,
+// applies the same set guarded by the versions the dry run read, so a rule
+// changed in between fails the apply and nothing is written.
 func runApply(c *cobra.Command, _ []string) error {
 	path, _ := c.Flags().GetString("file")
 	if path == "" {
@@ -144,91 +184,70 @@ func runApply(c *cobra.Command, _ []string) error {
 	prune, _ := c.Flags().GetBool("prune")
 	w := c.OutOrStdout()
 
-	var upserts, deletes []step
+	body := applyBody{Rules: set, Prune: prune}
+	plan, err := postApply(c, body, true)
+	if plan.Objects == nil && err != nil {
+		return err
+	}
+	writes, deletes := 0, 0
 	var problems []string
-	for _, kind := range kindOrder {
-		cur, err := held(c, kind)
-		if err != nil {
-			return err
+	body.Expect = map[string]map[string]string{}
+	for _, o := range plan.Objects {
+		if body.Expect[o.Kind] == nil {
+			body.Expect[o.Kind] = map[string]string{}
 		}
-		ids := sortedKeys(set[kind])
-		for _, id := range ids {
-			want := set[kind][id]
-			h, exists := cur[id]
-			if exists && h.Overlay != nil && equalFields(h.Overlay, want) {
-				continue
-			}
-			body, _ := json.Marshal(want)
-			s := step{kind: kind, id: id, method: "PUT", body: body}
-			if exists {
-				s.ifMatch = `"` + h.Version + `"`
-			}
-			// Validate now, all of it, before writing anything. A binding
-			// may name rules this apply creates: their existence is
-			// checked again when the binding is written.
-			out, err := requestAs(c, "PUT", s.path("dry_run=true&allow_missing=true"), body, http.Header{"X-Sluice-Via": {"apply"}})
-			if err != nil {
-				problems = append(problems, err.Error())
-				continue
-			}
-			var res struct {
-				Diff []struct{ Field, Change, Old, New string } `json:"diff"`
-			}
-			json.Unmarshal(out, &res)
-			mark := "~"
-			if !exists {
-				mark = "+"
-			}
-			fmt.Fprintf(w, "%s %s %s\n", mark, kind, id)
-			for _, d := range res.Diff {
-				switch d.Change {
-				case "added":
-					fmt.Fprintf(w, "    +%s=%s\n", d.Field, d.New)
-				case "removed":
-					fmt.Fprintf(w, "    -%s=%s\n", d.Field, d.Old)
-				default:
-					fmt.Fprintf(w, "    %s: %s -> %s\n", d.Field, d.Old, d.New)
-				}
-			}
-			upserts = append(upserts, s)
-		}
-		if !prune {
+		body.Expect[o.Kind][o.ID] = o.PrevVersion
+		mark := ""
+		switch o.Result {
+		case "created":
+			mark, writes = "+", writes+1
+		case "changed":
+			mark, writes = "~", writes+1
+		case "deleted":
+			mark, deletes = "-", deletes+1
+		case "failed":
+			problems = append(problems, fmt.Sprintf("%s %s: %s", o.Kind, o.ID, o.Reason))
+			continue
+		default:
 			continue
 		}
-		for _, id := range sortedKeys(cur) {
-			if _, keep := set[kind][id]; keep || cur[id].Overlay == nil {
-				continue // listed, or declared in the config with no overlay
+		fmt.Fprintf(w, "%s %s %s\n", mark, o.Kind, o.ID)
+		for _, d := range o.Diff {
+			switch d.Change {
+			case "added":
+				fmt.Fprintf(w, "    +%s=%s\n", d.Field, d.New)
+			case "removed":
+				fmt.Fprintf(w, "    -%s=%s\n", d.Field, d.Old)
+			default:
+				fmt.Fprintf(w, "    %s: %s -> %s\n", d.Field, d.Old, d.New)
 			}
-			what := ""
-			if cur[id].Static {
-				what = " (overlay; the Caddyfile's rule comes back)"
-			}
-			fmt.Fprintf(w, "- %s %s%s\n", kind, id, what)
-			deletes = append(deletes, step{kind: kind, id: id, method: "DELETE", ifMatch: `"` + cur[id].Version + `"`})
 		}
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("nothing written; the rule set has errors:\n  %s", strings.Join(problems, "\n  "))
 	}
-	fmt.Fprintf(w, "%d to write, %d to delete\n", len(upserts), len(deletes))
-	if dry || len(upserts)+len(deletes) == 0 {
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "%d to write, %d to delete\n", writes, deletes)
+	if dry || writes+deletes == 0 {
 		return nil
 	}
-	// Rules before bindings on the way in (kindOrder); bindings before
-	// rules on the way out.
-	for i, j := 0, len(deletes)-1; i < j; i, j = i+1, j-1 {
-		deletes[i], deletes[j] = deletes[j], deletes[i]
-	}
-	for _, s := range append(upserts, deletes...) {
-		hdr := http.Header{"X-Sluice-Via": {"apply"}}
-		if s.ifMatch != "" {
-			hdr.Set("If-Match", s.ifMatch)
+	res, err := postApply(c, body, false)
+	if err != nil {
+		var failed []string
+		for _, o := range res.Objects {
+			if o.Result == "failed" {
+				failed = append(failed, fmt.Sprintf("%s %s: %s", o.Kind, o.ID, o.Reason))
+			}
 		}
-		if _, err := requestAs(c, s.method, s.path(""), s.body, hdr); err != nil {
-			return fmt.Errorf("applied up to here; stopped: %v", err)
+		if len(failed) > 0 {
+			return fmt.Errorf("nothing written:\n  %s", strings.Join(failed, "\n  "))
 		}
+		return fmt.Errorf("nothing written: %v", err)
 	}
-	fmt.Fprintln(w, "applied")
+	fmt.Fprintf(w, "applied: %d created, %d changed, %d deleted, %d unchanged\n",
+		res.Counts["created"], res.Counts["changed"], res.Counts["deleted"], res.Counts["unchanged"])
 	return nil
 }
 

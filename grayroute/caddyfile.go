@@ -34,6 +34,9 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		Options: []handlerkit.Option{
 			{Name: "default_version", Parse: h.parseDefaultVersion},
 			{Name: "header", Parse: h.parseHeader},
+			{Name: "on_missing_rule", Parse: func(d *caddyfile.Dispenser) error {
+				return handlerkit.ParseOnMissing(d, "grayroute", &h.OnMissing)
+			}},
 		}}
 	p, err := dir.ParseCaddyfile(d)
 	if err != nil {

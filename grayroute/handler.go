@@ -50,6 +50,10 @@ type Handler struct {
 	// Header is the request header that carries the version to the upstream
 	// (default X-Target-Version); "off" sets none.
 	Header string `json:"header,omitempty"`
+	// OnMissingRule: a request while a gray rule of the list (or the
+	// route binding) is missing passes over it (pass, the default) or is
+	// refused with 503 (refuse).
+	handlerkit.OnMissing
 
 	store      *rulestore.App
 	logger     *zap.Logger
@@ -149,6 +153,9 @@ func (h *Handler) Validate() error {
 	if h.Header != "off" && !rulestore.ValidHeaderName(h.Header) {
 		return fmt.Errorf("header: %q is not a valid header name", h.Header)
 	}
+	if err := h.OnMissing.Validate("grayroute"); err != nil {
+		return err
+	}
 	return handlerkit.ValidateList(rulestore.Gray, h.Route, h.listRefs())
 }
 
@@ -163,6 +170,11 @@ func (h *Handler) listRefs() []handlerkit.ListRef {
 
 // ServeHTTP decides the version, hands it over and calls the next handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	if h.Refuse() {
+		if held := h.current(); held.missing.id != "" {
+			return handlerkit.RefuseMissing("grayroute", held.missing.kind, held.missing.id)
+		}
+	}
 	version, versionAny, ruleAny, cohort := h.decide(r)
 	caddyhttp.SetVar(r.Context(), VarName, versionAny)
 	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {

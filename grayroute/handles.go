@@ -68,6 +68,14 @@ type heldRules struct {
 	tagged    int
 	// noBinding: the route binding is missing (warned per request).
 	noBinding bool
+	// missing: the first rule (or binding) missing, for on_missing_rule
+	// refuse; zero when none is.
+	missing missingRule
+}
+
+type missingRule struct {
+	kind rulestore.Kind
+	id   string
 }
 
 // heldRule is one rule of the list, with its tag check beside it, so the
@@ -98,8 +106,14 @@ func (h *Handler) current() *heldRules {
 			next.add(hd, h.inline[i])
 		}
 	}
+	if next.noBinding {
+		next.missing = missingRule{rulestore.Binding, h.Route}
+	}
 	first := true
 	for _, e := range next.list {
+		if e.rule == nil && next.missing.id == "" {
+			next.missing = missingRule{rulestore.Gray, e.id}
+		}
 		if e.rule != nil && first {
 			next.readFirst, first = e.tag.bit != 0, false
 		}

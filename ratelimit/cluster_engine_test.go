@@ -311,26 +311,30 @@ func TestClusterLeaseBound(t *testing.T) {
 
 func counterValue(c *counter) float64 { return c.value() }
 
-// A reply error about one key (WRONGTYPE: something else wrote it) takes
-// the failure path for that key only: Redis is not marked down, and other
-// keys are still decided in Redis.
+// A reply error about a key (here OOM: Redis refuses the state's write)
+// takes the failure path for that decision only: Redis is not marked down,
+// so the next decision, once Redis accepts writes again, is decided in
+// Redis at once.
 func TestClusterReplyErrorDoesNotCloseGate(t *testing.T) {
 	srv := redistest.Start(t)
+	ctx := context.Background()
 	b := &testBackend{c: newTestClient(t, srv.Addr), instances: 1}
 	r := clusterRule(t, rulestore.Fields{"qps": "0.01", "burst": "1", "key_resolver": "global", "on_redis_error": "deny"})
-	l := instance(t, b, "wrongtype")
-	srv.Client().Set(context.Background(), "t:ratelimit:tb:{"+r.ID+":bad}", "x", 0)
+	l := instance(t, b, "replyerror")
+	srv.Client().ConfigSet(ctx, "maxmemory-policy", "noeviction")
+	srv.Client().ConfigSet(ctx, "maxmemory", "1")
 	if d := take(l, r, "bad"); d.Reason != RedisUnavailable {
-		t.Fatalf("WRONGTYPE key: %+v, want the deny path", d)
+		t.Fatalf("write refused by Redis: %+v, want the deny path", d)
 	}
 	if gateOf(b).down.Load() {
 		t.Fatal("a reply error marked Redis down")
 	}
+	srv.Client().ConfigSet(ctx, "maxmemory", "0")
 	if d := take(l, r, "good"); !d.OK() || d.Unknown {
-		t.Fatalf("another key: %+v, want decided by Redis", d)
+		t.Fatalf("next decision: %+v, want decided by Redis", d)
 	}
 	if d := take(l, r, "good"); d.Reason != RateLimited {
-		t.Fatalf("another key, second request: %+v, want rate limited by Redis (burst 1)", d)
+		t.Fatalf("second request: %+v, want rate limited by Redis (burst 1)", d)
 	}
 }
 

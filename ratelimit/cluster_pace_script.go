@@ -15,13 +15,16 @@ import "github.com/redis/go-redis/v9"
 // retry µs (until a slot within max_queue_wait, with no other request
 // meanwhile), wait µs until the slot}. remaining is how many more slots
 // lie within max_queue_wait now. The key lives until its schedule is free
-// plus a second.
+// plus a second. A key that is not such a hash (damaged, or written by
+// something else) is replaced by a fresh schedule.
 const paceLua = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local interval = tonumber(ARGV[1])
 local max_wait = tonumber(ARGV[2])
-local tat = tonumber(redis.call('HGET', KEYS[1], 'p')) or now
+local ok, p = pcall(redis.call, 'HGET', KEYS[1], 'p')
+if not ok then redis.call('DEL', KEYS[1]) p = nil end
+local tat = tonumber(p) or now
 if tat < now then tat = now end
 local wait = tat - now
 if wait > max_wait then

@@ -18,7 +18,8 @@ import "github.com/redis/go-redis/v9"
 // {1, remaining, wait µs until the slot, reset µs until next} when the
 // slot is taken, {0, 0, retry µs, wait µs} when it lies beyond the
 // tolerance. The key lives until an idle bucket would be cold again (its
-// store refilled: one period past next) plus a second.
+// store refilled: one period past next) plus a second. A key that is not
+// such a hash (damaged, or written by something else) starts cold afresh.
 const warmLua = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -34,7 +35,8 @@ local function interval(s)
   if s <= threshold then return stable end
   return stable + (s - threshold) * slope
 end
-local st = redis.call('HMGET', KEYS[1], 'n', 's')
+local ok, st = pcall(redis.call, 'HMGET', KEYS[1], 'n', 's')
+if not ok then redis.call('DEL', KEYS[1]) st = {} end
 local nxt, stored = tonumber(st[1]), tonumber(st[2])
 if not nxt or not stored then
   nxt, stored = now, maxp

@@ -144,6 +144,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	fresh := handlerkit.Fresh(repl)
 	rule, lim := h.current()
 	if rule == nil {
+		if err := h.sel.Refusal("ratelimit"); err != nil {
+			return err
+		}
 		if fresh {
 			handlerkit.EmptyPlaceholders(repl)
 		}

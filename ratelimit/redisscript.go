@@ -41,10 +41,10 @@ import (
 // PX (value and TTL together): two commands per key fewer than a hash's
 // HMGET, HSET and PEXPIRE, which were most of Redis's CPU per decision. A
 // key decided twice in one call reads what its first decision wrote (seen).
-// A value of another length is not state of ours: that key's decision
-// fails with WRONGTYPE and the value is left alone. A key of another type
-// (e.g. a hash written by a version before this format) reads as absent
-// and is replaced.
+// A value that is not a state (another length: damaged, or written by
+// something else) reads as absent and is replaced by fresh state with its
+// TTL, as is a key of another type (MGET reads it as nil): an unreadable
+// key repairs itself on its next decision instead of failing every one.
 
 // tokenBucketLua: each key {t = last update µs, n = tokens}; a run's
 // numbers: rate per second, burst. The TTL is capped at 1e15 ms (forever,
@@ -64,9 +64,8 @@ while r < #ARGV do
   local key, a = KEYS[i], 4 * i - 4
   local v = seen[key]
   if v == nil then v = vals[i] end
-  if v and #v ~= 16 then
-    out[a + 1], out[a + 2], out[a + 3], out[a + 4] = '` + wrongTypeReply + `', 0, 0, 0
-  else
+  if v and #v ~= 16 then v = nil end
+  do
     local now = clock
     local tokens = burst
     if v then
@@ -124,9 +123,8 @@ while r < #ARGV do
   local key, a = KEYS[i], 4 * i - 4
   local v = seen[key]
   if v == nil then v = vals[i] end
-  if v and #v ~= 24 then
-    out[a + 1], out[a + 2], out[a + 3], out[a + 4] = '` + wrongTypeReply + `', 0, 0, 0
-  else
+  if v and #v ~= 24 then v = nil end
+  do
     local now = clock
     local start = now - (now % size)
     local s, cur, prev
@@ -174,10 +172,6 @@ while r < #ARGV do
 end
 return out
 `
-
-// wrongTypeReply is a key's error when its value is not a state of ours,
-// worded as Redis words a command against a key of the wrong type.
-const wrongTypeReply = "WRONGTYPE Operation against a key holding the wrong kind of value"
 
 var (
 	tokenBucketScript   = redis.NewScript(tokenBucketLua)

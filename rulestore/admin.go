@@ -29,6 +29,7 @@ func init() {
 //	POST   /sluice/rules/{kind}/{id}/rollback?version=  write a recorded version back
 //	GET    /sluice/rules/{kind}/{id}/verdicts           every instance's verdict, live or stopped
 //	GET|PUT|PATCH|DELETE /sluice/bindings[/{route}[/history|/rollback]]  the same for route bindings
+//	POST   /sluice/apply               a whole rule set, all or nothing (?dry_run=true: the verdicts only)
 //	GET    /sluice/store               the store's Redis connection and counts
 //	GET    /sluice/state               live state of the store and every handler package
 //	POST   /sluice/{resource}/{id}/{action}  a registered action, e.g. breakers/order_cb/force_open
@@ -93,6 +94,8 @@ func serveAdmin(w http.ResponseWriter, r *http.Request) error {
 		parts = append([]string{"rules", Binding.String()}, parts[1:]...)
 	}
 	switch {
+	case len(parts) == 1 && parts[0] == "apply":
+		return app.serveApply(w, r)
 	case len(parts) == 1 && (parts[0] == "store" || parts[0] == "state"):
 		if r.Method != http.MethodGet {
 			return methodNotAllowed(w, r, http.MethodGet)

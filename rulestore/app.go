@@ -312,6 +312,7 @@ func (a *App) Require(k Kind, id string) error {
 		return CheckRef(staticDeclared{a}, k, id)
 	}
 	if a.source.status.lastResync.Load() == 0 {
+		a.warnTypo(k, id) // the warning WarnMissing gives below, for a cold start (and caddy validate)
 		a.noteMissing(k, id)
 		return nil
 	}

@@ -223,6 +223,16 @@ const missingWarnEvery = time.Minute
 // in /sluice/state and counted in sluice_rules_invalid, and logged at most
 // once a minute.
 func (a *App) WarnMissing(k Kind, id string) {
+	a.warnMissing(k, id, "rule not found; requests pass through until it arrives")
+}
+
+// WarnMissingRefused is WarnMissing for a handler that refuses the
+// requests meanwhile (on_missing_rule refuse).
+func (a *App) WarnMissingRefused(k Kind, id string) {
+	a.warnMissing(k, id, "rule not found; requests are refused (503) until it arrives")
+}
+
+func (a *App) warnMissing(k Kind, id, msg string) {
 	m := a.noteMissing(k, id)
 	now := time.Now().UnixNano()
 	last := m.lastWarn.Load()
@@ -230,8 +240,7 @@ func (a *App) WarnMissing(k Kind, id string) {
 		return
 	}
 	if m.lastWarn.CompareAndSwap(last, now) {
-		a.logger.Warn("rule not found; requests pass through until it arrives",
-			zap.String("kind", k.String()), zap.String("id", id), zap.Time("missing_since", m.since))
+		a.logger.Warn(msg, append(a.missingFields(k, id), zap.Time("missing_since", m.since))...)
 	}
 }
 

@@ -20,6 +20,8 @@ type Binding[S rulestore.Spec] struct {
 	// Its optional "id" names it (labels, error bodies, RateLimit-Policy);
 	// without one its id is inline:<hash of the fields>.
 	Inline S `json:"inline,omitempty"`
+
+	OnMissing
 }
 
 // inline returns the inline rule's fields, nil without one.
@@ -42,6 +44,9 @@ func (b *Binding[S]) Validate(directive string) error {
 	}
 	if n != 1 {
 		return fmt.Errorf("%s: give exactly one of rule <id>, route <name> or inline rule fields", directive)
+	}
+	if err := b.OnMissing.Validate(directive); err != nil {
+		return err
 	}
 	switch {
 	case b.Rule != "":

@@ -28,6 +28,7 @@ type Parsed struct {
 	RuleTok     caddyfile.Token          // where Rule was named
 	Start       caddyfile.Token          // the directive
 	Lines       map[string]caddyfile.Token
+	OnMissing   OnMissing // on_missing_rule
 	kind        rulestore.Kind
 }
 
@@ -84,6 +85,15 @@ func (dir Directive) ParseCaddyfile(d *caddyfile.Dispenser) (*Parsed, error) {
 				return nil, err
 			}
 			continue
+		case name == "on_missing_rule":
+			if len(args) != 1 {
+				return nil, d.Errf("%s: on_missing_rule wants pass or refuse", dir.Name)
+			}
+			p.OnMissing.OnMissingRule = args[0]
+			if err := p.OnMissing.Validate(dir.Name); err != nil {
+				return nil, rulestore.ErrAt(tok, "%v", err)
+			}
+			continue
 		case name == InlineIDField:
 			if len(args) != 1 {
 				return nil, d.Errf("%s: id wants one value", dir.Name)
@@ -102,7 +112,7 @@ func (dir Directive) ParseCaddyfile(d *caddyfile.Dispenser) (*Parsed, error) {
 			fallthrough
 		default:
 			if !slices.Contains(known, name) {
-				return nil, rulestore.UnknownField(d, dir.Name, name, append([]string{"rule", "route", InlineIDField}, known...)...)
+				return nil, rulestore.UnknownField(d, dir.Name, name, append([]string{"rule", "route", InlineIDField, "on_missing_rule"}, known...)...)
 			}
 			if len(args) == 0 {
 				return nil, d.Errf("%s: field %s needs a value", dir.Name, name)
@@ -169,7 +179,7 @@ func (p *Parsed) check(dir Directive) error {
 // ToBinding returns what the block selected, the inline rule as the kind's
 // typed rule.
 func ToBinding[S rulestore.Spec](p *Parsed) (Binding[S], error) {
-	b := Binding[S]{Rule: p.Rule, Route: p.Route}
+	b := Binding[S]{Rule: p.Rule, Route: p.Route, OnMissing: p.OnMissing}
 	if len(p.Inline) == 0 {
 		return b, nil
 	}

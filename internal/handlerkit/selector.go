@@ -26,6 +26,7 @@ type Selector[V, T any] struct {
 	routed   atomic.Pointer[routed[T]]
 	stateFor func(id string) T
 	held     atomic.Pointer[held[V, T]]
+	refuse   bool // on_missing_rule refuse
 }
 
 // held is what Current answered at one count of store changes; never
@@ -52,7 +53,7 @@ type routed[T any] struct {
 // handler keeps its inline rule itself). stateFor gives the state for a
 // rule id; pick reads the rule id of kind k off a route binding.
 func NewSelector[V, T any, S rulestore.Spec](app *rulestore.App, k rulestore.Kind, b *Binding[S], pick func(*rulestore.RouteBinding) string, stateFor func(id string) T) *Selector[V, T] {
-	s := &Selector[V, T]{app: app, kind: k, pick: pick, stateFor: stateFor}
+	s := &Selector[V, T]{app: app, kind: k, pick: pick, stateFor: stateFor, refuse: b.Refuse()}
 	if b.Route != "" {
 		s.route, s.routeH = b.Route, app.Handle(rulestore.Binding, b.Route)
 		return s
@@ -75,7 +76,8 @@ func (s *Selector[V, T]) RuleID() string {
 
 // Current returns the rule in force and its state; ok is false when there
 // is none (a missing rule or route, warned about, or a route bound to no
-// rule of this kind), and the request then passes.
+// rule of this kind), and the request then passes, or, for a missing one
+// under on_missing_rule refuse (see Refusal), is refused.
 func (s *Selector[V, T]) Current() (v V, st T, ok bool) {
 	n := s.app.Changes() // before the handles: a change after this is re-read next time
 	c := s.held.Load()
@@ -83,10 +85,25 @@ func (s *Selector[V, T]) Current() (v V, st T, ok bool) {
 		c = s.resolve(n)
 		s.held.Store(c)
 	}
-	if c.warn {
+	if c.warn && s.refuse {
+		s.app.WarnMissingRefused(c.warnKind, c.warnID)
+	} else if c.warn {
 		s.app.WarnMissing(c.warnKind, c.warnID)
 	}
 	return c.v, c.st, c.ok
+}
+
+// Refusal is the error (503) for a request Current found no rule for,
+// when the rule (or route binding) is missing and on_missing_rule is
+// refuse; nil when the request passes. s may be nil (an inline rule).
+func (s *Selector[V, T]) Refusal(directive string) error {
+	if s == nil || !s.refuse {
+		return nil
+	}
+	if c := s.held.Load(); c != nil && c.warn {
+		return RefuseMissing(directive, c.warnKind, c.warnID)
+	}
+	return nil
 }
 
 // resolve reads the handles: the answer at count n of store changes.

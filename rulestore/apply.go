@@ -1,0 +1,543 @@
+package rulestore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+)
+
+// An apply makes the store hold a whole rule set, all or nothing: every
+// rule and every reference is checked against the set plus what the store
+// holds, then every change is written in one Redis transaction watched on
+// every key the set names (or under the memory layer's lock), or none is.
+
+// maxApplyBody bounds the body of POST /sluice/apply.
+const maxApplyBody = 16 << 20
+
+// ApplyRequest is the body of POST /sluice/apply.
+type ApplyRequest struct {
+	// Rules is the rule set by kind, then id: for an id declared in the
+	// config its overlay, for any other id a complete rule.
+	Rules map[string]map[string]Fields `json:"rules"`
+	// Prune also deletes the rules held in Redis (or memory) that Rules
+	// does not list (a declared rule keeps its config's fields).
+	Prune bool `json:"prune,omitempty"`
+	// Expect holds, by kind then id, the version each rule must have for
+	// the apply to go ahead ("": the rule must not exist), e.g. the
+	// prev_version a dry run answered: a change made since then fails the
+	// apply (412) instead of being overwritten.
+	Expect map[string]map[string]string `json:"expect,omitempty"`
+}
+
+// ApplyObject is one rule of an apply and what the apply does to it.
+type ApplyObject struct {
+	Kind string `json:"kind"`
+	ID   string `json:"id"`
+	// Result is created, changed, unchanged, deleted (pruned) or failed.
+	Result string `json:"result"`
+	// Reason says why the rule failed.
+	Reason string `json:"reason,omitempty"`
+	// PrevVersion is the rule's version before the apply ("" if none);
+	// Version after it ("" if no rule remains).
+	PrevVersion string `json:"prev_version,omitempty"`
+	Version     string `json:"version,omitempty"`
+	// Diff lists the effective fields that change.
+	Diff []FieldChange `json:"diff,omitempty"`
+
+	kind      Kind
+	prev, raw Fields // raw fields held before, and to hold after (nil: none)
+	status    int    // the HTTP status a failure calls for
+}
+
+// ApplyResult is the answer to POST /sluice/apply.
+type ApplyResult struct {
+	DryRun bool `json:"dry_run,omitempty"`
+	// Applied tells whether the changes were written (never for a dry run,
+	// or when any object failed).
+	Applied bool `json:"applied"`
+	// Stored is where the changes go: redis, or memory without Redis.
+	Stored string `json:"stored"`
+	// Objects lists every rule of the set (and every rule pruned), by kind
+	// then id.
+	Objects []ApplyObject `json:"objects"`
+	// Counts by result.
+	Counts map[string]int `json:"counts"`
+	// Error says why nothing was written.
+	Error string `json:"error,omitempty"`
+	Note  string `json:"note,omitempty"`
+}
+
+// Apply results.
+const (
+	applyCreated   = "created"
+	applyChanged   = "changed"
+	applyUnchanged = "unchanged"
+	applyDeleted   = "deleted"
+	applyFailed    = "failed"
+)
+
+// applyPlan is an apply's set, parsed, before the store is read.
+type applyPlan struct {
+	req    ApplyRequest
+	refs   map[ruleRef]bool // every rule the set names, writes or references
+	values map[ruleRef]any  // the set's parsed values (nil: failed to parse)
+	errs   map[ruleRef]error
+	prune  []ruleRef // rules held now that the set does not list
+}
+
+// planApply parses every rule of the set. It fails only for a set that
+// cannot be read at all (an unknown kind, a bad id).
+func (a *App) planApply(req ApplyRequest) (*applyPlan, error) {
+	p := &applyPlan{req: req, refs: map[ruleRef]bool{}, values: map[ruleRef]any{}, errs: map[ruleRef]error{}}
+	for name, rules := range req.Rules {
+		k, ok := ParseKind(name)
+		if !ok {
+			return nil, fmt.Errorf("unknown rule kind %q (want %s)", name, strings.Join(kindNames[:], ", "))
+		}
+		for id, f := range rules {
+			if err := ValidID(id); err != nil {
+				return nil, fmt.Errorf("%s %q: %v", k, id, err)
+			}
+			ref := ruleRef{k, id}
+			p.refs[ref] = true
+			v, _, err := parseOver(k, id, a.Static(k, id), f)
+			if err != nil {
+				p.errs[ref] = err
+				continue
+			}
+			p.values[ref] = v
+			if rr, ok := v.(Referrer); ok {
+				for _, r := range rr.Refs() {
+					p.refs[ruleRef{r.Kind, r.ID}] = true
+				}
+			}
+		}
+	}
+	for name := range req.Expect {
+		if _, ok := ParseKind(name); !ok {
+			return nil, fmt.Errorf("expect: unknown rule kind %q", name)
+		}
+	}
+	if req.Prune {
+		for _, k := range Kinds() {
+			for id, r := range a.Rules(k) {
+				if r.Overlay != nil && req.Rules[k.String()][id] == nil {
+					p.prune = append(p.prune, ruleRef{k, id})
+					p.refs[ruleRef{k, id}] = true
+				}
+			}
+		}
+	}
+	return p, nil
+}
+
+// decide gives every object its verdict from the raw fields held now (held
+// lists every ref of the plan; nil: none). It reports whether all passed.
+func (a *App) decide(p *applyPlan, held map[ruleRef]Fields) ([]ApplyObject, bool) {
+	var out []ApplyObject
+	final := func(ref ruleRef) bool { // does ref exist after the apply?
+		if f, listed := p.req.Rules[ref.kind.String()][ref.id]; listed {
+			return f != nil
+		}
+		for _, d := range p.prune {
+			if d == ref {
+				return a.Static(ref.kind, ref.id) != nil
+			}
+		}
+		return held[ref] != nil || a.Static(ref.kind, ref.id) != nil
+	}
+	add := func(ref ruleRef, raw Fields, listed bool) {
+		st := a.Static(ref.kind, ref.id)
+		cur := held[ref]
+		o := ApplyObject{Kind: ref.kind.String(), ID: ref.id, kind: ref.kind, prev: cur, raw: raw}
+		var before, after Fields
+		switch {
+		case cur != nil && st != nil:
+			before = mergeFields(st.Fields, cur)
+		case cur != nil:
+			before = cur
+		case st != nil:
+			before = st.Fields
+		}
+		if before != nil {
+			o.PrevVersion = Version(before)
+		}
+		switch {
+		case raw != nil && st != nil:
+			after = mergeFields(st.Fields, raw)
+		case raw != nil:
+			after = raw
+		case st != nil:
+			after = st.Fields
+		}
+		if after != nil {
+			o.Version = Version(after)
+		}
+		o.Diff = DiffFields(before, after)
+		switch {
+		case !listed:
+			o.Result = applyDeleted
+		case cur != nil && equalFields(cur, raw):
+			o.Result = applyUnchanged
+		case before == nil:
+			o.Result = applyCreated
+		default:
+			o.Result = applyChanged
+		}
+		fail := func(status int, format string, args ...any) {
+			if o.Result != applyFailed {
+				o.Result, o.Reason, o.status = applyFailed, fmt.Sprintf(format, args...), status
+			}
+		}
+		if want, ok := p.req.Expect[o.Kind][o.ID]; ok && want != o.PrevVersion {
+			now := o.PrevVersion
+			if now == "" {
+				now = "none"
+			}
+			fail(http.StatusPreconditionFailed, "changed since it was read: version now %s, expected %q", now, want)
+		}
+		if err := p.errs[ref]; err != nil {
+			if st == nil && cur == nil {
+				err = fmt.Errorf("%w (a rule that is not declared in the config must be complete)", err)
+			}
+			fail(http.StatusBadRequest, "%v", err)
+		}
+		if rr, ok := p.values[ref].(Referrer); ok {
+			for _, r := range rr.Refs() {
+				if !final(ruleRef{r.Kind, r.ID}) {
+					fail(http.StatusBadRequest, "field %s: no %s rule %q, neither in the set nor in %s%s",
+						r.Field, r.Kind, r.ID, a.writesTo(), DidYouMean(r.ID, a.knownAfter(p, held, r.Kind)...))
+				}
+			}
+		}
+		if !listed && st == nil {
+			if by := a.referrers(p, held, ref, final); len(by) > 0 {
+				fail(http.StatusBadRequest, "still named by %s", strings.Join(by, ", "))
+			}
+		}
+		out = append(out, o)
+	}
+	for _, k := range Kinds() {
+		for _, id := range sortedIDs(p.req.Rules[k.String()]) {
+			add(ruleRef{k, id}, p.req.Rules[k.String()][id], true)
+		}
+	}
+	for _, ref := range p.prune {
+		add(ref, nil, false)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].kind != out[j].kind {
+			return out[i].kind < out[j].kind
+		}
+		return out[i].ID < out[j].ID
+	})
+	ok := true
+	for _, o := range out {
+		ok = ok && o.Result != applyFailed
+	}
+	return out, ok
+}
+
+// knownAfter lists the ids of kind k that exist after the apply, for a
+// suggestion.
+func (a *App) knownAfter(p *applyPlan, held map[ruleRef]Fields, k Kind) []string {
+	ids := map[string]bool{}
+	for id := range a.Rules(k) {
+		ids[id] = true
+	}
+	for id := range p.req.Rules[k.String()] {
+		ids[id] = true
+	}
+	for ref, f := range held {
+		if ref.kind == k && f != nil {
+			ids[ref.id] = true
+		}
+	}
+	return sortedIDs(ids)
+}
+
+// referrers lists the route bindings left after the apply that name ref:
+// those of the set, and those held now that the set does not replace.
+func (a *App) referrers(p *applyPlan, held map[ruleRef]Fields, ref ruleRef, final func(ruleRef) bool) []string {
+	var by []string
+	names := func(v any) bool {
+		rr, ok := v.(Referrer)
+		if !ok {
+			return false
+		}
+		for _, r := range rr.Refs() {
+			if r.Kind == ref.kind && r.ID == ref.id {
+				return true
+			}
+		}
+		return false
+	}
+	seen := map[string]bool{}
+	for id := range p.req.Rules[Binding.String()] {
+		seen[id] = true
+		if names(p.values[ruleRef{Binding, id}]) {
+			by = append(by, "binding "+id)
+		}
+	}
+	for id, r := range a.Rules(Binding) {
+		if seen[id] || !final(ruleRef{Binding, id}) {
+			continue
+		}
+		v := r.Value
+		if slices.Contains(p.prune, ruleRef{Binding, id}) {
+			v = a.Static(Binding, id).Value // its overlay pruned: the config's binding stays
+		}
+		if names(v) {
+			by = append(by, "binding "+id)
+		}
+	}
+	sort.Strings(by)
+	return by
+}
+
+func equalFields(a, b Fields) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// errApplyFailed stops an apply's transaction after a failed verdict.
+var errApplyFailed = errors.New("apply failed")
+
+// Apply checks a rule set and, unless dryRun or any rule fails, writes
+// every change (history, change log and publish for each) at once.
+func (a *App) Apply(ctx context.Context, req ApplyRequest, dryRun bool) (ApplyResult, error) {
+	res := ApplyResult{DryRun: dryRun, Stored: a.writesTo()}
+	p, err := a.planApply(req)
+	if err != nil {
+		return res, caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: err}
+	}
+	var ok bool
+	decide := func(held map[ruleRef]Fields) ([]ApplyObject, error) {
+		res.Objects, ok = a.decide(p, held)
+		switch {
+		case !ok:
+			return nil, errApplyFailed
+		case dryRun:
+			return nil, errDryRun
+		}
+		return res.Objects, nil
+	}
+	if a.source == nil {
+		res.Note = memoryNote
+		err = a.memory.applySet(a, p.refs, decide)
+	} else {
+		err = a.source.applySet(ctx, p.refs, decide)
+	}
+	res.Counts = map[string]int{}
+	for _, o := range res.Objects {
+		res.Counts[o.Result]++
+	}
+	switch {
+	case errors.Is(err, errApplyFailed):
+		res.Error = "nothing written: " + failures(res.Objects)
+		return res, nil
+	case errors.Is(err, errDryRun):
+		return res, nil
+	case err != nil:
+		return res, err
+	}
+	res.Applied = true
+	for _, o := range res.Objects {
+		if o.Result == applyUnchanged {
+			continue
+		}
+		op := "upsert"
+		if o.raw == nil {
+			op = "delete"
+		}
+		adminWrites.WithLabelValues(o.Kind, op, "ok").Inc()
+		if a.source == nil {
+			emitUpdated(o.kind, o.ID, op, "memory", o.raw)
+		}
+	}
+	a.logger.Info("rule set applied through the admin API", zap.Int("created", res.Counts[applyCreated]),
+		zap.Int("changed", res.Counts[applyChanged]), zap.Int("deleted", res.Counts[applyDeleted]),
+		zap.Int("unchanged", res.Counts[applyUnchanged]), zap.String("stored", res.Stored))
+	return res, nil
+}
+
+// failures is the failed objects' reasons, one line each.
+func failures(objs []ApplyObject) string {
+	var lines []string
+	for _, o := range objs {
+		if o.Result == applyFailed {
+			lines = append(lines, fmt.Sprintf("%s %s: %s", o.Kind, o.ID, o.Reason))
+		}
+	}
+	return strings.Join(lines, "; ")
+}
+
+// applySet reads the raw fields of every ref, watched, lets decide choose
+// the writes, and writes them all in one MULTI/EXEC with their history,
+// change-log entries and publishes; a change to any watched key before the
+// EXEC restarts the read, so the verdicts always describe what is
+// overwritten.
+func (s *redisSource) applySet(ctx context.Context, refs map[ruleRef]bool, decide func(map[ruleRef]Fields) ([]ApplyObject, error)) error {
+	if _, cluster := s.client.(*redis.ClusterClient); cluster {
+		return apiError(http.StatusNotImplemented, "an atomic apply needs one Redis transaction over keys in many "+
+			"hash slots, which Redis Cluster cannot run: write the rules one by one (PUT /sluice/rules/{kind}/{id})")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*s.timeout)
+	defer cancel()
+	list := make([]ruleRef, 0, len(refs))
+	keys := make([]string, 0, len(refs))
+	for ref := range refs {
+		list = append(list, ref)
+		keys = append(keys, s.names.RuleKey(ref.kind, ref.id))
+	}
+	txf := func(tx *redis.Tx) error {
+		cmds := make([]*redis.MapStringStringCmd, len(list))
+		_, err := tx.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i := range list {
+				cmds[i] = p.HGetAll(ctx, keys[i])
+			}
+			return nil
+		})
+		held := make(map[ruleRef]Fields, len(list))
+		for i, c := range cmds {
+			m, cerr := c.Result()
+			if cerr != nil && !isWrongType(cerr) {
+				return cerr
+			}
+			if len(m) > 0 {
+				held[list[i]] = Fields(m)
+			}
+		}
+		if err != nil && !isWrongType(err) {
+			return err
+		}
+		objs, err := decide(held)
+		if err != nil {
+			return err
+		}
+		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			for _, o := range objs {
+				if o.Result == applyUnchanged {
+					continue
+				}
+				key := s.names.RuleKey(o.kind, o.ID)
+				p.Del(ctx, key)
+				if o.raw != nil {
+					args := make([]any, 0, 2*len(o.raw))
+					for name, v := range o.raw {
+						args = append(args, name, v)
+					}
+					p.HSet(ctx, key, args...)
+				}
+				s.queueHistory(ctx, p, newHistoryEntry(o.kind, o.ID, o.prev, o.raw, "apply"))
+				p.XAdd(ctx, s.changeLogAdd(changeLogEntry(o.kind, o.ID, o.raw)))
+				p.Publish(ctx, s.names.Channel(o.kind), o.ID)
+			}
+			return nil
+		})
+		return err
+	}
+	for range maxWriteRounds {
+		err := s.client.Watch(ctx, txf, keys...)
+		if !errors.Is(err, redis.TxFailedErr) {
+			return err
+		}
+	}
+	return errWriteConflict
+}
+
+// applySet is redisSource.applySet for the memory layer, under its lock.
+func (m *memoryLayer) applySet(a *App, refs map[ruleRef]bool, decide func(map[ruleRef]Fields) ([]ApplyObject, error)) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cur := m.snap.Load()
+	held := map[ruleRef]Fields{}
+	for ref := range refs {
+		if r := cur.get(ref.kind, ref.id); r != nil {
+			held[ref] = r.Fields
+		}
+	}
+	objs, err := decide(held)
+	if err != nil {
+		return err
+	}
+	next := *cur
+	cloned := [numKinds]bool{}
+	for _, o := range objs {
+		if o.Result == applyUnchanged {
+			continue
+		}
+		if !cloned[o.kind] {
+			next = *next.clone(o.kind)
+			cloned[o.kind] = true
+		}
+		if o.raw == nil {
+			delete(next[o.kind], o.ID)
+		} else {
+			st := a.Static(o.kind, o.ID)
+			v, _, _ := parseOver(o.kind, o.ID, st, o.raw) // parsed in decide
+			next[o.kind][o.ID] = newSlot(&Rule{Kind: o.kind, ID: o.ID, Fields: o.raw, Value: v, Source: "memory",
+				Overlay: o.raw, partial: st != nil})
+		}
+		m.record(newHistoryEntry(o.kind, o.ID, o.prev, o.raw, "apply"))
+	}
+	m.snap.Store(&next)
+	m.changes.Add(1)
+	return nil
+}
+
+// serveApply handles POST /sluice/apply[?dry_run=true]: 200 with every
+// object's verdict when the set is (or would be) written; 400, or 412 when
+// a rule changed from its expected version, with the verdicts when nothing
+// is written.
+func (a *App) serveApply(w http.ResponseWriter, r *http.Request) error {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		return notAllowed(r)
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxApplyBody+1))
+	if err != nil || len(body) > maxApplyBody {
+		return apiError(http.StatusRequestEntityTooLarge, "rule set unreadable or over %d bytes", maxApplyBody)
+	}
+	var req ApplyRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return apiError(http.StatusBadRequest, `rule set: want {"rules": {"<kind>": {"<id>": {"<field>": value}}}}: %v`, err)
+	}
+	res, err := a.Apply(r.Context(), req, boolParam(r.URL.Query().Get("dry_run")))
+	if err != nil {
+		var ae caddy.APIError
+		if !errors.As(err, &ae) {
+			err = caddy.APIError{HTTPStatus: http.StatusBadGateway, Err: fmt.Errorf("applying in redis: %w", err)}
+		}
+		return err
+	}
+	status := http.StatusOK
+	if res.Error != "" {
+		status = http.StatusBadRequest
+		for _, o := range res.Objects {
+			if o.status == http.StatusPreconditionFailed {
+				status = o.status
+			}
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	return json.NewEncoder(w).Encode(res)
+}
