@@ -18,7 +18,7 @@ local key = KEYS[1]
 local a, b, n = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local v = redis.call('GET', key)
 if ARGV[1] == 'tb' then
-  if v and #v ~= 16 then return redis.error_reply('` + wrongTypeReply + `') end
+  if v and #v ~= 16 then v = nil end -- unreadable: fresh state, as the decisions do
   local rate, burst, tokens = a, b, b
   if v then
     local last
@@ -31,7 +31,7 @@ if ARGV[1] == 'tb' then
   redis.call('SET', key, struct.pack('<dd', now, tokens), 'PX', ttl)
   return {0, math.floor(tokens), 0, 0}
 end
-if v and #v ~= 24 then return redis.error_reply('` + wrongTypeReply + `') end
+if v and #v ~= 24 then v = nil end
 local size, limit = a, b
 local start = now - (now % size)
 local s, cur, prev
