@@ -131,7 +131,7 @@ func TestCostFieldErrors(t *testing.T) {
 		{rulestore.Fields{"cost": "3", "requested_tokens": "3"}, "cost", "not both"},
 		{rulestore.Fields{"cost": "abc"}, "cost", "placeholder"},
 		{rulestore.Fields{"cost": "11"}, "cost", "exceeds burst"},
-		{rulestore.Fields{"max_cost": "3"}, "max_cost", "placeholder only"},
+		{rulestore.Fields{"max_cost": "3"}, "max_cost", "or response_cost, only"},
 		{rulestore.Fields{"cost": "{http.request.header.N}", "max_cost": "11"}, "max_cost", "exceeds the quota 10"},
 		{rulestore.Fields{"cost": "{http.request.header.N}", "overrides": "user:1=1/4", "max_cost": "5"}, "max_cost", "exceeds the quota 4"},
 		{rulestore.Fields{"cost": "{http.request.header.N}", "control_behavior": "pace", "burst": "-"}, "cost", "control_behavior reject only"},
