@@ -137,7 +137,6 @@ type gradient struct {
 	peak         int64   // most requests in flight seen in this window
 	inflightSum  int64   // the in-flight counts of this window's samples
 	cutN, cutR   float64 // in flight and latency (in minRTTs) of the last window if it cut the limit, else 0
-	cutFrom      float64 // the estimate before the last cut
 	lastR        float64 // latency (in minRTTs) of the last window, 0 if it had none
 	slowStart    bool    // no queue seen yet: the limit doubles per window while full
 }
@@ -262,7 +261,7 @@ func (g *gradient) update(now int64) {
 			// that was only a probe.
 			g.slowStart = false
 			if r > over {
-				g.cutFrom, g.cutN, g.cutR, cut = g.est, n, r, true
+				g.cutN, g.cutR, cut = n, r, true
 				g.est = math.Max(served+headroom, g.est/2)
 				break
 			}
@@ -277,13 +276,12 @@ func (g *gradient) update(now int64) {
 			// The window after a cut, all of its requests admitted under
 			// the new limit: fewer in flight, the same latency. A queue's
 			// wait shrinks with what is let in; this latency is the
-			// upstream's own (slower work, the CPU taken by others). The
-			// cut is undone and minRTT measured again.
-			next, remeasure = math.Max(g.est, g.cutFrom), true
-			g.est = next
+			// upstream's own (slower work, the CPU taken by others), so
+			// minRTT is measured again.
+			remeasure = true
 		case r > over:
 			next = math.Min(g.est, math.Max(served+headroom, g.est/2))
-			g.cutFrom, g.cutN, g.cutR, cut = g.est, n, r, true
+			g.cutN, g.cutR, cut = n, r, true
 		case n-served < headroom/2 && full:
 			next = g.est*math.Min(math.Max((1+c.Tolerance)/r, 1), 2) + headroom
 		case r < probe && full:
