@@ -283,18 +283,6 @@ func runExport(c *cobra.Command, _ []string) error {
 	return os.WriteFile(out, b, 0o644)
 }
 
-func equalFields(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
-}
-
 func sortedKeys[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {

@@ -164,12 +164,7 @@ func serveAdmin(w http.ResponseWriter, r *http.Request) error {
 		}
 		out, err := fn(parts[1], parts[2])
 		if err != nil {
-			status := http.StatusBadRequest
-			var ae *ActionError
-			if errors.As(err, &ae) {
-				status = ae.Status
-			}
-			return caddy.APIError{HTTPStatus: status, Err: err}
+			return actionAPIError(err)
 		}
 		return writeJSON(w, out)
 	}
@@ -253,3 +248,14 @@ func (a *App) Status() Status {
 }
 
 var _ caddy.AdminRouter = adminAPI{}
+
+// actionAPIError is the admin API's answer to a failed action or view: the
+// status an ActionError carries, else 400.
+func actionAPIError(err error) error {
+	status := http.StatusBadRequest
+	var ae *ActionError
+	if errors.As(err, &ae) {
+		status = ae.Status
+	}
+	return caddy.APIError{HTTPStatus: status, Err: err}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"sort"
@@ -187,7 +188,7 @@ func (a *App) decide(p *applyPlan, held map[ruleRef]Fields) ([]ApplyObject, bool
 		switch {
 		case !listed:
 			o.Result = applyDeleted
-		case cur != nil && equalFields(cur, raw):
+		case cur != nil && maps.Equal(cur, raw):
 			o.Result = applyUnchanged
 		case before == nil:
 			o.Result = applyCreated
@@ -303,18 +304,6 @@ func (a *App) referrers(p *applyPlan, held map[ruleRef]Fields, ref ruleRef, fina
 	}
 	sort.Strings(by)
 	return by
-}
-
-func equalFields(a, b Fields) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 // errApplyFailed stops an apply's transaction after a failed verdict.

@@ -17,7 +17,6 @@ package rulestore
 
 import (
 	"embed"
-	"errors"
 	"io/fs"
 	"net/http"
 	"strings"
@@ -134,12 +133,7 @@ func serveStatusJSON(w http.ResponseWriter, r *http.Request, name string) error 
 	}
 	out, err := fn(r.URL.Query())
 	if err != nil {
-		status := http.StatusBadRequest
-		var ae *ActionError
-		if errors.As(err, &ae) {
-			status = ae.Status
-		}
-		return caddy.APIError{HTTPStatus: status, Err: err}
+		return actionAPIError(err)
 	}
 	return writeJSON(w, out)
 }
