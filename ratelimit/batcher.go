@@ -142,15 +142,6 @@ func (b *batcher) runWarm(key string, stable, coldFactor float64, period, tolera
 	return b.runScript(warmScript, false, key, [4]any{stable, coldFactor, period, tolerance}, timeout)
 }
 
-// post submits script on key with args and does not wait for the answer:
-// a settlement rides in the next batch with the decisions. The call is not
-// pooled (nobody takes it back); its answer only fills its buffered done.
-func (b *batcher) post(script *redis.Script, key string, args [4]any, timeout time.Duration) {
-	c := &scriptCall{done: make(chan struct{}, 1), script: script, nargs: 4}
-	c.keys[0], c.args = key, args
-	b.submit(c, time.Now().Add(timeout))
-}
-
 // runScript runs script on key with args (a trailing nil ends them); many:
 // the script decides many keys in one call (redisscript.go).
 func (b *batcher) runScript(script *redis.Script, many bool, key string, args [4]any, timeout time.Duration) (grant, error) {

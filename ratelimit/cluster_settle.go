@@ -50,9 +50,12 @@ return {0, math.max(0, math.floor(limit - cur)), 0, 0}
 var settleScript = redis.NewScript(settleLua)
 
 // settle charges n tokens to key's state in Redis, riding in the next
-// batch of the client's decisions, without waiting for it. While Redis is
-// down (or absent) it charges the local share that on_redis_error local
-// decides by.
+// batch of the client's decisions, and waits for it (at most
+// redis_timeout): the response's status goes out only after the charge is
+// in Redis, so a client's next request is decided on it. A charge Redis
+// does not take in time is lost (the key is undercharged, never over).
+// While Redis is down (or absent) it charges the local share that
+// on_redis_error local decides by.
 func (e *clusterEngine) settle(r *Rule, key []byte, now, n int64) {
 	ref := e.lim.backend.Load()
 	var c redis.UniversalClient
@@ -73,5 +76,5 @@ func (e *clusterEngine) settle(r *Rule, key []byte, now, n int64) {
 		eng = "sw"
 	}
 	l := r.limitsFor(key)
-	g.batch.post(settleScript, redisKey(ref.b.KeyPrefix(), e.typ, r.ID, key), [4]any{eng, l.scriptArgs[0], l.scriptArgs[1], n}, r.RedisTimeout)
+	g.batch.runScript(settleScript, false, redisKey(ref.b.KeyPrefix(), e.typ, r.ID, key), [4]any{eng, l.scriptArgs[0], l.scriptArgs[1], n}, r.RedisTimeout)
 }
