@@ -32,9 +32,8 @@ func hubGoroutines() int {
 // TestAnalysisHubIdleWithoutAnalysis: grayroute handlers whose rules have
 // no analysis run no hub goroutine and no ticker; the first request of a
 // rule with analysis on starts one, for that canary, which ends when the
-// rule no longer has analysis on. (The hub lives as
-// long as any grayroute handler does, so canaries of earlier tests in this
-// process may still be followed: the test counts what it adds.)
+// rule no longer has analysis on. Earlier tests' Caddy instances are
+// stopped, so the count starts from none.
 func TestAnalysisHubIdleWithoutAnalysis(t *testing.T) {
 	rds := redistest.Start(t)
 	addr, url := site(t)
@@ -61,7 +60,10 @@ func TestAnalysisHubIdleWithoutAnalysis(t *testing.T) {
 	}
 }
 `, admin, rds.URL(), addr))
-	before := hubGoroutines()
+	// Earlier tests' Caddy instances are stopped, but a canary goroutine that
+	// has signalled its end may still be on its way out: count from zero.
+	testcaddy.Eventually(t, 10*time.Second, "no analysis goroutine left from earlier tests", func() bool { return hubGoroutines() == 0 })
+	before := 0
 	for i := 0; i < 20; i++ {
 		get(t, url+"plain", fmt.Sprintf("X-User-Id: u%d", i))
 	}
