@@ -76,5 +76,21 @@ func (e *clusterEngine) settle(r *Rule, key []byte, now, n int64) {
 		eng = "sw"
 	}
 	l := r.limitsFor(key)
-	g.batch.runScript(settleScript, false, redisKey(ref.b.KeyPrefix(), e.typ, r.ID, key), [4]any{eng, l.scriptArgs[0], l.scriptArgs[1], n}, r.RedisTimeout)
+	_, err := g.batch.runScript(settleScript, false, redisKey(ref.b.KeyPrefix(), e.typ, r.ID, key), [4]any{eng, l.scriptArgs[0], l.scriptArgs[1], n}, r.RedisTimeout)
+	if err == nil {
+		e.forgetRefusal(key)
+	}
+}
+
+// forgetRefusal drops what this instance remembers of Redis refusing key:
+// a charge moved the time the key has tokens again further away (a refund
+// nearer), so the next request asks Redis and tells its client the true
+// wait.
+func (e *clusterEngine) forgetRefusal(key []byte) {
+	s := e.keys.shard(key)
+	s.mu.Lock()
+	if ls := e.keys.leaseOf(s, key); ls != nil {
+		ls.deniedUntil, ls.deniedBy = 0, nil
+	}
+	s.mu.Unlock()
 }
