@@ -216,49 +216,52 @@ func (s *redisSource) session(ctx context.Context) (connected bool, err error) {
 
 	// One goroutine receives, so this one can take every message already
 	// waiting and re-read the ids they name in one batch (see refresh.go).
-	events := make(chan received, 1024)
+	events := make(chan received, eventsBuffer)
 	rctx, stopReceiving := context.WithCancel(ctx)
 	var receiving sync.WaitGroup
 	receiving.Add(1)
 	go func() { defer receiving.Done(); receive(rctx, ps, events) }()
 	defer func() { stopReceiving(); ps.Close(); receiving.Wait() }()
+	// Another writes the feedback (verdicts, history, last good): a
+	// bulk change's thousands of scripts must not hold up the next change.
+	kickFeedback := make(chan struct{}, 1)
+	receiving.Add(1)
+	go func() { defer receiving.Done(); s.writeFeedback(rctx, kickFeedback) }()
+	kick := func() {
+		select {
+		case kickFeedback <- struct{}{}:
+		default: // a flush is already due: it takes everything queued
+		}
+	}
 
 	tick := time.NewTicker(sessionTick)
 	defer tick.Stop()
 	nextResync := time.Now().Add(s.resync)
 	nextPoll := time.Now().Add(streamPollInterval)
 	lastHeard, pingSent := time.Now(), time.Time{}
+	lastFeedback, lastBulk := time.Now(), time.Time{}
 	for {
 		select {
 		case <-ctx.Done():
 			return true, ctx.Err()
 		case ev := <-events:
-			// Take what is already waiting, up to drainLimit, then re-read.
-			for n := 0; ; n++ {
-				if ev.err != nil {
-					return true, ev.err
-				}
-				lastHeard, pingSent = time.Now(), time.Time{}
-				if err := s.onReceived(ctx, ev.msg, len(channels)); err != nil {
-					return true, err
-				}
-				if n == drainLimit {
-					break
-				}
-				var more bool
-				select {
-				case ev, more = <-events:
-				default:
-				}
-				if !more {
-					break
-				}
+			n, err := s.drain(ctx, ev, events, len(channels))
+			lastHeard, pingSent = time.Now(), time.Time{}
+			if err != nil {
+				return true, err
+			}
+			if n >= bulkMessages {
+				lastBulk = lastHeard
 			}
 			if err := s.flushPending(ctx); err != nil {
 				return true, err
 			}
-			if len(events) == 0 {
-				s.flushFeedback(ctx)
+			// A lone change gets its verdict at once; a bulk change's
+			// feedback waits until its messages stop (see the tick), so
+			// its thousands of writes never delay the rules still coming.
+			if len(events) == 0 && time.Since(lastBulk) >= sessionTick {
+				kick()
+				lastFeedback = time.Now()
 			}
 		case now := <-tick.C:
 			s.queue.due(now)
@@ -285,7 +288,10 @@ func (s *redisSource) session(ctx context.Context) (connected bool, err error) {
 				}
 				nextPoll = now.Add(streamPollInterval)
 			}
-			s.flushFeedback(ctx)
+			if now.Sub(lastHeard) >= sessionTick || now.Sub(lastFeedback) >= feedbackMaxDelay {
+				kick()
+				lastFeedback = now
+			}
 			if now.After(nextResync) {
 				if err := s.fullResync(ctx, "periodic"); err != nil {
 					return true, err
@@ -299,6 +305,84 @@ func (s *redisSource) session(ctx context.Context) (connected bool, err error) {
 // sessionTick paces the session's periodic work: deferred re-reads,
 // pings, change-log polls, resyncs.
 const sessionTick = 50 * time.Millisecond
+
+// Bulk changes: every rule channel message is one id, and a deploy may
+// publish ten thousand at once. The session takes them in batches: each
+// batch costs one copy of the held kind's map (O(rules held)) and a
+// pipelined read per refreshBatch ids, so larger batches make a bulk
+// change cost O(changed rules), not O(changed × held / batch).
+const (
+	eventsBuffer = 16384 // messages the receiver may run ahead
+	// bulkMessages taken in one drain mark a bulk change in progress:
+	// the drain then waits up to coalesceGap for more, and feedback is
+	// deferred until the messages stop.
+	bulkMessages = 256
+	coalesceGap  = 2 * time.Millisecond
+	coalesceMax  = 50 * time.Millisecond // longest a batch is collected
+	// feedbackMaxDelay bounds how long verdicts and history wait under
+	// unceasing changes.
+	feedbackMaxDelay = time.Second
+)
+
+// drain handles ev and every message already waiting, up to drainLimit
+// or for coalesceMax (so the first rules of a long bulk change go in force
+// while the rest still arrive); once a bulk change shows (bulkMessages
+// taken), it also waits up to coalesceGap for the next message, so the ids
+// of a bulk change are re-read in a few large batches. It returns how many
+// messages it took.
+func (s *redisSource) drain(ctx context.Context, ev received, events <-chan received, channels int) (int, error) {
+	var gap *time.Timer
+	stopWaiting := time.Now().Add(coalesceMax)
+	defer func() {
+		if gap != nil {
+			gap.Stop()
+		}
+	}()
+	for n := 1; ; n++ {
+		if ev.err != nil {
+			return n, ev.err
+		}
+		if err := s.onReceived(ctx, ev.msg, channels); err != nil {
+			return n, err
+		}
+		if n >= drainLimit || time.Now().After(stopWaiting) {
+			return n, nil
+		}
+		select {
+		case ev = <-events:
+			continue
+		default:
+		}
+		if n < bulkMessages {
+			return n, nil
+		}
+		if gap == nil {
+			gap = time.NewTimer(coalesceGap)
+		} else {
+			gap.Reset(coalesceGap)
+		}
+		select {
+		case ev = <-events:
+		case <-gap.C:
+			return n, nil
+		case <-ctx.Done():
+			return n, ctx.Err()
+		}
+	}
+}
+
+// writeFeedback flushes the feedback each time it is kicked, until ctx
+// ends; what is still queued then is written by the next session.
+func (s *redisSource) writeFeedback(ctx context.Context, kick <-chan struct{}) {
+	for {
+		select {
+		case <-kick:
+			s.flushFeedback(ctx)
+		case <-ctx.Done():
+			return
+		}
+	}
+}
 
 // received is one reply from the subscription, or the error that ended it.
 type received struct {

@@ -20,7 +20,7 @@ import (
 // right after that must not wait out the cache.
 const (
 	refreshBatch = 500                    // ids per pipelined round trip
-	drainLimit   = 2000                   // messages taken before re-reading
+	drainLimit   = 20_000                 // messages taken before re-reading
 	absentTTL    = 200 * time.Millisecond // how long an absent id is remembered
 	absentMax    = 100_000                // bound on remembered absent ids
 )
@@ -141,8 +141,10 @@ func (s *redisSource) refreshAll(ctx context.Context, refs []ruleRef) error {
 			}
 			s.upsert(ref.kind, ref.id, Fields(fields))
 		}
-		s.publishEdit()
 	}
+	// One publish (one copy of each edited kind's map) for the whole
+	// batch: a copy per chunk would cost O(rules held) per refreshBatch ids.
+	s.publishEdit()
 	s.installLastGood(ctx)
 	// The verdicts and history of what was applied (status.go) are written
 	// by the session once no change is waiting, so a bulk change is in

@@ -55,13 +55,16 @@ type Verdict struct {
 // listing and the invalid-rules gauge.
 type feedback struct {
 	heartbeat string // this instance's heartbeat member, set once
-	mu        sync.Mutex
-	pending   []pendingStatus
-	changes   []HistoryEntry
-	lastGood  []lastGoodOp
-	invalid   map[ruleRef]InvalidRule
-	failLog   time.Time
-	skipped   skippedKeys
+	// flushing is held through a flush, so flushes (the session's writer,
+	// a resync's) write in the order they took their entries.
+	flushing sync.Mutex
+	mu       sync.Mutex
+	pending  []pendingStatus
+	changes  []HistoryEntry
+	lastGood []lastGoodOp
+	invalid  map[ruleRef]InvalidRule
+	failLog  time.Time
+	skipped  skippedKeys
 }
 
 type pendingStatus struct {
@@ -157,6 +160,8 @@ func (s *redisSource) applied(k Kind, id string, old *Rule, f Fields) {
 // are feedback, not rules.
 func (s *redisSource) flushFeedback(ctx context.Context) {
 	fb := &s.feedback
+	fb.flushing.Lock()
+	defer fb.flushing.Unlock()
 	fb.mu.Lock()
 	pending, changes, lastGood := fb.pending, fb.changes, fb.lastGood
 	fb.pending, fb.changes, fb.lastGood = nil, nil, nil
