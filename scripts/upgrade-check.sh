@@ -4,7 +4,8 @@
 # (PREV_REV, default 1f9b4eb^, the last build with hash state) and this
 # checkout (or NEW_REV) as make build does, starts one redis-server and one
 # Caddy of each on free loopback ports with the same cluster-scope rules
-# (token bucket and sliding window, on_redis_error deny), and drives
+# (token bucket and sliding window, on_redis_error deny; redis_timeout 1s:
+# this counts format clashes, not a busy machine's slow answers), and drives
 # traffic through them with scripts/upgradecheck: old only, both, new only.
 # Not part of make test (two Caddy builds take minutes).
 #   scripts/upgrade-check.sh                       # previous release vs this checkout
@@ -72,6 +73,7 @@ cat >"$work/Caddyfile" <<'CADDY'
 			burst 10
 			key_resolver {http.request.header.X-Api-Key} ip
 			on_redis_error deny
+			redis_timeout 1s
 		}
 		rate_limit upgrade_sw {
 			scope cluster
@@ -80,6 +82,7 @@ cat >"$work/Caddyfile" <<'CADDY'
 			window_size 2s
 			key_resolver {http.request.header.X-Api-Key} ip
 			on_redis_error deny
+			redis_timeout 1s
 		}
 	}
 }
@@ -107,7 +110,11 @@ start() {
 		"$2" run --config "$work/Caddyfile" --adapter caddyfile >"$work/caddy-$1.log" 2>&1 &
 	pids+=($!)
 	for _ in $(seq 150); do
-		curl -fsS -o /dev/null -H "X-Api-Key: ready" "http://127.0.0.1:$gw/tb" 2>/dev/null && { echo "$gw"; return; }
+		if curl -fsS -o /dev/null -H "X-Api-Key: ready" "http://127.0.0.1:$gw/tb" 2>/dev/null &&
+			curl -fsS -o /dev/null -H "X-Api-Key: ready" "http://127.0.0.1:$gw/sw" 2>/dev/null; then
+			echo "$gw"
+			return
+		fi
 		sleep 0.1
 	done
 	echo "caddy $1 did not come up:" >&2
@@ -129,5 +136,8 @@ for k in $(redis-cli -p "$redis_port" --scan --pattern '*ratelimit:*' | sort); d
 	echo "  $(redis-cli -p "$redis_port" type "$k") $k"
 done
 echo
-echo "Redis errors logged: old $(grep -ci 'wrongtype' "$work/caddy-old.log" || true), new $(grep -ci 'wrongtype' "$work/caddy-new.log" || true) lines mentioning WRONGTYPE"
+for b in old new; do
+	echo "caddy $b log: $(grep -ci 'wrongtype' "$work/caddy-$b.log" || true) lines mentioning WRONGTYPE, $(grep -c '"level":"\(warn\|error\)"' "$work/caddy-$b.log" || true) warnings and errors"
+	grep '"level":"\(warn\|error\)"' "$work/caddy-$b.log" | head -3 | cut -c1-300 | sed 's/^/  /'
+done
 exit "$status"
