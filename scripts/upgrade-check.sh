@@ -99,30 +99,42 @@ http://127.0.0.1:{$GATEWAY_PORT} {
 }
 CADDY
 
-# start NAME BIN: one Caddy on free ports; prints its gateway port.
+# start NAME BIN: one Caddy on free ports; prints its gateway port. A port
+# taken between the probe and Caddy's listen (other processes on this
+# machine) means new ports, up to three times.
 start() {
-	local gw admin
-	gw="$(free_port)"
-	admin="$(free_port)"
+	local gw admin pid
 	mkdir -p "$work/home-$1"
-	HOME="$work/home-$1" XDG_DATA_HOME="$work/home-$1" XDG_CONFIG_HOME="$work/home-$1" \
-		SLUICE_REDIS="redis://127.0.0.1:$redis_port" GATEWAY_PORT="$gw" ADMIN_PORT="$admin" \
-		"$2" run --config "$work/Caddyfile" --adapter caddyfile >"$work/caddy-$1.log" 2>&1 &
-	pids+=($!)
-	for _ in $(seq 150); do
-		if curl -fsS -o /dev/null -H "X-Api-Key: ready" "http://127.0.0.1:$gw/tb" 2>/dev/null &&
-			curl -fsS -o /dev/null -H "X-Api-Key: ready" "http://127.0.0.1:$gw/sw" 2>/dev/null; then
-			echo "$gw"
-			return
-		fi
-		sleep 0.1
+	for _ in 1 2 3; do
+		gw="$(free_port)"
+		admin="$(free_port)"
+		HOME="$work/home-$1" XDG_DATA_HOME="$work/home-$1" XDG_CONFIG_HOME="$work/home-$1" \
+			SLUICE_REDIS="redis://127.0.0.1:$redis_port" GATEWAY_PORT="$gw" ADMIN_PORT="$admin" \
+			"$2" run --config "$work/Caddyfile" --adapter caddyfile >"$work/caddy-$1.log" 2>&1 &
+		pid=$!
+		for _ in $(seq 150); do
+			kill -0 "$pid" 2>/dev/null || break
+			if curl -fsS -o /dev/null -H "X-Api-Key: ready" "http://127.0.0.1:$gw/tb" 2>/dev/null &&
+				curl -fsS -o /dev/null -H "X-Api-Key: ready" "http://127.0.0.1:$gw/sw" 2>/dev/null; then
+				echo "$pid $gw"
+				return
+			fi
+			sleep 0.1
+		done
+		kill "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+		grep -q 'address already in use' "$work/caddy-$1.log" || break
 	done
 	echo "caddy $1 did not come up:" >&2
 	cat "$work/caddy-$1.log" >&2
 	exit 1
 }
-old_port="$(start old "$old_bin")"
-new_port="$(start new "$new_bin")"
+read -r old_pid old_port <<<"$(start old "$old_bin")" || true
+[ -n "${old_port:-}" ] || exit 1
+pids+=("$old_pid")
+read -r new_pid new_port <<<"$(start new "$new_bin")" || true
+[ -n "${new_port:-}" ] || exit 1
+pids+=("$new_pid")
 "$old_bin" version | sed 's/^/old: /'
 "$new_bin" version | sed 's/^/new: /'
 
