@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 
@@ -96,5 +97,50 @@ func TestClusterRollingUpgradeKeepsFormatsApart(t *testing.T) {
 				t.Errorf("previous release's key %s: type %q, want its hash", oldKey, typ)
 			}
 		})
+	}
+}
+
+// The pace schedule kept its name and format (a hash {p} at pc), so during
+// an upgrade both builds reserve slots in one schedule: at 0.1 qps with
+// max_queue_wait 25s, three slots (0, 10 s, 20 s) between them, whichever
+// asks, then both refuse.
+func TestClusterRollingUpgradeSharesPaceSchedule(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	b := &testBackend{c: newTestClient(t, srv.Addr), instances: 2}
+	src, err := os.ReadFile("testdata/state-v1/pace.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := clusterRule(t, rulestore.Fields{"qps": "0.1", "control_behavior": "pace", "max_queue_wait": "25s", "key_resolver": "global", "on_redis_error": "deny"})
+	key := b.KeyPrefix() + "ratelimit:pc:{" + r.ID + ":global}"
+	old := func() int64 {
+		t.Helper()
+		// paceLua's ARGV: interval µs (cost/qps), max_queue_wait µs.
+		res, err := srv.Client().Eval(ctx, string(src), []string{key}, 10e6, 25e6).Int64Slice()
+		if err != nil || len(res) != 4 {
+			t.Fatalf("previous release's pace script: %v %v, want a decision", res, err)
+		}
+		return res[0]
+	}
+	inst := instance(t, b, "upgrade-pc")
+	newTake := func() bool {
+		t.Helper()
+		d := inst.engine(r).Take(r, []byte("global"), inst.now())
+		if d.Unknown || d.Reason == RedisUnavailable {
+			t.Fatalf("this build: %+v, want decided by Redis", d)
+		}
+		if d.queued != nil {
+			d.queued.Add(-1) // what waitTurn does when the wait ends
+		}
+		inst.engine(r).Release(&d)
+		return d.OK()
+	}
+	got := []bool{newTake(), old() == 1, newTake(), old() == 1, newTake()}
+	if want := []bool{true, true, true, false, false}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("slots granted new, old, new, old, new: %v, want %v (three slots in one schedule)", got, want)
+	}
+	if got := counterValue(inst.counters.redisErrors); got != 0 {
+		t.Errorf("this build: %v Redis errors, want none", got)
 	}
 }
