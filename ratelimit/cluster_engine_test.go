@@ -89,7 +89,7 @@ func TestClusterTokenBucketSharedBurst(t *testing.T) {
 	if d := take(a, r, "other"); !d.OK() {
 		t.Fatalf("other key: %+v", d)
 	}
-	ttl := srv.Client().PTTL(context.Background(), "t:ratelimit:tb:{"+r.ID+":global}").Val()
+	ttl := srv.Client().PTTL(context.Background(), "t:ratelimit:tb2:{"+r.ID+":global}").Val()
 	if ttl <= 0 || ttl > 1001*time.Second {
 		t.Fatalf("TTL of the bucket key: %v, want about 1001s (burst/qps + 1s)", ttl)
 	}
@@ -114,7 +114,7 @@ func TestClusterSlidingWindowShared(t *testing.T) {
 	if d := take(c, r, "global"); d.OK() || d.RetryAfter <= 0 {
 		t.Fatalf("11th: %+v, want refused with a retry", d)
 	}
-	ttl := srv.Client().PTTL(context.Background(), "t:ratelimit:sw:{"+r.ID+":global}").Val()
+	ttl := srv.Client().PTTL(context.Background(), "t:ratelimit:sw2:{"+r.ID+":global}").Val()
 	if ttl <= 200*time.Second || ttl > 201*time.Second {
 		t.Fatalf("TTL %v, want about 201s (two windows + 1s)", ttl)
 	}
@@ -410,11 +410,12 @@ func TestClusterEarlierClockReadingIsNotRefused(t *testing.T) {
 	}
 }
 
-// A key's state is one string of packed numbers with its TTL. A hash left
-// at the key by a version before that format (HMGET/HSET state) is
-// replaced: the key's quota starts afresh and is counted in Redis from
-// then on, with no error and no fallback.
-func TestClusterStateReplacesHashOfEarlierVersion(t *testing.T) {
+// A key's state is one string of packed numbers with its TTL. A key of
+// another type at its name (here a hash shaped like the earlier format's,
+// which lived at other names: cluster_upgrade_test.go) is replaced: the
+// key's quota starts afresh and is counted in Redis from then on, with no
+// error and no fallback.
+func TestClusterStateReplacesKeyOfAnotherType(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := context.Background()
 	b := &testBackend{c: newTestClient(t, srv.Addr), instances: 1}
@@ -423,17 +424,17 @@ func TestClusterStateReplacesHashOfEarlierVersion(t *testing.T) {
 		fields rulestore.Fields
 		old    []any
 	}{
-		{"tb", rulestore.Fields{"qps": "0.01", "burst": "2", "key_resolver": "global"}, []any{"t", 1, "n", 0}},
-		{"sw", rulestore.Fields{"qps": "0.002", "window_size": "1000s", "limit_type": "sliding_window", "key_resolver": "global"}, []any{"s", 0, "c", 2, "p", 0}},
+		{"tb2", rulestore.Fields{"qps": "0.01", "burst": "2", "key_resolver": "global"}, []any{"t", 1, "n", 0}},
+		{"sw2", rulestore.Fields{"qps": "0.002", "window_size": "1000s", "limit_type": "sliding_window", "key_resolver": "global"}, []any{"s", 0, "c", 2, "p", 0}},
 	} {
 		t.Run(tc.engine, func(t *testing.T) {
 			r := clusterRule(t, tc.fields)
 			key := "t:ratelimit:" + tc.engine + ":{" + r.ID + ":global}"
 			srv.Client().HSet(ctx, key, tc.old...)
-			l := instance(t, b, "upgrade-"+tc.engine)
+			l := instance(t, b, "replace-"+tc.engine)
 			for i := range 2 {
 				if d := take(l, r, "global"); !d.OK() || d.Unknown {
-					t.Fatalf("request %d over the old hash: %+v, want admitted by Redis", i+1, d)
+					t.Fatalf("request %d over the hash: %+v, want admitted by Redis", i+1, d)
 				}
 			}
 			if d := take(l, r, "global"); d.Reason != RateLimited || d.Unknown {

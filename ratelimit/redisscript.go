@@ -45,6 +45,7 @@ import (
 // something else) reads as absent and is replaced by fresh state with its
 // TTL, as is a key of another type (MGET reads it as nil): an unreadable
 // key repairs itself on its next decision instead of failing every one.
+// (The earlier format's hashes live under other names, redisKey.)
 
 // tokenBucketLua: each key {t = last update µs, n = tokens}; a run's
 // numbers: rate per second, burst. The TTL is capped at 1e15 ms (forever,
@@ -236,24 +237,29 @@ func (keyError) RedisError()     {}
 
 // redisKey names a key's state in Redis:
 //
-//	<prefix>ratelimit:tb:{<rule-id>:<key>}   token bucket
-//	<prefix>ratelimit:sw:{<rule-id>:<key>}   sliding window
+//	<prefix>ratelimit:tb2:{<rule-id>:<key>}  token bucket (packed string)
+//	<prefix>ratelimit:sw2:{<rule-id>:<key>}  sliding window (packed string)
 //	<prefix>ratelimit:pc:{<rule-id>:<key>}   token bucket, control_behavior pace
 //	<prefix>ratelimit:wu:{<rule-id>:<key>}   token bucket, warm_up or warm_up_pace
 //
 // The hash tag spreads a rule's keys over a Redis Cluster while keeping all
 // of one key's state in one slot. The engine is in the name, so changing
-// limit_type never reads the other engine's fields.
+// limit_type never reads the other engine's fields. The packed states have
+// names of their own: the builds before that format kept a hash at tb and
+// sw, and during a rolling upgrade such a build would meet our string
+// there and answer WRONGTYPE (its on_redis_error) for as long as we kept
+// the key alive. Apart, each build counts in its own keys. The pc and wu
+// hashes kept their format and their names: both builds share them.
 func redisKey(prefix string, typ LimitType, id string, key []byte) string {
-	eng := "tb"
+	eng := "tb2"
 	if typ == SlidingWindow {
-		eng = "sw"
+		eng = "sw2"
 	}
 	return redisKeyOf(prefix, eng, id, key)
 }
 
 func redisKeyOf(prefix, eng, id string, key []byte) string {
-	b := make([]byte, 0, len(prefix)+len("ratelimit:tb:{:}")+len(id)+len(key))
+	b := make([]byte, 0, len(prefix)+len("ratelimit:tb2:{:}")+len(id)+len(key))
 	b = append(b, prefix...)
 	b = append(b, "ratelimit:"...)
 	b = append(b, eng...)
