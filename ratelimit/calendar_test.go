@@ -1,11 +1,15 @@
 package ratelimit
 
 import (
+	"context"
 	"errors"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/sluicegw/sluice/internal/redistest"
 	"github.com/sluicegw/sluice/rulestore"
 )
 
@@ -277,5 +281,58 @@ func TestCalendarParseErrors(t *testing.T) {
 	r := calRule(t, "limit_type", "calendar", "quota", "3", "period", "Day")
 	if r.Type != Calendar || r.Calendar.Zone != time.UTC || r.Calendar.Period != PeriodDay {
 		t.Errorf("defaults: %v %v %v", r.Type, r.Calendar.Zone, r.Calendar.Period)
+	}
+}
+
+// Two cluster instances on a simulated clock share 3 a day in New York in
+// Redis: the 4th, a minute before midnight, waits exactly that minute; at
+// midnight (the 23-hour day of 2027-03-14) both count afresh in the new
+// window's key. A settled charge (count_status) lands in the window's key.
+func TestCalendarClusterAcrossMidnight(t *testing.T) {
+	srv := redistest.Start(t)
+	b := &testBackend{c: newTestClient(t, srv.Addr), instances: 2}
+	ny := zone(t, "America/New_York")
+	var clock atomic.Int64
+	inst := func() *limiter {
+		l := newLimiter("cal", clock.Load)
+		l.setBackend(b, nil)
+		t.Cleanup(func() { l.Destruct() })
+		return l
+	}
+	a, c := inst(), inst()
+	r := clusterRule(t, rulestore.Fields{"quota": "3", "period": "day", "timezone": "America/New_York", "key_resolver": "global"})
+	before := at(ny, 2027, 3, 13, 23, 59)
+	clock.Store(engineAt(before))
+	for i, l := range []*limiter{a, c, a} {
+		if d := take(l, r, "global"); !d.OK() || d.Remaining != int64(2-i) {
+			t.Fatalf("request %d: %v remaining %d", i+1, d.Reason, d.Remaining)
+		}
+	}
+	d := take(c, r, "global")
+	if d.OK() || d.RetryAfter != int64(time.Minute) || d.Reset != int64(time.Minute) || d.cal == nil || d.cal.secs != "86400" {
+		t.Fatalf("4th: %v retry %v reset %v window %+v, want refused for 1m in a 86400 s day", d.Reason, time.Duration(d.RetryAfter), time.Duration(d.Reset), d.cal)
+	}
+	midnight := at(ny, 2027, 3, 14, 0, 0)
+	clock.Store(engineAt(midnight))
+	for i, l := range []*limiter{c, a} {
+		if d := take(l, r, "global"); !d.OK() || d.Remaining != int64(2-i) || d.cal.secs != "82800" {
+			t.Fatalf("after midnight %d: %v remaining %d window %+v", i+1, d.Reason, d.Remaining, d.cal)
+		}
+	}
+	ctx := context.Background()
+	key := func(day time.Time) string {
+		return "t:ratelimit:cq:{" + r.ID + ":global}:" + strconv.FormatInt(day.Unix(), 10)
+	}
+	old, _ := b.c.Get(ctx, key(at(ny, 2027, 3, 13, 0, 0))).Result()
+	cur, _ := b.c.Get(ctx, key(midnight)).Result()
+	if old != "3" || cur != "2" {
+		t.Fatalf("window keys hold %q and %q, want 3 and 2", old, cur)
+	}
+	settle(a.engine(r), r, []byte("global"), clock.Load(), 1)
+	if cur, _ := b.c.Get(ctx, key(midnight)).Result(); cur != "3" {
+		t.Fatalf("after a settled charge the key holds %q, want 3", cur)
+	}
+	if d := take(c, r, "global"); d.OK() {
+		t.Fatal("admitted after the settled charge spent the quota")
 	}
 }
