@@ -336,3 +336,25 @@ func TestCalendarClusterAcrossMidnight(t *testing.T) {
 		t.Fatal("admitted after the settled charge spent the quota")
 	}
 }
+
+// count_status with a calendar quota: a request spends nothing when let
+// in; its counted response charges the day, and the debt refuses the key
+// until midnight.
+func TestCalendarCountStatus(t *testing.T) {
+	r := calRule(t, "quota", "2", "period", "day", "count_status", "5xx")
+	e := newLocalEngine(r)
+	noon := at(time.UTC, 2026, 6, 1, 12, 0)
+	k := []byte("k")
+	for i := 0; i < 3; i++ {
+		if d := e.Take(r, k, engineAt(noon)); !d.OK() || d.Remaining != 2 {
+			t.Fatalf("request %d: %v remaining %d, want allowed spending nothing", i+1, d.Reason, d.Remaining)
+		}
+	}
+	settle(e, r, k, engineAt(noon), 3) // three 5xx responses
+	if d := e.Take(r, k, engineAt(noon)); d.OK() || d.RetryAfter != int64(12*time.Hour) {
+		t.Fatalf("in debt: %v retry %v, want refused for 12h", d.Reason, time.Duration(d.RetryAfter))
+	}
+	if d := e.Take(r, k, engineAt(noon.Add(12*time.Hour))); !d.OK() {
+		t.Fatalf("next day: %v", d.Reason)
+	}
+}
