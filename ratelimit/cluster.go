@@ -126,6 +126,9 @@ func (e *clusterEngine) take(r *Rule, key []byte, now int64, cost int64) Decisio
 	} else {
 		e.decide(r, key, now, cost, &d)
 	}
+	if r.Calendar != nil && d.cal == nil && !d.Unknown {
+		d.cal = r.Calendar.window(wallOf(now))
+	}
 	if !d.OK() {
 		e.slots.Release(&d)
 	}
@@ -320,6 +323,8 @@ func (e *clusterEngine) call(r *Rule, l *Limits, key []byte, min, max int64) (gr
 		rkey = redisKeyOf(ref.b.KeyPrefix(), "wu", r.ID, key)
 		res, err = g.batch.runWarm(rkey, math.Min(float64(min)/l.QPS, maxFlowSeconds)*1e6, fl.ColdFactor, fl.WarmUpPeriod/1000,
 			fl.tolerance(l, float64(min))/1000, r.RedisTimeout)
+	case r.Calendar != nil:
+		rkey, res, err = e.callCalendar(g.batch, ref.b.KeyPrefix(), r, l, key, e.lim.now(), min, max)
 	case fl.Behavior == Pace:
 		rkey = redisKeyOf(ref.b.KeyPrefix(), "pc", r.ID, key)
 		res, err = g.batch.runPace(rkey, math.Min(float64(min)/l.QPS, maxFlowSeconds)*1e6, r.Flow.MaxQueueWait/1000, r.RedisTimeout)
@@ -416,7 +421,7 @@ func scaleLimits(r *Rule, l *Limits, n int) Limits {
 	f := float64(n)
 	cost := float64(r.Cost)
 	s.QPS = l.QPS / f
-	if r.Type == SlidingWindow {
+	if r.Type == SlidingWindow || r.Type == Calendar {
 		s.Max = max(cost, math.Floor(l.Max/f))
 		s.quota = int64(s.Max)
 	} else {

@@ -71,6 +71,10 @@ func (e *clusterEngine) settle(r *Rule, key []byte, now, n int64) {
 		e.fallback.settle(e.shareOf(r), key, now, n)
 		return
 	}
+	if r.Calendar != nil {
+		e.settleCalendar(g.batch, ref.b.KeyPrefix(), r, key, now, n)
+		return
+	}
 	eng := "tb"
 	if e.typ == SlidingWindow {
 		eng = "sw"

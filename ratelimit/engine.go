@@ -42,6 +42,8 @@ type Decision struct {
 	// Unknown: decided without quota information (Redis failed and
 	// on_redis_error is allow or deny), so no rate limit headers.
 	Unknown bool
+	// cal is the calendar window decided in (limit_type calendar).
+	cal *calendarWindow
 
 	slot  *entry // holds an in-flight slot to release
 	shard *shard
@@ -133,6 +135,8 @@ func (e *localEngine) take(r *Rule, key []byte, now int64, cost int64) Decision 
 	} else if r.Flow.Behavior != Reject {
 		ok = e.shape(r, ent, l, now, n, &d)
 		left = float64(d.Remaining)
+	} else if e.typ == Calendar {
+		ok, left = takeCalendar(ent, r, l, now, n, spend, &d)
 	} else if e.typ == SlidingWindow {
 		ok, left, d.RetryAfter = ent.sw.admit(now, l.Window, l.Max, n, spend)
 		d.Reset = ent.sw.untilWindowEnd(now, l.Window)

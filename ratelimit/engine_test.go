@@ -177,7 +177,7 @@ func TestRuleFieldErrors(t *testing.T) {
 	}{
 		{rulestore.Fields{}, "qps", "required"},
 		{rulestore.Fields{"qps": "0"}, "qps", "> 0"},
-		{rulestore.Fields{"qps": "1", "limit_type": "leaky"}, "limit_type", "token_bucket or sliding_window"},
+		{rulestore.Fields{"qps": "1", "limit_type": "leaky"}, "limit_type", "token_bucket, sliding_window or calendar"},
 		{rulestore.Fields{"qps": "1", "colour": "red"}, "colour", "unknown field"},
 		{rulestore.Fields{"qps": "1", "burst": "2", "requested_tokens": "3"}, "requested_tokens", "exceeds burst"},
 		{rulestore.Fields{"qps": "1", "limit_type": "sliding_window", "burst": "2"}, "burst", "token_bucket only"},

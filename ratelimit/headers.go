@@ -36,7 +36,11 @@ func setHeaders(hdr http.Header, rule *Rule, d *Decision) {
 	// slice of the RateLimit value.
 	rl := unsafe.String(unsafe.SliceData(b), len(b))
 	l := d.Limits
-	h.vals = [4]string{l.quotaStr, rl[from:to], l.policy, rl}
+	policy := l.policy
+	if d.cal != nil {
+		policy = calendarPolicy(rule.ID, l, d.cal)
+	}
+	h.vals = [4]string{l.quotaStr, rl[from:to], policy, rl}
 	// Each slice's capacity is 1, so a later Add to one header copies
 	// instead of overwriting the next.
 	hdr["X-Ratelimit-Limit"] = h.vals[0:1:1]

@@ -24,11 +24,15 @@ type LimitType uint8
 const (
 	TokenBucket LimitType = iota
 	SlidingWindow
+	Calendar // quota per calendar period (calendar.go)
 )
 
 func (t LimitType) String() string {
-	if t == SlidingWindow {
+	switch t {
+	case SlidingWindow:
 		return "sliding_window"
+	case Calendar:
+		return "calendar"
 	}
 	return "token_bucket"
 }
@@ -105,6 +109,10 @@ type Rule struct {
 
 	// Flow: pacing, warm-up and the adaptive in-flight limit (flow_rule.go).
 	Flow Flow
+
+	// Calendar is the period and zone of a calendar quota (limit_type
+	// calendar, calendar_rule.go); nil for the other types.
+	Calendar *CalendarQuota
 
 	idAny any // ID boxed once for the placeholder
 
@@ -188,16 +196,22 @@ func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
 			r.Type = TokenBucket
 		case "sliding_window":
 			r.Type = SlidingWindow
+		case "calendar":
+			r.Type = Calendar
 		default:
-			return nil, f.Errorf("limit_type", "want token_bucket or sliding_window")
+			return nil, f.Errorf("limit_type", "want token_bucket, sliding_window or calendar")
 		}
 	}
-	v, ok := get("qps")
-	if !ok {
-		return nil, f.Errorf("qps", "required: requests per second")
-	}
-	if r.Limits.QPS, ok = rulestore.ParseNumber(v, MinQPS, MaxQPS); !ok {
-		return nil, f.Errorf("qps", "want a number > 0, %s", rulestore.Range(MinQPS, MaxQPS))
+	if calendar, err := r.parseCalendar(f, get); err != nil {
+		return nil, err
+	} else if !calendar {
+		v, ok := get("qps")
+		if !ok {
+			return nil, f.Errorf("qps", "required: requests per second (or quota and period for a calendar quota)")
+		}
+		if r.Limits.QPS, ok = rulestore.ParseNumber(v, MinQPS, MaxQPS); !ok {
+			return nil, f.Errorf("qps", "want a number > 0, %s", rulestore.Range(MinQPS, MaxQPS))
+		}
 	}
 	if v, ok := get("burst"); ok {
 		if r.Type != TokenBucket {
@@ -307,6 +321,9 @@ func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
 	for _, l := range r.Overrides {
 		r.idle = max(r.idle, l.idle(r.Type))
 	}
+	if r.Calendar != nil {
+		r.idle = int64(r.Calendar.Period.longest()) // a key unseen for a whole window counts afresh
+	}
 	if err := r.parseFlow(f, get); err != nil {
 		return nil, err
 	}
@@ -345,6 +362,12 @@ func (r *Rule) finish(l *Limits) (string, error) {
 		}
 		l.quota = int64(l.Max)
 		l.window = int64(math.Ceil(float64(l.Window) / 1e9))
+	case Calendar:
+		if float64(r.Cost) > l.Max {
+			return r.costField, fmt.Errorf("%d exceeds quota %g: no request could ever pass", r.Cost, l.Max)
+		}
+		l.quota = int64(l.Max)
+		l.window = int64(r.Calendar.Period.longest() / time.Second) // RateLimit-Policy: the current window's, per request
 	}
 	l.advertise(r.ID)
 	l.boxScriptArgs(r.Type)
@@ -352,7 +375,7 @@ func (r *Rule) finish(l *Limits) (string, error) {
 }
 
 func (l *Limits) boxScriptArgs(t LimitType) {
-	if t == SlidingWindow {
+	if t == SlidingWindow || t == Calendar {
 		l.scriptArgs = [2]any{l.Window / 1000, l.Max}
 	} else {
 		l.scriptArgs = [2]any{l.QPS, l.Burst}
@@ -431,8 +454,11 @@ func (r *Rule) parseCluster(f rulestore.Fields, get func(string) (string, bool))
 
 // idle is how long until an untouched key's state equals a fresh one.
 func (l *Limits) idle(t LimitType) int64 {
-	if t == SlidingWindow {
+	switch t {
+	case SlidingWindow:
 		return 2 * l.Window
+	case Calendar:
+		return 0 // the rule's period says (ParseRule)
 	}
 	return ceilNanos(l.Burst / l.QPS)
 }
@@ -491,6 +517,18 @@ func (r *Rule) parseOverrides(v string) error {
 			return fmt.Errorf("key %q given twice", key)
 		}
 		l := &Limits{Window: r.Limits.Window}
+		if r.Type == Calendar {
+			q, ok := rulestore.ParseWhole(nums, 1, MaxBurst)
+			if !ok {
+				return fmt.Errorf("%q: want key=quota, a whole number %s", it, rulestore.Range(1, int64(MaxBurst)))
+			}
+			l.Max = float64(q)
+			if field, err := r.finish(l); err != nil {
+				return fmt.Errorf("%q: %s: %v", it, field, err)
+			}
+			r.Overrides[key] = l
+			continue
+		}
 		qs, bs, hasBurst := strings.Cut(nums, "/")
 		q, ok := rulestore.ParseNumber(qs, MinQPS, MaxQPS)
 		if !ok {

@@ -138,7 +138,9 @@ func (e *localEngine) settle(r *Rule, key []byte, now, n int64) {
 	s := e.tab.shard(key)
 	s.mu.Lock()
 	ent := e.tab.get(s, key, now, r.idle, max(1, r.MaxKeys/len(e.tab.shards)))
-	if e.typ == SlidingWindow {
+	if e.typ == Calendar {
+		chargeCalendar(ent, r, now, n)
+	} else if e.typ == SlidingWindow {
 		ent.sw.charge(now, l.Window, float64(n))
 	} else {
 		ent.tb.charge(now, l.QPS, l.Burst, float64(n))

@@ -21,7 +21,9 @@ func (e *entry) use(r *Rule, now int64, key []byte) keyUse {
 		l = o
 	}
 	var left, quota float64
-	if r.Type == SlidingWindow {
+	if r.Type == Calendar {
+		left, quota = calendarRemaining(e, r, now, l.Max), l.Max
+	} else if r.Type == SlidingWindow {
 		left, quota = e.sw.remaining(now, l.Window, l.Max), l.Max
 	} else {
 		left, quota = e.tb.available(now, l.QPS, l.Burst), l.Burst

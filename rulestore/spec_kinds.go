@@ -12,10 +12,20 @@ type RateLimitSpec struct {
 	// without it an inline rule's id is inline:<hash>. Not for rules of the
 	// rulestore app, whose id is their key.
 	ID string `json:"id,omitempty"`
-	// LimitType is token_bucket (default) or sliding_window.
+	// LimitType is token_bucket (default), sliding_window or calendar
+	// (implied by quota).
 	LimitType string `json:"limit_type,omitempty"`
-	// QPS is the allowed requests per second (required).
+	// QPS is the allowed requests per second (required, but for a
+	// calendar quota).
 	QPS *float64 `json:"qps,omitempty"`
+	// Quota is a calendar quota's requests per period (instead of qps).
+	Quota *int64 `json:"quota,omitempty"`
+	// Period is a calendar quota's window: minute, hour, day, week
+	// (from Monday) or month.
+	Period string `json:"period,omitempty"`
+	// Timezone is the IANA zone whose calendar the windows follow
+	// (default UTC).
+	Timezone string `json:"timezone,omitempty"`
 	// Burst is the token bucket's size (0 = one second's worth of qps).
 	Burst *int64 `json:"burst,omitempty"`
 	// WindowSize is the sliding window's length (default 1s).
