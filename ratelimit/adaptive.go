@@ -225,8 +225,9 @@ func (g *gradient) observe(start, now, inflight int64, drop bool) {
 func (g *gradient) update(now int64) {
 	c := &g.cfg
 	remeasure, cut := false, false
-	cutN, cutR := g.cutN, g.cutR // the window before, if it cut the limit
-	lastR := g.lastR             // the window before's latency, if it had one
+	binds := g.peak >= int64(g.est) // the window's requests found the limit full
+	cutN, cutR := g.cutN, g.cutR    // the window before, if it cut the limit
+	lastR := g.lastR                // the window before's latency, if it had one
 	g.cutN, g.cutR, g.lastR = 0, 0, 0
 	switch {
 	case float64(g.drops) > dropShare*float64(g.drops+g.seen):
@@ -297,7 +298,9 @@ func (g *gradient) update(now int64) {
 	}
 	g.windowEnd = now + c.SampleWindow
 	g.samples, g.seen, g.drops, g.peak, g.inflightSum = g.samples[:0], 0, 0, 0, 0
-	if now >= g.nextMeasure || remeasure {
+	// A due probe waits while the limit does not bind: minRTT then decides
+	// nothing, and a probe would refuse all but min_limit of the demand.
+	if now >= g.nextMeasure && binds || remeasure {
 		g.startMeasure(now)
 		return
 	}
