@@ -225,7 +225,6 @@ func (b *batcher) flush() {
 		// −11 %); with nothing else to run it returns at once.
 		runtime.Gosched()
 		b.mu.Lock()
-		b.landed(batch)
 		if len(b.pending) == 0 || b.collecting {
 			b.flushers--
 			b.mu.Unlock()
@@ -256,6 +255,7 @@ func (b *batcher) send(batch, live []*scriptCall) {
 		}
 	}
 	if len(live) == 0 {
+		b.land(batch)
 		return
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
@@ -285,6 +285,10 @@ func (b *batcher) send(batch, live []*scriptCall) {
 		pipe.Exec(ctx)
 		b.roundTrips.Add(1)
 	}
+	// Out of the deadline watch's sight before any answer: an answered call
+	// goes back to the pool, and another batcher may submit it again while
+	// this one's watch would still read it.
+	b.land(batch)
 	for i := range groups {
 		g := &groups[i]
 		if g.calls[0].many {

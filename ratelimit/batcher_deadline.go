@@ -60,11 +60,13 @@ func (b *batcher) expire() {
 	}
 }
 
-// landed forgets a batch whose answers are in. b.mu is held.
-func (b *batcher) landed(batch []*scriptCall) {
+// land forgets a batch whose answers are in.
+func (b *batcher) land(batch []*scriptCall) {
 	if len(batch) == 0 {
 		return // never in flight
 	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	for i, f := range b.flying {
 		if &f[0] == &batch[0] {
 			b.flying = slices.Delete(b.flying, i, i+1)
