@@ -141,8 +141,11 @@ func (s *redisSource) start() {
 	})
 }
 
-// Destruct stops following Redis once no config generation uses it.
+// Destruct stops following Redis once no config generation uses it. Its
+// own pass through startOnce waits for a start under way (whose cancel and
+// done it then reads) and keeps a later start from following Redis again.
 func (s *redisSource) Destruct() error {
+	s.startOnce.Do(func() {})
 	if s.cancel != nil {
 		s.cancel()
 		if ps := s.pubsub.Load(); ps != nil {
