@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -52,6 +53,9 @@ func TestCanaryCommandConflictWritesNothing(t *testing.T) {
 		return strings.Contains(body, `"connected":true`)
 	})
 	const key, stream, channel = "gray:rule:conflict", "gateway:rules", "gateway:rules:gray"
+	// Connected, so every change-log entry from here on is read by the
+	// store's poll (see below); earlier tests' stores polled the rest.
+	polledBefore, logBefore := polledEntries(t, adminURL), rc.XLen(ctx, stream).Val()
 	req, _ := http.NewRequest(http.MethodPut, adminURL+"/sluice/rules/gray/conflict", strings.NewReader(
 		`{"target_version":"v2","fallback_version":"v1","weight":"20","analysis":"on","analysis_interval":"1h","min_samples":"1000","step_weight":"10"}`))
 	req.Header.Set("Content-Type", "application/json")
@@ -101,6 +105,13 @@ func TestCanaryCommandConflictWritesNothing(t *testing.T) {
 			t.Fatalf("%s: PATCH: %d %s", c.name, resp.StatusCode, body)
 		}
 		testcaddy.Eventually(t, 10*time.Second, c.name+": the canary running at 20 %", ruleShows(`"weight":"20"`, `"state":"running"`))
+		// The store also re-reads, once a second, every rule named in the
+		// change log (for publishes it missed). Until it has read the
+		// PATCH's entry, that poll could pick up the other writer's change
+		// below before the command meets it: wait for it first.
+		testcaddy.Eventually(t, 10*time.Second, c.name+": the change log read up to the PATCH", func() bool {
+			return polledEntries(t, adminURL)-polledBefore >= rc.XLen(ctx, stream).Val()-logBefore
+		})
 		share := onV2()
 		if share == 0 || share == 200 {
 			t.Fatalf("%s: %d of 200 users on v2 at weight 20", c.name, share)
@@ -148,4 +159,20 @@ func TestCanaryCommandConflictWritesNothing(t *testing.T) {
 			t.Fatalf("%s: the retried %s added %d change-log entries, want 1", c.name, c.action, n-logLen)
 		}
 	}
+}
+
+// polledEntries is how many change-log entries this process's stores have
+// read by polling (each is one observation of the propagation delay).
+func polledEntries(t *testing.T, adminURL string) int64 {
+	_, body := testcaddy.Get(t, adminURL+"/metrics")
+	for _, line := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(line, "sluice_rulestore_propagation_delay_seconds_count "); ok {
+			n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				t.Fatalf("metrics: %q: %v", line, err)
+			}
+			return int64(n)
+		}
+	}
+	return 0
 }
