@@ -1,6 +1,7 @@
 package circuitbreaker
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"sort"
@@ -138,7 +139,7 @@ func (st *ruleState) currentRule() *Rule {
 
 // breakerAction runs POST /sluice/breakers/{id}/{action} on every breaker
 // of the rule (the default one and the keyed ones) on this instance.
-func breakerAction(id, action string) (any, error) {
+func breakerAction(_ context.Context, _ *rulestore.App, id, action string) (any, error) {
 	v, ok := byID.Load(id)
 	if !ok {
 		return nil, &rulestore.ActionError{Status: http.StatusNotFound,

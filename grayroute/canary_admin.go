@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
 
 	"github.com/sluicegw/sluice/rulestore"
 )
@@ -38,26 +37,23 @@ var canaryPatches = map[string]rulestore.Fields{
 	"promote":  {"state": StatePromoted.String(), "weight": "100"},
 }
 
-func canaryAction(id, action string) (any, error) {
+func canaryAction(ctx context.Context, store *rulestore.App, id, action string) (any, error) {
 	patch, ok := canaryPatches[action]
 	if !ok {
 		return nil, &rulestore.ActionError{Status: http.StatusNotFound,
 			Err: fmt.Errorf("unknown canary action %q (want pause, resume, rollback or promote)", action)}
 	}
-	v, err := caddy.ActiveContext().AppIfConfigured("rulestore")
-	if err != nil {
-		return nil, &rulestore.ActionError{Status: http.StatusNotFound, Err: errors.New("no rulestore in the running config")}
-	}
-	store := v.(*rulestore.App)
-	return applyCanaryAction(store, id, action, patch)
+	return applyCanaryAction(ctx, store, id, action, patch)
 }
 
-func applyCanaryAction(store *rulestore.App, id, action string, patch rulestore.Fields) (any, error) {
+// applyCanaryAction writes the action's fields within the admin request's
+// context (a client that gives up cancels the write), 5 s at most.
+func applyCanaryAction(ctx context.Context, store *rulestore.App, id, action string, patch rulestore.Fields) (any, error) {
 	r := store.Lookup(rulestore.Gray, id)
 	if r == nil {
 		return nil, &rulestore.ActionError{Status: http.StatusNotFound, Err: fmt.Errorf("no gray rule %q", id)}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	ok, err := store.Patch(ctx, rulestore.Gray, id, expectFields(r.Fields), patch)
 	if err != nil {

@@ -162,7 +162,7 @@ func serveAdmin(w http.ResponseWriter, r *http.Request) error {
 		if err := ValidID(parts[1]); err != nil {
 			return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: err}
 		}
-		out, err := fn(parts[1], parts[2])
+		out, err := fn(r.Context(), app, parts[1], parts[2])
 		if err != nil {
 			return actionAPIError(err)
 		}

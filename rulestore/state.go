@@ -1,6 +1,7 @@
 package rulestore
 
 import (
+	"context"
 	"sort"
 	"sync"
 )
@@ -30,9 +31,11 @@ func RegisterStateReporter(name string, fn StateReporter) {
 	reporters.m[name] = fn
 }
 
-// An ActionFunc runs POST /sluice/{resource}/{id}/{action}; the result is
-// written as JSON. Return an *ActionError to choose the status.
-type ActionFunc func(id, action string) (any, error)
+// An ActionFunc runs POST /sluice/{resource}/{id}/{action} for the running
+// config's store app, within the admin request's context (cancelled when
+// the client goes); the result is written as JSON. Return an *ActionError
+// to choose the status.
+type ActionFunc func(ctx context.Context, app *App, id, action string) (any, error)
 
 // ActionError is an action's failure with its HTTP status.
 type ActionError struct {
