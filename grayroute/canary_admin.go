@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"time"
 
-
 	"github.com/sluicegw/sluice/rulestore"
 )
 
