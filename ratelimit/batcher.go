@@ -32,8 +32,7 @@ import (
 // maxBatch decisions wait: every batch sent costs a write and a read on
 // both sides and Redis's dispatch of a script call, and on a machine
 // whose cores Caddy and Redis share, fewer, fuller batches leave more CPU
-// for the requests (BenchmarkClusterExact, 64 callers: 20 decisions a
-// batch with two in flight, 32 with one).
+// for the requests (docs/performance.md has the measurements).
 //
 // Each decision keeps its own redis_timeout, counted from when it was
 // submitted: it stops waiting at its deadline whatever its batch does, and
@@ -58,8 +57,8 @@ type batcher struct {
 	scripts    atomic.Int64 // script calls carrying those decisions
 }
 
-// Batching defaults. No timed window: a sleep of even 20 µs oversleeps to
-// ~1 ms on a busy machine, which made a lone decision 4× slower. The
+// Batching defaults. No timed window: a short sleep oversleeps to about a
+// millisecond on a busy machine, which made a lone decision slower. The
 // flusher yields once instead, and under load batches form by themselves
 // while one is in flight. Batches stay small enough that one is a few
 // hundred µs of Redis time. A second batch in flight, once one is full,
@@ -220,9 +219,9 @@ func (b *batcher) flush() {
 		}
 		b.send(batch, live)
 		// Let the decisions just answered, and the requests ready to run,
-		// go first: under load more decisions join the next batch (make
-		// bench's exact case: Caddy and Redis CPU per request −4 % and
-		// −11 %); with nothing else to run it returns at once.
+		// go first: under load more decisions join the next batch, which
+		// costs Caddy and Redis less CPU per request; with nothing else to
+		// run it returns at once.
 		runtime.Gosched()
 		b.mu.Lock()
 		if len(b.pending) == 0 || b.collecting {

@@ -9,8 +9,8 @@ import (
 // the earliest deadline it knows of, instead of a timer per decision: a
 // decision then waits on its done channel alone, and under load the timer
 // fires about once per redis_timeout to find nothing due, where a timer
-// per decision cost a reset, a stop and a two-way select every time
-// (BenchmarkClusterExact). Both the waiting decisions and those in flight
+// per decision cost a reset, a stop and a two-way select every time.
+// Both the waiting decisions and those in flight
 // are watched, so a decision stops waiting at its deadline whatever its
 // batch does; a flusher skips the ones timed out before it sends them.
 

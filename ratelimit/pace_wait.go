@@ -10,14 +10,13 @@ import (
 // before its slot, and the rest in the kernel (kernelSleepUntil). An idle
 // Go process on Linux waits for its next timer in epoll_wait, whose
 // timeout is whole milliseconds: a timer due in under 1 ms fires up to 1 ms
-// late (BenchmarkPaceGaps on a quiet machine: p99 gap error about 1 ms).
-// 1.1 ms covers that rounding.
+// late. 1.1 ms covers that rounding.
 const preciseMargin = int64(1100 * time.Microsecond)
 
 // maxPreciseSleepers bounds the requests of one rule sleeping in the
 // kernel at once. Each holds an OS thread, and its P until the scheduler
-// takes it back, which costs CPU (BenchmarkPaceGaps: about +35 % CPU per
-// request with one sleeper; with up to four, +100 %). At 1,000 qps slots
+// takes it back, which costs CPU per request, more with every sleeper
+// (docs/performance.md). At 1,000 qps slots
 // are 1 ms apart, so one is enough; a request that finds it taken waits on
 // the timer alone, as all did before.
 const maxPreciseSleepers = 1

@@ -17,8 +17,9 @@ import (
 // The table holds no pointers per key: entries are fixed-size structs in a
 // few large chunks, linked by int32 indices, found through a map from the
 // key's 64-bit hash, with the key's bytes inline or in a byte arena. The GC
-// has nothing in them to mark however many keys there are (issue 16: the
-// pointer-linked table was a large part of the rate limit's GC cost).
+// has nothing in them to mark however many keys there are (a
+// pointer-linked table was a large part of the rate limit's GC cost; see
+// docs/performance.md).
 type table struct {
 	seed   maphash.Seed
 	shards []shard
