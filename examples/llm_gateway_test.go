@@ -43,6 +43,7 @@ func TestLLMGateway(t *testing.T) {
 
 	// (1) 60 requests a minute per key: the 61st is refused by
 	// llm_requests; another key is not affected.
+	clearOfMinuteBoundary(t)
 	for i := 1; i <= 60; i++ {
 		if resp, body := g.chat("Bearer alice", 1, false); resp.StatusCode != 200 {
 			t.Fatalf("alice's request %d: %d %q, want 200", i, resp.StatusCode, body)
@@ -132,6 +133,7 @@ func TestLLMGateway(t *testing.T) {
 	s.rulesSh(t)
 	s.waitRule(t, "rate_limit/llm_requests", `"scope":"cluster"`)
 	s.waitRule(t, "rate_limit/llm_tokens", `"scope":"cluster"`)
+	clearOfMinuteBoundary(t)
 	g.remaining("Bearer grace", 4000, 99500)
 	resp, _ = g.chat("Bearer grace", 50, true)
 	if resp.StatusCode != 200 || resp.Header.Get("X-RateLimit-Remaining") != "95500" || resp.Trailer.Get("X-Tokens-Used") != "50" {
@@ -254,6 +256,19 @@ func usage(t *testing.T, body string) int {
 		t.Fatalf("answer %q: %v", body, err)
 	}
 	return a.Usage.TotalTokens
+}
+
+// clearOfMinuteBoundary waits, if the next minute starts within 15 s,
+// until it has begun: the sliding window's fixed windows are minutes of
+// the clock, and 60 requests on either side of a boundary, slowed down
+// (-race, a loaded machine), would let the previous minute's slide out
+// enough for a 61st to pass.
+func clearOfMinuteBoundary(t *testing.T) {
+	next := time.Now().Truncate(time.Minute).Add(time.Minute)
+	if d := time.Until(next); d < 15*time.Second {
+		t.Logf("waiting %v for the next minute", d.Round(time.Millisecond))
+		time.Sleep(d + 100*time.Millisecond)
+	}
 }
 
 func nextUTCMidnight() time.Time {
