@@ -1,6 +1,7 @@
 package examples_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -220,18 +221,40 @@ func (g *llmGateway) refusedForTheDay(auth string) {
 }
 
 // holdStream starts a stream of 4,000 tokens (80 chunks, a minute apart)
-// for auth; it stays in flight until the returned cancel.
+// for auth and returns once its first event has come through the gateway
+// (streamed, not held back until the end); it stays in flight until the
+// returned cancel.
 func (g *llmGateway) holdStream(auth string) context.CancelFunc {
+	g.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, "POST", g.url, strings.NewReader(`{"max_tokens":4000,"stream":true}`))
 	req.Header.Set("Authorization", auth)
+	first := make(chan string, 1)
 	go func() {
-		// Read on: closing the body would end the request.
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			first <- err.Error()
+			return
 		}
+		defer resp.Body.Close()
+		line, err := bufio.NewReader(resp.Body).ReadString('\n')
+		if err != nil {
+			line = err.Error()
+		}
+		first <- fmt.Sprintf("%d %s", resp.StatusCode, line)
+		// Read on: closing the body would end the request.
+		_, _ = io.Copy(io.Discard, resp.Body)
 	}()
+	select {
+	case got := <-first:
+		if !strings.HasPrefix(got, `200 data: {"choices":[{"delta":{"content":"word word`) {
+			cancel()
+			g.t.Fatalf("%s: held stream began %q, want 200 and a first event", auth, got)
+		}
+	case <-time.After(10 * time.Second):
+		cancel()
+		g.t.Fatalf("%s: no first event of the stream within 10s", auth)
+	}
 	return cancel
 }
 
