@@ -12,6 +12,7 @@
 //	curl -X POST '127.0.0.1:9001/fail-rate?value=0'   # healthy again
 //	curl 127.0.0.1:9001/hits                   # requests answered on / and /slow so far
 //	curl 127.0.0.1:9001/work                   # a service of -capacity workers (capacity.go)
+//	curl -d '{"max_tokens":5}' 127.0.0.1:9001/v1/chat/completions   # an LLM API reporting usage (llm.go)
 package main
 
 import (
@@ -34,6 +35,7 @@ func main() {
 	capacity := flag.Int("capacity", 10, "/work: requests worked on at once; the rest queue (change it live: POST /capacity?value=5)")
 	work := flag.Duration("work", 100*time.Millisecond, "/work: how long one request is worked on")
 	latency := flag.Duration("latency", 0, "added to every answer on / (a slower version)")
+	tokenDelay := flag.Duration("token-delay", 0, "/v1/chat/completions: pause between streamed chunks of 50 words")
 	failRate := flag.Float64("fail-rate", 0, "share of requests answered 500, 0..1 (change it live: POST /fail-rate?value=0.5)")
 	flag.Parse()
 	if *name == "" {
@@ -43,7 +45,7 @@ func main() {
 		log.Fatalf("-fail-rate %v: want 0..1", *failRate)
 	}
 
-	u := &upstream{version: *version, name: *name, delay: *delay, latency: *latency, workers: newWorkers(*capacity, *work)}
+	u := &upstream{version: *version, name: *name, delay: *delay, latency: *latency, workers: newWorkers(*capacity, *work), chat: &chat{tokenDelay: *tokenDelay}}
 	u.setFailRate(*failRate)
 	log.SetPrefix(*version + " ")
 	log.Printf("listening on %s (delay %v, fail-rate %v)", *addr, *delay, *failRate)
@@ -61,6 +63,7 @@ type upstream struct {
 	failRate      atomic.Uint64 // per mille of requests answered 500
 	hits          atomic.Uint64 // requests to / and /slow
 	workers       *workers      // /work, /capacity, /stats (capacity.go)
+	chat          *chat         // /v1/chat/completions (llm.go)
 }
 
 func (u *upstream) setFailRate(r float64) { u.failRate.Store(uint64(r * 1000)) }
@@ -97,6 +100,7 @@ func (u *upstream) routes() *http.ServeMux {
 		u.answer(w, r)
 	})
 	u.workers.routes(mux)
+	u.chat.routes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if u.latency > 0 {
 			select {
