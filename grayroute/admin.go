@@ -7,7 +7,10 @@ import (
 	"github.com/sluicegw/sluice/rulestore"
 )
 
-func init() { rulestore.RegisterStateReporter("grayroute", reportState) }
+func init() {
+	rulestore.RegisterStateReporter("grayroute", reportState)
+	rulestore.OnTick(pruneCounts)
+}
 
 // RuleSplit is one gray rule's decisions per version since the process
 // started (the sluice_grayroute_requests_total counters).

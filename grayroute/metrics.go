@@ -2,18 +2,23 @@ package grayroute
 
 import (
 	"sync"
+	"time"
+	"weak"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicegw/sluice/internal/metrickit"
+	"github.com/sluicegw/sluice/rulestore"
 )
 
 // The counts live for the process and one collector exports them on every
 // config's registry, so they survive reloads and a reload never panics on
 // a duplicate registration. Labels are bounded: rule ids and versions come
-// from the configuration and Redis, never from the request.
+// from the configuration and Redis, never from the request, and a rule's
+// counts go when the rule does (pruneCounts).
 var metrics = struct {
 	requests, random *counterVec
+	pruned           prunedAt
 }{
 	requests: newCounterVec(prometheus.NewDesc("sluice_grayroute_requests_total",
 		"Requests routed by grayroute, by deciding rule (empty: no rule matched) and version.", []string{"rule", "version"}, nil), 2),
@@ -58,6 +63,17 @@ func (v *counterVec) WithLabelValues(values ...string) *metrickit.Counter {
 	return c
 }
 
+// retain drops the counts whose label values keep refuses.
+func (v *counterVec) retain(keep func(k [2]string) bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for k := range v.m {
+		if !keep(k) {
+			delete(v.m, k)
+		}
+	}
+}
+
 // each calls fn with every count and its label values.
 func (v *counterVec) each(fn func(k [2]string, c *metrickit.Counter)) {
 	v.mu.RLock()
@@ -93,4 +109,37 @@ func (g *Rule) countersFor(fallback string) *ruleCounters {
 	}
 	g.counters.Store(c)
 	return c
+}
+
+// prunedAt is the store state the counts were last pruned for (weak: an
+// unloaded config's app is not kept alive by it).
+type prunedAt struct {
+	mu      sync.Mutex
+	app     weak.Pointer[rulestore.App]
+	changes uint64
+}
+
+// pruneCounts drops the counts of gray rules no longer in force, so rule
+// ids that come and go in Redis leave no series and no memory behind. It
+// runs on the store's tick, only when the store changed since its last
+// run. A rule that returns starts its counts from zero (a counter reset,
+// which Prometheus's rate() handles). The versions of a rule in force are
+// kept: they change with its releases, not with each request.
+func pruneCounts(time.Time) {
+	a := rulestore.Active()
+	if a == nil {
+		return
+	}
+	p := &metrics.pruned
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	changes := a.Changes()
+	if p.app.Value() == a && p.changes == changes {
+		return
+	}
+	p.app, p.changes = weak.Make(a), changes
+	live := a.Rules(rulestore.Gray)
+	keep := func(k [2]string) bool { return k[0] == "" || live[k[0]] != nil }
+	metrics.requests.retain(keep)
+	metrics.random.retain(keep)
 }

@@ -19,10 +19,11 @@ import (
 // absent: a DEL restores their static rule, and a kill switch written
 // right after that must not wait out the cache.
 const (
-	refreshBatch = 500                    // ids per pipelined round trip
-	drainLimit   = 20_000                 // messages taken before re-reading
-	absentTTL    = 200 * time.Millisecond // how long an absent id is remembered
-	absentMax    = 100_000                // bound on remembered absent ids
+	refreshBatch   = 500                    // ids per pipelined round trip
+	drainLimit     = 20_000                 // messages taken before re-reading
+	absentTTL      = 200 * time.Millisecond // how long an absent id is remembered
+	absentMax      = 100_000                // bound on remembered absent ids
+	absentSweepMin = 1024                   // entries before expired ones are swept
 )
 
 // refreshQueue is owned by the run goroutine.
@@ -31,6 +32,7 @@ type refreshQueue struct {
 	pending  map[ruleRef]struct{}  // to re-read in the next batch
 	deferred map[ruleRef]struct{}  // named again while remembered absent
 	absent   map[ruleRef]time.Time // found absent: remembered until
+	swept    int                   // len(absent) after the last sweep
 }
 
 func newRefreshQueue() refreshQueue {
@@ -47,7 +49,9 @@ func (q *refreshQueue) add(ref ruleRef, now time.Time) {
 }
 
 // due moves deferred ids whose absent entry expired to pending, and forgets
-// expired entries once the map is large.
+// expired entries once the map has doubled since the last sweep (at least
+// absentSweepMin entries): ids deleted for good leave the map soon after,
+// at an amortised constant cost per id.
 func (q *refreshQueue) due(now time.Time) {
 	for ref := range q.deferred {
 		if !now.Before(q.absent[ref]) {
@@ -55,12 +59,13 @@ func (q *refreshQueue) due(now time.Time) {
 			q.pending[ref] = struct{}{}
 		}
 	}
-	if len(q.absent) > absentMax/2 {
+	if len(q.absent) > max(absentSweepMin, 2*q.swept) {
 		for ref, until := range q.absent {
 			if !now.Before(until) {
 				delete(q.absent, ref)
 			}
 		}
+		q.swept = len(q.absent)
 	}
 }
 

@@ -1,0 +1,140 @@
+package grayroute_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicegw/sluice/internal/redistest"
+	"github.com/sluicegw/sluice/internal/testcaddy"
+)
+
+// Gray rule ids that come and go in Redis leave nothing behind: 20,000 ids,
+// in rounds of 1,000, are written, bound to a route, each decides a request
+// (so each has its request counts), and are deleted. After each round the
+// series of sluice_grayroute_requests_total are those of before. The heap
+// is compared over the last 10,000 ids: the first half fills the store's
+// bounded caches (the re-read times keep up to 10,000 ids; Go maps keep
+// their buckets), after which anything kept per id would grow it by some
+// 300 bytes an id (the two counts of a rule alone), 3 MB in all; 1 MiB
+// leaves room for the cache of re-read times refilling between its
+// clearings (its ids' strings, some 20 bytes each).
+func TestGrayRuleChurnLeavesNoSeries(t *testing.T) {
+	const rounds, perRound = 20, 1000
+	rds := redistest.Start(t)
+	rc := rds.Client()
+	ctx := context.Background()
+	addr, url := site(t)
+	admin := testcaddy.FreePort(t)
+	testcaddy.Run(t, fmt.Sprintf(`{
+	admin localhost:%d
+	persist_config off
+	rulestore {
+		redis %s
+	}
+}
+%s {
+	grayroute {
+		route churn
+	}
+	%s
+}`, admin, rds.URL(), addr, echoSite))
+	adminURL := fmt.Sprintf("http://localhost:%d", admin)
+	testcaddy.Eventually(t, 10*time.Second, "redis connected", func() bool {
+		_, body := testcaddy.Get(t, adminURL+"/sluice/store")
+		return strings.Contains(body, `"connected":true`)
+	})
+	series := func() int {
+		_, body := testcaddy.Get(t, adminURL+"/metrics")
+		return strings.Count(body, "\nsluice_grayroute_requests_total{")
+	}
+	get(t, url) // the series of requests no rule matched
+	base := series()
+	var heapAt [rounds]uint64
+
+	for r := 0; r < rounds; r++ {
+		ids := make([]string, perRound)
+		pipe := rc.Pipeline()
+		for i := range ids {
+			ids[i] = fmt.Sprintf("churn_%d_%d", r, i)
+			pipe.HSet(ctx, "gray:rule:"+ids[i], "match_tag", "X-Rule", "match_value", fmt.Sprint(i), "target_version", "v2")
+			pipe.Publish(ctx, "gateway:rules:gray", ids[i])
+		}
+		pipe.HSet(ctx, "gateway:binding:churn", "gray", strings.Join(ids, ","))
+		pipe.Publish(ctx, "gateway:rules:binding", "churn")
+		if _, err := pipe.Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+		last := ids[perRound-1]
+		testcaddy.Eventually(t, 10*time.Second, fmt.Sprintf("round %d: its rules in force", r), func() bool {
+			return get(t, url, fmt.Sprintf("X-Rule: %d", perRound-1)) == "v2|v2|"+last+"|v2"
+		})
+		for i, id := range ids {
+			if got := get(t, url, fmt.Sprintf("X-Rule: %d", i)); got != "v2|v2|"+id+"|v2" {
+				t.Fatalf("round %d: X-Rule %d answered %q, want rule %s", r, i, got, id)
+			}
+		}
+		if n := series(); n < base+perRound {
+			t.Fatalf("round %d: %d series with %d rules deciding, want at least %d", r, n, perRound, base+perRound)
+		}
+
+		pipe = rc.Pipeline()
+		for _, id := range ids {
+			pipe.Del(ctx, "gray:rule:"+id)
+			pipe.Publish(ctx, "gateway:rules:gray", id)
+		}
+		pipe.HSet(ctx, "gateway:binding:churn", "gray", "")
+		pipe.Publish(ctx, "gateway:rules:binding", "churn")
+		if _, err := pipe.Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+		testcaddy.Eventually(t, 10*time.Second, fmt.Sprintf("round %d: its series gone with its rules", r), func() bool {
+			return series() == base
+		})
+		heapAt[r] = settledHeap(t)
+	}
+	if got := get(t, url, "X-Rule: 1"); got != "v1|v1||v1" {
+		t.Fatalf("no rule left: answered %q, want v1", got)
+	}
+	half := heapAt[rounds/2-1]
+	for r := rounds / 2; r < rounds; r++ {
+		if grown := int64(heapAt[r]) - int64(half); grown > 1<<20 {
+			t.Fatalf("heap after round %d: %d KiB, %d KiB more than after round %d, %d ids earlier (by round, KiB: %v)",
+				r, heapAt[r]>>10, grown>>10, rounds/2-1, (r-rounds/2+1)*perRound, kib(heapAt[:]))
+		}
+	}
+	t.Logf("%d ids created and deleted: %d series as before every round; heap by round (KiB) %v", rounds*perRound, base, kib(heapAt[:]))
+}
+
+func kib(b []uint64) []uint64 {
+	out := make([]uint64, len(b))
+	for i, v := range b {
+		out[i] = v >> 10
+	}
+	return out
+}
+
+// settledHeap is the live heap after garbage collection, taken once two
+// readings in a row agree within 64 KiB (background work has settled).
+func settledHeap(t *testing.T) uint64 {
+	t.Helper()
+	var prev uint64
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		d := int64(m.HeapAlloc) - int64(prev)
+		if prev != 0 && d < 64<<10 && d > -64<<10 {
+			return m.HeapAlloc
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("heap did not settle within 10 s (last %d KiB, before %d KiB)", m.HeapAlloc>>10, prev>>10)
+		}
+		prev = m.HeapAlloc
+		time.Sleep(100 * time.Millisecond) // sleep: between two readings of a settling heap
+	}
+}
