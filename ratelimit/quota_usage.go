@@ -183,7 +183,9 @@ func quotaFromMemory(r *Rule, lim *limiter, key string) *QuotaUsage {
 	if lim != nil {
 		now = lim.now()
 		if s := lim.state.Load(); s != nil {
-			if e, ok := s.engine.(*localEngine); ok && e.typ == r.Type && !e.slotsOnly {
+			// An engine the rule's next request would replace (adopt) holds
+			// nothing for it: the key starts afresh there.
+			if e, ok := s.engine.(*localEngine); ok && e.typ == r.Type && len(e.tab.shards) == shardsFor(r.MaxKeys) {
 				ent, u.Tracked = e.peek([]byte(key))
 			}
 		}
