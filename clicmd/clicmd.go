@@ -24,13 +24,13 @@ const DefaultAddress = "localhost:2019"
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "sluice",
-		Usage: "rules|bindings|state|store|breaker|invalid|history|diff|rollback|verdicts|apply|export ... [--address <admin>]",
+		Usage: "rules|bindings|state|store|quota|breaker|invalid|history|diff|rollback|verdicts|apply|export ... [--address <admin>]",
 		Short: "Manages Sluice rules and shows live state through the admin API",
 		Long: `
 Talks to the admin API of a running Caddy (default localhost:2019, change
 it with --address) to read and write Sluice rules and route bindings, print
-the live state of the rate limits, breakers and gray routes, and override a
-breaker on that instance.
+the live state of the rate limits, breakers and gray routes, show a key's
+use of its quota, and override a breaker on that instance.
 
 Rule kinds: rate_limit, circuit_breaker, gray, binding. Fields are given as
 name=value arguments (the names of the Redis hash and the Caddyfile), or as a
@@ -44,6 +44,7 @@ JSON object with --json (use --json - to read it from stdin).
   caddy sluice bindings delete order_route
   caddy sluice state [ratelimit|circuitbreaker|grayroute|rulestore]
   caddy sluice store
+  caddy sluice quota order_api user:alice [--json]           # a key's limit, used, remaining, debt, reset
   caddy sluice breaker order_cb force_open|force_closed|reset
   caddy sluice rules patch gray checkout-canary weight=0     # a kill switch, also for Caddyfile rules
   caddy sluice invalid                                        # rejected and missing rule ids
@@ -105,7 +106,7 @@ func build(cmd *cobra.Command) {
 		}}
 	cmd.AddCommand(rules, bindings, state, store, breaker, canaryCommand())
 	cmd.AddCommand(changeCommands()...)
-	cmd.AddCommand(verdictsCommand())
+	cmd.AddCommand(verdictsCommand(), quotaCommand())
 	cmd.AddCommand(applyCommands()...)
 }
 

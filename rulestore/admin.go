@@ -33,6 +33,7 @@ func init() {
 //	GET    /sluice/store               the store's Redis connection and counts
 //	GET    /sluice/state               live state of the store and every handler package
 //	POST   /sluice/{resource}/{id}/{action}  a registered action, e.g. breakers/order_cb/force_open
+//	GET    /sluice/{resource}/...      a registered view, e.g. quota/{rule}/{key} (RegisterView)
 //
 // Writes take If-Match (412 on mismatch), ?dry_run=true (validate and show
 // the diff, write nothing) and, for bindings, ?allow_missing=true.
@@ -89,6 +90,9 @@ func serveAdmin(w http.ResponseWriter, r *http.Request) error {
 		return notFound("no rulestore in the running config")
 	}
 	app := v.(*App)
+	if ok, err := app.serveView(w, r); ok {
+		return err
+	}
 	parts := strings.Split(strings.Trim(strings.TrimPrefix(r.URL.Path, "/sluice/"), "/"), "/")
 	if parts[0] == "bindings" { // /sluice/bindings/{route} = /sluice/rules/binding/{route}
 		parts = append([]string{"rules", Binding.String()}, parts[1:]...)

@@ -182,6 +182,17 @@ func (k Key) Append(buf []byte, r *http.Request) (out []byte, ok bool) {
 	return buf, false
 }
 
+// FitKey is key as Append stores it: unchanged up to MaxKeyLength bytes,
+// else "sha256:" and the first 32 hex digits of its SHA-256. It lets an
+// operator name a long key by its full text.
+func FitKey(key string) string {
+	if len(key) <= MaxKeyLength {
+		return key
+	}
+	sum := sha256.Sum256([]byte(key))
+	return "sha256:" + hex.EncodeToString(sum[:16])
+}
+
 func (p *keyPart) value(r *http.Request) string {
 	switch p.kind {
 	case partLiteral:

@@ -83,6 +83,14 @@ func TestLongKeysAreHashed(t *testing.T) {
 	if other == got {
 		t.Fatal("two different long keys hash the same")
 	}
+	// FitKey names the stored key from the full text, as an operator
+	// asking for its quota gives it.
+	if fit := FitKey("user:" + long); fit != got {
+		t.Fatalf("FitKey of the long key = %q, the request stored %q", fit, got)
+	}
+	if fit := FitKey("user:alice"); fit != "user:alice" {
+		t.Fatalf("FitKey changed a short key: %q", fit)
+	}
 }
 
 func TestParseKeyErrors(t *testing.T) {

@@ -1,0 +1,46 @@
+package ratelimit
+
+import (
+	"testing"
+
+	"github.com/sluicegw/sluice/rulestore"
+)
+
+// peek, which GET /sluice/quota reads a local key through, leaves the
+// table as it was: an unknown key gets no entry, a known key keeps its
+// place in the LRU (the least recently used key stays the one evicted
+// next), and the copy it returns is the state a request left.
+func TestPeekLeavesTheTableAlone(t *testing.T) {
+	r, err := ParseRule("peek", rulestore.Fields{"qps": "1", "burst": "5", "max_keys": "64"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newLocalEngine(r)
+	now := int64(1e9)
+	for _, k := range []string{"a", "b", "c"} {
+		e.Take(r, []byte(k), now)
+	}
+	e.Take(r, []byte("a"), now) // a: two tokens spent
+	s := e.tab.shard([]byte("b"))
+	tail := string(s.keyOf(s.at(s.tail)))
+	if tail != "b" {
+		t.Fatalf("least recently used %q, want b", tail)
+	}
+
+	ent, ok := e.peek([]byte("b"))
+	if !ok || ent.tb.tokens != 4 {
+		t.Fatalf("peek b: ok=%v tokens %v, want 4", ok, ent.tb.tokens)
+	}
+	if ent, ok := e.peek([]byte("a")); !ok || ent.tb.tokens != 3 {
+		t.Fatalf("peek a: ok=%v tokens %v, want 3", ok, ent.tb.tokens)
+	}
+	if _, ok := e.peek([]byte("nobody")); ok {
+		t.Fatal("peek found a key never taken")
+	}
+	if got := string(s.keyOf(s.at(s.tail))); got != tail {
+		t.Fatalf("after peeks the least recently used is %q, was %q", got, tail)
+	}
+	if e.Keys() != 3 {
+		t.Fatalf("keys %d after peeks, want 3", e.Keys())
+	}
+}

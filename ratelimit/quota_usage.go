@@ -1,0 +1,305 @@
+package ratelimit
+
+// GET /sluice/quota/{rule}/{key}: one key's use of its quota right now,
+// for an operator answering "why was I limited?". A local rule is read
+// from this instance's memory, a cluster rule from Redis. Reading changes
+// nothing: no entry is made for an unknown key (it has its whole quota),
+// no key's recency moves, no token is spent.
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"math"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sluicegw/sluice/internal/handlerkit"
+	"github.com/sluicegw/sluice/rulestore"
+)
+
+func init() { rulestore.RegisterView("quota", serveQuota) }
+
+// QuotaUsage is the answer of GET /sluice/quota/{rule}/{key}
+// (docs/ratelimit.md, "Usage for a key").
+type QuotaUsage struct {
+	Rule  string `json:"rule"`
+	Key   string `json:"key"` // as given (a key longer than 256 bytes: its sha256: form)
+	Scope string `json:"scope"`
+	Type  string `json:"type"`
+	// Override: the key has an override, whose numbers these are.
+	Override bool `json:"override"`
+	// Limit is the quota: burst (token bucket), max per window (sliding
+	// window) or quota per period (calendar).
+	Limit float64 `json:"limit"`
+	// Used is what is spent of Limit now (token bucket: limit − tokens,
+	// refill included; sliding window: the weighted estimate the engine
+	// decides by; calendar: the count of the current window). It exceeds
+	// Limit by Debt after settlements beyond the quota.
+	Used      float64 `json:"used"`
+	Remaining int64   `json:"remaining"` // whole units a request could take now
+	Debt      float64 `json:"debt"`      // used − limit when above, else 0
+	// ResetSeconds is the wait until the quota is whole again (token
+	// bucket) or the current window ends (sliding window, calendar: the
+	// RateLimit header's t); Reset is that instant.
+	ResetSeconds float64   `json:"reset_seconds"`
+	Reset        time.Time `json:"reset"`
+	// Period, WindowStart: a calendar quota's period and current window.
+	Period      string     `json:"period,omitempty"`
+	WindowStart *time.Time `json:"window_start,omitempty"`
+	// Tracked: state exists for the key (false: never seen, or idle long
+	// enough to be forgotten; it holds its whole quota).
+	Tracked bool `json:"tracked"`
+	// Source is where the state was read: memory (scope local) or redis.
+	Source string `json:"source"`
+	// Clock is whose time the refill or window was computed at: redis
+	// (its TIME, as the decision scripts) or local (this instance's).
+	Clock string `json:"clock"`
+}
+
+// quotaError is the admin API error of status for a quota request.
+func quotaError(status int, format string, args ...any) error {
+	return &rulestore.ActionError{Status: status, Err: fmt.Errorf(format, args...)}
+}
+
+func serveQuota(app *rulestore.App, rest string) (any, error) {
+	idEsc, keyEsc, _ := strings.Cut(rest, "/")
+	id, err1 := url.PathUnescape(idEsc)
+	key, err2 := url.PathUnescape(keyEsc)
+	if err := errors.Join(err1, err2); err != nil || id == "" || key == "" {
+		return nil, quotaError(http.StatusBadRequest, "want /sluice/quota/{rule}/{key}, e.g. /sluice/quota/order_api/user:alice (escape a / in the key as %%2F)")
+	}
+	rule, lim := quotaRule(app, id)
+	if rule == nil {
+		return nil, quotaError(http.StatusNotFound, "no rate_limit rule %q on this instance%s", id, rulestore.DidYouMean(id, quotaRuleIDs(app)...))
+	}
+	if rule.Flow.Behavior != Reject {
+		return nil, quotaError(http.StatusBadRequest, "rule %q has control_behavior %s: it shapes requests on a schedule rather than counting a quota; GET /sluice/state shows its queue", id, rule.Flow.Behavior)
+	}
+	key = handlerkit.FitKey(key)
+	if rule.Cluster() {
+		return quotaFromRedis(app, rule, key)
+	}
+	return quotaFromMemory(rule, lim, key), nil
+}
+
+// quotaRule is the rule in force for id on this instance: the store's
+// (what the key's next request gets), else an inline rule a handler holds;
+// and the rule id's live limiter, nil if no handler uses it here.
+func quotaRule(app *rulestore.App, id string) (*Rule, *limiter) {
+	var lim *limiter
+	limiters.Range(func(lid string, l *limiter) bool {
+		if lid == id {
+			lim = l
+			return false
+		}
+		return true
+	})
+	if rr := app.Lookup(rulestore.RateLimit, id); rr != nil {
+		if r, ok := rr.Value.(*Rule); ok {
+			return r, lim
+		}
+	}
+	if lim == nil {
+		return nil, nil
+	}
+	if s := lim.state.Load(); s != nil {
+		return s.rule, lim
+	}
+	lim.mu.Lock()
+	defer lim.mu.Unlock()
+	return lim.inline, lim
+}
+
+// quotaRuleIDs are the ids a quota can be asked for, for a suggestion.
+func quotaRuleIDs(app *rulestore.App) []string {
+	var ids []string
+	for id := range app.Rules(rulestore.RateLimit) {
+		ids = append(ids, id)
+	}
+	limiters.Range(func(id string, _ *limiter) bool {
+		ids = append(ids, id)
+		return true
+	})
+	sort.Strings(ids)
+	return ids
+}
+
+// limitsFor is the quota key gets under r: its override, or the rule's.
+func limitsFor(r *Rule, key string) (*Limits, bool) {
+	if o := r.Overrides[key]; o != nil {
+		return o, true
+	}
+	return &r.Limits, false
+}
+
+// newQuotaUsage fills in what every answer shares.
+func newQuotaUsage(r *Rule, key string) (*QuotaUsage, *Limits) {
+	l, over := limitsFor(r, key)
+	u := &QuotaUsage{Rule: r.ID, Key: key, Scope: r.Scope, Type: r.Type.String(), Override: over, Limit: l.Max,
+		Source: "memory", Clock: "local"}
+	if u.Scope == "" {
+		u.Scope = "local"
+	}
+	if r.Type == TokenBucket {
+		u.Limit = l.Burst
+	}
+	if r.Calendar != nil {
+		u.Period = r.Calendar.Period.String()
+	}
+	return u, l
+}
+
+// finish sets the numbers from used and the reset wait (ns) at wall.
+func (u *QuotaUsage) finish(used float64, reset int64, wall time.Time) {
+	u.Used = math.Round(used*1000) / 1000
+	u.Remaining = int64(math.Floor(max(u.Limit-used, 0)))
+	u.Debt = math.Round(max(used-u.Limit, 0)*1000) / 1000
+	reset = max(reset, 0)
+	u.ResetSeconds = math.Round(float64(reset)/1e6) / 1e3
+	u.Reset = wall.Add(time.Duration(reset)).UTC().Truncate(time.Millisecond)
+}
+
+// setWindow shows a calendar window w.
+func (u *QuotaUsage) setWindow(w *calendarWindow) {
+	s := time.Unix(0, w.start).UTC()
+	u.WindowStart = &s
+}
+
+// quotaFromMemory reads key's state in the engine of lim (none: the key
+// is untouched). It finds the entry without making one or moving it in
+// the LRU, and computes on a copy.
+func quotaFromMemory(r *Rule, lim *limiter, key string) *QuotaUsage {
+	u, l := newQuotaUsage(r, key)
+	now := monotonicNow()
+	var ent entry
+	if lim != nil {
+		now = lim.now()
+		if s := lim.state.Load(); s != nil {
+			// An engine the rule's next request would replace (adopt) holds
+			// nothing for it: the key starts afresh there.
+			if e, ok := s.engine.(*localEngine); ok && e.typ == r.Type && len(e.tab.shards) == shardsFor(r.MaxKeys) {
+				ent, u.Tracked = e.peek([]byte(key))
+			}
+		}
+	}
+	wallNow := time.Now()
+	switch r.Type {
+	case Calendar:
+		wall := wallOf(now)
+		w := r.Calendar.window(wall)
+		c := calendarCount{start: ent.sw.start, used: ent.sw.cur}
+		c.advance(w.start)
+		u.setWindow(w)
+		u.finish(c.used, w.end-wall, time.Unix(0, wall))
+	case SlidingWindow:
+		sw := ent.sw
+		sw.advance(now, l.Window)
+		u.finish(sw.estimate(now, l.Window), sw.untilWindowEnd(now, l.Window), wallNow)
+	default:
+		tb := ent.tb
+		tb.refill(now, l.QPS, l.Burst)
+		u.finish(l.Burst-tb.tokens, tb.untilFull(l.QPS, l.Burst), wallNow)
+	}
+	return u
+}
+
+// peek copies key's entry if the table holds it, leaving the table as it
+// was (no entry made, no recency moved, nothing expired).
+func (e *localEngine) peek(key []byte) (entry, bool) {
+	s := e.tab.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i := e.tab.lookupHashed(s, key, maphash.Bytes(e.tab.seed, key)); i != 0 {
+		return *s.at(i), true
+	}
+	return entry{}, false
+}
+
+// quotaFromRedis reads a cluster rule's state of key from Redis, within the
+// rule's redis_timeout: the packed token bucket or sliding window at
+// Redis's TIME (as the decision scripts compute it), or a calendar
+// window's count, the window picked by this instance's clock (as its
+// decisions pick it). Unreachable Redis is 503.
+func quotaFromRedis(app *rulestore.App, r *Rule, key string) (*QuotaUsage, error) {
+	c := app.Client()
+	if c == nil {
+		return nil, quotaError(http.StatusServiceUnavailable, "rule %q has scope cluster, but no redis is configured: its quota is not counted anywhere", r.ID)
+	}
+	u, l := newQuotaUsage(r, key)
+	u.Source = "redis"
+	timeout := r.RedisTimeout
+	if timeout <= 0 {
+		timeout = DefaultRedisTimeout
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	prefix := app.KeyPrefix()
+	if r.Calendar != nil {
+		wall := wallOf(monotonicNow())
+		w := r.Calendar.window(wall)
+		rkey := calendarRedisKey(prefix, r.ID, []byte(key), w.start)
+		v, err := c.Get(ctx, rkey).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, redisDown(r, rkey, timeout, err)
+		}
+		used, perr := strconv.ParseFloat(v, 64)
+		u.Tracked = err == nil && perr == nil
+		if !u.Tracked {
+			used = 0 // a value that is no count counts as none, as in the script
+		}
+		u.setWindow(w)
+		u.finish(used, w.end-wall, time.Unix(0, wall))
+		return u, nil
+	}
+	u.Clock = "redis"
+	rkey := redisKey(prefix, r.Type, r.ID, []byte(key))
+	var get *redis.StringCmd
+	var clock *redis.TimeCmd
+	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		clock = p.Time(ctx)
+		get = p.Get(ctx, rkey)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, redisDown(r, rkey, timeout, err)
+	}
+	t := clock.Val()
+	now := t.UnixNano() / 1000 * 1000 // µs, as the scripts read TIME
+	v, _ := get.Bytes()
+	if r.Type == SlidingWindow {
+		var sw slidingWindow
+		if len(v) == 24 {
+			u.Tracked = true
+			sw = slidingWindow{start: int64(f64le(v[0:])) * 1000, cur: f64le(v[8:]), prev: f64le(v[16:])}
+			if sw.start > now-now%l.Window {
+				now = sw.start // Redis's clock went back: the script counts at the window's start
+			}
+		}
+		sw.advance(now, l.Window)
+		u.finish(sw.estimate(now, l.Window), sw.untilWindowEnd(now, l.Window), t)
+		return u, nil
+	}
+	var tb tokenBucket
+	if len(v) == 16 {
+		u.Tracked = true
+		tb = tokenBucket{last: int64(f64le(v[0:])) * 1000, tokens: f64le(v[8:])}
+	}
+	tb.refill(now, l.QPS, l.Burst)
+	u.finish(l.Burst-tb.tokens, tb.untilFull(l.QPS, l.Burst), t)
+	return u, nil
+}
+
+// f64le reads a little-endian IEEE 754 double (struct.pack '<d').
+func f64le(b []byte) float64 { return math.Float64frombits(binary.LittleEndian.Uint64(b)) }
+
+func redisDown(r *Rule, rkey string, timeout time.Duration, err error) error {
+	return quotaError(http.StatusServiceUnavailable, "rule %q has scope cluster and its quota lives in redis, which did not answer reading %s within %s: %v", r.ID, rkey, timeout, err)
+}

@@ -1,0 +1,57 @@
+package rulestore
+
+import (
+	"net/http"
+	"strings"
+	"sync"
+)
+
+// A View answers GET /sluice/{resource}/{rest} for a handler package: a
+// read-only look at live state that takes a path, such as
+// /sluice/quota/{rule}/{key}. rest is the path after "/sluice/{resource}/"
+// as the client escaped it (a key may hold a "/", sent as %2F), for the
+// view to split and unescape. Return an *ActionError to choose the
+// status of a failure (400 otherwise).
+type View func(app *App, rest string) (any, error)
+
+// views is a registry filled from init functions, like actions.
+var views struct {
+	sync.Mutex
+	m map[string]View
+}
+
+// RegisterView serves GET /sluice/{resource}/... with fn; other methods
+// get 405. Call it from init.
+func RegisterView(resource string, fn View) {
+	views.Lock()
+	defer views.Unlock()
+	if views.m == nil {
+		views.m = map[string]View{}
+	}
+	views.m[resource] = fn
+}
+
+func view(resource string) View {
+	views.Lock()
+	defer views.Unlock()
+	return views.m[resource]
+}
+
+// serveView answers a request for a registered view, or reports false
+// when the path names none.
+func (a *App) serveView(w http.ResponseWriter, r *http.Request) (bool, error) {
+	escaped := strings.TrimPrefix(r.URL.EscapedPath(), "/sluice/")
+	resource, rest, _ := strings.Cut(escaped, "/")
+	fn := view(resource)
+	if fn == nil {
+		return false, nil
+	}
+	if r.Method != http.MethodGet {
+		return true, methodNotAllowed(w, r, http.MethodGet)
+	}
+	out, err := fn(a, rest)
+	if err != nil {
+		return true, actionAPIError(err)
+	}
+	return true, writeJSON(w, out)
+}
