@@ -69,7 +69,7 @@ func quotaError(status int, format string, args ...any) error {
 	return &rulestore.ActionError{Status: status, Err: fmt.Errorf(format, args...)}
 }
 
-func serveQuota(app *rulestore.App, rest string) (any, error) {
+func serveQuota(ctx context.Context, app *rulestore.App, rest string) (any, error) {
 	idEsc, keyEsc, _ := strings.Cut(rest, "/")
 	id, err1 := url.PathUnescape(idEsc)
 	key, err2 := url.PathUnescape(keyEsc)
@@ -85,7 +85,7 @@ func serveQuota(app *rulestore.App, rest string) (any, error) {
 	}
 	key = handlerkit.FitKey(key)
 	if rule.Cluster() {
-		return quotaFromRedis(app, rule, key)
+		return quotaFromRedis(ctx, app, rule, key)
 	}
 	return quotaFromMemory(rule, lim, key), nil
 }
@@ -228,7 +228,7 @@ func (e *localEngine) peek(key []byte) (entry, bool) {
 // Redis's TIME (as the decision scripts compute it), or a calendar
 // window's count, the window picked by this instance's clock (as its
 // decisions pick it). Unreachable Redis is 503.
-func quotaFromRedis(app *rulestore.App, r *Rule, key string) (*QuotaUsage, error) {
+func quotaFromRedis(ctx context.Context, app *rulestore.App, r *Rule, key string) (*QuotaUsage, error) {
 	c := app.Client()
 	if c == nil {
 		return nil, quotaError(http.StatusServiceUnavailable, "rule %q has scope cluster, but no redis is configured: its quota is not counted anywhere", r.ID)
@@ -239,7 +239,7 @@ func quotaFromRedis(app *rulestore.App, r *Rule, key string) (*QuotaUsage, error
 	if timeout <= 0 {
 		timeout = DefaultRedisTimeout
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	prefix := app.KeyPrefix()
 	if r.Calendar != nil {

@@ -1,6 +1,7 @@
 package rulestore
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"sync"
@@ -10,9 +11,9 @@ import (
 // read-only look at live state that takes a path, such as
 // /sluice/quota/{rule}/{key}. rest is the path after "/sluice/{resource}/"
 // as the client escaped it (a key may hold a "/", sent as %2F), for the
-// view to split and unescape. Return an *ActionError to choose the
+// view to split and unescape; ctx is the admin request's. Return an *ActionError to choose the
 // status of a failure (400 otherwise).
-type View func(app *App, rest string) (any, error)
+type View func(ctx context.Context, app *App, rest string) (any, error)
 
 // views is a registry filled from init functions, like actions.
 var views struct {
@@ -49,7 +50,7 @@ func (a *App) serveView(w http.ResponseWriter, r *http.Request) (bool, error) {
 	if r.Method != http.MethodGet {
 		return true, methodNotAllowed(w, r, http.MethodGet)
 	}
-	out, err := fn(a, rest)
+	out, err := fn(r.Context(), a, rest)
 	if err != nil {
 		return true, actionAPIError(err)
 	}
