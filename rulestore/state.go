@@ -2,8 +2,6 @@ package rulestore
 
 import (
 	"context"
-	"sort"
-	"sync"
 )
 
 // A StateReporter returns a handler package's live state for GET
@@ -11,25 +9,11 @@ import (
 // request, so it may take locks briefly but must bound its output.
 type StateReporter func() any
 
-// reporters and actions are registries filled from the handler packages'
-// init functions, as caddy.RegisterModule fills Caddy's: an exception to
-// "no package-level mutable state", since they hold code, not config, and
-// every config serves the same sections and actions.
-var reporters struct {
-	sync.Mutex
-	m map[string]StateReporter
-}
+var reporters registry[StateReporter]
 
 // RegisterStateReporter adds a section named name to GET /sluice/state.
 // Handler packages call it from init.
-func RegisterStateReporter(name string, fn StateReporter) {
-	reporters.Lock()
-	defer reporters.Unlock()
-	if reporters.m == nil {
-		reporters.m = map[string]StateReporter{}
-	}
-	reporters.m[name] = fn
-}
+func RegisterStateReporter(name string, fn StateReporter) { reporters.put(name, fn) }
 
 // An ActionFunc runs POST /sluice/{resource}/{id}/{action} for the running
 // config's store app, within the admin request's context (cancelled when
@@ -45,27 +29,13 @@ type ActionError struct {
 
 func (e *ActionError) Error() string { return e.Err.Error() }
 
-var actions struct {
-	sync.Mutex
-	m map[string]ActionFunc
-}
+var actions registry[ActionFunc]
 
 // RegisterAction serves POST /sluice/{resource}/{id}/{action} with fn,
 // e.g. resource "breakers". Handler packages call it from init.
-func RegisterAction(resource string, fn ActionFunc) {
-	actions.Lock()
-	defer actions.Unlock()
-	if actions.m == nil {
-		actions.m = map[string]ActionFunc{}
-	}
-	actions.m[resource] = fn
-}
+func RegisterAction(resource string, fn ActionFunc) { actions.put(resource, fn) }
 
-func action(resource string) ActionFunc {
-	actions.Lock()
-	defer actions.Unlock()
-	return actions.m[resource]
-}
+func action(resource string) ActionFunc { return actions.get(resource) }
 
 // StoreState is the rule store's part of GET /sluice/state.
 type StoreState struct {
@@ -99,15 +69,7 @@ func (a *App) State() map[string]any {
 		st.Versions[k.String()] = m
 	}
 	out := map[string]any{"rulestore": st}
-	reporters.Lock()
-	names := make([]string, 0, len(reporters.m))
-	fns := make(map[string]StateReporter, len(reporters.m))
-	for name, fn := range reporters.m {
-		names = append(names, name)
-		fns[name] = fn
-	}
-	reporters.Unlock()
-	sort.Strings(names)
+	names, fns := reporters.sorted()
 	for _, name := range names {
 		out[name] = fns[name]()
 	}

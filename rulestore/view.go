@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"strings"
-	"sync"
 )
 
 // A View answers GET /sluice/{resource}/{rest} for a handler package: a
@@ -15,35 +14,18 @@ import (
 // status of a failure (400 otherwise).
 type View func(ctx context.Context, app *App, rest string) (any, error)
 
-// views is a registry filled from init functions, like actions.
-var views struct {
-	sync.Mutex
-	m map[string]View
-}
+var views registry[View]
 
 // RegisterView serves GET /sluice/{resource}/... with fn; other methods
 // get 405. Call it from init.
-func RegisterView(resource string, fn View) {
-	views.Lock()
-	defer views.Unlock()
-	if views.m == nil {
-		views.m = map[string]View{}
-	}
-	views.m[resource] = fn
-}
-
-func view(resource string) View {
-	views.Lock()
-	defer views.Unlock()
-	return views.m[resource]
-}
+func RegisterView(resource string, fn View) { views.put(resource, fn) }
 
 // serveView answers a request for a registered view, or reports false
 // when the path names none.
 func (a *App) serveView(w http.ResponseWriter, r *http.Request) (bool, error) {
 	escaped := strings.TrimPrefix(r.URL.EscapedPath(), "/sluice/")
 	resource, rest, _ := strings.Cut(escaped, "/")
-	fn := view(resource)
+	fn := views.get(resource)
 	if fn == nil {
 		return false, nil
 	}
