@@ -159,6 +159,13 @@ func TestApplyRacingAConcurrentChangeWritesNothing(t *testing.T) {
 
 	// Another operator changes order_api.
 	redistest.Push(t, f.c, "rate_limit:rule:order_api", "gateway:rules:rate_limit", "order_api", "qps", "9")
+	// The instance records the change it saw in the rule's history, off
+	// its reading path (up to a second later): the state the apply must
+	// leave alone is the one after that.
+	testcaddy.Eventually(t, 10*time.Second, "the concurrent change in the history", func() bool {
+		h, _ := f.c.LRange(context.Background(), "gateway:history:rate_limit:order_api", 0, 0).Result()
+		return len(h) == 1 && strings.Contains(h[0], `"qps":"9"`)
+	})
 	before := f.redisState(t)
 	e, _ := json.Marshal(expect)
 	code, body = postApply(t, f.p, "", `{"rules": `+rules+`, "expect": `+string(e)+`}`)
