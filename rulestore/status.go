@@ -172,16 +172,18 @@ func (s *redisSource) flushFeedback(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 3*s.timeout)
 	defer cancel()
 	pipe := s.client.Pipeline()
-	for _, p := range pending {
-		key := s.names.StatusKey(p.ref.kind, p.ref.id)
-		pipe.HSet(ctx, key, instanceName, p.json)
-		pipe.Expire(ctx, key, statusTTL)
-	}
 	for _, e := range changes {
 		s.queueObserved(ctx, pipe, e)
 	}
 	for _, op := range lastGood {
 		s.pipeLastGood(ctx, pipe, op)
+	}
+	// Verdicts last: a writer (or a test) that sees this instance's verdict
+	// finds the history entry and last good version of the same flush.
+	for _, p := range pending {
+		key := s.names.StatusKey(p.ref.kind, p.ref.id)
+		pipe.HSet(ctx, key, instanceName, p.json)
+		pipe.Expire(ctx, key, statusTTL)
 	}
 	if _, err := pipe.Exec(ctx); err != nil && ctx.Err() == nil {
 		fb.mu.Lock()
