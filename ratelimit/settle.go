@@ -134,11 +134,34 @@ func (r *Rule) responseCost(h http.Header, reserved int64) int64 {
 	} else if vs := h[r.respTrailer]; len(vs) > 0 {
 		v = vs[0]
 	}
-	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-	if err != nil || n < 0 {
+	n, ok := parseWhole(v)
+	if !ok {
 		return reserved
 	}
 	return min(n, r.MaxCost)
+}
+
+// parseWhole reads a whole number ≥ 0: plain digits (up to 18, the
+// usual report) without strconv, else whatever strconv.ParseInt takes
+// after trimming spaces.
+func parseWhole(v string) (int64, bool) {
+	if len(v) > 0 && len(v) <= 18 {
+		var n int64
+		for i := 0; i < len(v); i++ {
+			c := v[i] - '0'
+			if c > 9 {
+				return parseWholeSlow(v)
+			}
+			n = n*10 + int64(c)
+		}
+		return n, true
+	}
+	return parseWholeSlow(v)
+}
+
+func parseWholeSlow(v string) (int64, bool) {
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	return n, err == nil && n >= 0
 }
 
 // settlement is what a response of status costs beyond what its request
@@ -181,9 +204,10 @@ func settle(eng Engine, r *Rule, key []byte, now, n int64) (applied, debt bool) 
 // whether the charge took the key into debt.
 func (e *localEngine) settle(r *Rule, key []byte, now, n int64) (debt bool) {
 	l := r.limitsFor(key)
-	s := e.tab.shard(key)
+	h := e.tab.hash(key)
+	s := e.tab.shardOf(h)
 	s.mu.Lock()
-	ent := e.tab.get(s, key, now, r.idle, max(1, r.MaxKeys/len(e.tab.shards)))
+	ent := e.tab.getHashed(s, key, h, now, r.idle, max(1, r.MaxKeys/len(e.tab.shards)))
 	if e.typ == Calendar {
 		debt = chargeCalendar(ent, r, l.Max, now, n)
 	} else if e.typ == SlidingWindow {
