@@ -135,12 +135,17 @@ func takeCalendar(ent *entry, r *Rule, l *Limits, now int64, n, spend float64, d
 	return ok, left
 }
 
-// chargeCalendar settles n units to the key's count in this process.
-func chargeCalendar(ent *entry, r *Rule, now, n int64) {
+// chargeCalendar settles n units to the key's count in this process. It
+// reports whether this charge took the count over quota from at or under
+// it (into debt).
+func chargeCalendar(ent *entry, r *Rule, quota float64, now, n int64) (debt bool) {
 	w := r.Calendar.window(wallOf(now))
 	c := calendarCount{start: ent.sw.start, used: ent.sw.cur}
+	c.advance(w.start)
+	before := c.used
 	c.charge(w.start, float64(n))
 	ent.sw.start, ent.sw.cur = c.start, c.used
+	return before <= quota && c.used > quota
 }
 
 // calendarRemaining is what key's entry has left of quota at now.

@@ -60,13 +60,19 @@ return out
 
 // calendarSettleLua charges a settlement (ARGV[1] units, negative for a
 // refund) to one window's key, down to none, with the key's expiry
-// (ARGV[2], Unix ms); it answers like a decision: {0, used, 0, 0}.
+// (ARGV[2], Unix ms); it answers like a decision, {0, used, debt, 0}, debt
+// 1 when this charge took the count over the quota ARGV[3] from at or
+// under it.
 const calendarSettleLua = `
 local t = redis.call('TIME')
 local clock = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local used = math.max(0, (tonumber(redis.call('GET', KEYS[1])) or 0) + tonumber(ARGV[1]))
+local before = tonumber(redis.call('GET', KEYS[1])) or 0
+local used = math.max(0, before + tonumber(ARGV[1]))
 redis.call('SET', KEYS[1], string.format('%d', used), 'PX', string.format('%d', math.max(1000, tonumber(ARGV[2]) - clock)))
-return {0, used, 0, 0}
+local quota = tonumber(ARGV[3])
+local debt = 0
+if before <= quota and used > quota then debt = 1 end
+return {0, used, debt, 0}
 `
 
 var (
@@ -110,8 +116,10 @@ func (e *clusterEngine) callCalendar(b *batcher, prefix string, r *Rule, l *Limi
 }
 
 // settleCalendar charges n units to key's count in Redis, in the window
-// of now.
-func (e *clusterEngine) settleCalendar(b *batcher, prefix string, r *Rule, key []byte, now, n int64) {
+// of now, and reports whether Redis took it and it took the key into debt.
+func (e *clusterEngine) settleCalendar(b *batcher, prefix string, r *Rule, key []byte, now, n int64) (applied, debt bool) {
 	w := r.Calendar.window(wallOf(now))
-	b.runScript(calendarSettleScript, false, calendarRedisKey(prefix, r.ID, key, w.start), [4]any{n, w.expireAt}, r.RedisTimeout)
+	res, err := b.runScript(calendarSettleScript, false, calendarRedisKey(prefix, r.ID, key, w.start),
+		[4]any{n, w.expireAt, r.limitsFor(key).quotaStr}, r.RedisTimeout)
+	return err == nil, err == nil && res.wait != 0
 }

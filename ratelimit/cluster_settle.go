@@ -10,7 +10,10 @@ import (
 // limit) and the tokens to charge (negative: a refund). A token bucket may
 // go below zero (debt) and never above burst; its TTL covers the time to
 // refill the debt too. A sliding window's count may go over its limit and
-// never below zero. It answers like a decision: {0, remaining, 0, 0}.
+// never below zero. It answers like a decision, {0, remaining, debt, 0},
+// with debt 1 when this charge took the key into debt (a bucket below
+// zero from zero or above, a window's estimate over its limit from at or
+// under it), else 0.
 const settleLua = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -26,10 +29,13 @@ if ARGV[1] == 'tb' then
     if now > last then tokens = tokens + (now - last) * rate / 1000000 else now = last end
     if tokens > burst then tokens = burst end
   end
+  local before = tokens
   tokens = math.min(tokens - n, burst)
+  local debt = 0
+  if before >= 0 and tokens < 0 then debt = 1 end
   local ttl = string.format('%d', math.min(1e15, math.ceil((burst - tokens) / rate * 1000) + 1000))
   redis.call('SET', key, struct.pack('<dd', now, tokens), 'PX', ttl)
-  return {0, math.floor(tokens), 0, 0}
+  return {0, math.floor(tokens), debt, 0}
 end
 if v and #v ~= 24 then v = nil end
 local size, limit = a, b
@@ -41,10 +47,14 @@ if s ~= start then
   if s and start - s == size then prev = cur else prev = 0 end
   cur = 0
 end
+local weight = (size - (now - start)) / size
+local before = prev * weight + cur
 cur = math.max(cur + n, 0)
+local debt = 0
+if before <= limit and prev * weight + cur > limit then debt = 1 end
 local ttl = string.format('%d', math.min(1e15, math.ceil(2 * size / 1000) + 1000))
 redis.call('SET', key, struct.pack('<ddd', start, cur, prev), 'PX', ttl)
-return {0, math.max(0, math.floor(limit - cur)), 0, 0}
+return {0, math.max(0, math.floor(limit - cur)), debt, 0}
 `
 
 var settleScript = redis.NewScript(settleLua)
@@ -55,35 +65,36 @@ var settleScript = redis.NewScript(settleLua)
 // in Redis, so a client's next request is decided on it. A charge Redis
 // does not take in time is lost (the key is undercharged, never over).
 // While Redis is down (or absent) it charges the local share that
-// on_redis_error local decides by.
-func (e *clusterEngine) settle(r *Rule, key []byte, now, n int64) {
+// on_redis_error local decides by. applied is false for a lost charge;
+// debt is Redis's answer (or the local share's) whether this charge took
+// the key into debt: it rides in the same reply, no further call.
+func (e *clusterEngine) settle(r *Rule, key []byte, now, n int64) (applied, debt bool) {
 	ref := e.lim.backend.Load()
 	var c redis.UniversalClient
 	if ref != nil {
 		c = ref.b.Client()
 	}
 	if c == nil {
-		e.fallback.settle(r, key, now, n)
-		return
+		return true, e.fallback.settle(r, key, now, n)
 	}
 	g := ref.b.ClientState(gateKey, newGate).(*gate)
 	if g.down.Load() {
-		e.fallback.settle(e.shareOf(r), key, now, n)
-		return
+		return true, e.fallback.settle(e.shareOf(r), key, now, n)
 	}
 	if r.Calendar != nil {
-		e.settleCalendar(g.batch, ref.b.KeyPrefix(), r, key, now, n)
-		return
+		return e.settleCalendar(g.batch, ref.b.KeyPrefix(), r, key, now, n)
 	}
 	eng := "tb"
 	if e.typ == SlidingWindow {
 		eng = "sw"
 	}
 	l := r.limitsFor(key)
-	_, err := g.batch.runScript(settleScript, false, redisKey(ref.b.KeyPrefix(), e.typ, r.ID, key), [4]any{eng, l.scriptArgs[0], l.scriptArgs[1], n}, r.RedisTimeout)
-	if err == nil {
-		e.forgetRefusal(key)
+	res, err := g.batch.runScript(settleScript, false, redisKey(ref.b.KeyPrefix(), e.typ, r.ID, key), [4]any{eng, l.scriptArgs[0], l.scriptArgs[1], n}, r.RedisTimeout)
+	if err != nil {
+		return false, false
 	}
+	e.forgetRefusal(key)
+	return true, res.wait != 0
 }
 
 // forgetRefusal drops what this instance remembers of Redis refusing key:

@@ -74,6 +74,7 @@ func (r *Rule) parseCost(f rulestore.Fields, get func(string) (string, bool)) er
 			return f.Errorf("response_cost", "want {http.response.header.<Name>}: a response header, or the trailer of that name")
 		}
 		r.respCost = textproto.CanonicalMIMEHeaderKey(name[:len(name)-1])
+		r.respTrailer = http.TrailerPrefix + r.respCost
 		r.settles = true
 	}
 	if v, ok := get("reserve"); ok {

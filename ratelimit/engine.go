@@ -114,10 +114,11 @@ func (e *localEngine) take(r *Rule, key []byte, now int64, cost int64) Decision 
 	if e.slotsOnly && r.MaxConcurrent == 0 {
 		return d
 	}
-	s := e.tab.shard(key)
+	h := e.tab.hash(key) // once, for the shard and the entry
+	s := e.tab.shardOf(h)
 	perShard := max(1, r.MaxKeys/len(e.tab.shards))
 	s.mu.Lock()
-	ent := e.tab.get(s, key, now, r.idle, perShard)
+	ent := e.tab.getHashed(s, key, h, now, r.idle, perShard)
 	if r.MaxConcurrent > 0 && ent.inflight >= r.MaxConcurrent {
 		s.mu.Unlock()
 		e.releaseTotal(&d)

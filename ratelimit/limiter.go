@@ -23,6 +23,7 @@ type limiter struct {
 	stop     chan struct{}
 	once     sync.Once
 	exceeded exceededSampler // ratelimit_exceeded events (admin.go)
+	debt     debtLog         // ratelimit_debt events (debt.go)
 }
 
 type limiterState struct {

@@ -20,11 +20,23 @@ import (
 //	sluice_ratelimit_redis_fallback_total{rule,mode}  scope cluster:
 //	    decisions made without Redis, by on_redis_error mode
 //	sluice_ratelimit_redis_transitions_total{to}  health gate: down, up
+//	sluice_ratelimit_cost_tokens_total{rule,kind}  settling rules
+//	    (count_status, response_cost): tokens settled after the response
+//	    beyond what admission spent, kind charged or refunded
+//	sluice_ratelimit_debt_entered_total{rule}  settling rules: settlements
+//	    that took a key into debt (cluster: Redis's answer to this
+//	    instance's settlements)
+//	sluice_ratelimit_debt_keys{rule}    settling local rules: keys in debt
+//	    now, read from the key table at scrape
+//	sluice_ratelimit_debt_tokens{rule}  settling local rules: the tokens
+//	    (requests, units) those keys owe
 //
 // A rule's requests_total series exist, at 0, from the provisioning of a
 // handler naming it, so alerts may use absent(). The two Redis series per
 // rule are exported only for scope cluster rules (from provisioning too,
-// when the rule is known then), never for local ones.
+// when the rule is known then), never for local ones; the settlement
+// series only for rules that settle, the debt gauges only for local ones
+// (a cluster rule's debt is in Redis, not read at scrape).
 //
 // metrics is the one collector of the rules' series, registered once per
 // registry; it reads the live limiters when scraped.
@@ -48,6 +60,7 @@ func initMetrics(reg *prometheus.Registry) {
 // rules only.
 type ruleCounters struct {
 	allowed, rejected, shadow, concurrency, emptyKey, unavailable, badCost counter
+	charged, refunded, debtEntered                                         counter // settling rules (debt.go)
 	redisCalls, redisErrors                                                *counter
 	fallbackAllow, fallbackDeny, fallbackLocal                             *counter
 }
@@ -89,6 +102,12 @@ func (c *ruleCounters) usedRedis() bool {
 	return c.redisCalls.Load()|c.redisErrors.Load()|c.fallbackAllow.Load()|c.fallbackDeny.Load()|c.fallbackLocal.Load() != 0
 }
 
+// settled reports whether any settlement was counted, so a rule edited to
+// settle no more keeps its (monotonic) settlement series.
+func (c *ruleCounters) settled() bool {
+	return c.charged.Load()|c.refunded.Load()|c.debtEntered.Load() != 0
+}
+
 // collector reports the live limiters' counters, key and in-flight counts
 // when scraped, so the request path does no metric bookkeeping.
 type collector struct{}
@@ -104,6 +123,14 @@ var (
 		"Redis script runs of cluster rate limits by rule and result (ok, error).", []string{"rule", "result"}, nil)
 	fallbackDesc = prometheus.NewDesc("sluice_ratelimit_redis_fallback_total",
 		"Cluster rate limit decisions made without Redis, by rule and on_redis_error mode.", []string{"rule", "mode"}, nil)
+	costTokensDesc = prometheus.NewDesc("sluice_ratelimit_cost_tokens_total",
+		"Tokens settled after the response beyond what admission spent, by rule and kind (charged, refunded).", []string{"rule", "kind"}, nil)
+	debtEnteredDesc = prometheus.NewDesc("sluice_ratelimit_debt_entered_total",
+		"Settlements that took a key into debt, by rule.", []string{"rule"}, nil)
+	debtKeysDesc = prometheus.NewDesc("sluice_ratelimit_debt_keys",
+		"Keys in debt now, by local rule.", []string{"rule"}, nil)
+	debtTokensDesc = prometheus.NewDesc("sluice_ratelimit_debt_tokens",
+		"Tokens owed by the keys in debt now, by local rule.", []string{"rule"}, nil)
 )
 
 func (*collector) Describe(ch chan<- *prometheus.Desc) {
@@ -112,6 +139,10 @@ func (*collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- inFlightDesc
 	ch <- redisCallsDesc
 	ch <- fallbackDesc
+	ch <- costTokensDesc
+	ch <- debtEnteredDesc
+	ch <- debtKeysDesc
+	ch <- debtTokensDesc
 	describeFlow(ch)
 }
 
@@ -127,7 +158,8 @@ func (*collector) Collect(ch chan<- prometheus.Metric) {
 		// series exist from provisioning.
 		ch <- prometheus.MustNewConstMetric(keysDesc, prometheus.GaugeValue, float64(keys), l.id)
 		ch <- prometheus.MustNewConstMetric(inFlightDesc, prometheus.GaugeValue, float64(inFlight), l.id)
-		if c := l.counters; c.usedRedis() || clusterScope(l, s) {
+		r := ruleOf(l, s)
+		if c := l.counters; c.usedRedis() || (r != nil && r.Cluster()) {
 			for _, m := range [...]struct {
 				d     *prometheus.Desc
 				c     *counter
@@ -140,6 +172,9 @@ func (*collector) Collect(ch chan<- prometheus.Metric) {
 				ch <- m.c.Metric(m.d, l.id, m.label)
 			}
 		}
+		if c := l.counters; c.settled() || (r != nil && r.settles) {
+			collectSettled(ch, l, s, r)
+		}
 		if s != nil {
 			collectFlow(ch, l, s.engine)
 		}
@@ -147,31 +182,52 @@ func (*collector) Collect(ch chan<- prometheus.Metric) {
 	})
 }
 
-// clusterScope reports whether the limiter's rule is scope cluster: the
-// rule in use, else (no request yet) the inline rule or the store's rule.
-func clusterScope(l *limiter, s *limiterState) bool {
+// collectSettled reports a settling rule's settlement counters and, for a
+// local rule, its keys in debt read from the table now.
+func collectSettled(ch chan<- prometheus.Metric, l *limiter, s *limiterState, r *Rule) {
+	c := l.counters
+	ch <- c.charged.Metric(costTokensDesc, l.id, "charged")
+	ch <- c.refunded.Metric(costTokensDesc, l.id, "refunded")
+	ch <- c.debtEntered.Metric(debtEnteredDesc, l.id)
+	if r != nil && r.Cluster() {
+		return
+	}
+	var keys int64
+	var owed float64
 	if s != nil {
-		return s.rule.Cluster()
+		if e, ok := s.engine.(*localEngine); ok {
+			keys, owed = e.debt(s.rule, l.now())
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(debtKeysDesc, prometheus.GaugeValue, float64(keys), l.id)
+	ch <- prometheus.MustNewConstMetric(debtTokensDesc, prometheus.GaugeValue, owed, l.id)
+}
+
+// ruleOf is the limiter's rule: the rule in use, else (no request yet)
+// the inline rule or the store's rule; nil when none is known.
+func ruleOf(l *limiter, s *limiterState) *Rule {
+	if s != nil {
+		return s.rule
 	}
 	l.mu.Lock()
 	inline := l.inline
 	l.mu.Unlock()
 	if inline != nil {
-		return inline.Cluster()
+		return inline
 	}
 	ref := l.backend.Load()
 	if ref == nil {
-		return false
+		return nil
 	}
 	store, ok := ref.b.(interface {
 		Lookup(rulestore.Kind, string) *rulestore.Rule
 	})
 	if !ok {
-		return false
+		return nil
 	}
 	if rr := store.Lookup(rulestore.RateLimit, l.id); rr != nil {
 		r, _ := rr.Value.(*Rule)
-		return r != nil && r.Cluster()
+		return r
 	}
-	return false
+	return nil
 }

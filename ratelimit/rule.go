@@ -78,8 +78,9 @@ type Rule struct {
 	Reserve     int64
 	settles     bool
 	// respCost is the response header (or trailer) holding the cost, for
-	// response_cost: canonical name, "" without one.
-	respCost string
+	// response_cost: canonical name, "" without one; respTrailer is the
+	// key net/http files its trailer under (http.TrailerPrefix + name).
+	respCost, respTrailer string
 	// MaxConcurrent caps requests in flight per key; MaxConcurrentTotal
 	// across all keys of the rule. 0 means no cap.
 	MaxConcurrent      int32

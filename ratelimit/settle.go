@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
@@ -25,10 +26,25 @@ import (
 func serveSettled(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, rule *Rule, lim *limiter,
 	eng Engine, key []byte, cost int64, d Decision) error {
 	if d.slot != nil || d.total {
-		defer eng.Release(&d)
+		return serveSettledHolding(w, r, next, rule, lim, eng, key, cost, d)
 	}
-	sw := &settleWriter{ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: w},
-		rule: rule, lim: lim, eng: eng, key: string(key), cost: cost}
+	return serveSettledOnce(w, r, next, rule, lim, eng, key, cost)
+}
+
+// serveSettledHolding is serveSettled for a request holding an in-flight
+// slot, freed however the request ends. Only here does the decision go to
+// the heap (its address goes to the engine's Release).
+func serveSettledHolding(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, rule *Rule, lim *limiter,
+	eng Engine, key []byte, cost int64, d Decision) error {
+	defer eng.Release(&d)
+	return serveSettledOnce(w, r, next, rule, lim, eng, key, cost)
+}
+
+func serveSettledOnce(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, rule *Rule, lim *limiter,
+	eng Engine, key []byte, cost int64) error {
+	sw := settleWriters.Get().(*settleWriter)
+	sw.ResponseWriterWrapper.ResponseWriter = w
+	sw.rule, sw.lim, sw.eng, sw.key, sw.cost = rule, lim, eng, append(sw.key[:0], key...), cost
 	err := next.ServeHTTP(sw, r)
 	if sw.status == 0 {
 		sw.status = errorStatus(err)
@@ -36,8 +52,17 @@ func serveSettled(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler
 	if !sw.settled {
 		sw.settle()
 	}
+	sw.reset()
+	settleWriters.Put(sw)
 	return err
 }
+
+// settleWriters are the settle writers of finished requests, reused: a
+// writer is one allocation per request otherwise. A handler does not use
+// its writer after its ServeHTTP returned (net/http requires as much of
+// its own), so one writer serves one request at a time. A request that
+// panics leaves its writer to the collector.
+var settleWriters = sync.Pool{New: func() any { return new(settleWriter) }}
 
 // settleWriter charges its request's key once, by the response's status.
 type settleWriter struct {
@@ -45,10 +70,20 @@ type settleWriter struct {
 	rule    *Rule
 	lim     *limiter
 	eng     Engine
-	key     string
+	key     []byte // the request's key, copied into the writer's own buffer
 	cost    int64
 	status  int
 	settled bool
+}
+
+// reset drops what the writer holds of its request, keeping its key
+// buffer (a long key's is dropped, so the pool holds small writers).
+func (w *settleWriter) reset() {
+	key := w.key[:0]
+	if cap(key) > 256 {
+		key = nil
+	}
+	*w = settleWriter{key: key}
 }
 
 // WriteHeader notes the first final status (1xx are informational) and,
@@ -76,27 +111,57 @@ func (w *settleWriter) Write(p []byte) (int, error) {
 func (w *settleWriter) settle() {
 	w.settled = true
 	cost := w.cost
-	if name := w.rule.respCost; name != "" {
-		cost = w.rule.responseCost(w.Header(), name, w.cost)
+	if w.rule.respCost != "" {
+		cost = w.rule.responseCost(w.Header(), w.cost)
 	}
 	if charge := w.rule.settlement(w.status, cost); charge != 0 {
-		settle(w.eng, w.rule, []byte(w.key), w.lim.now(), charge)
+		applied, debt := settle(w.eng, w.rule, w.key, w.lim.now(), charge)
+		if applied {
+			w.lim.counted(charge, debt, w.key)
+		}
 	}
 }
 
-// responseCost reads a response's cost from header name, or the trailer of
-// that name, up to max_cost; missing or not a whole number ≥ 0, the
-// reserve stands (reserved).
-func (r *Rule) responseCost(h http.Header, name string, reserved int64) int64 {
-	v := h.Get(name)
-	if v == "" {
-		v = h.Get(http.TrailerPrefix + name)
+// responseCost reads a response's cost from the response_cost header, or
+// the trailer of that name, up to max_cost; missing or not a whole number
+// ≥ 0, the reserve stands (reserved). The names are canonical already:
+// read from the map directly (http.Header.Get would canonicalise them
+// again, and build the trailer's key, per request).
+func (r *Rule) responseCost(h http.Header, reserved int64) int64 {
+	var v string
+	if vs := h[r.respCost]; len(vs) > 0 {
+		v = vs[0]
+	} else if vs := h[r.respTrailer]; len(vs) > 0 {
+		v = vs[0]
 	}
-	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-	if err != nil || n < 0 {
+	n, ok := parseWhole(v)
+	if !ok {
 		return reserved
 	}
 	return min(n, r.MaxCost)
+}
+
+// parseWhole reads a whole number ≥ 0: plain digits (up to 18, the
+// usual report) without strconv, else whatever strconv.ParseInt takes
+// after trimming spaces.
+func parseWhole(v string) (int64, bool) {
+	if len(v) > 0 && len(v) <= 18 {
+		var n int64
+		for i := 0; i < len(v); i++ {
+			c := v[i] - '0'
+			if c > 9 {
+				return parseWholeSlow(v)
+			}
+			n = n*10 + int64(c)
+		}
+		return n, true
+	}
+	return parseWholeSlow(v)
+}
+
+func parseWholeSlow(v string) (int64, bool) {
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	return n, err == nil && n >= 0
 }
 
 // settlement is what a response of status costs beyond what its request
@@ -122,30 +187,36 @@ func errorStatus(err error) int {
 }
 
 // settle charges n tokens (refunds -n) to key through the engine's
-// concrete type, so the key's buffer stays on the stack.
-func settle(eng Engine, r *Rule, key []byte, now, n int64) {
+// concrete type, so the key's buffer stays on the stack. applied is false
+// when the charge was lost (Redis did not take it in time); debt is true
+// when this charge took the key below zero (into debt) from zero or above.
+func settle(eng Engine, r *Rule, key []byte, now, n int64) (applied, debt bool) {
 	switch e := eng.(type) {
 	case *localEngine:
-		e.settle(r, key, now, n)
+		return true, e.settle(r, key, now, n)
 	case *clusterEngine:
-		e.settle(r, key, now, n)
+		return e.settle(r, key, now, n)
 	}
+	return false, false
 }
 
-// settle charges n tokens to key's state in this process.
-func (e *localEngine) settle(r *Rule, key []byte, now, n int64) {
+// settle charges n tokens to key's state in this process; it reports
+// whether the charge took the key into debt.
+func (e *localEngine) settle(r *Rule, key []byte, now, n int64) (debt bool) {
 	l := r.limitsFor(key)
-	s := e.tab.shard(key)
+	h := e.tab.hash(key)
+	s := e.tab.shardOf(h)
 	s.mu.Lock()
-	ent := e.tab.get(s, key, now, r.idle, max(1, r.MaxKeys/len(e.tab.shards)))
+	ent := e.tab.getHashed(s, key, h, now, r.idle, max(1, r.MaxKeys/len(e.tab.shards)))
 	if e.typ == Calendar {
-		chargeCalendar(ent, r, now, n)
+		debt = chargeCalendar(ent, r, l.Max, now, n)
 	} else if e.typ == SlidingWindow {
-		ent.sw.charge(now, l.Window, float64(n))
+		debt = ent.sw.charge(now, l.Window, l.Max, float64(n))
 	} else {
-		ent.tb.charge(now, l.QPS, l.Burst, float64(n))
+		debt = ent.tb.charge(now, l.QPS, l.Burst, float64(n))
 	}
 	s.mu.Unlock()
+	return debt
 }
 
 // limitsFor is the quota of key under r: its override's, or the rule's.

@@ -88,8 +88,11 @@ func (w *slidingWindow) untilWindowEnd(now, size int64) int64 {
 
 // charge counts n more units in the current window at now (takes -n back
 // when n < 0, down to none). The window may go over its limit: a debt that
-// refuses requests until it slides out.
-func (w *slidingWindow) charge(now, size int64, n float64) {
+// refuses requests until it slides out. It reports whether this charge
+// took the window's estimate over limit from at or under it (into debt).
+func (w *slidingWindow) charge(now, size int64, limit, n float64) (debt bool) {
 	w.advance(now, size)
+	before := w.estimate(now, size)
 	w.cur = max(w.cur+n, 0)
+	return before <= limit && w.estimate(now, size) > limit
 }

@@ -142,7 +142,22 @@ func (t *table) get(s *shard, key []byte, now, idle int64, perShard int) *entry 
 
 // find is get returning the entry's index.
 func (t *table) find(s *shard, key []byte, now, idle int64, perShard int) int32 {
-	h := maphash.Bytes(t.seed, key)
+	return t.findHashed(s, key, maphash.Bytes(t.seed, key), now, idle, perShard)
+}
+
+// hash is key's hash in the table: its shard is shardOf(hash).
+func (t *table) hash(key []byte) uint64 { return maphash.Bytes(t.seed, key) }
+
+// shardOf is the shard of a key of hash h (shard without hashing again).
+func (t *table) shardOf(h uint64) *shard { return &t.shards[h&t.mask] }
+
+// getHashed is get for a key whose hash is known.
+func (t *table) getHashed(s *shard, key []byte, h uint64, now, idle int64, perShard int) *entry {
+	return s.at(t.findHashed(s, key, h, now, idle, perShard))
+}
+
+// findHashed is find for a key whose hash h is known.
+func (t *table) findHashed(s *shard, key []byte, h uint64, now, idle int64, perShard int) int32 {
 	if i := t.lookupHashed(s, key, h); i != 0 {
 		e := s.at(i)
 		e.seen = now

@@ -34,10 +34,13 @@ func (b *tokenBucket) admit(now int64, rate, burst, need, spend float64) (ok boo
 
 // charge spends n more tokens at now (refunds -n when n < 0): the bucket
 // may go below zero, a debt the refill pays back before any request can
-// pass, and never above burst.
-func (b *tokenBucket) charge(now int64, rate, burst, n float64) {
+// pass, and never above burst. It reports whether this charge took the
+// bucket below zero from zero or above.
+func (b *tokenBucket) charge(now int64, rate, burst, n float64) (debt bool) {
 	b.refill(now, rate, burst)
+	before := b.tokens
 	b.tokens = min(b.tokens-n, burst)
+	return before >= 0 && b.tokens < 0
 }
 
 // refill brings the bucket up to date at now. A clock that steps back (it

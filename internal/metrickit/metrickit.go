@@ -37,6 +37,9 @@ type Counter struct{ n atomic.Uint64 }
 // Inc adds one.
 func (c *Counter) Inc() { c.n.Add(1) }
 
+// Add adds n.
+func (c *Counter) Add(n uint64) { c.n.Add(n) }
+
 // Load returns the count.
 func (c *Counter) Load() uint64 { return c.n.Load() }
 

@@ -1,0 +1,117 @@
+package ratelimit
+
+import (
+	"net/http"
+	"runtime"
+	"sync/atomic"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/sluicegw/sluice/internal/redistest"
+	"github.com/sluicegw/sluice/rulestore"
+)
+
+// tokensUsed is the upstream's report, set without allocating (a shared
+// slice, as a proxied response's header arrives already parsed).
+var tokensUsed = []string{"3"}
+
+// usageNext answers "ok" with X-Tokens-Used: 3, as an upstream reporting
+// its cost does; both cases of the settle benchmarks run it, so the
+// difference between them is the settle path.
+var usageNext = usageNextReporting(tokensUsed)
+
+// usageNextReporting answers "ok" with X-Tokens-Used: used.
+func usageNextReporting(used []string) caddyhttp.Handler {
+	return caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		w.Header()["X-Tokens-Used"] = used
+		w.WriteHeader(http.StatusOK)
+		_, err := w.Write([]byte("ok"))
+		return err
+	})
+}
+
+// settleCases are a rule with response_cost (reserve 1, the upstream
+// reporting 3: 2 more tokens charged per request) and the same rule
+// without it (cost 1 spent at admission, nothing after): the request
+// path's cost of settling is the difference.
+func settleCases() []struct {
+	name   string
+	fields rulestore.Fields
+} {
+	return []struct {
+		name   string
+		fields rulestore.Fields
+	}{
+		{"response_cost=off", rulestore.Fields{"qps": "1e9", "key_resolver": "userId"}},
+		{"response_cost=on", rulestore.Fields{"qps": "1e9", "key_resolver": "userId",
+			"response_cost": "{http.response.header.X-Tokens-Used}", "reserve": "1", "max_cost": "10"}},
+	}
+}
+
+// BenchmarkSettle is the production handler (ServeHTTP, headers on) on a
+// local rule over 10,000 users that never rejects, in front of an
+// upstream reporting its cost: with response_cost (each request settled
+// after its response, counted in sluice_ratelimit_cost_tokens_total) and
+// without. See docs/performance.md.
+func BenchmarkSettle(b *testing.B) {
+	for _, tc := range settleCases() {
+		b.Run(tc.name, func(b *testing.B) {
+			h := benchHandler(b, tc.fields)
+			benchHandlerParallel(b, h, usageNext, runtime.GOMAXPROCS(0), 10_000)
+		})
+	}
+}
+
+// BenchmarkSettleCluster is BenchmarkSettle on a scope cluster rule
+// against a real Redis on loopback, 64 concurrent callers over 1,000
+// users. Besides
+// ns/op it reports Redis round trips and script calls per request: the
+// settlement is one more script call, riding in the same pipelines as the
+// decisions (its reply also says whether the key entered debt, so the
+// metrics and the ratelimit_debt event add no call).
+func BenchmarkSettleCluster(b *testing.B) {
+	srv := redistest.Start(b)
+	be := &testBackend{c: newTestClient(b, srv.Addr), instances: 1}
+	for _, tc := range settleCases() {
+		b.Run(tc.name, func(b *testing.B) {
+			r := clusterRule(b, tc.fields)
+			l := instance(b, be, "bench-settle")
+			h := &Handler{inline: r, fixed: l}
+			bt := gateOf(be).batch
+			rt0, sc0 := bt.roundTrips.Load(), bt.scripts.Load()
+			procs := runtime.GOMAXPROCS(0)
+			b.SetParallelism(max(1, 64/procs))
+			benchHandlerParallel(b, h, usageNext, max(1, 64/procs)*procs, 1000)
+			b.ReportMetric(float64(bt.roundTrips.Load()-rt0)/float64(b.N), "roundtrips/op")
+			b.ReportMetric(float64(bt.scripts.Load()-sc0)/float64(b.N), "scripts/op")
+		})
+	}
+}
+
+// benchHandlerParallel runs requests of users through h in front of next
+// from callers goroutines (RunParallel's, set by the caller), each with
+// its own requests and replacer, as BenchmarkServeHTTP does.
+func benchHandlerParallel(b *testing.B, h caddyhttp.MiddlewareHandler, next caddyhttp.Handler, callers, users int) {
+	sets := make([]*benchRequests, callers)
+	for i := range sets {
+		sets[i] = newBenchRequests(users)
+	}
+	var worker atomic.Int32
+	b.ReportAllocs()
+	b.ResetTimer()
+	defer reportCPU(b)()
+	b.RunParallel(func(pb *testing.PB) {
+		br := sets[int(worker.Add(1)-1)%callers]
+		w := &discardWriter{h: http.Header{}}
+		i := 0
+		for pb.Next() {
+			i++
+			clear(w.h)
+			w.h["Server"] = serverHeader
+			if err := h.ServeHTTP(w, br.next(i), next); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

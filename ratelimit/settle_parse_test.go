@@ -1,0 +1,23 @@
+package ratelimit
+
+import "testing"
+
+// parseWhole takes what strconv.ParseInt takes after trimming spaces
+// (whole numbers ≥ 0), on its fast path for plain digits too.
+func TestParseWhole(t *testing.T) {
+	for _, c := range []struct {
+		in string
+		n  int64
+		ok bool
+	}{
+		{"0", 0, true}, {"3", 3, true}, {"000042", 42, true}, {" 7 ", 7, true}, {"+5", 5, true},
+		{"999999999999999999", 999999999999999999, true}, {"9223372036854775807", 9223372036854775807, true},
+		{"", 0, false}, {"-1", 0, false}, {"1.5", 0, false}, {"abc", 0, false}, {"3x", 0, false},
+		{"9223372036854775808", 0, false},
+	} {
+		n, ok := parseWhole(c.in)
+		if ok != c.ok || (ok && n != c.n) {
+			t.Errorf("parseWhole(%q) = %d, %v; want %d, %v", c.in, n, ok, c.n, c.ok)
+		}
+	}
+}
