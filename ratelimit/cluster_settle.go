@@ -82,19 +82,20 @@ func (e *clusterEngine) settle(r *Rule, key []byte, now, n int64) (applied, debt
 		return true, e.fallback.settle(e.shareOf(r), key, now, n)
 	}
 	if r.Calendar != nil {
-		return e.settleCalendar(g.batch, ref.b.KeyPrefix(), r, key, now, n)
+		applied, debt = e.settleCalendar(g.batch, ref.b.KeyPrefix(), r, key, now, n)
+	} else {
+		eng := "tb"
+		if e.typ == SlidingWindow {
+			eng = "sw"
+		}
+		l := r.limitsFor(key)
+		res, err := g.batch.runScript(settleScript, false, redisKey(ref.b.KeyPrefix(), e.typ, r.ID, key), [4]any{eng, l.scriptArgs[0], l.scriptArgs[1], n}, r.RedisTimeout)
+		applied, debt = err == nil, err == nil && res.wait != 0
 	}
-	eng := "tb"
-	if e.typ == SlidingWindow {
-		eng = "sw"
+	if applied {
+		e.forgetRefusal(key)
 	}
-	l := r.limitsFor(key)
-	res, err := g.batch.runScript(settleScript, false, redisKey(ref.b.KeyPrefix(), e.typ, r.ID, key), [4]any{eng, l.scriptArgs[0], l.scriptArgs[1], n}, r.RedisTimeout)
-	if err != nil {
-		return false, false
-	}
-	e.forgetRefusal(key)
-	return true, res.wait != 0
+	return applied, debt
 }
 
 // forgetRefusal drops what this instance remembers of Redis refusing key:
