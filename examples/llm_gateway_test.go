@@ -24,7 +24,7 @@ func TestLLMGateway(t *testing.T) {
 	// midnight, wait for it to pass.
 	if d := time.Until(nextUTCMidnight()); d < time.Minute {
 		t.Logf("waiting %v for UTC midnight to pass", d.Round(time.Second))
-		time.Sleep(d + time.Second)
+		time.Sleep(d + time.Second) // sleep: until the wall clock passes midnight, nothing to wait on
 	}
 	s := startScenario(t, "llm-gateway")
 	// Streams of more than one chunk (50 words) are held open for a
@@ -290,7 +290,7 @@ func clearOfMinuteBoundary(t *testing.T) {
 	next := time.Now().Truncate(time.Minute).Add(time.Minute)
 	if d := time.Until(next); d < 15*time.Second {
 		t.Logf("waiting %v for the next minute", d.Round(time.Millisecond))
-		time.Sleep(d + 100*time.Millisecond)
+		time.Sleep(d + 100*time.Millisecond) // sleep: until the wall clock starts the next minute
 	}
 }
 

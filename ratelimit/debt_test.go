@@ -153,7 +153,7 @@ func TestSettleMetricsAndDebtEventLocal(t *testing.T) {
 	if got := metricValue(scrape(), fmt.Sprintf(`sluice_ratelimit_debt_keys{rule=%q} `, id)); got != 2 {
 		t.Errorf("debt_keys after bob = %v, want 2", got)
 	}
-	time.Sleep(2500 * time.Millisecond) // two ticks or more
+	time.Sleep(2500 * time.Millisecond) // sleep: two ticks or more, in which no second event may come (nothing to wait on for an absence)
 	evs := debtEventsOf(id)
 	if len(evs) != 1 {
 		t.Fatalf("%d ratelimit_debt events within %v, want 1: %v", len(evs), ratelimit.DebtEventInterval, evs)
