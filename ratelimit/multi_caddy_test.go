@@ -30,13 +30,15 @@ const multiRules = `	rulestore {
 // restrictive (daily_api, fewest left) in RateLimit and X-RateLimit-*,
 // and RateLimit-Policy lists both policies. The next 5 are refused by the
 // second rule with its Retry-After, and the tokens the first rule took for
-// them are given back: burst_api alone (another route, same rule id) then
+// them are given back (the same rules the other way round refuse at the
+// first, not consulting the second): burst_api alone (another route, same rule id) then
 // has exactly 20 - 8 left.
 func TestSeveralLimitsRefundTheFirst(t *testing.T) {
 	s := caddyfile(t, multiRules,
 		"\tratelimit burst_api daily_api\n\trespond \"ok\"",
 		"\tratelimit burst_api\n\trespond \"ok\"",
-		"\tratelimit daily_api\n\trespond \"ok\"")
+		"\tratelimit daily_api\n\trespond \"ok\"",
+		"\tratelimit daily_api burst_api\n\trespond \"ok\"")
 	testcaddy.Run(t, s.cfg)
 	// The single-rule routes' policies, before any token is spent there.
 	burstPolicy, dailyPolicy := policyOf(t, s.urls[1]), policyOf(t, s.urls[2])
@@ -72,9 +74,17 @@ func TestSeveralLimitsRefundTheFirst(t *testing.T) {
 			t.Fatalf("refused request %d: RateLimit %q, want daily_api's", i+1, rl)
 		}
 	}
-	// burst_api: 20 - 1 probe - 7 admitted, none for the 5 refused, and
+	// The rules the other way round: daily_api refuses first, burst_api is
+	// not consulted, and the policy still lists both, in the list's order.
+	resp, _ := testcaddy.Get(t, s.urls[3])
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("RateLimit") != `"daily_api";r=0;t=80000` ||
+		resp.Header.Get("RateLimit-Policy") != dailyPolicy+", "+burstPolicy {
+		t.Fatalf("daily_api first: %d RateLimit %q RateLimit-Policy %q", resp.StatusCode,
+			resp.Header.Get("RateLimit"), resp.Header.Get("RateLimit-Policy"))
+	}
+	// burst_api: 20 - 1 probe - 7 admitted, none for the 6 refused, and
 	// this request's own token: 11.
-	resp, _ := testcaddy.Get(t, s.urls[1])
+	resp, _ = testcaddy.Get(t, s.urls[1])
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("X-RateLimit-Remaining") != "11" {
 		t.Fatalf("burst_api alone: %d remaining %q, want 200 with 11 (nothing leaked to the refused requests)",
 			resp.StatusCode, resp.Header.Get("X-RateLimit-Remaining"))
@@ -96,6 +106,7 @@ func concurrentOK(t *testing.T, n int, urlOf func(i int) string) int {
 	t.Helper()
 	var ok, other atomic.Int64
 	var wg sync.WaitGroup
+	var firstOther atomic.Value
 	start := make(chan struct{})
 	for i := 0; i < n; i++ {
 		wg.Add(1)
@@ -105,6 +116,7 @@ func concurrentOK(t *testing.T, n int, urlOf func(i int) string) int {
 			resp, err := http.Get(urlOf(i))
 			if err != nil {
 				other.Add(1)
+				firstOther.CompareAndSwap(nil, err.Error())
 				return
 			}
 			resp.Body.Close()
@@ -114,13 +126,14 @@ func concurrentOK(t *testing.T, n int, urlOf func(i int) string) int {
 			case http.StatusTooManyRequests:
 			default:
 				other.Add(1)
+				firstOther.CompareAndSwap(nil, resp.Status)
 			}
 		}(i)
 	}
 	close(start)
 	wg.Wait()
 	if other.Load() != 0 {
-		t.Fatalf("%d of %d requests failed or answered neither 200 nor 429", other.Load(), n)
+		t.Fatalf("%d of %d requests failed or answered neither 200 nor 429 (first: %v)", other.Load(), n, firstOther.Load())
 	}
 	return int(ok.Load())
 }

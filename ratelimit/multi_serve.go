@@ -47,6 +47,9 @@ func (h *Handler) serveMulti(w http.ResponseWriter, r *http.Request, next caddyh
 		return caddyhttp.Error(http.StatusInternalServerError, errors.New("ratelimit: "+set.unsupported))
 	}
 	ts := make([]taken, len(set.members))
+	for i, m := range set.members {
+		ts[i].m = m
+	}
 	ph := &placeholders{rule: set.members[0].rule}
 	if span := handlerkit.Span(r.Context()); span != nil {
 		defer func() { ph.trace(span) }()
@@ -54,7 +57,6 @@ func (h *Handler) serveMulti(w http.ResponseWriter, r *http.Request, next caddyh
 	shadowed := false
 	for i, m := range set.members {
 		t := &ts[i]
-		t.m = m
 		rule, lim := m.rule, m.lim
 		key, ok := rule.Key.Append(nil, r)
 		if !ok {
