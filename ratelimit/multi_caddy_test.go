@@ -174,3 +174,43 @@ func TestSeveralLimitsConcurrentNoLeak(t *testing.T) {
 			resp.StatusCode, resp.Header.Get("X-RateLimit-Remaining"))
 	}
 }
+
+// Each rule of a list settles by the response as it does alone: failures
+// (count_status 5xx, 3 of them) is charged only by the 500s, all (every
+// request) by every admitted one. Once failures is spent, its refusals
+// give all's token back; and a rule's in-flight cap holds a slot per
+// admitted request (freed when it ends: the sequential requests never
+// see the cap of 1).
+func TestSeveralLimitsSettleEachRule(t *testing.T) {
+	const all = `qps 0.0001
+			burst 100
+			key_resolver global
+			max_concurrent 1`
+	s := caddyfile(t, "",
+		`	ratelimit {
+		limit failures {
+			qps 0.0001
+			burst 3
+			key_resolver global
+			count_status 5xx
+		}
+		limit all {
+			`+all+`
+		}
+	}
+	respond /fail "boom" 500
+	respond "ok"`,
+		"\tratelimit {\n\t\tid all\n\t\t"+all+"\n\t}\n\trespond \"ok\"")
+	testcaddy.Run(t, s.cfg)
+	// 5 successes spend all only; 3 failures spend both; then failures
+	// refuses (a 200 or a 500 alike), 4 times.
+	expect(t, s.urls[0], []int{200, 200, 200, 200, 200})
+	expect(t, s.urls[0]+"/fail", []int{500, 500, 500})
+	expect(t, s.urls[0], []int{429, 429})
+	expect(t, s.urls[0]+"/fail", []int{429, 429})
+	resp, _ := testcaddy.Get(t, s.urls[1])
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("X-RateLimit-Remaining") != "91" {
+		t.Fatalf("all alone: %d remaining %q, want 200 with 100 - 8 - 1 = 91 (the 4 refused spent nothing)",
+			resp.StatusCode, resp.Header.Get("X-RateLimit-Remaining"))
+	}
+}
