@@ -38,7 +38,11 @@ func parseBinding(route string, f Fields) (any, error) {
 			}
 			b.CircuitBreaker = v
 		case "rate_limit":
-			for _, id := range splitIDs(v) {
+			// Commas only: "a b" is one bad id, as for a single rule.
+			for _, id := range strings.Split(v, ",") {
+				if id = strings.TrimSpace(id); id == "" {
+					continue
+				}
 				if err := ValidID(id); err != nil {
 					return nil, f.Errorf(name, "%v", err)
 				}
