@@ -23,6 +23,10 @@ type limiter struct {
 	stop     chan struct{}
 	once     sync.Once
 	exceeded exceededSampler // ratelimit_exceeded events (admin.go)
+	// listed: some handler has the rule among several limits, whose
+	// refunds a cluster engine's remembered refusals must not outlive
+	// long (leaseState.recheckAt).
+	listed atomic.Bool
 }
 
 type limiterState struct {

@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluicegw/sluice/rulestore"
 )
@@ -129,10 +130,19 @@ func (l *ruleList) routeList() ([]listed, bool) {
 	next := &boundList{b: b, list: make([]listed, len(b.RateLimits))}
 	for i, id := range b.RateLimits {
 		next.list[i] = listed{id: id, h: l.app.Handle(rulestore.RateLimit, id), lim: l.limFor(id)}
+		if len(b.RateLimits) > 1 {
+			next.list[i].lim.listed.Store(true)
+		}
 	}
 	l.bound.Store(next)
 	return next.list, true
 }
+
+// listedRecheck is how long a cluster engine keeps refusing a key of a
+// listed rule on what Redis said, at most: the time for the refunds of
+// the requests that were refused by a later rule to land (one Redis round
+// trip, a batch), after which the key is asked again.
+const listedRecheck = int64(20 * time.Millisecond)
 
 // multiFits fails a rule that cannot be one of several limits: one that
 // shapes traffic (a paced or warming rate, an adaptive in-flight limit)

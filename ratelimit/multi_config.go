@@ -117,6 +117,11 @@ func (h *Handler) provisionList() error {
 		lim.setBackend(h.app, h.logger)
 		fixed = append(fixed, listed{id: id, lim: lim, inline: r})
 	}
+	if len(fixed) > 1 {
+		for _, e := range fixed {
+			e.lim.listed.Store(true)
+		}
+	}
 	h.list = h.newRuleList(fixed)
 	return nil
 }
