@@ -13,10 +13,18 @@ import (
 
 // ParseCaddyfile parses the ratelimit directive:
 //
-//	ratelimit [<matcher>] <rule-id>
+//	ratelimit [<matcher>] <rule-id> [<rule-id> ...]
 //	ratelimit [<matcher>] {
 //		rule <id> | route <name> | <rule field> <value...> ...
 //	}
+//	ratelimit [<matcher>] {
+//		rule <id> [<id> ...]
+//		limit [<id>] { <rule field> <value...> ... }
+//		...
+//	}
+//
+// Several rule ids and limit blocks are several limits: a request passes
+// only when every one admits it (multi.go).
 func ParseCaddyfile(hp httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	h := new(Handler)
 	if err := handlerkit.UnmarshalDirective(hp, "ratelimit", h, &h.refs); err != nil {
@@ -39,6 +47,16 @@ func (h *Handler) checkClusterHasRedis(hp httpcaddyfile.Helper) error {
 	if h.Rule != "" && cluster(declared.Fields(rulestore.RateLimit, h.Rule)) {
 		return errAt(h.ruleTok, "ratelimit rule %s: %s", h.Rule, errClusterNeedsRedis)
 	}
+	for i, s := range h.Inlines {
+		if cluster(rulestore.SpecFields(s)) {
+			return errAt(h.listToks.scopes[i], "ratelimit: %s", errClusterNeedsRedis)
+		}
+	}
+	for i, id := range h.Rules {
+		if cluster(declared.Fields(rulestore.RateLimit, id)) {
+			return errAt(h.listToks.rules[i], "ratelimit rule %s: %s", id, errClusterNeedsRedis)
+		}
+	}
 	return nil
 }
 
@@ -50,11 +68,25 @@ func errAt(tok caddyfile.Token, format string, args ...any) error {
 
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens.
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	p, err := handlerkit.Directive{Name: "ratelimit", Kind: rulestore.RateLimit}.ParseCaddyfile(d)
+	p, err := handlerkit.Directive{Name: "ratelimit", Kind: rulestore.RateLimit, List: "limit"}.ParseCaddyfile(d)
 	if err != nil {
 		return err
 	}
 	h.refs, h.ruleTok, h.scopeTok = p.Refs, p.RuleTok, p.Lines["scope"]
 	h.Binding, err = handlerkit.ToBinding[*rulestore.RateLimitSpec](p)
-	return err
+	if err != nil {
+		return err
+	}
+	h.Rules, h.listToks.rules = p.Rules, p.RuleToks
+	if h.Inlines, err = handlerkit.ToSpecs[*rulestore.RateLimitSpec](p); err != nil {
+		return err
+	}
+	for _, b := range p.Inlines {
+		tok, ok := b.Lines["scope"]
+		if !ok {
+			tok = b.Start
+		}
+		h.listToks.scopes = append(h.listToks.scopes, tok)
+	}
+	return nil
 }

@@ -66,7 +66,12 @@ type leaseState struct {
 	deniedUntil int64 // ns: Redis has fewer than requested_tokens until then
 	deniedBy    *Rule // the rule version that computed deniedUntil
 	deniedCost  int64 // the request cost deniedUntil was computed for
-	pending     bool  // a lease call is in flight
+	// recheckAt (ns), when set, ends the local refusal before deniedUntil,
+	// for a rule that is one of several limits somewhere: another
+	// instance's refund may give tokens back before then, which this one
+	// cannot see.
+	recheckAt int64
+	pending   bool // a lease call is in flight
 }
 
 func newClusterEngine(r *Rule, lim *limiter) *clusterEngine {
@@ -193,7 +198,7 @@ func (e *clusterEngine) decide(r *Rule, key []byte, now, cost int64, d *Decision
 		e.fail(r, key, now, cost, d)
 		return
 	}
-	ls.learn(r, g, now, cost)
+	ls.learn(r, g, now, cost, e.lim.listed.Load())
 	if g.n >= cost {
 		ls.tokens += g.n - cost
 		d.Remaining = g.remaining + ls.tokens
@@ -241,7 +246,7 @@ func (e *clusterEngine) decideExact(r *Rule, key []byte, now, cost int64, d *Dec
 	if g.wait > 0 || known != nil {
 		// Remember the refusal, or clear the one remembered.
 		s, _, ls := e.lockLease(r, key, now)
-		ls.learn(r, g, now, cost)
+		ls.learn(r, g, now, cost, e.lim.listed.Load())
 		s.mu.Unlock()
 	}
 }
@@ -266,16 +271,22 @@ func (e *clusterEngine) lockLease(r *Rule, key []byte, now int64) (s *shard, ent
 // cost tokens now (it said so for requests of deniedCost: a cheaper one may
 // still fit).
 func (ls *leaseState) refusing(r *Rule, now, cost int64) bool {
-	return now < ls.deniedUntil && ls.deniedBy == r && cost >= ls.deniedCost
+	return now < ls.deniedUntil && (ls.recheckAt == 0 || now < ls.recheckAt) && ls.deniedBy == r && cost >= ls.deniedCost
 }
 
 // learn records what a call told about the key's quota in Redis. A wait
 // of 0 (tokens left) clears a refusal: a stale now + 0 must not refuse a
-// concurrent request whose clock reading came earlier.
-func (ls *leaseState) learn(r *Rule, g grant, now, cost int64) {
+// concurrent request whose clock reading came earlier. listed: the rule
+// is one of several limits somewhere, so the refusal is kept at most
+// listedRecheck (see recheckAt).
+func (ls *leaseState) learn(r *Rule, g grant, now, cost int64, listed bool) {
 	ls.remaining, ls.resetAt = g.remaining, now+g.reset
 	if g.wait > 0 {
 		ls.deniedUntil, ls.deniedBy, ls.deniedCost = now+g.wait, r, cost
+		ls.recheckAt = 0
+		if listed {
+			ls.recheckAt = now + min(g.wait, listedRecheck)
+		}
 	} else {
 		ls.deniedUntil, ls.deniedBy = 0, nil
 	}
@@ -289,7 +300,7 @@ func (e *clusterEngine) topUp(r *Rule, l *Limits, key string, s *shard, ls *leas
 	ls.pending = false
 	if err == nil {
 		ls.tokens += g.n
-		ls.learn(r, g, now, 1)
+		ls.learn(r, g, now, 1, e.lim.listed.Load())
 	}
 	s.mu.Unlock()
 }

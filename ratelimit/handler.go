@@ -24,19 +24,30 @@ func init() {
 }
 
 // Handler limits requests by a rate_limit rule: exactly one of rule, route
-// and inline says which. Identical inline rules share one quota (their id
-// is a hash of them), as do inline rules of the same explicit id.
+// and inline says which, or by several rules (rules and inlines, or a
+// route binding listing several), all of which must admit a request
+// (multi.go). Identical inline rules share one quota (their id is a hash
+// of them), as do inline rules of the same explicit id.
 type Handler struct {
 	handlerkit.Binding[*rulestore.RateLimitSpec]
+
+	// Rules are several rule ids of the rule store, and Inlines several
+	// rules declared in place (each as Inline): a request passes only when
+	// every one admits it, decided in order, Rules first. Neither mixes
+	// with rule, route or inline.
+	Rules   []string                   `json:"rules,omitempty"`
+	Inlines []*rulestore.RateLimitSpec `json:"inlines,omitempty"`
 
 	app    *rulestore.App
 	holder *handlerkit.Holder[*limiter]
 	fixed  *limiter // for an inline rule
 	inline *Rule
-	sel    *handlerkit.Selector[*Rule, *limiter] // for Rule and Route
+	sel    *handlerkit.Selector[*Rule, *limiter] // for Rule
+	list   *ruleList                             // for Route, Rules and Inlines
 	logger *zap.Logger
 
 	ruleTok, scopeTok caddyfile.Token // for errors pointing at the line
+	listToks          listTokens      // the same for Rules and Inlines
 	refs              []rulestore.CaddyfileRef
 }
 
@@ -54,6 +65,7 @@ func (*Handler) CaddyModule() caddy.ModuleInfo {
 // Provision loads the rule store and this handler's limiter.
 func (h *Handler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
+	h.singleList()
 	if err := h.Validate(); err != nil {
 		return err
 	}
@@ -67,17 +79,24 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := h.Require(app, rulestore.RateLimit, "ratelimit"); err != nil {
 		return err
 	}
+	if len(h.Rules)+len(h.Inlines) > 0 {
+		return h.provisionList()
+	}
 	switch {
 	case h.Rule != "":
 		if err := h.needsRedis(h.Rule); err != nil {
 			return err
 		}
 	case h.Route != "":
-		if b := app.Route(h.Route); b != nil && b.RateLimit != "" {
-			if err := h.needsRedis(b.RateLimit); err != nil {
-				return fmt.Errorf("route %s: %w", h.Route, err)
+		if b := app.Route(h.Route); b != nil {
+			for _, id := range b.RateLimits {
+				if err := h.needsRedis(id); err != nil {
+					return fmt.Errorf("route %s: %w", h.Route, err)
+				}
 			}
 		}
+		h.list = h.newRuleList(nil)
+		return nil
 	default:
 		id, _ := h.InlineRule()
 		v, err := h.ParseInline(app, rulestore.RateLimit, "ratelimit", id)
@@ -118,7 +137,12 @@ func (h *Handler) needsRedis(id string) error {
 }
 
 // Validate checks that exactly one rule source is given.
-func (h *Handler) Validate() error { return h.Binding.Validate("ratelimit") }
+func (h *Handler) Validate() error {
+	if len(h.Rules)+len(h.Inlines) > 0 {
+		return h.validateList()
+	}
+	return h.Binding.Validate("ratelimit")
+}
 
 // Cleanup drops this handler's hold on the shared limiters.
 func (h *Handler) Cleanup() error {
@@ -129,10 +153,17 @@ func (h *Handler) Cleanup() error {
 }
 
 // current returns the rule in force for this handler and its limiter, or
-// nil when there is none (the request then passes).
+// nil when there is none (the request then passes); of several rules, the
+// first.
 func (h *Handler) current() (*Rule, *limiter) {
 	if h.inline != nil {
 		return h.inline, h.fixed
+	}
+	if h.list != nil {
+		if s := h.list.current(); len(s.members) > 0 {
+			return s.members[0].rule, s.members[0].lim
+		}
+		return nil, nil
 	}
 	r, lim, _ := h.sel.Current()
 	return r, lim
@@ -142,7 +173,25 @@ func (h *Handler) current() (*Rule, *limiter) {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	fresh := handlerkit.Fresh(repl)
-	rule, lim := h.current()
+	var rule *Rule
+	var lim *limiter
+	switch {
+	case h.inline != nil:
+		rule, lim = h.inline, h.fixed
+	case h.list == nil:
+		rule, lim, _ = h.sel.Current()
+	default:
+		set := h.list.current()
+		if set.missing != "" && h.list.refuse {
+			return handlerkit.RefuseMissing("ratelimit", set.missingKind, set.missing)
+		}
+		if len(set.members) > 1 {
+			return h.serveMulti(w, r, next, set, repl, fresh)
+		}
+		if len(set.members) == 1 {
+			rule, lim = set.members[0].rule, set.members[0].lim
+		}
+	}
 	if rule == nil {
 		if err := h.sel.Refusal("ratelimit"); err != nil {
 			return err

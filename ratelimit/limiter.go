@@ -24,6 +24,10 @@ type limiter struct {
 	once     sync.Once
 	exceeded exceededSampler // ratelimit_exceeded events (admin.go)
 	debt     debtLog         // ratelimit_debt events (debt.go)
+	// listed: some handler has the rule among several limits, whose
+	// refunds a cluster engine's remembered refusals must not outlive
+	// long (leaseState.recheckAt).
+	listed atomic.Bool
 }
 
 type limiterState struct {

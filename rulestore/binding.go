@@ -1,15 +1,28 @@
 package rulestore
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // RouteBinding names the rules that apply to a route: the hash
-// gateway:binding:<route> with fields rate_limit, circuit_breaker and gray
-// (an ordered, comma-separated list of gray rule ids).
+// gateway:binding:<route> with fields rate_limit (one rate_limit rule id,
+// or a comma-separated list of them: several limits, all of which must
+// admit a request), circuit_breaker and gray (an ordered, comma-separated
+// list of gray rule ids).
 type RouteBinding struct {
-	Route          string
+	Route string
+	// RateLimit is the first of RateLimits ("" without one), for callers
+	// that apply one rule.
 	RateLimit      string
+	RateLimits     []string
 	CircuitBreaker string
 	Gray           []string
+}
+
+// splitIDs splits a comma (or space) separated list of rule ids.
+func splitIDs(v string) []string {
+	return strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' })
 }
 
 func parseBinding(route string, f Fields) (any, error) {
@@ -17,19 +30,32 @@ func parseBinding(route string, f Fields) (any, error) {
 	for _, name := range f.Names() {
 		v := strings.TrimSpace(f[name])
 		switch name {
-		case "rate_limit", "circuit_breaker":
+		case "circuit_breaker":
 			if v != "" {
 				if err := ValidID(v); err != nil {
 					return nil, f.Errorf(name, "%v", err)
 				}
 			}
-			if name == "rate_limit" {
-				b.RateLimit = v
-			} else {
-				b.CircuitBreaker = v
+			b.CircuitBreaker = v
+		case "rate_limit":
+			// Commas only: "a b" is one bad id, as for a single rule.
+			for _, id := range strings.Split(v, ",") {
+				if id = strings.TrimSpace(id); id == "" {
+					continue
+				}
+				if err := ValidID(id); err != nil {
+					return nil, f.Errorf(name, "%v", err)
+				}
+				if slices.Contains(b.RateLimits, id) {
+					return nil, f.Errorf(name, "rule %q listed twice", id)
+				}
+				b.RateLimits = append(b.RateLimits, id)
+			}
+			if len(b.RateLimits) > 0 {
+				b.RateLimit = b.RateLimits[0]
 			}
 		case "gray":
-			for _, id := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' }) {
+			for _, id := range splitIDs(v) {
 				if err := ValidID(id); err != nil {
 					return nil, f.Errorf(name, "%v", err)
 				}

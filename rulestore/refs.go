@@ -23,8 +23,8 @@ type Referrer interface {
 // Refs lists the rules a route binding names.
 func (b *RouteBinding) Refs() []Ref {
 	var refs []Ref
-	if b.RateLimit != "" {
-		refs = append(refs, Ref{"rate_limit", RateLimit, b.RateLimit})
+	for _, id := range b.RateLimits {
+		refs = append(refs, Ref{"rate_limit", RateLimit, id})
 	}
 	if b.CircuitBreaker != "" {
 		refs = append(refs, Ref{"circuit_breaker", CircuitBreaker, b.CircuitBreaker})

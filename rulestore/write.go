@@ -244,7 +244,9 @@ func (a *App) missingRefs(ctx context.Context, b *RouteBinding) []string {
 			missing = append(missing, k.String()+" "+id)
 		}
 	}
-	check(RateLimit, b.RateLimit)
+	for _, id := range b.RateLimits {
+		check(RateLimit, id)
+	}
 	check(CircuitBreaker, b.CircuitBreaker)
 	for _, g := range b.Gray {
 		check(Gray, g)

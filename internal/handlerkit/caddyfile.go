@@ -18,6 +18,12 @@ type Directive struct {
 	// a field of the kind; handled is false for a line it does not know.
 	// circuitbreaker's `header <name> <value>` adds to the headers field.
 	Line func(tok caddyfile.Token, name string, args []string, p *Parsed) (handled bool, err error)
+	// List, if set, is the block line declaring one of several inline
+	// rules (`limit [<id>] { <field> <value> ... }`); with it the
+	// directive also takes several rule ids (`<directive> <id> <id>`,
+	// `rule <id> <id>`): a list of rules that all apply (ratelimit).
+	// Without it, one rule (circuitbreaker).
+	List string
 }
 
 // Parsed is what a directive's block said, with the lines to point at.
@@ -29,7 +35,12 @@ type Parsed struct {
 	Start       caddyfile.Token          // the directive
 	Lines       map[string]caddyfile.Token
 	OnMissing   OnMissing // on_missing_rule
-	kind        rulestore.Kind
+	// With Directive.List: several rule ids (Rules, named at RuleToks)
+	// and inline rules (Inlines), in the order written. Rule is then "".
+	Rules    []string
+	RuleToks []caddyfile.Token
+	Inlines  []InlineBlock
+	kind     rulestore.Kind
 }
 
 // Field sets an inline field at tok's line; several calls append with sep.
@@ -61,12 +72,18 @@ func (dir Directive) ParseCaddyfile(d *caddyfile.Dispenser) (*Parsed, error) {
 		if err := p.name(d, dir, "rule", d.Val()); err != nil {
 			return nil, err
 		}
-		if d.NextArg() {
-			return nil, d.ArgErr()
+		for d.NextArg() {
+			if dir.List == "" {
+				return nil, d.ArgErr()
+			}
+			if err := p.addRule(d, dir, d.Val()); err != nil {
+				return nil, err
+			}
 		}
 		if d.NextBlock(0) {
 			return nil, d.Errf("%s: give a rule id or a block, not both", dir.Name)
 		}
+		p.listRule()
 		return p, nil
 	}
 	known := rulestore.FieldNames(dir.Kind)
@@ -74,6 +91,19 @@ func (dir Directive) ParseCaddyfile(d *caddyfile.Dispenser) (*Parsed, error) {
 		name, tok := d.Val(), d.Token()
 		args := d.RemainingArgs()
 		switch {
+		case name == "rule" && dir.List != "":
+			if len(args) == 0 {
+				return nil, d.Errf("%s: rule wants one or more rule ids", dir.Name)
+			}
+			if len(p.Inline) > 0 {
+				return nil, d.Errf("%s: rule cannot be mixed with inline rule fields", dir.Name)
+			}
+			for _, id := range args {
+				if err := p.ruleArg(d, dir, id); err != nil {
+					return nil, err
+				}
+			}
+			continue
 		case name == "rule" || name == "route":
 			if len(args) != 1 {
 				return nil, d.Errf("%s: %s wants one value", dir.Name, name)
@@ -81,7 +111,15 @@ func (dir Directive) ParseCaddyfile(d *caddyfile.Dispenser) (*Parsed, error) {
 			if len(p.Inline) > 0 {
 				return nil, d.Errf("%s: %s cannot be mixed with inline rule fields", dir.Name, name)
 			}
+			if name == "route" && len(p.Rules)+len(p.Inlines) > 0 {
+				return nil, d.Errf("%s: route cannot be mixed with a list of rules", dir.Name)
+			}
 			if err := p.name(d, dir, name, args[0]); err != nil {
+				return nil, err
+			}
+			continue
+		case dir.List != "" && name == dir.List:
+			if err := p.limitBlock(d, dir, tok, args); err != nil {
 				return nil, err
 			}
 			continue
@@ -118,7 +156,7 @@ func (dir Directive) ParseCaddyfile(d *caddyfile.Dispenser) (*Parsed, error) {
 				return nil, d.Errf("%s: field %s needs a value", dir.Name, name)
 			}
 		}
-		if p.Rule != "" || p.Route != "" {
+		if p.Rule != "" || p.Route != "" || len(p.Rules)+len(p.Inlines) > 0 {
 			return nil, d.Errf("%s: inline rule field %s cannot be mixed with rule or route", dir.Name, name)
 		}
 		if _, dup := p.Inline[name]; dup {
@@ -126,6 +164,7 @@ func (dir Directive) ParseCaddyfile(d *caddyfile.Dispenser) (*Parsed, error) {
 		}
 		p.Field(tok, name, strings.Join(args, " "), "")
 	}
+	p.listRule()
 	return p, p.check(dir)
 }
 
@@ -153,6 +192,8 @@ func (p *Parsed) check(dir Directive) error {
 	switch {
 	case (p.Rule != "" || p.Route != "") && len(p.Inline) > 0: // a Line hook's field
 		return rulestore.ErrAt(p.Start, "%s: rule or route cannot be mixed with inline rule fields", dir.Name)
+	case len(p.Rules)+len(p.Inlines) > 0:
+		return nil // checked as read
 	case p.Rule == "" && p.Route == "" && len(p.Inline) == 0:
 		return rulestore.ErrAt(p.Start, "%s: give a rule id, a block with rule <id> or route <name>, or inline rule fields", dir.Name)
 	case len(p.Inline) == 0:

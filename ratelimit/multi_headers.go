@@ -1,0 +1,73 @@
+package ratelimit
+
+import (
+	"net/http"
+	"strings"
+)
+
+// mostRestrictive picks the decision the headers and placeholders of a
+// request decided by several rules report: the one whose refusal is
+// nearest, i.e. with the fewest tokens remaining, ties going to the
+// longest reset (the quota that takes longest to come back). Only
+// decisions with quota information count, and with headersOnly only rules
+// with headers on. It returns the index in ts, or -1 for none.
+func mostRestrictive(ts []taken, headersOnly bool) int {
+	best := -1
+	var bestRem, bestReset int64
+	for i := range ts {
+		t := &ts[i]
+		if !t.decided || !quotaKnown(&t.d) || (headersOnly && !t.m.rule.Headers) {
+			continue
+		}
+		reset := t.d.Reset
+		if !t.d.OK() && t.d.RetryAfter > reset {
+			reset = t.d.RetryAfter
+		}
+		if best < 0 || t.d.Remaining < bestRem || (t.d.Remaining == bestRem && reset > bestReset) {
+			best, bestRem, bestReset = i, t.d.Remaining, reset
+		}
+	}
+	return best
+}
+
+// setMultiHeaders sets the rate limit headers of a request decided by
+// several rules: RateLimit and X-RateLimit-* of the decision ts[k] (the
+// most restrictive, or the refusing rule), and RateLimit-Policy listing the
+// policy of every rule with headers on, in the list's order, as an RFC 9651
+// list (`"a";q=20;w=1, "b";q=10000;w=86400`).
+func setMultiHeaders(hdr http.Header, ts []taken, k int) {
+	setHeaders(hdr, ts[k].m.rule, &ts[k].d)
+	var b strings.Builder
+	n := 0
+	for i := range ts {
+		t := &ts[i]
+		if !t.m.rule.Headers {
+			continue
+		}
+		if n > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(t.policy())
+		n++
+	}
+	if n > 1 {
+		hdr["Ratelimit-Policy"] = []string{b.String()}
+	}
+}
+
+// policy is the rule's RateLimit-Policy item: of its decision when it was
+// decided (the key's quota, the calendar window decided in), else of the
+// rule's own quota now.
+func (t *taken) policy() string {
+	r := t.m.rule
+	if t.decided {
+		if t.d.cal != nil {
+			return calendarPolicy(r.ID, t.d.Limits, t.d.cal)
+		}
+		return t.d.Limits.policy
+	}
+	if r.Calendar != nil {
+		return calendarPolicy(r.ID, &r.Limits, r.Calendar.window(wallOf(t.m.lim.now())))
+	}
+	return r.Limits.policy
+}

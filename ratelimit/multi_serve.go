@@ -1,0 +1,201 @@
+package ratelimit
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/sluicegw/sluice/internal/handlerkit"
+)
+
+// taken is one rule's part in a request decided by several rules.
+type taken struct {
+	m        member
+	eng      Engine
+	key      []byte
+	cost     int64
+	d        Decision
+	decided  bool // d holds the rule's decision
+	admitted bool // the rule admitted it: its tokens are spent
+}
+
+// spent is what an admitted request took from the rule's quota when
+// admitted (a settling rule takes its reserve; the rest comes after).
+func (t *taken) spent() int64 {
+	if t.m.rule.settles {
+		return t.m.rule.Reserve
+	}
+	return t.cost
+}
+
+// serveMulti decides a request by several rules, in order: it passes only
+// when every rule admits it. Each rule spends its tokens as it admits; when
+// rule k refuses, the tokens rules 1..k-1 took are given back (refund)
+// before the refusal is answered, so a refused request spends nothing.
+// Between a take and its refund a concurrent request may find those
+// tokens taken: it may be refused (over-refusal), never admitted beyond a
+// quota. The later rules are not consulted after a refusal.
+//
+// A shadow rule that would refuse is counted and logged, and the others
+// decide. A rule that shapes traffic (pacing, warm-up, adaptive) cannot be
+// one of several (multiFits).
+func (h *Handler) serveMulti(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, set *ruleSet, repl *caddy.Replacer, fresh bool) error {
+	if set.unsupported != "" {
+		return caddyhttp.Error(http.StatusInternalServerError, errors.New("ratelimit: "+set.unsupported))
+	}
+	ts := make([]taken, len(set.members))
+	for i, m := range set.members {
+		ts[i].m = m
+	}
+	ph := &placeholders{rule: set.members[0].rule}
+	if span := handlerkit.Span(r.Context()); span != nil {
+		defer func() { ph.trace(span) }()
+	}
+	shadowed := false
+	for i, m := range set.members {
+		t := &ts[i]
+		rule, lim := m.rule, m.lim
+		key, ok := rule.Key.Append(nil, r)
+		if !ok {
+			switch {
+			case rule.EmptyKeyStatus != 0:
+			case rule.emptyLiteral != "":
+				key, ok = append(key[:0], rule.emptyLiteral...), true
+			default:
+				key, ok = rule.EmptyKey.Append(key[:0], r)
+			}
+		}
+		if !ok {
+			if rule.Shadow {
+				lim.counters.shadow.Inc()
+				shadowed = true
+				h.logShadow(rule, "", "empty_key")
+				continue
+			}
+			refund(ts[:i])
+			*ph = placeholders{rule: rule}
+			return h.denyEmptyKey(w, r, next, rule, lim, repl, fresh, ph)
+		}
+		t.key = key
+		cost := rule.Cost
+		if rule.costExpr.expr != "" {
+			if cost, ok = rule.costExpr.eval(r, repl, rule.MaxCost); !ok {
+				refund(ts[:i])
+				*ph = placeholders{rule: rule}
+				ph.setKey(key)
+				return h.badCost(w, rule, lim, repl, fresh, ph)
+			}
+		}
+		t.cost = cost
+		t.eng = lim.engine(rule)
+		t.d = decide(t.eng, rule, key, lim.now(), cost)
+		t.decided = true
+		if t.d.OK() {
+			t.admitted = true
+			continue
+		}
+		if rule.Shadow {
+			lim.counters.shadow.Inc()
+			shadowed = true
+			h.logShadow(rule, rule.shownKey(string(key)), t.d.Reason.String())
+			continue
+		}
+		refund(ts[:i])
+		*ph = placeholders{rule: rule}
+		ph.setKey(key)
+		if quotaKnown(&t.d) {
+			ph.limits, ph.remaining = t.d.Limits, t.d.Remaining
+			if rule.Headers {
+				setMultiHeaders(w.Header(), ts, i)
+			}
+		}
+		return h.reject(w, rule, lim, &t.d, repl, fresh, ph)
+	}
+	for i := range ts {
+		if ts[i].admitted {
+			ts[i].m.lim.counters.allowed.Inc()
+		}
+	}
+	ph.result = resultAllowed
+	if shadowed {
+		ph.result = resultShadowRejected
+	}
+	if k := mostRestrictive(ts, false); k >= 0 {
+		t := &ts[k]
+		ph.rule, ph.limits, ph.remaining = t.m.rule, t.d.Limits, t.d.Remaining
+		ph.setKey(t.key)
+	}
+	if k := mostRestrictive(ts, true); k >= 0 {
+		setMultiHeaders(w.Header(), ts, k)
+	}
+	ph.publish(repl, fresh)
+	return serveAdmitted(w, r, next, ts)
+}
+
+// refund gives back what the admitted rules of ts took and frees their
+// in-flight slots: their request was refused by a later rule.
+func refund(ts []taken) {
+	for i := range ts {
+		t := &ts[i]
+		if !t.admitted {
+			continue
+		}
+		if n := t.spent(); n > 0 {
+			settle(t.eng, t.m.rule, t.key, t.m.lim.now(), -n)
+			t.d.Remaining += n // for the headers: what is left after the refund
+		}
+		t.eng.Release(&t.d)
+		t.admitted = false
+	}
+}
+
+// serveAdmitted serves a request every rule admitted: it holds each rule's
+// in-flight slots until the request ends and settles each settling rule
+// (count_status, response_cost) by the response, as a single rule does.
+func serveAdmitted(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, ts []taken) error {
+	defer func() {
+		for i := range ts {
+			if ts[i].admitted {
+				ts[i].eng.Release(&ts[i].d)
+			}
+		}
+	}()
+	var settling []*settleWriter
+	wr := w
+	for i := range ts {
+		t := &ts[i]
+		if !t.admitted || !t.m.rule.settles {
+			continue
+		}
+		sw := &settleWriter{ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: wr},
+			rule: t.m.rule, lim: t.m.lim, eng: t.eng, key: t.key, cost: t.cost} // t.key lives as long as ts
+		settling = append(settling, sw)
+		wr = sw
+	}
+	err := next.ServeHTTP(wr, r)
+	for _, sw := range settling {
+		if sw.status == 0 {
+			sw.status = errorStatus(err)
+		}
+		if !sw.settled {
+			sw.settle()
+		}
+	}
+	return err
+}
+
+// quotaKnown reports whether d carries quota information for headers: not
+// an in-flight refusal (the quota was not consulted) nor a decision made
+// without Redis.
+func quotaKnown(d *Decision) bool {
+	return !d.Unknown && d.Reason != TooManyInFlight && d.Reason != TooManyInFlightTotal
+}
+
+func (h *Handler) logShadow(rule *Rule, key, reason string) {
+	if c := h.logger.Check(zap.InfoLevel, "shadow rule would reject"); c != nil {
+		c.Write(zap.String("rule", rule.ID), zap.String("key", key), zap.String("reason", reason))
+	}
+}
