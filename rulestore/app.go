@@ -47,10 +47,11 @@ type App struct {
 	eventQueue  chan pendingEvent // see Emit
 	lastDropLog atomic.Int64
 
-	seqMu   sync.Mutex
-	seq     map[string]int // see Occurrence
-	logger  *zap.Logger
-	missing sync.Map // ruleRef -> *missingRef (status.go)
+	seqMu        sync.Mutex
+	seq          map[string]int // see Occurrence
+	logger       *zap.Logger
+	missing      sync.Map         // ruleRef -> *missingRef (status.go)
+	missingWarns chan missingWarn // to logMissing (missing_log.go)
 }
 
 // CaddyModule returns the Caddy module information.
@@ -134,6 +135,7 @@ func (l *layer) clone(k Kind) *layer {
 func (a *App) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
 	a.ctx = ctx
+	a.missingWarns = make(chan missingWarn, missingWarnQueue)
 	a.eventQueue = make(chan pendingEvent, 1024)
 	m, _, err := memoryPool.LoadOrNew(memoryKey, newMemoryLayer)
 	if err != nil {
@@ -203,6 +205,7 @@ func (a *App) Start() error {
 		go a.dispatchEvents()
 	}
 	go a.runTickers()
+	go a.logMissing()
 	if a.source != nil {
 		a.source.app.Store(a)
 		a.source.start()

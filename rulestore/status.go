@@ -239,6 +239,10 @@ func (a *App) WarnMissingRefused(k Kind, id string) {
 	a.warnMissing(k, id, "rule not found; requests are refused (503) until it arrives")
 }
 
+// The warning itself, with its "did you mean" (a search of every id of
+// the kind), is written by logMissing, off the request: a request through
+// a binding that names a thousand ids not loaded yet only queues their
+// warnings.
 func (a *App) warnMissing(k Kind, id, msg string) {
 	m := a.noteMissing(k, id)
 	now := time.Now().UnixNano()
@@ -247,7 +251,11 @@ func (a *App) warnMissing(k Kind, id, msg string) {
 		return
 	}
 	if m.lastWarn.CompareAndSwap(last, now) {
-		a.logger.Warn(msg, append(a.missingFields(k, id), zap.Time("missing_since", m.since))...)
+		select {
+		case a.missingWarns <- missingWarn{k, id, msg, m.since}:
+		default:
+			m.lastWarn.Store(last) // queue full: a later request warns
+		}
 	}
 }
 

@@ -23,13 +23,3 @@ func (a *App) warnTypo(k Kind, id string) {
 			zap.String("kind", k.String()), zap.String("id", id), zap.String("did_you_mean", s))
 	}
 }
-
-// missingFields are the log fields of a missing rule: its kind and id, and
-// the close id the store holds, if any.
-func (a *App) missingFields(k Kind, id string) []zap.Field {
-	f := []zap.Field{zap.String("kind", k.String()), zap.String("id", id)}
-	if s := a.typoOf(k, id); s != "" {
-		f = append(f, zap.String("did_you_mean", s))
-	}
-	return f
-}
