@@ -20,12 +20,22 @@ const missingWarnQueue = 1024
 
 // logMissing writes the queued missing-rule warnings until the config is
 // unloaded. The ids a suggestion is searched in are listed once per store
-// change, not once per warning.
+// change, not once per warning. Once a second, after a store change, it
+// forgets the missing ids that arrived, so ids that come and go leave no
+// entry behind even when nobody reads the state.
 func (a *App) logMissing() {
 	var ids [numKinds][]string
 	var listedAt [numKinds]uint64
+	sweep := time.NewTicker(time.Second)
+	defer sweep.Stop()
+	var swept uint64
 	for {
 		select {
+		case <-sweep.C:
+			if changes := a.Changes(); changes != swept {
+				swept = changes
+				a.forgetArrived()
+			}
 		case w := <-a.missingWarns:
 			if changes := a.Changes(); ids[w.kind] == nil || listedAt[w.kind] != changes {
 				ids[w.kind], listedAt[w.kind] = sortedIDs(a.Rules(w.kind)), changes
@@ -39,4 +49,14 @@ func (a *App) logMissing() {
 			return
 		}
 	}
+}
+
+// forgetArrived drops the missing entries of rules the store now holds.
+func (a *App) forgetArrived() {
+	a.missing.Range(func(key, _ any) bool {
+		if ref := key.(ruleRef); a.Lookup(ref.kind, ref.id) != nil {
+			a.missing.Delete(key)
+		}
+		return true
+	})
 }
