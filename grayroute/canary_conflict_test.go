@@ -27,31 +27,14 @@ func TestCanaryCommandConflictWritesNothing(t *testing.T) {
 	rc := rds.Client()
 	ctx := context.Background()
 	addr, url := site(t)
-	admin := testcaddy.FreePort(t)
 	// resync 1h: this instance sees another writer's change only when its
 	// publish arrives, which the test controls.
-	testcaddy.Run(t, fmt.Sprintf(`{
-	admin localhost:%d
-	persist_config off
-	rulestore {
-		redis  %s
-		resync 1h
-	}
-}
-%s {
-	grayroute conflict
+	adminURL := runOnRedis(t, rds.URL(), "resync 1h", addr, `grayroute conflict
 	@v2 vars gray_version v2
 	handle @v2 {
 		respond "v2"
 	}
-	respond "v1"
-}
-`, admin, rds.URL(), addr))
-	adminURL := fmt.Sprintf("http://localhost:%d", admin)
-	testcaddy.Eventually(t, 10*time.Second, "redis connected", func() bool {
-		_, body := testcaddy.Get(t, adminURL+"/sluice/store")
-		return strings.Contains(body, `"connected":true`)
-	})
+	respond "v1"`)
 	const key, stream, channel = "gray:rule:conflict", "gateway:rules", "gateway:rules:gray"
 	// Connected, so every change-log entry from here on is read by the
 	// store's poll (see below); earlier tests' stores polled the rest.

@@ -28,25 +28,7 @@ func TestGrayRuleChurnLeavesNoSeries(t *testing.T) {
 	rc := rds.Client()
 	ctx := context.Background()
 	addr, url := site(t)
-	admin := testcaddy.FreePort(t)
-	testcaddy.Run(t, fmt.Sprintf(`{
-	admin localhost:%d
-	persist_config off
-	rulestore {
-		redis %s
-	}
-}
-%s {
-	grayroute {
-		route churn
-	}
-	%s
-}`, admin, rds.URL(), addr, echoSite))
-	adminURL := fmt.Sprintf("http://localhost:%d", admin)
-	testcaddy.Eventually(t, 10*time.Second, "redis connected", func() bool {
-		_, body := testcaddy.Get(t, adminURL+"/sluice/store")
-		return strings.Contains(body, `"connected":true`)
-	})
+	adminURL := runOnRedis(t, rds.URL(), "", addr, "grayroute {\n\t\troute churn\n\t}\n\t"+echoSite)
 	// The series of this test's rules (earlier tests' rules, not in this
 	// config, are pruned meanwhile).
 	series := func() int {

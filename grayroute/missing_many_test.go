@@ -35,21 +35,7 @@ func TestManyMissingGrayRulesDoNotHoldUpARequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr, url := site(t)
-	admin := testcaddy.FreePort(t)
-	testcaddy.Run(t, fmt.Sprintf(`{
-	admin localhost:%d
-	persist_config off
-	rulestore {
-		redis %s
-	}
-}
-%s {
-	grayroute {
-		route many
-	}
-	%s
-}`, admin, rds.URL(), addr, echoSite))
-	adminURL := fmt.Sprintf("http://localhost:%d", admin)
+	adminURL := runOnRedis(t, rds.URL(), "", addr, "grayroute {\n\t\troute many\n\t}\n\t"+echoSite)
 	testcaddy.Eventually(t, 10*time.Second, "the binding and the other rules loaded", func() bool {
 		_, body := testcaddy.Get(t, adminURL+"/sluice/bindings/many")
 		_, rule := testcaddy.Get(t, adminURL+"/sluice/rules/gray/present_999")
