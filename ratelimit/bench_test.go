@@ -136,29 +136,7 @@ func BenchmarkServeHTTP(b *testing.B) {
 			h = &Handler{inline: r, fixed: lim}
 		}
 		b.Run(name, func(b *testing.B) {
-			const users = 10_000
-			procs := runtime.GOMAXPROCS(0)
-			sets := make([]*benchRequests, procs)
-			for i := range sets {
-				sets[i] = newBenchRequests(users)
-			}
-			var worker atomic.Int32
-			b.ReportAllocs()
-			b.ResetTimer()
-			defer reportCPU(b)()
-			b.RunParallel(func(pb *testing.PB) {
-				br := sets[int(worker.Add(1)-1)%procs]
-				w := &discardWriter{h: http.Header{}}
-				i := 0
-				for pb.Next() {
-					i++
-					clear(w.h)
-					w.h["Server"] = serverHeader
-					if err := h.ServeHTTP(w, br.next(i), next); err != nil {
-						b.Fatal(err)
-					}
-				}
-			})
+			benchHandlerParallel(b, h, next, runtime.GOMAXPROCS(0), 10_000)
 		})
 	}
 }
