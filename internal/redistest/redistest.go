@@ -172,11 +172,11 @@ func (s *Server) Flush() {
 
 func (s *Server) stop() { s.Kill() }
 
-// freePort finds a free loopback port below 55535, so that port+10000 (the
-// cluster bus) is valid too, reserved for this test process.
+// freePort finds a free loopback port p, reserved for this test process
+// with p+10000 (the cluster bus of a cluster node).
 func freePort(t testing.TB) int {
 	t.Helper()
-	return ports.FreeBelow(t, 55535)
+	return ports.FreeWithOffset(t, 10000)
 }
 
 // Cluster is a real Redis Cluster of redis-server nodes, all masters.
