@@ -51,7 +51,7 @@ func startProc(t testing.TB, dir string, args []string, ready func() error) (*pr
 			p.kill()
 			return nil, fmt.Errorf("not ready: %v; log: %s", err, p.log())
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // sleep: poll interval of a readiness loop with a deadline
 	}
 }
 

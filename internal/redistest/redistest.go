@@ -114,7 +114,7 @@ func (s *Server) waitReady(timeout time.Duration) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("redis-server on %s not ready: %v", s.Addr, err)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // sleep: poll interval of a readiness loop with a deadline
 	}
 }
 
@@ -149,7 +149,7 @@ func (s *Server) Restart() {
 		if err = s.launch(); err == nil {
 			return
 		}
-		time.Sleep(100 * time.Millisecond) // the port may linger briefly
+		time.Sleep(100 * time.Millisecond) // sleep: the port may linger briefly; retried until a deadline
 	}
 	s.t.Fatalf("restart redis-server on %s: %v", s.Addr, err)
 }
@@ -224,7 +224,7 @@ func StartCluster(t testing.TB, n int) *Cluster {
 				rc.Close()
 				t.Fatalf("cluster node %s not ok: %v %s", node.Addr, err, info)
 			}
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(50 * time.Millisecond) // sleep: poll interval of a readiness loop with a deadline
 		}
 		rc.Close()
 	}

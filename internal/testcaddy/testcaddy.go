@@ -232,7 +232,7 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %v waiting for %s", timeout, what)
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // sleep: poll interval of the wait itself
 	}
 }
 
@@ -244,7 +244,7 @@ func Settled(t testing.TB, timeout time.Duration, what string, count func() int)
 	var v int
 	Eventually(t, timeout, what+" to settle (two equal readings 200ms apart)", func() bool {
 		a := count()
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond) // sleep: the interval between the two readings compared
 		v = count()
 		return a == v
 	})

@@ -1,4 +1,5 @@
-// Package testlint holds a test that checks every *_test.go of the module
-// against two rules of docs/reliability.md ("Honest tests"): a skip only
-// under -short, and a time.Sleep only with a written reason.
+// Package testlint holds a test that checks every *_test.go of the module,
+// and every helper file that imports "testing", against two rules of
+// docs/reliability.md ("Honest tests"): a skip only under -short, and a
+// time.Sleep only with a written reason.
 package testlint

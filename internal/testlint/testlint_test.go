@@ -7,17 +7,21 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
 
 var (
-	skipCall  = regexp.MustCompile(`\b[tb]\.Skip(f|Now)?\(`)
-	sleepCall = regexp.MustCompile(`\btime\.Sleep\(`)
+	skipCall      = regexp.MustCompile(`\b[tb]\.Skip(f|Now)?\(`)
+	sleepCall     = regexp.MustCompile(`\btime\.Sleep\(`)
+	importTesting = regexp.MustCompile(`^\s*(import\s+)?(\w+\s+)?"testing"\s*$`)
 )
 
 // TestTestsFollowTheRules fails on two things in any *_test.go of the
-// module, with the fix in the message:
+// module and in any other Go file that imports "testing" (the helper
+// packages tests run through: internal/testcaddy, internal/redistest...),
+// with the fix in the message:
 //   - a t.Skip / b.Skip (Skipf, SkipNow) not inside an `if testing.Short()`
 //     block: outside -short a test must run or fail, never skip silently;
 //   - a time.Sleep without a `// sleep: <why>` comment on the same line or
@@ -36,7 +40,7 @@ func TestTestsFollowTheRules(t *testing.T) {
 			}
 			return nil
 		}
-		if !strings.HasSuffix(path, "_test.go") || filepath.Base(path) == "testlint_test.go" {
+		if !strings.HasSuffix(path, ".go") || filepath.Base(path) == "testlint_test.go" {
 			return nil
 		}
 		found, err := check(path)
@@ -66,6 +70,9 @@ func check(path string) ([]string, error) {
 	}
 	if err := sc.Err(); err != nil {
 		return nil, err
+	}
+	if !strings.HasSuffix(path, "_test.go") && !slices.ContainsFunc(lines, importTesting.MatchString) {
+		return nil, nil // production code: not a test helper
 	}
 	name := filepath.ToSlash(strings.TrimPrefix(path, filepath.Join("..", "..")+string(filepath.Separator)))
 	var out []string
