@@ -72,18 +72,24 @@ func TestRefreshQueueBounded(t *testing.T) {
 }
 
 // TestJunkedIDCreatedLaterIsApplied: an id published while absent (junk),
-// then really created (HSET + PUBLISH) right after, is applied: the
-// absent-id cache delays such a creation by at most absentTTL, it never
-// hides it. The same for a burst of junk that names it many times.
+// then really created (HSET + PUBLISH), is applied: the absent-id cache
+// delays such a creation until its entry expires, it never hides it. First
+// the junk and the creation back to back (they may collapse into one
+// read), then three times the path the cache exists for: the junk (200
+// messages) read and remembered before the creation arrives. That order is
+// made, not slept for: messages are handled in order, so once a marker
+// published after the junk is applied, the junk was read. A creation
+// applied before its marker2 is deferred unless the entry had already
+// expired, which only a box slower than the cache's second can make
+// happen: such a round is counted and run again, up to ten rounds.
 func TestJunkedIDCreatedLaterIsApplied(t *testing.T) {
 	r := redistest.Start(t)
 	c := r.Client()
-	in := runStore(t, redisStore(r.URL()))
-	push(t, c, "ready", "qps", "1")
-	in.waitQPS("ready", "1")
+	const ttl = time.Second
+	st := startWithAbsentTTL(t, r.URL(), nil, ttl)
 	ctx := context.Background()
-	for i := range 3 {
-		id := "soon-" + strconv.Itoa(i)
+	junk := func(id string) {
+		t.Helper()
 		pipe := c.Pipeline()
 		for range 200 {
 			pipe.Publish(ctx, "gateway:rules:rate_limit", id)
@@ -91,13 +97,75 @@ func TestJunkedIDCreatedLaterIsApplied(t *testing.T) {
 		if _, err := pipe.Exec(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if i > 0 {
-			// sleep: let the store find the id absent and remember it
-			time.Sleep(absentTTL / 4)
-		}
-		push(t, c, id, "qps", "9")
-		in.waitQPS(id, "9")
 	}
+	junk("soon")
+	push(t, c, "soon", "qps", "9")
+	st.waitQPS("soon", "9")
+
+	deferred, expired := 0, 0
+	for i := 0; deferred < 3; i++ {
+		if i == 10 {
+			t.Fatalf("the cache path ran %d times in 10 rounds (%d rounds took longer than its %v)", deferred, expired, ttl)
+		}
+		id, n := "soon-"+strconv.Itoa(i), strconv.Itoa(i)
+		began := time.Now() // the junk's entry expires after began+ttl
+		junk(id)
+		push(t, c, "marker-"+n, "qps", "1")
+		st.waitQPS("marker-"+n, "1")
+		push(t, c, id, "qps", "9")
+		push(t, c, "marker2-"+n, "qps", "1")
+		st.waitQPS("marker2-"+n, "1")
+		early, inTime := st.qps(id) == "9", time.Since(began) < ttl
+		switch {
+		case !early:
+			deferred++
+		case inTime:
+			t.Fatalf("%s created while remembered absent was applied at once: the junk was not remembered", id)
+		default:
+			expired++
+		}
+		st.waitQPS(id, "9") // the deferred creation, once its entry expires
+	}
+	t.Logf("creations deferred by the cache and then applied: %d; rounds slower than the cache's %v: %d", deferred, ttl, expired)
+}
+
+// storeUnderTest is an App run in this process, so a test can set what
+// only the run goroutine reads once started (the absent-id cache's TTL).
+type storeUnderTest struct {
+	t   *testing.T
+	app *App
+}
+
+// startWithAbsentTTL provisions and starts an App on Redis at url with the static
+// rate-limit rules given and the absent-id cache's TTL, stopped at cleanup;
+// it returns once the store is connected and loaded.
+func startWithAbsentTTL(t *testing.T, url string, static map[string]Fields, ttl time.Duration) *storeUnderTest {
+	t.Helper()
+	app := &App{Redis: &RedisConfig{URL: url}, Resync: caddy.Duration(time.Hour), RateLimit: static}
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	t.Cleanup(cancel)
+	if err := app.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	app.source.queue.ttl = ttl // before Start: the run goroutine owns the queue after
+	app.Start()
+	t.Cleanup(func() { app.Cleanup() })
+	ready := func() bool { st := app.Status(); return st.Connected && st.LastResync != nil }
+	testcaddy.Eventually(t, 10*time.Second, "store connected and loaded", ready)
+	return &storeUnderTest{t: t, app: app}
+}
+
+// qps is a rate-limit rule's qps field, "" if there is no such rule.
+func (s *storeUnderTest) qps(id string) string {
+	if r := s.app.Lookup(RateLimit, id); r != nil {
+		return r.Fields["qps"]
+	}
+	return ""
+}
+
+func (s *storeUnderTest) waitQPS(id, want string) {
+	s.t.Helper()
+	testcaddy.Eventually(s.t, 10*time.Second, id+" qps "+want, func() bool { return s.qps(id) == want })
 }
 
 // TestDeclaredIDNotRememberedAbsent: a DEL of a declared rule's overlay
@@ -109,31 +177,8 @@ func TestJunkedIDCreatedLaterIsApplied(t *testing.T) {
 func TestDeclaredIDNotRememberedAbsent(t *testing.T) {
 	r := redistest.Start(t)
 	c := r.Client()
-	app := &App{
-		Redis:     &RedisConfig{URL: r.URL()},
-		Resync:    caddy.Duration(time.Hour),
-		RateLimit: map[string]Fields{"declared": {"limit_type": "token_bucket", "qps": "5"}},
-	}
-	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
-	t.Cleanup(cancel)
-	if err := app.Provision(ctx); err != nil {
-		t.Fatal(err)
-	}
-	app.source.queue.ttl = time.Hour // before Start: the run goroutine owns the queue after
-	app.Start()
-	t.Cleanup(func() { app.Cleanup() })
-	qps := func(id string) string {
-		if r := app.Lookup(RateLimit, id); r != nil {
-			return r.Fields["qps"]
-		}
-		return ""
-	}
-	waitQPS := func(id, want string) {
-		t.Helper()
-		testcaddy.Eventually(t, 10*time.Second, id+" qps "+want, func() bool { return qps(id) == want })
-	}
-	ready := func() bool { st := app.Status(); return st.Connected && st.LastResync != nil }
-	testcaddy.Eventually(t, 10*time.Second, "store connected and loaded", ready)
+	st := startWithAbsentTTL(t, r.URL(), map[string]Fields{"declared": {"limit_type": "token_bucket", "qps": "5"}}, time.Hour)
+	qps, waitQPS := st.qps, st.waitQPS
 
 	push(t, c, "declared", "qps", "9")
 	waitQPS("declared", "9")
