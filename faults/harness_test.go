@@ -43,12 +43,34 @@ func pick[T any](short, long T) T {
 // phaseDur is how long each load phase lasts.
 var phaseDur = pick(2*time.Second, 20*time.Second)
 
-// latencyBound is the pass/fail ceiling on any single request during a
-// fault: the Redis read timeout the suite configures (500ms) plus a wide
-// margin for a loaded 2-core machine running the race detector. Requests on
-// local rules never wait on Redis, so the real figures (reported) are far
-// lower; this only catches a request that blocked on Redis.
-const latencyBound = 3 * time.Second
+// latencyBounds are the pass/fail ceilings on the requests of each load
+// phase. A request that waits on a hung Redis (paused: SIGSTOP) waits the
+// client's timeout, and a request path that touches Redis makes nearly
+// every request of a pause phase wait it, so the median catches it at half
+// the timeout. The slowest request alone cannot: under -race on a busy
+// 2-core machine a request on local rules with Redis healthy was seen at
+// 400 ms, near the 500 ms timeout, so max only catches a request stuck
+// beyond every timeout.
+type latencyBounds struct {
+	median, max time.Duration
+}
+
+// storeTimeout is the store's Redis dial, read and write timeout in the
+// chain config (chainConfig.String).
+const storeTimeout = 500 * time.Millisecond
+
+// latencyBound: requests on local rules never wait on Redis. Their median
+// under -race on the busy 2-core machine was 50 ms at most in any fault
+// phase (while a full -race test of another package ran beside), so half
+// the timeout holds at 4x slowdown.
+var latencyBound = latencyBounds{median: storeTimeout / 2, max: 3 * time.Second}
+
+// busyLatency is for tests that load the store's own CPU (floods, many
+// rules, reloads): requests queue behind that work on the 2 cores, so the
+// median is the machine's, not Redis's (170 ms seen with 2,000 rules
+// pushed under -race), and Redis is healthy throughout; only the max
+// applies.
+var busyLatency = latencyBounds{max: latencyBound.max}
 
 // ---- load generator ----
 
@@ -227,7 +249,7 @@ func (l *load) stopLoad() {
 // justifies maxRetried: 0 where Caddy is not reloaded (nothing closes a
 // connection), else at most two per connection per reload (one closed
 // keep-alive connection and one reset in the old listener's queue).
-func (l *load) report(bound time.Duration, maxRetried int) {
+func (l *load) report(bound latencyBounds, maxRetried int) {
 	l.t.Helper()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -239,17 +261,20 @@ func (l *load) report(bound time.Duration, maxRetried int) {
 		}
 		slices.Sort(ps.lat)
 		q := func(p float64) time.Duration { return ps.lat[min(len(ps.lat)-1, int(p*float64(len(ps.lat))))] }
-		mx := ps.lat[len(ps.lat)-1]
+		mx, p50 := ps.lat[len(ps.lat)-1], q(0.50)
 		l.t.Logf("RESULT phase=%-15s requests=%-6d failed=%d resent=%d p50=%v p99=%v max=%v",
-			name, len(ps.lat), ps.fails, ps.retried, q(0.50).Round(10*time.Microsecond), q(0.99).Round(10*time.Microsecond), mx.Round(10*time.Microsecond))
+			name, len(ps.lat), ps.fails, ps.retried, p50.Round(10*time.Microsecond), q(0.99).Round(10*time.Microsecond), mx.Round(10*time.Microsecond))
 		total += len(ps.lat)
 		fails += ps.fails
 		retried += ps.retried
 		if ps.fails > 0 {
 			l.t.Errorf("phase %s: %d failed requests, e.g.:\n  %s", name, ps.fails, strings.Join(ps.samples, "\n  "))
 		}
-		if mx > bound {
-			l.t.Errorf("phase %s: a request took %v (bound %v)", name, mx, bound)
+		if bound.median > 0 && p50 > bound.median {
+			l.t.Errorf("phase %s: median %v (bound %v): most requests waited on something, such as a timeout on Redis", name, p50, bound.median)
+		}
+		if mx > bound.max {
+			l.t.Errorf("phase %s: a request took %v (bound %v)", name, mx, bound.max)
 		}
 	}
 	l.t.Logf("RESULT total requests=%d failed=%d resent after a reset before any response byte=%d (bound %d)", total, fails, retried, maxRetried)

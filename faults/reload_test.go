@@ -209,7 +209,7 @@ loop:
 	// A reload closes each of the 8 load connections at most once and may
 	// reset at most one replacement queued on the old listener: at most 2
 	// resends per connection per reload (see doCounted).
-	l.report(latencyBound, 2*8*reloads)
+	l.report(busyLatency, 2*8*reloads)
 	for path, n := range quotaResets {
 		if *n > 2*reloads {
 			t.Errorf("quota client %s: %d requests resent after a reset, more than 2 per reload (%d reloads)", path, *n, reloads)
