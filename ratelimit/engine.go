@@ -69,12 +69,12 @@ type localEngine struct {
 	inflight  atomic.Int64
 	flowState // pacing queue and adaptive limit (flow.go)
 	// slotsOnly: count in-flight slots only, no rate (a cluster engine's
-	// in-flight caps, which stay per instance).
+	// in-flight caps, which stay per instance, or a rule without qps).
 	slotsOnly bool
 }
 
 func newLocalEngine(r *Rule) *localEngine {
-	return &localEngine{tab: newTable(shardsFor(r.MaxKeys)), typ: r.Type}
+	return &localEngine{tab: newTable(shardsFor(r.MaxKeys)), typ: r.Type, slotsOnly: r.inFlightOnly}
 }
 
 func (e *localEngine) Keys() int64           { return e.tab.keys.Load() }
@@ -112,6 +112,7 @@ func (e *localEngine) take(r *Rule, key []byte, now int64, cost int64) Decision 
 		d.total = true
 	}
 	if e.slotsOnly && r.MaxConcurrent == 0 {
+		noQuota(r, &d)
 		return d
 	}
 	h := e.tab.hash(key) // once, for the shard and the entry
@@ -132,7 +133,7 @@ func (e *localEngine) take(r *Rule, key []byte, now int64, cost int64) Decision 
 		spend = float64(r.Reserve) // the rest is settled after the response
 	}
 	if e.slotsOnly {
-		// the rate is decided elsewhere
+		noQuota(r, &d) // the rate is decided elsewhere, or there is none
 	} else if r.Flow.Behavior != Reject {
 		ok = e.shape(r, ent, l, now, n, &d)
 		left = float64(d.Remaining)
@@ -156,6 +157,14 @@ func (e *localEngine) take(r *Rule, key []byte, now int64, cost int64) Decision 
 		d.Reason = RateLimited
 	}
 	return d
+}
+
+// noQuota marks the decision of a rule without a rate (in-flight caps
+// only) as carrying no quota: no headers, no limit or remaining.
+func noQuota(r *Rule, d *Decision) {
+	if r.inFlightOnly {
+		d.Limits, d.Unknown = nil, true
+	}
 }
 
 func (e *localEngine) releaseTotal(d *Decision) {

@@ -68,7 +68,7 @@ func (l *limiter) adopt(r *Rule) Engine {
 	if s != nil {
 		switch old := s.engine.(type) {
 		case *localEngine:
-			if !r.Cluster() && old.typ == r.Type && len(old.tab.shards) == shardsFor(r.MaxKeys) {
+			if !r.Cluster() && old.typ == r.Type && old.slotsOnly == r.inFlightOnly && len(old.tab.shards) == shardsFor(r.MaxKeys) {
 				l.store(r, old)
 				return old
 			}

@@ -82,9 +82,11 @@ type Rule struct {
 	// key net/http files its trailer under (http.TrailerPrefix + name).
 	respCost, respTrailer string
 	// MaxConcurrent caps requests in flight per key; MaxConcurrentTotal
-	// across all keys of the rule. 0 means no cap.
+	// across all keys of the rule. 0 means no cap. inFlightOnly: the rule
+	// has no rate (no qps), only these caps or the adaptive one.
 	MaxConcurrent      int32
 	MaxConcurrentTotal int64
+	inFlightOnly       bool
 	// EmptyKeyStatus is the status for requests whose key is empty; 0 means
 	// EmptyKey (a fallback key) is used instead.
 	EmptyKeyStatus int
@@ -207,11 +209,17 @@ func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
 		return nil, err
 	} else if !calendar {
 		v, ok := get("qps")
-		if !ok {
-			return nil, f.Errorf("qps", "required: requests per second (or quota and period for a calendar quota)")
-		}
-		if r.Limits.QPS, ok = rulestore.ParseNumber(v, MinQPS, MaxQPS); !ok {
-			return nil, f.Errorf("qps", "want a number > 0, %s", rulestore.Range(MinQPS, MaxQPS))
+		switch {
+		case ok:
+			if r.Limits.QPS, ok = rulestore.ParseNumber(v, MinQPS, MaxQPS); !ok {
+				return nil, f.Errorf("qps", "want a number > 0, %s", rulestore.Range(MinQPS, MaxQPS))
+			}
+		case inFlightCapped(get):
+			if err := r.parseInFlightOnly(f, get); err != nil {
+				return nil, err
+			}
+		default:
+			return nil, f.Errorf("qps", "required: requests per second (or quota and period for a calendar quota; or max_concurrent or max_concurrent_total alone for an in-flight cap without a rate)")
 		}
 	}
 	if v, ok := get("burst"); ok {
