@@ -26,15 +26,22 @@ const maxReportedKeys = 20
 
 // BreakerState is one breaker as GET /sluice/state shows it.
 type BreakerState struct {
-	Key   string `json:"key,omitempty"`
+	// Key is a keyed breaker's key ("" for the rule's one breaker).
+	Key string `json:"key,omitempty"`
+	// State is closed, open, half_open, forced_open, forced_closed or
+	// disabled.
 	State string `json:"state"`
 	// OpenForSeconds is the time left until half-open (state open).
-	OpenForSeconds      float64 `json:"open_for_seconds,omitempty"`
-	ConsecutiveFailures int64   `json:"consecutive_failures"`
+	OpenForSeconds float64 `json:"open_for_seconds,omitempty"`
+	// ConsecutiveFailures counts the failures since the last success.
+	ConsecutiveFailures int64 `json:"consecutive_failures"`
 	// Window holds the counts of the current window (rate triggers only).
-	Window         *WindowCounts `json:"window,omitempty"`
-	HalfOpenProbes int64         `json:"half_open_probes,omitempty"`
-	Ramping        bool          `json:"ramping,omitempty"`
+	Window *WindowCounts `json:"window,omitempty"`
+	// HalfOpenProbes counts the probes let through in half-open so far.
+	HalfOpenProbes int64 `json:"half_open_probes,omitempty"`
+	// Ramping: closed again, the breaker still lets only part of the
+	// traffic through while it ramps back up.
+	Ramping bool `json:"ramping,omitempty"`
 	// ProbeDue: the open time is over; the next call is a probe (the
 	// breaker moves to half-open on it), so State reads half_open.
 	ProbeDue bool `json:"probe_due,omitempty"`
@@ -42,28 +49,38 @@ type BreakerState struct {
 
 // WindowCounts are the calls, failures and slow calls in a breaker's window.
 type WindowCounts struct {
-	Calls    int64 `json:"calls"`
+	// Calls counts the calls in the window.
+	Calls int64 `json:"calls"`
+	// Failures counts those that failed.
 	Failures int64 `json:"failures"`
-	Slow     int64 `json:"slow"`
+	// Slow counts those that took slow_call_duration or longer.
+	Slow int64 `json:"slow"`
 }
 
 // RuleState is one rule's breakers as GET /sluice/state shows them.
 type RuleState struct {
+	// Rule is the rule's id.
 	Rule string `json:"rule"`
-	// RuleMode is the rule's state field; Override the admin API's runtime
-	// override on this instance ("" when none), which wins.
-	RuleMode string       `json:"rule_state"`
-	Override string       `json:"override,omitempty"`
-	Breaker  BreakerState `json:"breaker"`
-	// Keys counts the keyed breakers; KeyStates lists up to 20 of them,
-	// worst first (open, half-open, forced, closed), then by key.
-	Keys      int64            `json:"keys"`
-	KeyStates []BreakerState   `json:"key_states,omitempty"`
-	Rejected  int64            `json:"rejected"`
-	Calls     map[string]int64 `json:"calls"`
-	// OpenKeys and HalfOpenKeys count the keyed breakers open (or forced
-	// open) and half-open (or due a probe).
-	OpenKeys     int64 `json:"open_keys"`
+	// RuleMode is the rule's state field: auto, force_open, force_closed
+	// or disabled.
+	RuleMode string `json:"rule_state"`
+	// Override is the admin API's runtime override on this instance (""
+	// when none), which wins over RuleMode.
+	Override string `json:"override,omitempty"`
+	// Breaker is the rule's breaker (the one not keyed).
+	Breaker BreakerState `json:"breaker"`
+	// Keys counts the keyed breakers.
+	Keys int64 `json:"keys"`
+	// KeyStates lists up to 20 keyed breakers, worst first (open,
+	// half-open, forced, closed), then by key.
+	KeyStates []BreakerState `json:"key_states,omitempty"`
+	// Rejected counts the requests the rule's breakers refused.
+	Rejected int64 `json:"rejected"`
+	// Calls counts the calls by outcome: success, failure, ignored.
+	Calls map[string]int64 `json:"calls"`
+	// OpenKeys counts the keyed breakers open (or forced open).
+	OpenKeys int64 `json:"open_keys"`
+	// HalfOpenKeys counts the keyed breakers half-open (or due a probe).
 	HalfOpenKeys int64 `json:"half_open_keys"`
 	// Transitions are the rule's state changes of the last hour on this
 	// instance (at most 200), newest first.

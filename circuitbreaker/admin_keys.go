@@ -60,12 +60,16 @@ func (st *ruleState) allKeys() []BreakerState {
 
 // KeyPage is one page of a rule's keyed breakers.
 type KeyPage struct {
+	// Rule is the rule's id.
 	Rule string `json:"rule"`
-	// Total counts the rule's keys; Matched those matching q.
-	Total   int            `json:"total"`
-	Matched int            `json:"matched"`
-	Offset  int            `json:"offset"`
-	Keys    []BreakerState `json:"keys"`
+	// Total counts the rule's keys.
+	Total int `json:"total"`
+	// Matched counts those matching q.
+	Matched int `json:"matched"`
+	// Offset is the page's first key among those matched.
+	Offset int `json:"offset"`
+	// Keys are the page's keyed breakers, worst first, then by key.
+	Keys []BreakerState `json:"keys"`
 }
 
 func queryKeys(q url.Values) (any, error) {
@@ -105,11 +109,16 @@ const (
 
 // TransitionRecord is one state change as the status page lists it.
 type TransitionRecord struct {
-	At     time.Time `json:"at"`
-	Key    string    `json:"key,omitempty"`
-	From   string    `json:"from"`
-	To     string    `json:"to"`
-	Reason string    `json:"reason"`
+	// At is when the breaker changed state.
+	At time.Time `json:"at"`
+	// Key is a keyed breaker's key ("" for the rule's one breaker).
+	Key string `json:"key,omitempty"`
+	// From is the state it left.
+	From string `json:"from"`
+	// To is the state it entered.
+	To string `json:"to"`
+	// Reason says why (the trigger, a probe's result, an override).
+	Reason string `json:"reason"`
 }
 
 // transitionLog is a rule's recent transitions, oldest first.

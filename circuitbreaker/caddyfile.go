@@ -51,6 +51,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		return err
 	}
 	h.refs = p.Refs
-	h.Binding, err = handlerkit.ToBinding[*rulestore.CircuitBreakerSpec](p)
+	src, err := handlerkit.ToRuleSource[*rulestore.CircuitBreakerSpec](p)
+	h.Rule, h.Route, h.Inline, h.OnMissingRule = src.Rule, src.Route, src.Inline, src.OnMissingRule
 	return err
 }

@@ -27,7 +27,20 @@ func init() {
 // Handler guards the rest of the route with a circuit breaker: exactly one
 // of rule, route and inline names the rule.
 type Handler struct {
-	handlerkit.Binding[*rulestore.CircuitBreakerSpec]
+	// Rule is the id of the circuit_breaker rule, in the rule store, that
+	// this handler applies.
+	Rule string `json:"rule,omitempty"`
+	// Route names a route binding of the rule store; its circuit_breaker
+	// field names the rule, followed live as it changes.
+	Route string `json:"route,omitempty"`
+	// Inline declares the rule in place, with the rule store's field
+	// names. Its optional "id" names it (labels, events, the breaker's
+	// state); without one its id is inline:<hash of the fields>.
+	Inline *rulestore.CircuitBreakerSpec `json:"inline,omitempty"`
+	// OnMissingRule is pass (the default: while a named rule or route
+	// binding does not exist, requests go on unguarded and it is warned
+	// about) or refuse (503 Service Unavailable until it exists).
+	OnMissingRule string `json:"on_missing_rule,omitempty"`
 
 	store  *rulestore.App
 	inline *Rule
@@ -54,24 +67,25 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	h.store = store
-	if err := h.Binding.Validate("circuitbreaker"); err != nil {
+	if err := h.Validate(); err != nil {
 		return err
 	}
-	if err := h.Require(store, rulestore.CircuitBreaker, "circuitbreaker"); err != nil {
+	src := h.source()
+	if err := src.Require(store, rulestore.CircuitBreaker, "circuitbreaker"); err != nil {
 		return err
 	}
-	if h.HasInline() {
-		id, _ := h.InlineRule()
-		if !h.ExplicitID() {
+	if src.HasInline() {
+		id, _ := src.InlineRule()
+		if !src.ExplicitID() {
 			id = inlineInstanceID(store, id)
 		}
-		v, err := h.ParseInline(store, rulestore.CircuitBreaker, "circuitbreaker", id)
+		v, err := src.ParseInline(store, rulestore.CircuitBreaker, "circuitbreaker", id)
 		if err != nil {
 			return err
 		}
 		h.inline = v.(*Rule)
 	} else {
-		h.sel = handlerkit.NewSelector[*Rule](store, rulestore.CircuitBreaker, &h.Binding,
+		h.sel = handlerkit.NewSelector[*Rule](store, rulestore.CircuitBreaker, src,
 			func(b *rulestore.RouteBinding) string { return b.CircuitBreaker },
 			func(string) struct{} { return struct{}{} })
 	}
@@ -85,6 +99,15 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		h.holder.Get(id)
 	}
 	return nil
+}
+
+// Validate checks that exactly one rule source is given, well formed.
+func (h *Handler) Validate() error { return h.source().Validate("circuitbreaker") }
+
+// source hands Rule, Route, Inline and OnMissingRule to the helpers the
+// handlers share.
+func (h *Handler) source() *handlerkit.RuleSource[*rulestore.CircuitBreakerSpec] {
+	return handlerkit.NewRuleSource(h.Rule, h.Route, h.Inline, h.OnMissingRule)
 }
 
 // ruleID is the id of the rule in force, if it is known at provision time.
@@ -276,6 +299,7 @@ func (h *Handler) reject(w http.ResponseWriter, r *http.Request, rule *Rule, b *
 
 var (
 	_ caddy.Provisioner           = (*Handler)(nil)
+	_ caddy.Validator             = (*Handler)(nil)
 	_ caddy.CleanerUpper          = (*Handler)(nil)
 	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
 )

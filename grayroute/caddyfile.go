@@ -35,7 +35,10 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			{Name: "default_version", Parse: h.parseDefaultVersion},
 			{Name: "header", Parse: h.parseHeader},
 			{Name: "on_missing_rule", Parse: func(d *caddyfile.Dispenser) error {
-				return handlerkit.ParseOnMissing(d, "grayroute", &h.OnMissing)
+				var o handlerkit.OnMissing
+				err := handlerkit.ParseOnMissing(d, "grayroute", &o)
+				h.OnMissingRule = o.OnMissingRule
+				return err
 			}},
 		}}
 	p, err := dir.ParseCaddyfile(d)

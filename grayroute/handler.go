@@ -53,7 +53,7 @@ type Handler struct {
 	// OnMissingRule: a request while a gray rule of the list (or the
 	// route binding) is missing passes over it (pass, the default) or is
 	// refused with 503 (refuse).
-	handlerkit.OnMissing
+	OnMissingRule string `json:"on_missing_rule,omitempty"`
 
 	store      *rulestore.App
 	logger     *zap.Logger
@@ -70,6 +70,8 @@ type Handler struct {
 
 // RuleRef is one entry of a handler's rule list.
 type RuleRef struct {
+	// ID is the gray rule's id: a rule of the rule store, or the name of
+	// the Inline rule.
 	ID string `json:"id"`
 	// Inline declares the rule here, a local rule, by its Redis fields; in
 	// JSON it is a rulestore.GraySpec (ruleref.go). A rule of the same id
@@ -153,7 +155,7 @@ func (h *Handler) Validate() error {
 	if h.Header != "off" && !rulestore.ValidHeaderName(h.Header) {
 		return fmt.Errorf("header: %q is not a valid header name", h.Header)
 	}
-	if err := h.OnMissing.Validate("grayroute"); err != nil {
+	if err := (handlerkit.OnMissing{OnMissingRule: h.OnMissingRule}).Validate("grayroute"); err != nil {
 		return err
 	}
 	return handlerkit.ValidateList(rulestore.Gray, h.Route, h.listRefs())
@@ -170,7 +172,7 @@ func (h *Handler) listRefs() []handlerkit.ListRef {
 
 // ServeHTTP decides the version, hands it over and calls the next handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	if h.Refuse() {
+	if h.OnMissingRule == handlerkit.MissingRefuse {
 		if held := h.current(); held.missing.id != "" {
 			return handlerkit.RefuseMissing("grayroute", held.missing.kind, held.missing.id)
 		}
@@ -257,5 +259,6 @@ func (h *Handler) apply(g *Rule, r *http.Request) (string, any, any, *cohortCoun
 var (
 	_ caddy.Provisioner           = (*Handler)(nil)
 	_ caddy.Validator             = (*Handler)(nil)
+	_ caddy.CleanerUpper          = (*Handler)(nil)
 	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
 )

@@ -39,16 +39,23 @@ const (
 
 // RuleState is one rule in GET /sluice/state.
 type RuleState struct {
-	Rule  string `json:"rule"`
-	Type  string `json:"type"`
+	// Rule is the rule's id.
+	Rule string `json:"rule"`
+	// Type is its limit_type: token_bucket, sliding_window or calendar.
+	Type string `json:"type"`
+	// Scope is local or cluster.
 	Scope string `json:"scope"`
 	// Requests counts decisions by result (allowed, rejected,
 	// shadow_rejected, concurrency_rejected, ...) since the rule id was
 	// first used by this process.
 	Requests map[string]int64 `json:"requests"`
-	Keys     int64            `json:"keys"`
-	InFlight int64            `json:"in_flight"`
-	TopKeys  []KeyUsage       `json:"top_keys"`
+	// Keys counts the keys the rule tracks now on this instance.
+	Keys int64 `json:"keys"`
+	// InFlight counts the rule's requests inside the gateway now.
+	InFlight int64 `json:"in_flight"`
+	// TopKeys are the keys using most of their quota, most used first (at
+	// most 10; none for a rule without a rate).
+	TopKeys []KeyUsage `json:"top_keys"`
 	// Flow: pacing queue and adaptive limit, for rules that shape flow.
 	Flow *FlowState `json:"flow,omitempty"`
 	// ExceededHeld counts the refusals the ratelimit_exceeded sampler has
@@ -59,10 +66,14 @@ type RuleState struct {
 
 // KeyUsage is one key's use of its quota right now.
 type KeyUsage struct {
-	Key       string  `json:"key"`       // masked
-	Remaining int64   `json:"remaining"` // whole tokens or requests left
-	Used      float64 `json:"used"`      // share of the quota in use, 0..1
-	Limited   bool    `json:"limited"`   // a request of the rule's cost would be refused now
+	// Key is the key, masked unless the rule has raw_keys.
+	Key string `json:"key"`
+	// Remaining is the whole tokens or requests left.
+	Remaining int64 `json:"remaining"`
+	// Used is the share of the quota in use, 0..1.
+	Used float64 `json:"used"`
+	// Limited: a request of the rule's cost would be refused now.
+	Limited bool `json:"limited"`
 }
 
 func reportState() any {

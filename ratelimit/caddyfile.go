@@ -42,28 +42,22 @@ func (h *Handler) checkClusterHasRedis(hp httpcaddyfile.Helper) error {
 	}
 	cluster := func(f rulestore.Fields) bool { return strings.EqualFold(strings.TrimSpace(f["scope"]), "cluster") }
 	if h.Inline != nil && cluster(rulestore.SpecFields(h.Inline)) {
-		return errAt(h.scopeTok, "ratelimit: %s", errClusterNeedsRedis)
+		return rulestore.ErrAt(h.scopeTok, "ratelimit: %s", errClusterNeedsRedis)
 	}
 	if h.Rule != "" && cluster(declared.Fields(rulestore.RateLimit, h.Rule)) {
-		return errAt(h.ruleTok, "ratelimit rule %s: %s", h.Rule, errClusterNeedsRedis)
+		return rulestore.ErrAt(h.ruleTok, "ratelimit rule %s: %s", h.Rule, errClusterNeedsRedis)
 	}
 	for i, s := range h.Inlines {
 		if cluster(rulestore.SpecFields(s)) {
-			return errAt(h.listToks.scopes[i], "ratelimit: %s", errClusterNeedsRedis)
+			return rulestore.ErrAt(h.listToks.scopes[i], "ratelimit: %s", errClusterNeedsRedis)
 		}
 	}
 	for i, id := range h.Rules {
 		if cluster(declared.Fields(rulestore.RateLimit, id)) {
-			return errAt(h.listToks.rules[i], "ratelimit rule %s: %s", id, errClusterNeedsRedis)
+			return rulestore.ErrAt(h.listToks.rules[i], "ratelimit rule %s: %s", id, errClusterNeedsRedis)
 		}
 	}
 	return nil
-}
-
-func errAt(tok caddyfile.Token, format string, args ...any) error {
-	d := caddyfile.NewDispenser([]caddyfile.Token{tok})
-	d.Next()
-	return d.Errf(format, args...)
 }
 
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens.
@@ -73,10 +67,11 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		return err
 	}
 	h.refs, h.ruleTok, h.scopeTok = p.Refs, p.RuleTok, p.Lines["scope"]
-	h.Binding, err = handlerkit.ToBinding[*rulestore.RateLimitSpec](p)
+	src, err := handlerkit.ToRuleSource[*rulestore.RateLimitSpec](p)
 	if err != nil {
 		return err
 	}
+	h.Rule, h.Route, h.Inline, h.OnMissingRule = src.Rule, src.Route, src.Inline, src.OnMissingRule
 	h.Rules, h.listToks.rules = p.Rules, p.RuleToks
 	if h.Inlines, err = handlerkit.ToSpecs[*rulestore.RateLimitSpec](p); err != nil {
 		return err

@@ -29,13 +29,26 @@ func init() {
 // (multi.go). Identical inline rules share one quota (their id is a hash
 // of them), as do inline rules of the same explicit id.
 type Handler struct {
-	handlerkit.Binding[*rulestore.RateLimitSpec]
-
-	// Rules are several rule ids of the rule store, and Inlines several
-	// rules declared in place (each as Inline): a request passes only when
-	// every one admits it, decided in order, Rules first. Neither mixes
-	// with rule, route or inline.
-	Rules   []string                   `json:"rules,omitempty"`
+	// Rule is the id of the rate_limit rule, in the rule store, that this
+	// handler applies.
+	Rule string `json:"rule,omitempty"`
+	// Route names a route binding of the rule store; its rate_limit field
+	// names the rule (or several), followed live as it changes.
+	Route string `json:"route,omitempty"`
+	// Inline declares the rule in place, with the rule store's field
+	// names. Its optional "id" names it (labels, error bodies,
+	// RateLimit-Policy); without one its id is inline:<hash of the fields>.
+	Inline *rulestore.RateLimitSpec `json:"inline,omitempty"`
+	// OnMissingRule is pass (the default: while a named rule or route
+	// binding does not exist, requests go on unchecked and it is warned
+	// about) or refuse (503 Service Unavailable until it exists).
+	OnMissingRule string `json:"on_missing_rule,omitempty"`
+	// Rules are several rule ids of the rule store: a request passes only
+	// when every one admits it, decided in order, Rules before Inlines.
+	// Not with rule, route or inline.
+	Rules []string `json:"rules,omitempty"`
+	// Inlines are several rules declared in place, each like Inline,
+	// decided after Rules. Not with rule, route or inline.
 	Inlines []*rulestore.RateLimitSpec `json:"inlines,omitempty"`
 
 	app    *rulestore.App
@@ -76,7 +89,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	h.app = app
 	initMetrics(ctx.GetMetricsRegistry())
 	h.holder = limiters.Holder(func(id string) *limiter { return newLimiter(id, nil) })
-	if err := h.Require(app, rulestore.RateLimit, "ratelimit"); err != nil {
+	if err := h.source().Require(app, rulestore.RateLimit, "ratelimit"); err != nil {
 		return err
 	}
 	if len(h.Rules)+len(h.Inlines) > 0 {
@@ -98,8 +111,8 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		h.list = h.newRuleList(nil)
 		return nil
 	default:
-		id, _ := h.InlineRule()
-		v, err := h.ParseInline(app, rulestore.RateLimit, "ratelimit", id)
+		id, _ := h.source().InlineRule()
+		v, err := h.source().ParseInline(app, rulestore.RateLimit, "ratelimit", id)
 		if err != nil {
 			return err
 		}
@@ -112,7 +125,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		h.fixed.setBackend(app, h.logger)
 		return nil
 	}
-	h.sel = handlerkit.NewSelector[*Rule](app, rulestore.RateLimit, &h.Binding,
+	h.sel = handlerkit.NewSelector[*Rule](app, rulestore.RateLimit, h.source(),
 		func(b *rulestore.RouteBinding) string { return b.RateLimit },
 		func(id string) *limiter {
 			lim := h.holder.Get(id)
@@ -141,7 +154,13 @@ func (h *Handler) Validate() error {
 	if len(h.Rules)+len(h.Inlines) > 0 {
 		return h.validateList()
 	}
-	return h.Binding.Validate("ratelimit")
+	return h.source().Validate("ratelimit")
+}
+
+// source hands Rule, Route, Inline and OnMissingRule to the helpers the
+// handlers share.
+func (h *Handler) source() *handlerkit.RuleSource[*rulestore.RateLimitSpec] {
+	return handlerkit.NewRuleSource(h.Rule, h.Route, h.Inline, h.OnMissingRule)
 }
 
 // Cleanup drops this handler's hold on the shared limiters.

@@ -19,7 +19,7 @@ type listTokens struct {
 // singleList turns a list of one rule into the single-rule form (rule or
 // inline), which takes the one-rule path.
 func (h *Handler) singleList() {
-	if h.Rule != "" || h.Route != "" || h.HasInline() {
+	if h.Rule != "" || h.Route != "" || h.source().HasInline() {
 		return
 	}
 	switch {
@@ -36,18 +36,18 @@ func (h *Handler) singleList() {
 	}
 }
 
-// inlineBinding is inline rule s as a Binding, for its id and parsing.
-func inlineBinding(s *rulestore.RateLimitSpec) handlerkit.Binding[*rulestore.RateLimitSpec] {
-	return handlerkit.Binding[*rulestore.RateLimitSpec]{Inline: s}
+// inlineSource is inline rule s as a RuleSource, for its id and parsing.
+func inlineSource(s *rulestore.RateLimitSpec) *handlerkit.RuleSource[*rulestore.RateLimitSpec] {
+	return handlerkit.NewRuleSource("", "", s, "")
 }
 
 // validateList checks Rules and Inlines: well-formed ids, each rule listed
 // once, nothing mixed with rule, route or inline.
 func (h *Handler) validateList() error {
-	if h.Rule != "" || h.Route != "" || h.HasInline() {
+	if h.Rule != "" || h.Route != "" || h.source().HasInline() {
 		return errors.New("ratelimit: rules and inlines cannot be mixed with rule, route or inline")
 	}
-	if err := h.OnMissing.Validate("ratelimit"); err != nil {
+	if err := h.source().OnMissing.Validate("ratelimit"); err != nil {
 		return err
 	}
 	seen := map[string]bool{}
@@ -61,7 +61,7 @@ func (h *Handler) validateList() error {
 		seen[id] = true
 	}
 	for i, s := range h.Inlines {
-		b := inlineBinding(s)
+		b := inlineSource(s)
 		if !b.HasInline() {
 			return fmt.Errorf("ratelimit: inlines[%d] has no fields", i)
 		}
@@ -99,7 +99,7 @@ func (h *Handler) provisionList() error {
 		fixed = append(fixed, listed{id: id, h: h.app.Handle(rulestore.RateLimit, id), lim: lim})
 	}
 	for _, s := range h.Inlines {
-		b := inlineBinding(s)
+		b := inlineSource(s)
 		id, _ := b.InlineRule()
 		v, err := b.ParseInline(h.app, rulestore.RateLimit, "ratelimit", id)
 		if err != nil {
@@ -128,7 +128,7 @@ func (h *Handler) provisionList() error {
 
 // newRuleList makes the rule list of Rules/Inlines (fixed) or of Route.
 func (h *Handler) newRuleList(fixed []listed) *ruleList {
-	l := &ruleList{app: h.app, refuse: h.Refuse(), fixed: fixed, route: h.Route,
+	l := &ruleList{app: h.app, refuse: h.source().Refuse(), fixed: fixed, route: h.Route,
 		limFor: func(id string) *limiter {
 			lim := h.holder.Get(id)
 			lim.setBackend(h.app, h.logger)

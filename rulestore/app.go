@@ -29,12 +29,18 @@ type App struct {
 	// 30s; from MinResync to a year and a day).
 	Resync caddy.Duration `json:"resync,omitempty"`
 
-	// Static rules, by id: typed, with the Redis hashes' field names. A
-	// value may also be a string in the Redis syntax ("qps": "5").
-	RateLimit      RuleSet[*RateLimitSpec]      `json:"rate_limit,omitempty"`
+	// RateLimit are static rate_limit rules, by id: typed, with the Redis
+	// hashes' field names. A value may also be a string in the Redis
+	// syntax ("qps": "5"). A Redis hash of the same id overlays one.
+	RateLimit RuleSet[*RateLimitSpec] `json:"rate_limit,omitempty"`
+	// CircuitBreaker are static circuit_breaker rules, by id, like
+	// RateLimit.
 	CircuitBreaker RuleSet[*CircuitBreakerSpec] `json:"circuit_breaker,omitempty"`
-	Gray           RuleSet[*GraySpec]           `json:"gray,omitempty"`
-	Binding        RuleSet[*BindingSpec]        `json:"binding,omitempty"`
+	// Gray are static gray (canary) rules, by id, like RateLimit.
+	Gray RuleSet[*GraySpec] `json:"gray,omitempty"`
+	// Binding are static route bindings, by route name: the rules each of
+	// the three handlers applies on a route, like RateLimit.
+	Binding RuleSet[*BindingSpec] `json:"binding,omitempty"`
 
 	static   [numKinds]map[string]*Rule
 	overlays [numKinds]map[string]*overlaySlot // one per static id (overlay.go)

@@ -25,17 +25,20 @@ type RedisConfig struct {
 	// MasterName selects Sentinel mode: Addrs (and URL's address) are then
 	// the Sentinels, which tell the store where the master named so is.
 	MasterName string `json:"master_name,omitempty"`
-	// SentinelUsername and SentinelPassword authenticate to the Sentinels
-	// themselves (Sentinel's own `requirepass` or ACL user); Username and
-	// Password are for the master. Placeholders are expanded.
+	// SentinelUsername is the ACL user that authenticates to the Sentinels
+	// themselves (Username is for the master). Placeholders are expanded.
 	SentinelUsername string `json:"sentinel_username,omitempty"`
+	// SentinelPassword authenticates to the Sentinels (Sentinel's own
+	// `requirepass`, or SentinelUsername's password); Password is for the
+	// master. Placeholders are expanded.
 	SentinelPassword string `json:"sentinel_password,omitempty"`
 	// Cluster forces Redis Cluster mode even with a single seed address.
 	Cluster bool `json:"cluster,omitempty"`
-	// Username and Password log in to Redis (ACL user, or `requirepass`
-	// with Password alone). Placeholders such as {env.REDIS_PASSWORD} are
-	// expanded.
+	// Username is the ACL user that logs in to Redis, with Password.
+	// Placeholders are expanded.
 	Username string `json:"username,omitempty"`
+	// Password logs in to Redis: `requirepass` alone, or Username's
+	// password. Placeholders such as {env.REDIS_PASSWORD} are expanded.
 	Password string `json:"password,omitempty"`
 	// DB selects a database (standalone and Sentinel only).
 	DB int `json:"db,omitempty"`
@@ -47,11 +50,15 @@ type RedisConfig struct {
 	// few; the rest serve handlers that keep state in Redis (cluster
 	// rate limits). At most MaxPoolSize.
 	PoolSize int `json:"pool_size,omitempty"`
-	// Timeouts; 1s each by default, so a dead or hung Redis is noticed fast
-	// and never holds a request or a reload for long. At most
+	// DialTimeout bounds connecting to Redis; 1s by default, so a dead
+	// Redis is noticed fast and never holds a request or a reload for
+	// long. At most MaxRedisTimeout.
+	DialTimeout caddy.Duration `json:"dial_timeout,omitempty"`
+	// ReadTimeout bounds waiting for a reply; 1s by default, so a hung
+	// Redis is noticed fast. At most MaxRedisTimeout.
+	ReadTimeout caddy.Duration `json:"read_timeout,omitempty"`
+	// WriteTimeout bounds sending a command; 1s by default. At most
 	// MaxRedisTimeout.
-	DialTimeout  caddy.Duration `json:"dial_timeout,omitempty"`
-	ReadTimeout  caddy.Duration `json:"read_timeout,omitempty"`
 	WriteTimeout caddy.Duration `json:"write_timeout,omitempty"`
 }
 
@@ -63,10 +70,11 @@ type RedisTLS struct {
 	// CAFiles are PEM files of the CAs that Redis's certificate must chain
 	// to. When set, only these are trusted; else the system's CAs are.
 	CAFiles []string `json:"ca_files,omitempty"`
-	// ClientCertificateFile and ClientCertificateKeyFile are a PEM
-	// certificate and its key presented to Redis, for a server started with
-	// `tls-auth-clients yes`. Both or neither.
-	ClientCertificateFile    string `json:"client_certificate_file,omitempty"`
+	// ClientCertificateFile is a PEM certificate presented to Redis, for a
+	// server started with `tls-auth-clients yes`; with its key in
+	// ClientCertificateKeyFile (both or neither).
+	ClientCertificateFile string `json:"client_certificate_file,omitempty"`
+	// ClientCertificateKeyFile is the PEM key of ClientCertificateFile.
 	ClientCertificateKeyFile string `json:"client_certificate_key_file,omitempty"`
 	// ServerName is the name Redis's certificate must carry, when it is not
 	// the host of the address dialled (e.g. Redis reached by IP, or masters

@@ -95,9 +95,12 @@ type RateLimitSpec struct {
 	WarmUpPeriod *Duration `json:"warm_up_period,omitempty"`
 	// ColdFactor: a cold limit starts at qps/cold_factor.
 	ColdFactor *float64 `json:"cold_factor,omitempty"`
-	// MinLimit, MaxLimit and InitialLimit bound an adaptive in-flight cap.
-	MinLimit     *int64 `json:"min_limit,omitempty"`
-	MaxLimit     *int64 `json:"max_limit,omitempty"`
+	// MinLimit is the lowest an adaptive in-flight cap goes, and the
+	// concurrency at which its minimum latency is measured.
+	MinLimit *int64 `json:"min_limit,omitempty"`
+	// MaxLimit is the highest an adaptive in-flight cap goes.
+	MaxLimit *int64 `json:"max_limit,omitempty"`
+	// InitialLimit is where an adaptive in-flight cap starts.
 	InitialLimit *int64 `json:"initial_limit,omitempty"`
 	// LatencyTolerance is how far above the minimum latency an adaptive
 	// cap lets sampled latency go (0.25 = 25%).

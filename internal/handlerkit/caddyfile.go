@@ -186,7 +186,7 @@ func (p *Parsed) name(d *caddyfile.Dispenser, dir Directive, which, id string) e
 	return nil
 }
 
-// check applies Binding.Validate's rule at the block's lines and validates
+// check applies RuleSource.Validate's rule at the block's lines and validates
 // an inline rule.
 func (p *Parsed) check(dir Directive) error {
 	switch {
@@ -217,10 +217,10 @@ func (p *Parsed) check(dir Directive) error {
 	return nil
 }
 
-// ToBinding returns what the block selected, the inline rule as the kind's
-// typed rule.
-func ToBinding[S rulestore.Spec](p *Parsed) (Binding[S], error) {
-	b := Binding[S]{Rule: p.Rule, Route: p.Route, OnMissing: p.OnMissing}
+// ToRuleSource returns what the block selected, the inline rule as the
+// kind's typed rule.
+func ToRuleSource[S rulestore.Spec](p *Parsed) (RuleSource[S], error) {
+	b := RuleSource[S]{Rule: p.Rule, Route: p.Route, OnMissing: p.OnMissing}
 	if len(p.Inline) == 0 {
 		return b, nil
 	}

@@ -7,10 +7,13 @@ import (
 	"github.com/sluicegw/sluice/rulestore"
 )
 
-// Binding says which rule a ratelimit or circuitbreaker handler applies:
+// RuleSource says which rule a ratelimit or circuitbreaker handler applies:
 // exactly one of Rule, Route and Inline. S is the kind's typed rule
-// (*rulestore.RateLimitSpec, *rulestore.CircuitBreakerSpec).
-type Binding[S rulestore.Spec] struct {
+// (*rulestore.RateLimitSpec, *rulestore.CircuitBreakerSpec). It is not a
+// route binding (the rule store's binding kind), though Route names one.
+// A handler declares these fields itself, documented for its JSON, and
+// hands them over here (see the handlers' source method).
+type RuleSource[S rulestore.Spec] struct {
 	// Rule is the id of a rule in the rule store.
 	Rule string `json:"rule,omitempty"`
 	// Route names a route binding; its field of this handler's kind
@@ -25,17 +28,17 @@ type Binding[S rulestore.Spec] struct {
 }
 
 // inline returns the inline rule's fields, nil without one.
-func (b *Binding[S]) inline() rulestore.Fields { return rulestore.SpecFields(b.Inline) }
+func (b *RuleSource[S]) inline() rulestore.Fields { return rulestore.SpecFields(b.Inline) }
 
 // HasInline reports whether the rule is given inline.
-func (b *Binding[S]) HasInline() bool { return len(b.inline()) > 0 }
+func (b *RuleSource[S]) HasInline() bool { return len(b.inline()) > 0 }
 
 // InlineIDField is the pseudo-field of an inline rule that names it.
 const InlineIDField = "id"
 
 // Validate checks that exactly one of Rule, Route and Inline is given and
 // that the ids are well formed; directive names the handler in errors.
-func (b *Binding[S]) Validate(directive string) error {
+func (b *RuleSource[S]) Validate(directive string) error {
 	n := 0
 	for _, set := range []bool{b.Rule != "", b.Route != "", b.HasInline()} {
 		if set {
@@ -61,7 +64,7 @@ func (b *Binding[S]) Validate(directive string) error {
 }
 
 // InlineRule returns the inline rule's id and its fields without the id.
-func (b *Binding[S]) InlineRule() (id string, f rulestore.Fields) {
+func (b *RuleSource[S]) InlineRule() (id string, f rulestore.Fields) {
 	f = b.inline()
 	id = f[InlineIDField]
 	delete(f, InlineIDField)
@@ -72,7 +75,7 @@ func (b *Binding[S]) InlineRule() (id string, f rulestore.Fields) {
 }
 
 // ExplicitID reports whether the inline rule names itself.
-func (b *Binding[S]) ExplicitID() bool { return b.inline()[InlineIDField] != "" }
+func (b *RuleSource[S]) ExplicitID() bool { return b.inline()[InlineIDField] != "" }
 
 // InlineID names an inline rule by a hash of its fields, so the same rule
 // keeps its state across reloads and a changed one starts afresh.
@@ -84,7 +87,7 @@ func InlineID(f rulestore.Fields) string {
 // ParseInline validates the inline rule as kind k under its id. An explicit
 // id must not also be a rule of the config's rulestore block: the two would
 // share state while being different rules.
-func (b *Binding[S]) ParseInline(app *rulestore.App, k rulestore.Kind, directive, id string) (any, error) {
+func (b *RuleSource[S]) ParseInline(app *rulestore.App, k rulestore.Kind, directive, id string) (any, error) {
 	_, f := b.InlineRule()
 	if b.ExplicitID() && app.Static(k, id) != nil {
 		return nil, fmt.Errorf("%s: inline rule id %q is also a %s rule of the rulestore block", directive, id, k)
@@ -98,7 +101,7 @@ func (b *Binding[S]) ParseInline(app *rulestore.App, k rulestore.Kind, directive
 
 // Require checks at provision time that the named rule or route exists (or
 // can come from Redis).
-func (b *Binding[S]) Require(app *rulestore.App, k rulestore.Kind, directive string) error {
+func (b *RuleSource[S]) Require(app *rulestore.App, k rulestore.Kind, directive string) error {
 	var err error
 	switch {
 	case b.Rule != "":
@@ -114,4 +117,9 @@ func prefix(what string, err error) error {
 		return nil
 	}
 	return fmt.Errorf("%s: %w", what, err)
+}
+
+// NewRuleSource is a handler's own fields as a RuleSource.
+func NewRuleSource[S rulestore.Spec](rule, route string, inline S, onMissingRule string) *RuleSource[S] {
+	return &RuleSource[S]{Rule: rule, Route: route, Inline: inline, OnMissing: OnMissing{OnMissingRule: onMissingRule}}
 }

@@ -52,7 +52,7 @@ type routed[T any] struct {
 // NewSelector prepares the selection of b's Rule or Route (not Inline: a
 // handler keeps its inline rule itself). stateFor gives the state for a
 // rule id; pick reads the rule id of kind k off a route binding.
-func NewSelector[V, T any, S rulestore.Spec](app *rulestore.App, k rulestore.Kind, b *Binding[S], pick func(*rulestore.RouteBinding) string, stateFor func(id string) T) *Selector[V, T] {
+func NewSelector[V, T any, S rulestore.Spec](app *rulestore.App, k rulestore.Kind, b *RuleSource[S], pick func(*rulestore.RouteBinding) string, stateFor func(id string) T) *Selector[V, T] {
 	s := &Selector[V, T]{app: app, kind: k, pick: pick, stateFor: stateFor, refuse: b.Refuse()}
 	if b.Route != "" {
 		s.route, s.routeH = b.Route, app.Handle(rulestore.Binding, b.Route)
