@@ -139,7 +139,7 @@ func (h *Handler) setup(store *rulestore.App, reg *prometheus.Registry, logger *
 		}
 	}
 
-	if err := initMetrics(reg); err != nil {
+	if err := registerMetrics(reg); err != nil {
 		return err
 	}
 	h.defaultCtr = metrics.requests.WithLabelValues("", h.DefaultVersion)

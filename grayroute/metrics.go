@@ -26,7 +26,8 @@ var metrics = struct {
 		"Requests split at random because no hash key resolved, by rule.", []string{"rule"}, nil), 1),
 }
 
-func initMetrics(reg *prometheus.Registry) error {
+// registerMetrics registers the collectors on a config's registry.
+func registerMetrics(reg *prometheus.Registry) error {
 	return metrickit.Register(reg, metrics.requests, metrics.random, canaryStates{})
 }
 

@@ -309,7 +309,7 @@ func TestClusterLeaseBound(t *testing.T) {
 	}
 }
 
-func counterValue(c *counter) float64 { return c.value() }
+func counterValue(c *counter) float64 { return float64(c.Load()) }
 
 // A reply error about a key (here OOM: Redis refuses the state's write)
 // takes the failure path for that decision only: Redis is not marked down,

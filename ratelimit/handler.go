@@ -87,7 +87,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	h.app = app
-	initMetrics(ctx.GetMetricsRegistry())
+	if err := registerMetrics(ctx.GetMetricsRegistry()); err != nil {
+		return err
+	}
 	h.holder = limiters.Holder(func(id string) *limiter { return newLimiter(id, nil) })
 	if err := h.source().Require(app, rulestore.RateLimit, "ratelimit"); err != nil {
 		return err

@@ -47,11 +47,9 @@ var transitions = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "Transitions of the Redis health gate of cluster rate limits (to down or up).",
 }, []string{"to"})
 
-// initMetrics registers the collectors on a config's registry.
-func initMetrics(reg *prometheus.Registry) {
-	if err := metrickit.Register(reg, &metrics, transitions, queueWaitHist); err != nil {
-		panic(err)
-	}
+// registerMetrics registers the collectors on a config's registry.
+func registerMetrics(reg *prometheus.Registry) error {
+	return metrickit.Register(reg, &metrics, transitions, queueWaitHist)
 }
 
 // ruleCounters are one rule's counters, owned by its limiter: the request
@@ -65,10 +63,9 @@ type ruleCounters struct {
 	fallbackAllow, fallbackDeny, fallbackLocal                             *counter
 }
 
-// counter is a count the collector exports.
-type counter struct{ metrickit.Counter }
-
-func (c *counter) value() float64 { return float64(c.Load()) }
+// counter is a count the collector exports: the one counter of the three
+// handlers.
+type counter = metrickit.Counter
 
 func countersFor(string) *ruleCounters {
 	return &ruleCounters{
