@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -81,12 +82,15 @@ func TestGrayRuleChurnLeavesNoSeries(t *testing.T) {
 	if got := get(t, url, "X-Rule: 1"); got != "v1|v1||v1" {
 		t.Fatalf("no rule left: answered %q, want v1", got)
 	}
-	half := heapAt[rounds/2-1]
-	for r := rounds / 2; r < rounds; r++ {
-		if grown := int64(heapAt[r]) - int64(half); grown > 1<<20 {
-			t.Fatalf("heap after round %d: %d KiB, %d KiB more than after round %d, %d ids earlier (by round, KiB: %v)",
-				r, heapAt[r]>>10, grown>>10, rounds/2-1, (r-rounds/2+1)*perRound, kib(heapAt[:]))
-		}
+	// Something kept per id grows every round after it; one round's
+	// reading can spike on its own (1.7 MiB once under -race on the busy
+	// box, the next round back in line), so the least of the last three
+	// rounds is compared: a leak of 300 bytes an id is 2.4 MB or more in
+	// each of them.
+	half, last := heapAt[rounds/2-1], slices.Min(heapAt[rounds-3:])
+	if grown := int64(last) - int64(half); grown > 1<<20 {
+		t.Fatalf("heap over the last three rounds: at least %d KiB, %d KiB more than after round %d, %d to %d ids earlier (by round, KiB: %v)",
+			last>>10, grown>>10, rounds/2-1, (rounds/2-2)*perRound, rounds/2*perRound, kib(heapAt[:]))
 	}
 	t.Logf("%d ids created and deleted: none of their series left after each round; heap by round (KiB) %v", rounds*perRound, kib(heapAt[:]))
 }
