@@ -50,7 +50,8 @@ var phaseDur = pick(2*time.Second, 20*time.Second)
 // the timeout. The slowest request alone cannot: under -race on a busy
 // 2-core machine a request on local rules with Redis healthy was seen at
 // 400 ms, near the 500 ms timeout, so max only catches a request stuck
-// beyond every timeout.
+// beyond every timeout (short of the client's own 10 s): 5 s, as one
+// request of the Redis restarts took 2.5 s beside another -race run.
 type latencyBounds struct {
 	median, max time.Duration
 }
@@ -63,7 +64,7 @@ const storeTimeout = 500 * time.Millisecond
 // under -race on the busy 2-core machine was 50 ms at most in any fault
 // phase (while a full -race test of another package ran beside), so half
 // the timeout holds at 4x slowdown.
-var latencyBound = latencyBounds{median: storeTimeout / 2, max: 3 * time.Second}
+var latencyBound = latencyBounds{median: storeTimeout / 2, max: 5 * time.Second}
 
 // busyLatency is for tests that load the store's own CPU (floods, many
 // rules, reloads): requests queue behind that work on the 2 cores, so the
