@@ -11,7 +11,9 @@ import (
 // and the analysis says whether to advance the weight, hold it, promote the
 // canary or roll it back. This file is the decision alone, in plain Go; the
 // glue that counts requests, adds up the fleet's counts in Redis and writes
-// the verdicts is analysis_glue.go.
+// the verdicts is analysis_hub.go (with analysis_fleet.go, analysis_verdict.go,
+// analysis_events.go, analysis_report.go and, on the request path,
+// analysis_glue.go).
 //
 // Both checks compare the two versions inside each interval, on requests
 // served side by side, so what the whole machine does (a busy period, a

@@ -63,7 +63,7 @@ type Handler struct {
 	defaultCtr *metrickit.Counter
 	now        func() time.Time
 	isOpen     func(ruleID, key string) bool
-	hub        *analysisHub             // canary analysis (analysis_glue.go)
+	hub        *analysisHub             // canary analysis (analysis_hub.go)
 	refs       []rulestore.CaddyfileRef // rules named in the Caddyfile, checked when parsed
 	handles    ruleHandles              // the rules, held (handles.go)
 }
