@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -137,5 +138,74 @@ func TestSeveralLimitsClusterNoLeak(t *testing.T) {
 	if resp.Header.Get("X-RateLimit-Remaining") != "1" {
 		t.Fatalf("first alone: %d remaining %q, want 200 with 10 - 8 - 1 = 1",
 			resp.StatusCode, resp.Header.Get("X-RateLimit-Remaining"))
+	}
+}
+
+// multiAtomicSite is two cluster rules on one route, the second refusing
+// after 8, and multiAtomicFirst the first rule alone on another route.
+const multiAtomicSite = `	ratelimit {
+		limit first {
+			qps 0.0001
+			burst 100
+			key_resolver global
+			scope cluster
+			redis_timeout 5s
+		}
+		limit second {
+			qps 0.0001
+			burst 8
+			key_resolver global
+			scope cluster
+			redis_timeout 5s
+		}
+	}
+	respond "ok"`
+
+const multiAtomicFirst = `	ratelimit {
+		id first
+		qps 0.0001
+		burst 100
+		key_resolver global
+		scope cluster
+		redis_timeout 5s
+	}
+	respond "ok"`
+
+// Several cluster limits are decided by one script that spends on all or
+// none, so a request the second rule refuses never holds the first rule's
+// tokens, not even for a moment: 64 requests on the route with both (8
+// pass, by the second) race 92 requests on the first alone over two
+// instances sharing Redis, and the first's 100 tokens serve exactly those
+// 8 + 92; not one of the 92 is refused. With take-then-refund, tokens
+// taken for a refused request and not yet given back refused some of them.
+func TestSeveralLimitsClusterAtomic(t *testing.T) {
+	rd := redistest.Start(t)
+	p, q := ports(t, 2), ports(t, 2)
+	a := testcaddy.Start(t, fleetConfig(t, "redis "+rd.URL(), p, multiAtomicSite, multiAtomicFirst))
+	b := testcaddy.Start(t, fleetConfig(t, "redis "+rd.URL(), q, multiAtomicSite, multiAtomicFirst))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("a:\n%s\nb:\n%s", a.Logs(), b.Logs())
+		}
+	})
+	var both, alone atomic.Int64
+	got := concurrentOKCounted(t, 64+92, func(i int) (string, *atomic.Int64) {
+		inst := p
+		if i%2 == 1 {
+			inst = q
+		}
+		if i < 64 {
+			return url(inst[0]), &both
+		}
+		return url(inst[1]), &alone
+	})
+	if both.Load() != 8 || alone.Load() != 92 || got != 100 {
+		t.Fatalf("admitted %d with both limits (want 8) and %d with the first alone (want 92)", both.Load(), alone.Load())
+	}
+	for _, u := range []string{url(p[1]), url(q[0])} {
+		resp, _ := testcaddy.Get(t, u)
+		if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("X-RateLimit-Remaining") != "0" {
+			t.Fatalf("%s after: %d remaining %q, want 429 with 0 (100 - 8 - 92)", u, resp.StatusCode, resp.Header.Get("X-RateLimit-Remaining"))
+		}
 	}
 }

@@ -19,6 +19,7 @@ type taken struct {
 	cost     int64
 	d        Decision
 	decided  bool // d holds the rule's decision
+	skip     bool // a shadow rule without a key: not decided
 	admitted bool // the rule admitted it: its tokens are spent
 }
 
@@ -32,12 +33,14 @@ func (t *taken) spent() int64 {
 }
 
 // serveMulti decides a request by several rules, in order: it passes only
-// when every rule admits it. Each rule spends its tokens as it admits; when
-// rule k refuses, the tokens rules 1..k-1 took are given back (refund)
-// before the refusal is answered, so a refused request spends nothing.
-// Between a take and its refund a concurrent request may find those
-// tokens taken: it may be refused (over-refusal), never admitted beyond a
-// quota. The later rules are not consulted after a refusal.
+// when every rule admits it. Rules that all count exactly in Redis are
+// decided by one script, which spends on all or none (multi_cluster.go).
+// Otherwise each rule spends its tokens as it admits; when rule k refuses,
+// the tokens rules 1..k-1 took are given back (refund) before the refusal
+// is answered, so a refused request spends nothing. Between a take and its
+// refund a concurrent request may find those tokens taken: it may be
+// refused (over-refusal), never admitted beyond a quota. The later rules
+// are not consulted after a refusal.
 //
 // A shadow rule that would refuse is counted and logged, and the others
 // decide. A rule that shapes traffic (pacing, warm-up, adaptive) cannot be
@@ -55,6 +58,8 @@ func (h *Handler) serveMulti(w http.ResponseWriter, r *http.Request, next caddyh
 		defer func() { ph.trace(span) }()
 	}
 	shadowed := false
+	// Every rule's key and cost first: a request refused for one of them
+	// spends nothing, and a list decided by one script has them all.
 	for i, m := range set.members {
 		t := &ts[i]
 		rule, lim := m.rule, m.lim
@@ -73,9 +78,9 @@ func (h *Handler) serveMulti(w http.ResponseWriter, r *http.Request, next caddyh
 				lim.counters.shadow.Inc()
 				shadowed = true
 				h.logShadow(rule, "", "empty_key")
+				t.skip = true
 				continue
 			}
-			refund(ts[:i])
 			*ph = placeholders{rule: rule}
 			return h.denyEmptyKey(w, r, next, rule, lim, repl, fresh, ph)
 		}
@@ -83,7 +88,6 @@ func (h *Handler) serveMulti(w http.ResponseWriter, r *http.Request, next caddyh
 		cost := rule.Cost
 		if rule.costExpr.expr != "" {
 			if cost, ok = rule.costExpr.eval(r, repl, rule.MaxCost); !ok {
-				refund(ts[:i])
 				*ph = placeholders{rule: rule}
 				ph.setKey(key)
 				return h.badCost(w, rule, lim, repl, fresh, ph)
@@ -91,7 +95,21 @@ func (h *Handler) serveMulti(w http.ResponseWriter, r *http.Request, next caddyh
 		}
 		t.cost = cost
 		t.eng = lim.engine(rule)
-		t.d = decide(t.eng, rule, key, lim.now(), cost)
+	}
+	refused, atomic := -1, false
+	if set.atomic {
+		refused, atomic = decideAtomic(ts)
+	}
+	for i := range ts {
+		t := &ts[i]
+		if atomic {
+			break // decided by the script
+		}
+		if t.skip {
+			continue
+		}
+		rule, lim := t.m.rule, t.m.lim
+		t.d = decide(t.eng, rule, t.key, lim.now(), t.cost)
 		t.decided = true
 		if t.d.OK() {
 			t.admitted = true
@@ -100,19 +118,24 @@ func (h *Handler) serveMulti(w http.ResponseWriter, r *http.Request, next caddyh
 		if rule.Shadow {
 			lim.counters.shadow.Inc()
 			shadowed = true
-			h.logShadow(rule, rule.shownKey(string(key)), t.d.Reason.String())
+			h.logShadow(rule, rule.shownKey(string(t.key)), t.d.Reason.String())
 			continue
 		}
 		refund(ts[:i])
-		*ph = placeholders{rule: rule}
-		ph.setKey(key)
+		refused = i
+		break
+	}
+	if refused >= 0 {
+		t := &ts[refused]
+		*ph = placeholders{rule: t.m.rule}
+		ph.setKey(t.key)
 		if quotaKnown(&t.d) {
 			ph.limits, ph.remaining = t.d.Limits, t.d.Remaining
-			if rule.Headers {
-				setMultiHeaders(w.Header(), ts, i)
+			if t.m.rule.Headers {
+				setMultiHeaders(w.Header(), ts, refused)
 			}
 		}
-		return h.reject(w, rule, lim, &t.d, repl, fresh, ph)
+		return h.reject(w, t.m.rule, t.m.lim, &t.d, repl, fresh, ph)
 	}
 	for i := range ts {
 		if ts[i].admitted {
