@@ -43,6 +43,9 @@ type ruleSet struct {
 	// atomic: every rule counts exactly in Redis, so one script decides
 	// them all (multi_cluster.go).
 	atomic bool
+	// policies is the RateLimit-Policy list when it is the same for every
+	// request, else "" (setMultiHeaders).
+	policies string
 }
 
 // ruleList is the rule list of a handler with Rules/Inlines or a Route.
@@ -109,6 +112,7 @@ func (l *ruleList) resolve(n uint64) *ruleSet {
 		s.members = append(s.members, member{rule: r, lim: e.lim})
 	}
 	if len(s.members) > 1 {
+		s.policies = staticPolicies(s.members)
 		s.atomic = true
 		for _, m := range s.members {
 			s.atomic = s.atomic && atomicFits(m.rule)

@@ -15,8 +15,10 @@ import (
 // earlier rule's count (the take-then-refund path, serveMulti, lets a
 // concurrent request see those tokens gone). The call rides in the
 // client's next batch like any decision. On a Redis Cluster a script may
-// only name keys of one hash slot: a list whose keys do not share one
-// (redisKey's tag holds the rule id) falls back to take-then-refund.
+// only name keys of one hash slot: the rules' keys share one when the
+// rules key the request alike (redisKey tags the key alone), and a list
+// whose keys differ (one per IP, one per user) falls back to
+// take-then-refund.
 
 // atomicFits reports whether rule r can be decided with the others in
 // one script: exact cluster counting, refusals that count.
@@ -24,13 +26,13 @@ func atomicFits(r *Rule) bool {
 	return r.Cluster() && r.LeaseSize == 0 && !r.Shadow && r.Flow.Behavior == Reject && r.Flow.Adaptive == nil
 }
 
-// decideAtomic decides ts (keys and costs set, engines cluster engines)
+// decideAtomic decides ts (keys in kb and costs set, engines cluster engines)
 // by one script. It returns the index of the rule that refused, or -1
 // when all admitted (each ts[i].admitted, holding its in-flight slot);
 // handled is false, with nothing taken, when the list cannot be decided so
 // (no Redis, Redis marked down, keys in several slots of a Redis Cluster):
 // the caller then decides rule by rule.
-func decideAtomic(ts []taken) (refused int, handled bool) {
+func decideAtomic(ts []taken, kb []byte) (refused int, handled bool) {
 	e0 := ts[0].eng.(*clusterEngine)
 	ref := e0.lim.backend.Load()
 	if ref == nil || ref.b.Client() == nil {
@@ -53,20 +55,20 @@ func decideAtomic(ts []taken) (refused int, handled bool) {
 			return -1, false // rules on different stores' Redis
 		}
 		r := t.m.rule
-		l := r.limitsFor(t.key)
+		l := r.limitsFor(t.key(kb))
 		spend := t.spent()
 		switch {
 		case r.Calendar != nil:
 			walls[i] = wallOf(e.lim.now())
 			w := r.Calendar.window(walls[i])
 			wins[i] = w
-			keys[i] = calendarRedisKey(prefix, r.ID, t.key, w.start)
+			keys[i] = calendarRedisKey(prefix, r.ID, t.key(kb), w.start)
 			args = append(args, "cq", l.scriptArgs[1], w.expireAt, t.cost, spend)
 		case e.typ == SlidingWindow:
-			keys[i] = redisKey(prefix, e.typ, r.ID, t.key)
+			keys[i] = redisKey(prefix, e.typ, r.ID, t.key(kb))
 			args = append(args, "sw", l.scriptArgs[0], l.scriptArgs[1], t.cost, spend)
 		default:
-			keys[i] = redisKey(prefix, e.typ, r.ID, t.key)
+			keys[i] = redisKey(prefix, e.typ, r.ID, t.key(kb))
 			args = append(args, "tb", l.scriptArgs[0], l.scriptArgs[1], t.cost, spend)
 		}
 		timeout = max(timeout, r.RedisTimeout)
@@ -79,10 +81,10 @@ func decideAtomic(ts []taken) (refused int, handled bool) {
 		t := &ts[i]
 		e := t.eng.(*clusterEngine)
 		now := e.lim.now()
-		t.d, t.decided = e.slots.Take(t.m.rule, t.key, now), true
+		t.d, t.decided = e.slots.Take(t.m.rule, t.key(kb), now), true
 		if t.d.OK() {
 			t.admitted = true
-			e.knownRefusal(t.m.rule, t.key, now, t.cost, &t.d)
+			e.knownRefusal(t.m.rule, t.key(kb), now, t.cost, &t.d)
 		}
 		if !t.d.OK() {
 			release(ts[:i+1])
@@ -91,7 +93,7 @@ func decideAtomic(ts []taken) (refused int, handled bool) {
 	}
 	gs, err := g.batch.runMulti(keys, args, timeout)
 	if err != nil {
-		return failAtomic(ts, ref, g, keys, err), true
+		return failAtomic(ts, kb, ref, g, keys, err), true
 	}
 	refused = -1
 	bad := -1 // the first rule without its tokens; one with a wait refused
@@ -116,7 +118,7 @@ func decideAtomic(ts []taken) (refused int, handled bool) {
 				refused = i
 			}
 		}
-		e.learnExact(t.m.rule, t.key, now, t.cost, gr)
+		e.learnExact(t.m.rule, t.key(kb), now, t.cost, gr)
 		gs[i] = gr
 	}
 	if bad < 0 {
@@ -165,7 +167,7 @@ func (e *clusterEngine) learnExact(r *Rule, key []byte, now, cost int64, g grant
 func release(ts []taken) {
 	for i := range ts {
 		if ts[i].admitted {
-			ts[i].eng.Release(&ts[i].d)
+			ts[i].release()
 			ts[i].admitted = false
 		}
 	}
@@ -174,7 +176,7 @@ func release(ts []taken) {
 // failAtomic decides ts by each rule's on_redis_error when the script
 // failed, rule by rule: a rule that refuses gives back what the ones
 // before it took from their local shares.
-func failAtomic(ts []taken, ref *backendRef, g *gate, keys []string, err error) int {
+func failAtomic(ts []taken, kb []byte, ref *backendRef, g *gate, keys []string, err error) int {
 	e0 := ts[0].eng.(*clusterEngine)
 	if unreachable(err) {
 		g.fail(err, keys[0], ref.logger)
@@ -187,7 +189,7 @@ func failAtomic(ts []taken, ref *backendRef, g *gate, keys []string, err error) 
 		e := t.eng.(*clusterEngine)
 		e.lim.counters.redisErrors.Inc()
 		now := e.lim.now()
-		e.fail(t.m.rule, t.key, now, t.cost, &t.d)
+		e.fail(t.m.rule, t.key(kb), now, t.cost, &t.d)
 		if t.d.OK() {
 			continue
 		}
@@ -195,7 +197,7 @@ func failAtomic(ts []taken, ref *backendRef, g *gate, keys []string, err error) 
 			p := &ts[j]
 			if p.m.rule.OnRedisError == FailLocal {
 				pe := p.eng.(*clusterEngine)
-				pe.fallback.settle(pe.shareOf(p.m.rule), p.key, now, -p.spent())
+				pe.fallback.settle(pe.shareOf(p.m.rule), p.key(kb), now, -p.spent())
 			}
 		}
 		release(ts)
