@@ -221,6 +221,7 @@ func serveAdmitted(w http.ResponseWriter, r *http.Request, next caddyhttp.Handle
 		sw := settleWriters.Get().(*settleWriter)
 		sw.ResponseWriterWrapper.ResponseWriter = wr
 		sw.rule, sw.lim, sw.eng, sw.key, sw.cost = t.m.rule, t.m.lim, t.eng, append(sw.key[:0], t.key(kb)...), t.cost
+		sw.ref = refOf(&t.d)
 		settling = append(settling, sw)
 		wr = sw
 	}
