@@ -143,7 +143,7 @@ func TestLLMGateway(t *testing.T) {
 	// The stream's settlement (-450) may ride in the next batch to Redis.
 	// The day's count is the string the README names.
 	day := nextUTCMidnight().Add(-24 * time.Hour).Unix()
-	dayKey := fmt.Sprintf("ratelimit:cq2:{key0:Bearer grace}:llm_tokens:%d", day)
+	dayKey := fmt.Sprintf("ratelimit:cq:{llm_tokens:key0:Bearer grace}:%d", day)
 	testcaddy.Eventually(t, 5*time.Second, dayKey+" = 4050 in Redis", func() bool {
 		v, _ := s.redis.Client().Get(context.Background(), dayKey).Result()
 		return v == "4050"

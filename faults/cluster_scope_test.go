@@ -125,7 +125,7 @@ http://127.0.0.1:%d {
 			if resp.StatusCode != 200 {
 				return false
 			}
-			n, _ := c.Exists(context.Background(), fmt.Sprintf("ratelimit:tb3:{user:cp%d}:c_probe", probeN)).Result()
+			n, _ := c.Exists(context.Background(), fmt.Sprintf("ratelimit:tb2:{c_probe:user:cp%d}", probeN)).Result()
 			return n == 1
 		})
 		// The first request spent one token: two more pass, then 429.

@@ -60,7 +60,7 @@ func TestCalendarQuotaInCaddy(t *testing.T) {
 	start := time.Date(y, m, d, 0, 0, 0, 0, loc)
 	dayLen := int64(midnight.Sub(start) / time.Second)
 	ctx := context.Background()
-	if err := c.Set(ctx, "ratelimit:cq2:{global}:cal-cluster:"+strconv.FormatInt(start.Unix(), 10), "1", time.Hour).Err(); err != nil {
+	if err := c.Set(ctx, "ratelimit:cq:{cal-cluster:global}:"+strconv.FormatInt(start.Unix(), 10), "1", time.Hour).Err(); err != nil {
 		t.Fatal(err)
 	}
 	for i, id := range []string{"cal-local", "cal-cluster", "daily"} {
@@ -95,7 +95,7 @@ func TestCalendarQuotaInCaddy(t *testing.T) {
 			t.Errorf("%s: RateLimit-Policy %q, want %q", id, got, want)
 		}
 	}
-	keys, err := c.Keys(ctx, "*ratelimit:cq2:{global}:cal-cluster:*").Result()
+	keys, err := c.Keys(ctx, "*ratelimit:cq:{cal-cluster:global}:*").Result()
 	if err != nil || len(keys) != 1 {
 		t.Fatalf("cluster keys %v %v, want one", keys, err)
 	}

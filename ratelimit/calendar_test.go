@@ -321,7 +321,7 @@ func TestCalendarClusterAcrossMidnight(t *testing.T) {
 	}
 	ctx := context.Background()
 	key := func(day time.Time) string {
-		return "t:ratelimit:cq2:{global}:" + r.ID + ":" + strconv.FormatInt(day.Unix(), 10)
+		return "t:ratelimit:cq:{" + r.ID + ":global}:" + strconv.FormatInt(day.Unix(), 10)
 	}
 	old, _ := b.c.Get(ctx, key(at(ny, 2027, 3, 13, 0, 0))).Result()
 	cur, _ := b.c.Get(ctx, key(midnight)).Result()

@@ -82,13 +82,17 @@ var (
 
 // calendarRedisKey names a key's count in one calendar window:
 //
-//	<prefix>ratelimit:cq2:{<key>}:<rule-id>:<window start, Unix s>
+//	<prefix>ratelimit:cq:{<rule-id>:<key>}:<window start, Unix s>
 //
-// The hash tag keeps every window of a key, and the other rules' state of
-// the key, in one Redis Cluster slot (redisKey).
+// The hash tag keeps every window of a key in one Redis Cluster slot.
 func calendarRedisKey(prefix, id string, key []byte, start int64) string {
-	b := keyTagged(prefix, "cq2", id, key, 13)
+	b := make([]byte, 0, len(prefix)+len("ratelimit:cq:{:}:")+len(id)+len(key)+12)
+	b = append(b, prefix...)
+	b = append(b, "ratelimit:cq:{"...)
+	b = append(b, id...)
 	b = append(b, ':')
+	b = append(b, key...)
+	b = append(b, "}:"...)
 	b = strconv.AppendInt(b, start/1e9, 10)
 	return string(b)
 }

@@ -89,7 +89,7 @@ func TestClusterTokenBucketSharedBurst(t *testing.T) {
 	if d := take(a, r, "other"); !d.OK() {
 		t.Fatalf("other key: %+v", d)
 	}
-	ttl := srv.Client().PTTL(context.Background(), "t:ratelimit:tb3:{global}:"+r.ID).Val()
+	ttl := srv.Client().PTTL(context.Background(), "t:ratelimit:tb2:{"+r.ID+":global}").Val()
 	if ttl <= 0 || ttl > 1001*time.Second {
 		t.Fatalf("TTL of the bucket key: %v, want about 1001s (burst/qps + 1s)", ttl)
 	}
@@ -114,7 +114,7 @@ func TestClusterSlidingWindowShared(t *testing.T) {
 	if d := take(c, r, "global"); d.OK() || d.RetryAfter <= 0 {
 		t.Fatalf("11th: %+v, want refused with a retry", d)
 	}
-	ttl := srv.Client().PTTL(context.Background(), "t:ratelimit:sw3:{global}:"+r.ID).Val()
+	ttl := srv.Client().PTTL(context.Background(), "t:ratelimit:sw2:{"+r.ID+":global}").Val()
 	if ttl <= 200*time.Second || ttl > 201*time.Second {
 		t.Fatalf("TTL %v, want about 201s (two windows + 1s)", ttl)
 	}
@@ -424,12 +424,12 @@ func TestClusterStateReplacesKeyOfAnotherType(t *testing.T) {
 		fields rulestore.Fields
 		old    []any
 	}{
-		{"tb3", rulestore.Fields{"qps": "0.01", "burst": "2", "key_resolver": "global"}, []any{"t", 1, "n", 0}},
-		{"sw3", rulestore.Fields{"qps": "0.002", "window_size": "1000s", "limit_type": "sliding_window", "key_resolver": "global"}, []any{"s", 0, "c", 2, "p", 0}},
+		{"tb2", rulestore.Fields{"qps": "0.01", "burst": "2", "key_resolver": "global"}, []any{"t", 1, "n", 0}},
+		{"sw2", rulestore.Fields{"qps": "0.002", "window_size": "1000s", "limit_type": "sliding_window", "key_resolver": "global"}, []any{"s", 0, "c", 2, "p", 0}},
 	} {
 		t.Run(tc.engine, func(t *testing.T) {
 			r := clusterRule(t, tc.fields)
-			key := "t:ratelimit:" + tc.engine + ":{global}:" + r.ID
+			key := "t:ratelimit:" + tc.engine + ":{" + r.ID + ":global}"
 			srv.Client().HSet(ctx, key, tc.old...)
 			l := instance(t, b, "replace-"+tc.engine)
 			for i := range 2 {

@@ -22,8 +22,8 @@ func TestClusterUnreadableStateRepairsItself(t *testing.T) {
 		fields rulestore.Fields
 		size   int64 // the repaired value's length; 0: a hash
 	}{
-		{"tb3", rulestore.Fields{"qps": "0.01", "burst": "2"}, 16},
-		{"sw3", rulestore.Fields{"qps": "0.002", "window_size": "1000s", "limit_type": "sliding_window"}, 24},
+		{"tb2", rulestore.Fields{"qps": "0.01", "burst": "2"}, 16},
+		{"sw2", rulestore.Fields{"qps": "0.002", "window_size": "1000s", "limit_type": "sliding_window"}, 24},
 		{"pc", rulestore.Fields{"qps": "0.01", "control_behavior": "pace", "max_queue_wait": "1s"}, 0},
 		{"wu", rulestore.Fields{"qps": "10", "burst": "10", "control_behavior": "warm_up", "warm_up_period": "1m"}, 0},
 	} {
@@ -32,9 +32,6 @@ func TestClusterUnreadableStateRepairsItself(t *testing.T) {
 			tc.fields["on_redis_error"] = "deny"
 			r := clusterRule(t, tc.fields)
 			key := "t:ratelimit:" + tc.engine + ":{" + r.ID + ":global}"
-			if tc.size > 0 {
-				key = "t:ratelimit:" + tc.engine + ":{global}:" + r.ID
-			}
 			for _, bad := range []string{"x", "not a packed state"} {
 				srv.Client().Set(ctx, key, bad, 0) // no TTL
 				l := instance(t, b, "repair-"+tc.engine)

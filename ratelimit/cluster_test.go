@@ -361,7 +361,7 @@ func TestClusterOnRedisCluster(t *testing.T) {
 	used := 0
 	for _, n := range cl.Nodes {
 		c := redis.NewClient(&redis.Options{Addr: n.Addr})
-		if keys, _ := c.Keys(context.Background(), "ratelimit:tb3:*").Result(); len(keys) > 0 {
+		if keys, _ := c.Keys(context.Background(), "ratelimit:tb2:*").Result(); len(keys) > 0 {
 			used++
 		}
 		c.Close()
@@ -399,7 +399,7 @@ func TestClusterRuleFromRedis(t *testing.T) {
 	testcaddy.Run(t, s.cfg)
 	testcaddy.Eventually(t, 10*time.Second, "rule fleet loaded", func() bool { return limitHeader(t, s.urls[0]) == "3" })
 	expect(t, s.urls[0], []int{200})
-	key := "pfx:ratelimit:tb3:{global}:fleet"
+	key := "pfx:ratelimit:tb2:{fleet:global}"
 	if n := c.Exists(context.Background(), key).Val(); n != 1 {
 		t.Fatalf("bucket %s not in redis", key)
 	}

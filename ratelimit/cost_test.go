@@ -116,7 +116,7 @@ func TestCostClusterRuleFromRedis(t *testing.T) {
 		return resp.Header.Get("X-RateLimit-Limit") == "10"
 	})
 	checkCosts(t, s.urls[0], batchCases)
-	if n := c.Exists(context.Background(), "ratelimit:tb3:{global}:batch").Val(); n != 1 {
+	if n := c.Exists(context.Background(), "ratelimit:tb2:{batch:global}").Val(); n != 1 {
 		t.Fatal("the key's bucket is not in redis")
 	}
 }

@@ -125,7 +125,7 @@ func TestCountStatusCluster(t *testing.T) {
 	testcaddy.Run(t, s.cfg)
 	checkCountStatus(t, s.urls[0], hits)
 	tokens := func(user string) float64 {
-		n, ok := redisTokens(rd, "ratelimit:tb3:{*"+user+"}:inline:*")
+		n, ok := redisTokens(rd, "ratelimit:tb2:{inline:*:"+user+"}")
 		if !ok {
 			t.Fatalf("%s: no bucket in redis", user)
 		}

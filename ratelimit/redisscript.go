@@ -237,44 +237,25 @@ func (keyError) RedisError()     {}
 
 // redisKey names a key's state in Redis:
 //
-//	<prefix>ratelimit:tb3:{<key>}:<rule-id>  token bucket (packed string)
-//	<prefix>ratelimit:sw3:{<key>}:<rule-id>  sliding window (packed string)
+//	<prefix>ratelimit:tb2:{<rule-id>:<key>}  token bucket (packed string)
+//	<prefix>ratelimit:sw2:{<rule-id>:<key>}  sliding window (packed string)
 //	<prefix>ratelimit:pc:{<rule-id>:<key>}   token bucket, control_behavior pace
 //	<prefix>ratelimit:wu:{<rule-id>:<key>}   token bucket, warm_up or warm_up_pace
 //
-// The hash tag spreads the keys over a Redis Cluster while keeping all of
-// one key's state in one slot; for tb3 and sw3 (and calendar windows,
-// calendarRedisKey) the tag is the key alone, so every rule's state of one
-// key lies in one slot and one script can decide a request under several
-// of them (multi_cluster.go). The engine is in the name, so changing
-// limit_type never reads the other engine's fields. Each change of name
-// or format is a new name: during a rolling upgrade an older build keeps
-// its own keys (tb, sw hashes; tb2, sw2 with the rule id in the tag) and
-// never meets ours, where a different format would answer WRONGTYPE (its
-// on_redis_error) for as long as we kept the key alive. Apart, each build
-// counts in its own keys. The pc and wu hashes kept their format and their
-// names: both builds share them.
+// The hash tag spreads a rule's keys over a Redis Cluster while keeping all
+// of one key's state in one slot. The engine is in the name, so changing
+// limit_type never reads the other engine's fields. The packed states have
+// names of their own: the builds before that format kept a hash at tb and
+// sw, and during a rolling upgrade such a build would meet our string
+// there and answer WRONGTYPE (its on_redis_error) for as long as we kept
+// the key alive. Apart, each build counts in its own keys. The pc and wu
+// hashes kept their format and their names: both builds share them.
 func redisKey(prefix string, typ LimitType, id string, key []byte) string {
-	eng := "tb3"
+	eng := "tb2"
 	if typ == SlidingWindow {
-		eng = "sw3"
+		eng = "sw2"
 	}
-	b := keyTagged(prefix, eng, id, key, 0)
-	return string(b)
-}
-
-// keyTagged appends <prefix>ratelimit:<eng>:{<key>}:<id> to a buffer with
-// room for more bytes.
-func keyTagged(prefix, eng, id string, key []byte, more int) []byte {
-	b := make([]byte, 0, len(prefix)+len("ratelimit::{}:")+len(eng)+len(key)+len(id)+more)
-	b = append(b, prefix...)
-	b = append(b, "ratelimit:"...)
-	b = append(b, eng...)
-	b = append(b, ":{"...)
-	b = append(b, key...)
-	b = append(b, "}:"...)
-	b = append(b, id...)
-	return b
+	return redisKeyOf(prefix, eng, id, key)
 }
 
 func redisKeyOf(prefix, eng, id string, key []byte) string {

@@ -99,7 +99,7 @@ func TestResponseCostCluster(t *testing.T) {
 	}
 	// The last settlement rides in the client's next batch, not awaited.
 	testcaddy.Eventually(t, 5*time.Second, "the settlements in redis", func() bool {
-		n, ok := redisTokens(rd, "ratelimit:tb3:*")
+		n, ok := redisTokens(rd, "ratelimit:tb2:*")
 		return ok && n >= 5 && n < 5.1
 	})
 	if got := status(t, s.urls[0]+"/use?n=0"); got != http.StatusTooManyRequests {
