@@ -15,10 +15,9 @@ import (
 // earlier rule's count (the take-then-refund path, serveMulti, lets a
 // concurrent request see those tokens gone). The call rides in the
 // client's next batch like any decision. On a Redis Cluster a script may
-// only name keys of one hash slot: the rules' keys share one when the
-// rules key the request alike (redisKey tags the key alone), and a list
-// whose keys differ (one per IP, one per user) falls back to
-// take-then-refund.
+// only name keys of one hash slot, and redisKey tags each state by rule
+// and key (so that counts stay where earlier releases kept them): there a
+// list falls back to take-then-refund.
 
 // atomicFits reports whether rule r can be decided with the others in
 // one script: exact cluster counting, refusals that count.
