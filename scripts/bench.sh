@@ -12,13 +12,17 @@
 #                 CPU outside our processes is below this share (default 0.10)
 #   BENCH_QUIET_WAIT  seconds to wait for quiet before measuring anyway, the
 #                 run then marked busy in the report (default 30)
+#   BENCH_BUILD   0 measures the binaries already in bin/ (iterating only)
+#   BENCH_OUT     where results go (default bench/results)
+#   WRK_SCRIPT    wrk's Lua script (default bench/users.lua)
 #   BENCH_PROPAGATION  0 skips the rule propagation benchmark
 #   BENCH_PARTS   "go wrk" (default), or one of them
 #   BENCH_CASES   whole-server cases to run (default all; their baselines
 #                 are added), e.g. "cluster cluster+lease"
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=bench/results
+out="${BENCH_OUT:-bench/results}"
+wrk_script="${WRK_SCRIPT:-bench/users.lua}"
 mkdir -p "$out"
 count="${BENCH_COUNT:-6}" rounds="${WRK_ROUNDS:-5}" secs="${WRK_SECONDS:-8}" conns="${WRK_CONNS:-64}" warm="${WRK_WARM:-2}"
 plain_version=v2.11.9
@@ -47,8 +51,12 @@ echo "== whole server (wrk -t2 -c$conns, $rounds rounds x ${secs}s per case afte
 # Every binary is built now, by the same script with the same Go and flags
 # (xcaddy/build.sh): a baseline built earlier by another Go or with other
 # flags would move every ratio.
-./xcaddy/build.sh >"$out/build.log" 2>&1 || { cat "$out/build.log" >&2; exit 1; } # always this checkout's code
-PLAIN=1 OUTPUT=bin/caddy-plain ./xcaddy/build.sh >"$out/build-plain.log" 2>&1 || { cat "$out/build-plain.log" >&2; exit 1; }
+if [ "${BENCH_BUILD:-1}" = 0 ]; then
+	echo "BENCH_BUILD=0: measuring the binaries in bin/ as they are" >&2
+else
+	./xcaddy/build.sh >"$out/build.log" 2>&1 || { cat "$out/build.log" >&2; exit 1; } # always this checkout's code
+	PLAIN=1 OUTPUT=bin/caddy-plain ./xcaddy/build.sh >"$out/build-plain.log" 2>&1 || { cat "$out/build-plain.log" >&2; exit 1; }
+fi
 bin/caddy-plain version | grep -q "^$plain_version " || { echo "bin/caddy-plain is not Caddy $plain_version" >&2; exit 1; }
 ./scripts/ensure-redis.sh
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -98,7 +106,7 @@ if [ -n "${BENCH_CASES:-}" ]; then
 	for c in "${cases[@]}"; do [ -n "${want[$c]:-}" ] && chosen+=("$c"); done
 	cases=("${chosen[@]}")
 fi
-if [[ " ${cases[*]} " == *" floor "* ]]; then
+if [[ " ${cases[*]} " == *" floor "* && "${BENCH_BUILD:-1}" != 0 ]]; then
 	SLUICE_TAGS=sluice_floor OUTPUT=bin/caddy-floor ./xcaddy/build.sh >"$out/build-floor.log" 2>&1 ||
 		{ cat "$out/build-floor.log" >&2; exit 1; }
 fi
@@ -194,12 +202,12 @@ for round in $(seq "$rounds"); do
 		# warm-up first, so the run measures its steady state, not its
 		# return from idle (a lease case's keys are held a minute, then
 		# leased again from Redis, one blocking call per user).
-		[ "$warm" = 0 ] || wrk -t2 -c"$conns" -d"$warm"s -s bench/users.lua "http://127.0.0.1:${port[$c]}/" >/dev/null
+		[ "$warm" = 0 ] || wrk -t2 -c"$conns" -d"$warm"s -s "$wrk_script" "http://127.0.0.1:${port[$c]}/" >/dev/null
 		caddy0=$(cpu_ticks "${pid[$c]}") redis0=$(cpu_ticks "$redis_pid")
 		read -r box0 tot0 < <(box_ticks)
 		ours_ticks
 		ours0=$ours
-		res=$(wrk -t2 -c"$conns" -d"${secs}s" --latency -s bench/users.lua "http://127.0.0.1:${port[$c]}/" 2>&1)
+		res=$(wrk -t2 -c"$conns" -d"${secs}s" --latency -s "$wrk_script" "http://127.0.0.1:${port[$c]}/" 2>&1)
 		caddy1=$(cpu_ticks "${pid[$c]}") redis1=$(cpu_ticks "$redis_pid")
 		read -r box1 tot1 < <(box_ticks)
 		ours_ticks
