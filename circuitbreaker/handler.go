@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -48,6 +49,9 @@ type Handler struct {
 	logger *zap.Logger
 	refs   []rulestore.CaddyfileRef              // rules named in the Caddyfile, checked when parsed
 	sel    *handlerkit.Selector[*Rule, struct{}] // for Rule and Route
+	// writers are the requests' status writers, reused: one allocation
+	// per request fewer than a new writer each.
+	writers sync.Pool
 }
 
 // CaddyModule returns the Caddy module information.
@@ -178,13 +182,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return h.reject(w, r, rule, b, retryAfter)
 	}
 
-	traceDecision(r.Context(), rule.ID, b.State().String())
+	if span := handlerkit.Span(r.Context()); span != nil {
+		traceState(span, rule.ID, b.State().String())
+	}
 
 	var start time.Time
 	if rule.SlowCallDuration > 0 {
 		start = time.Now()
 	}
-	sw := &handlerkit.StatusWriter{ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: w}}
+	sw, _ := h.writers.Get().(*handlerkit.StatusWriter)
+	if sw == nil {
+		sw = new(handlerkit.StatusWriter)
+	}
+	*sw = handlerkit.StatusWriter{ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: w}}
 	done := false
 	record := func(o Outcome) {
 		slow := rule.SlowCallDuration > 0 && time.Since(start) >= rule.SlowCallDuration
@@ -208,6 +218,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	err := next.ServeHTTP(sw, r)
 	done = true
 	record(outcome(r, rule, sw.Status, err))
+	// Back to the pool only when the handlers below returned: after a
+	// panic one may still hold it.
+	*sw = handlerkit.StatusWriter{}
+	h.writers.Put(sw)
 	return err
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicegw/sluice/internal/handlerkit"
 )
@@ -14,7 +15,13 @@ import (
 // ramping when refused).
 func traceDecision(ctx context.Context, rule, state string) {
 	if span := handlerkit.Span(ctx); span != nil {
-		span.SetAttributes(attribute.String("sluice.circuitbreaker.rule", rule),
-			attribute.String("sluice.circuitbreaker.state", state))
+		traceState(span, rule, state)
 	}
+}
+
+// traceState records the decision on a recording span; an admitted
+// request reads its breaker's state only for one.
+func traceState(span trace.Span, rule, state string) {
+	span.SetAttributes(attribute.String("sluice.circuitbreaker.rule", rule),
+		attribute.String("sluice.circuitbreaker.state", state))
 }

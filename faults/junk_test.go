@@ -28,7 +28,8 @@ const junkDelayBound = 150 * time.Millisecond
 // TestJunkDoesNotDelayRealChanges measures, from Caddy's own log, when a
 // real change (HSET + PUBLISH) is applied: first on quiet channels, then
 // right after 10,000 PUBLISHes of distinct valid-looking ids that name no
-// rule. The junk may delay the change by at most junkDelayBound.
+// rule, three times or more. The median trial may be delayed by at most
+// junkDelayBound.
 func TestJunkDoesNotDelayRealChanges(t *testing.T) {
 	r := redistest.Start(t)
 	c := testClient(t, r.Addr)
@@ -87,9 +88,15 @@ func TestJunkDoesNotDelayRealChanges(t *testing.T) {
 	}
 	l.stopLoad()
 	l.report(busyLatency, 0) // no reload: nothing closes a connection
-	delay := worst - baseline
-	t.Logf("RESULT real change applied %v after its PUBLISH on quiet channels (median of %v); after %d junk ids: %v; delay by the junk %v (bound %v)",
-		baseline.Round(100*time.Microsecond), roundAll(quiet), n, roundAll(after), delay.Round(100*time.Microsecond), junkDelayBound)
+	// The median trial: the fault this catches (junk ids re-read one by
+	// one) delays every trial by 300+ ms, while a busy box can hold one
+	// trial back that long by itself (CI-like run at load 17: 295, 22 and
+	// 33 ms).
+	sorted := slices.Clone(after)
+	slices.Sort(sorted)
+	delay := sorted[len(sorted)/2] - baseline
+	t.Logf("RESULT real change applied %v after its PUBLISH on quiet channels (median of %v); after %d junk ids: %v (worst %v); median delay by the junk %v (bound %v)",
+		baseline.Round(100*time.Microsecond), roundAll(quiet), n, roundAll(after), worst.Round(100*time.Microsecond), delay.Round(100*time.Microsecond), junkDelayBound)
 	if delay > junkDelayBound {
 		t.Errorf("%d junk ids delayed a real change by %v (bound %v)", n, delay, junkDelayBound)
 	}

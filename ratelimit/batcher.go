@@ -79,11 +79,17 @@ func newBatcher(c redis.UniversalClient) *batcher {
 // scriptCall is one decision's script run, pooled with its done channel.
 // A call timed out is not reused (its flusher may still read it).
 type scriptCall struct {
-	script   *redis.Script
-	many     bool // script takes many keys, 4 args each (redisscript.go)
-	keys     [1]string
-	args     [4]any
-	nargs    int // how many of args the script takes
+	script *redis.Script
+	many   bool // script takes many keys, 4 args each (redisscript.go)
+	keys   [1]string
+	args   [4]any
+	nargs  int // how many of args the script takes
+	// multi: a decision under several rules (runMulti), whose keys and
+	// args these are instead, answered in mres.
+	multi    bool
+	mkeys    []string
+	margs    []any
+	mres     []grant
 	deadline time.Time
 	state    atomic.Int32 // callWaiting until answered or timed out
 	done     chan struct{}
@@ -111,6 +117,30 @@ func (c *scriptCall) finish(res grant, err error, as int32) {
 		c.res, c.err = res, err
 		c.done <- struct{}{}
 	}
+}
+
+// answerMulti answers a call of runMulti, unless it timed out already.
+func (c *scriptCall) answerMulti(res []grant, err error) {
+	if c.state.CompareAndSwap(callWaiting, callAnswered) {
+		c.mres, c.err = res, err
+		c.done <- struct{}{}
+	}
+}
+
+// callKeys and callArgs are what the script call of a call that is not
+// grouped with others names.
+func (c *scriptCall) callKeys() []string {
+	if c.multi {
+		return c.mkeys
+	}
+	return c.keys[:]
+}
+
+func (c *scriptCall) callArgs() []any {
+	if c.multi {
+		return c.margs
+	}
+	return c.args[:c.nargs]
 }
 
 var callPool = sync.Pool{New: func() any { return &scriptCall{done: make(chan struct{}, 1)} }}
@@ -161,6 +191,25 @@ func (b *batcher) runScript(script *redis.Script, many bool, key string, args [4
 	c.res, c.err, c.keys[0], c.args = grant{}, nil, "", [4]any{}
 	callPool.Put(c) // answered: the deadline watch leaves it alone until submitted again
 	return g, err
+}
+
+// runMulti runs multiLua on keys with args (five per key) through the
+// batcher, one script call of its own in the next pipeline, and waits for
+// its answer at most timeout. keys and args are the script's until it is
+// answered: a flusher may still read them after a timeout.
+func (b *batcher) runMulti(keys []string, args []any, timeout time.Duration) ([]grant, error) {
+	c := callPool.Get().(*scriptCall)
+	c.script, c.many, c.multi = multiScript, false, true
+	c.mkeys, c.margs = keys, args
+	b.submit(c, time.Now().Add(timeout))
+	<-c.done
+	gs, err := c.mres, c.err
+	if c.state.Load() == callTimedOut {
+		return nil, err // not reused: its flusher may still read it
+	}
+	c.multi, c.mkeys, c.margs, c.mres, c.err = false, nil, nil, nil, nil
+	callPool.Put(c)
+	return gs, err
 }
 
 // submit queues c to be decided by deadline. The deadline and the waiting
@@ -290,9 +339,12 @@ func (b *batcher) send(batch, live []*scriptCall) {
 	b.land(batch)
 	for i := range groups {
 		g := &groups[i]
-		if g.calls[0].many {
+		switch c := g.calls[0]; {
+		case c.many:
 			parseGrants(cmds[i], g.calls)
-		} else {
+		case c.multi:
+			c.answerMulti(parseMulti(cmds[i], len(c.mkeys)))
+		default:
 			g.calls[0].answer(parseGrant(cmds[i]))
 		}
 	}
@@ -313,7 +365,7 @@ type callGroup struct {
 func groupCalls(live []*scriptCall, cluster bool) []callGroup {
 	if len(live) == 1 { // a lone decision: no grouping to do
 		c := live[0]
-		g := callGroup{script: c.script, calls: live, keys: c.keys[:], args: c.args[:c.nargs]}
+		g := callGroup{script: c.script, calls: live, keys: c.callKeys(), args: c.callArgs()}
 		if c.many {
 			g.args = []any{1, c.args[0], c.args[1], c.args[2], c.args[3]}
 		}
@@ -332,7 +384,7 @@ func groupCalls(live []*scriptCall, cluster bool) []callGroup {
 	}
 	for _, c := range live {
 		if !c.many {
-			groups = append(groups, callGroup{script: c.script, calls: []*scriptCall{c}, keys: c.keys[:], args: c.args[:c.nargs]})
+			groups = append(groups, callGroup{script: c.script, calls: []*scriptCall{c}, keys: c.callKeys(), args: c.callArgs()})
 		}
 	}
 	// One backing array each for the grouped decisions, keys and runs, so

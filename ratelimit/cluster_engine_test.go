@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -134,6 +135,7 @@ func TestClusterSlidingWindowAccuracy(t *testing.T) {
 	const run = 1500 * time.Millisecond
 	var mu sync.Mutex
 	var admitted []time.Time
+	var attempts atomic.Int64
 	start := time.Now()
 	var wg sync.WaitGroup
 	for _, l := range insts {
@@ -146,6 +148,7 @@ func TestClusterSlidingWindowAccuracy(t *testing.T) {
 				if now.Sub(start) > run {
 					return
 				}
+				attempts.Add(1)
 				if d := take(l, r, "global"); d.OK() {
 					mu.Lock()
 					admitted = append(admitted, time.Now())
@@ -157,12 +160,16 @@ func TestClusterSlidingWindowAccuracy(t *testing.T) {
 	wg.Wait()
 	elapsed := time.Since(start)
 	// 50 per 0.5 s window: about 100 per second, plus up to one window's
-	// limit at the start (the first fixed window starts full).
+	// limit at the start (the first fixed window starts full). The floor
+	// needs the demand to be there: on a busy box the tickers drop ticks
+	// and each take waits on Redis, so half the attempts (the demand is
+	// twice the limit) is the floor when fewer were made.
 	rate := 100 * elapsed.Seconds()
+	floor := 0.8 * min(rate, float64(attempts.Load())/2)
 	got := float64(len(admitted))
-	t.Logf("admitted %v in %v, want %.0f to %.0f", got, elapsed, rate*0.8, 50+rate*1.05)
-	if got > 50+rate*1.05 || got < rate*0.8 {
-		t.Fatalf("admitted %v in %v, want %.0f to %.0f", got, elapsed, rate*0.8, 50+rate*1.05)
+	t.Logf("admitted %v of %d attempts in %v, want %.0f to %.0f", got, attempts.Load(), elapsed, floor, 50+rate*1.05)
+	if got > 50+rate*1.05 || got < floor {
+		t.Fatalf("admitted %v of %d attempts in %v, want %.0f to %.0f", got, attempts.Load(), elapsed, floor, 50+rate*1.05)
 	}
 	// No trailing window of 0.5 s holds more than twice the limit (the
 	// counter's worst case), and in practice not much over the limit.

@@ -46,8 +46,13 @@ type Decision struct {
 	cal *calendarWindow
 
 	slot  *entry // holds an in-flight slot to release
-	shard *shard
-	total bool // holds a slot of max_concurrent_total (or adaptive)
+	shard *shard // slot's shard; a local settling rule's entry's too
+	total bool   // holds a slot of max_concurrent_total (or adaptive)
+	// at and gen: a local settling rule's entry index in shard when
+	// admitted, and the shard's gen then, so the settlement finds the
+	// entry without a lookup (settleAt).
+	at  int32
+	gen uint32
 
 	// Wait (ns) is how long a paced request waits for its slot before it
 	// goes on; meanwhile it holds a place in the rule's queue.
@@ -119,7 +124,8 @@ func (e *localEngine) take(r *Rule, key []byte, now int64, cost int64) Decision 
 	s := e.tab.shardOf(h)
 	perShard := max(1, r.MaxKeys/len(e.tab.shards))
 	s.mu.Lock()
-	ent := e.tab.getHashed(s, key, h, now, r.idle, perShard)
+	at := e.tab.findHashed(s, key, h, now, r.idle, perShard)
+	ent := s.at(at)
 	if r.MaxConcurrent > 0 && ent.inflight >= r.MaxConcurrent {
 		s.mu.Unlock()
 		e.releaseTotal(&d)
@@ -150,6 +156,9 @@ func (e *localEngine) take(r *Rule, key []byte, now int64, cost int64) Decision 
 	if ok && r.MaxConcurrent > 0 {
 		ent.inflight++
 		d.slot, d.shard = ent, s
+	}
+	if ok && r.settles {
+		d.shard, d.at, d.gen = s, at, s.gen
 	}
 	s.mu.Unlock()
 	if !ok {

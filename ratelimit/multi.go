@@ -40,6 +40,12 @@ type ruleSet struct {
 	// unsupported says why the set cannot be decided as several limits (a
 	// rule that shapes traffic among them); "" when it can.
 	unsupported string
+	// atomic: every rule counts exactly in Redis, so one script decides
+	// them all (multi_cluster.go).
+	atomic bool
+	// policies is the RateLimit-Policy list when it is the same for every
+	// request, else "" (setMultiHeaders).
+	policies string
 }
 
 // ruleList is the rule list of a handler with Rules/Inlines or a Route.
@@ -106,7 +112,10 @@ func (l *ruleList) resolve(n uint64) *ruleSet {
 		s.members = append(s.members, member{rule: r, lim: e.lim})
 	}
 	if len(s.members) > 1 {
+		s.policies = staticPolicies(s.members)
+		s.atomic = true
 		for _, m := range s.members {
+			s.atomic = s.atomic && atomicFits(m.rule)
 			if err := multiFits(m.rule); err != nil {
 				s.unsupported = err.Error()
 				break

@@ -104,6 +104,14 @@ func policyOf(t *testing.T, url string) string {
 // but 200 and 429 fails the test.
 func concurrentOK(t *testing.T, n int, urlOf func(i int) string) int {
 	t.Helper()
+	var ok atomic.Int64
+	return concurrentOKCounted(t, n, func(i int) (string, *atomic.Int64) { return urlOf(i), &ok })
+}
+
+// concurrentOKCounted is concurrentOK counting each request's 200 also in
+// the counter urlOf gives with its URL.
+func concurrentOKCounted(t *testing.T, n int, urlOf func(i int) (string, *atomic.Int64)) int {
+	t.Helper()
 	var ok, other atomic.Int64
 	var wg sync.WaitGroup
 	var firstOther atomic.Value
@@ -113,7 +121,8 @@ func concurrentOK(t *testing.T, n int, urlOf func(i int) string) int {
 		go func(i int) {
 			defer wg.Done()
 			<-start
-			resp, err := http.Get(urlOf(i))
+			u, counter := urlOf(i)
+			resp, err := http.Get(u)
 			if err != nil {
 				other.Add(1)
 				firstOther.CompareAndSwap(nil, err.Error())
@@ -123,6 +132,7 @@ func concurrentOK(t *testing.T, n int, urlOf func(i int) string) int {
 			switch resp.StatusCode {
 			case http.StatusOK:
 				ok.Add(1)
+				counter.Add(1)
 			case http.StatusTooManyRequests:
 			default:
 				other.Add(1)

@@ -34,25 +34,58 @@ func mostRestrictive(ts []taken, headersOnly bool) int {
 // several rules: RateLimit and X-RateLimit-* of the decision ts[k] (the
 // most restrictive, or the refusing rule), and RateLimit-Policy listing the
 // policy of every rule with headers on, in the list's order, as an RFC 9651
-// list (`"a";q=20;w=1, "b";q=10000;w=86400`).
-func setMultiHeaders(hdr http.Header, ts []taken, k int) {
+// list (`"a";q=20;w=1, "b";q=10000;w=86400`). static is that list when it
+// is the same for every request (ruleSet.policies), else "".
+func setMultiHeaders(hdr http.Header, ts []taken, k int, static string) {
 	setHeaders(hdr, ts[k].m.rule, &ts[k].d)
-	var b strings.Builder
-	n := 0
+	list := static
+	if list == "" {
+		list = policyList(ts)
+	}
+	if list != "" {
+		// setHeaders' own slice for this response: no allocation.
+		hdr["Ratelimit-Policy"][0] = list
+	}
+}
+
+// policyList joins the policies of ts's rules with headers on, or "" for
+// fewer than two.
+func policyList(ts []taken) string {
+	n, size := 0, 0
 	for i := range ts {
-		t := &ts[i]
-		if !t.m.rule.Headers {
+		if ts[i].m.rule.Headers {
+			n++
+			size += len(ts[i].policy()) + 2
+		}
+	}
+	if n < 2 {
+		return ""
+	}
+	var b strings.Builder
+	b.Grow(size)
+	for i := range ts {
+		if !ts[i].m.rule.Headers {
 			continue
 		}
-		if n > 0 {
+		if b.Len() > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString(t.policy())
-		n++
+		b.WriteString(ts[i].policy())
 	}
-	if n > 1 {
-		hdr["Ratelimit-Policy"] = []string{b.String()}
+	return b.String()
+}
+
+// staticPolicies is the RateLimit-Policy list of rules whose policies do
+// not change per request (no calendar window, no override), or "".
+func staticPolicies(ms []member) string {
+	ts := make([]taken, len(ms))
+	for i, m := range ms {
+		if m.rule.Calendar != nil || len(m.rule.Overrides) > 0 {
+			return ""
+		}
+		ts[i].m = m
 	}
+	return policyList(ts)
 }
 
 // policy is the rule's RateLimit-Policy item: of its decision when it was

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -71,35 +72,40 @@ func ruleLoaded(t *testing.T, adminPort int, id string) bool {
 	return resp.StatusCode == http.StatusOK
 }
 
-// multiClusterSite is two cluster rules on one route (10 and 8 in all),
-// and first alone on another, over Redis.
-const multiClusterSite = `	ratelimit {
-		limit first {
+// multiClusterSites are two cluster rules on one route (first and second,
+// of the given bursts, in all), and first alone on another, over Redis.
+func multiClusterSites(first, second int) (both, firstAlone string) {
+	rule := func(head string, burst int) string {
+		return fmt.Sprintf(`%s
 			qps 0.0001
-			burst 10
+			burst %d
 			key_resolver global
 			scope cluster
-			redis_timeout 2s
-		}
-		limit second {
-			qps 0.0001
-			burst 8
-			key_resolver global
-			scope cluster
-			redis_timeout 2s
-		}
+			redis_timeout 5s
+		}`, head, burst)
 	}
-	respond "ok"`
+	both = "\tratelimit {\n\t\t" + rule("limit first {", first) + "\n\t\t" + rule("limit second {", second) + "\n\t}\n\trespond \"ok\""
+	firstAlone = "\t" + rule("ratelimit {\n\t\tid first", first) + "\n\trespond \"ok\""
+	return both, firstAlone
+}
 
-const multiClusterFirst = `	ratelimit {
-		id first
-		qps 0.0001
-		burst 10
-		key_resolver global
-		scope cluster
-		redis_timeout 2s
-	}
-	respond "ok"`
+func twoSites(a, b string) []string { return []string{a, b} }
+
+// fleetOfTwo starts two Caddy instances sharing one Redis, each serving
+// sites, and returns their ports (one per site); their logs are shown if
+// the test fails.
+func fleetOfTwo(t *testing.T, sites ...string) (p, q []int) {
+	rd := redistest.Start(t)
+	p, q = ports(t, len(sites)), ports(t, len(sites))
+	a := testcaddy.Start(t, fleetConfig(t, "redis "+rd.URL(), p, sites...))
+	b := testcaddy.Start(t, fleetConfig(t, "redis "+rd.URL(), q, sites...))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("a:\n%s\nb:\n%s", a.Logs(), b.Logs())
+		}
+	})
+	return p, q
+}
 
 // The cluster variant: two Caddy processes sharing Redis, 32 concurrent
 // requests spread over both: exactly 8 pass in all (the second rule's
@@ -109,15 +115,7 @@ const multiClusterFirst = `	ratelimit {
 // instance keeps refusing on a refusal Redis told it while refunds were
 // on their way.
 func TestSeveralLimitsClusterNoLeak(t *testing.T) {
-	rd := redistest.Start(t)
-	p, q := ports(t, 2), ports(t, 2)
-	a := testcaddy.Start(t, fleetConfig(t, "redis "+rd.URL(), p, multiClusterSite, multiClusterFirst))
-	b := testcaddy.Start(t, fleetConfig(t, "redis "+rd.URL(), q, multiClusterSite, multiClusterFirst))
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("a:\n%s\nb:\n%s", a.Logs(), b.Logs())
-		}
-	})
+	p, q := fleetOfTwo(t, twoSites(multiClusterSites(10, 8))...)
 	got := concurrentOK(t, 32, func(i int) string {
 		if i%2 == 0 {
 			return url(p[0])
@@ -137,5 +135,36 @@ func TestSeveralLimitsClusterNoLeak(t *testing.T) {
 	if resp.Header.Get("X-RateLimit-Remaining") != "1" {
 		t.Fatalf("first alone: %d remaining %q, want 200 with 10 - 8 - 1 = 1",
 			resp.StatusCode, resp.Header.Get("X-RateLimit-Remaining"))
+	}
+}
+
+// Several cluster limits are decided by one script that spends on all or
+// none, so a request the second rule refuses never holds the first rule's
+// tokens, not even for a moment: 64 requests on the route with both (8
+// pass, by the second) race 92 requests on the first alone over two
+// instances sharing Redis, and the first's 100 tokens serve exactly those
+// 8 + 92; not one of the 92 is refused. With take-then-refund, tokens
+// taken for a refused request and not yet given back refused some of them.
+func TestSeveralLimitsClusterAtomic(t *testing.T) {
+	p, q := fleetOfTwo(t, twoSites(multiClusterSites(100, 8))...)
+	var both, alone atomic.Int64
+	got := concurrentOKCounted(t, 64+92, func(i int) (string, *atomic.Int64) {
+		inst := p
+		if i%2 == 1 {
+			inst = q
+		}
+		if i < 64 {
+			return url(inst[0]), &both
+		}
+		return url(inst[1]), &alone
+	})
+	if both.Load() != 8 || alone.Load() != 92 || got != 100 {
+		t.Fatalf("admitted %d with both limits (want 8) and %d with the first alone (want 92)", both.Load(), alone.Load())
+	}
+	for _, u := range []string{url(p[1]), url(q[0])} {
+		resp, _ := testcaddy.Get(t, u)
+		if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("X-RateLimit-Remaining") != "0" {
+			t.Fatalf("%s after: %d remaining %q, want 429 with 0 (100 - 8 - 92)", u, resp.StatusCode, resp.Header.Get("X-RateLimit-Remaining"))
+		}
 	}
 }

@@ -15,12 +15,17 @@ import (
 type taken struct {
 	m        member
 	eng      Engine
-	key      []byte
+	kfrom    int // the rule's key is kb[kfrom:kto] of its request's key
+	kto      int // buffer (a slice kept here would move the buffer to the heap)
 	cost     int64
 	d        Decision
 	decided  bool // d holds the rule's decision
+	skip     bool // a shadow rule without a key: not decided
 	admitted bool // the rule admitted it: its tokens are spent
 }
+
+// key is the rule's key in kb, the request's key buffer.
+func (t *taken) key(kb []byte) []byte { return kb[t.kfrom:t.kto:t.kto] }
 
 // spent is what an admitted request took from the rule's quota when
 // admitted (a settling rule takes its reserve; the rest comes after).
@@ -31,13 +36,26 @@ func (t *taken) spent() int64 {
 	return t.cost
 }
 
+// release frees the rule's in-flight slots, if it holds any. The engine
+// gets a copy of the decision: an address given to an interface method
+// escapes, and with ts's own it would move every request's ts to the heap.
+func (t *taken) release() {
+	if t.d.slot != nil || t.d.total {
+		d := t.d
+		t.eng.Release(&d)
+		t.d.slot, t.d.shard, t.d.total = nil, nil, false
+	}
+}
+
 // serveMulti decides a request by several rules, in order: it passes only
-// when every rule admits it. Each rule spends its tokens as it admits; when
-// rule k refuses, the tokens rules 1..k-1 took are given back (refund)
-// before the refusal is answered, so a refused request spends nothing.
-// Between a take and its refund a concurrent request may find those
-// tokens taken: it may be refused (over-refusal), never admitted beyond a
-// quota. The later rules are not consulted after a refusal.
+// when every rule admits it. Rules that all count exactly in Redis are
+// decided by one script, which spends on all or none (multi_cluster.go).
+// Otherwise each rule spends its tokens as it admits; when rule k refuses,
+// the tokens rules 1..k-1 took are given back (refund) before the refusal
+// is answered, so a refused request spends nothing. Between a take and its
+// refund a concurrent request may find those tokens taken: it may be
+// refused (over-refusal), never admitted beyond a quota. The later rules
+// are not consulted after a refusal.
 //
 // A shadow rule that would refuse is counted and logged, and the others
 // decide. A rule that shapes traffic (pacing, warm-up, adaptive) cannot be
@@ -46,26 +64,36 @@ func (h *Handler) serveMulti(w http.ResponseWriter, r *http.Request, next caddyh
 	if set.unsupported != "" {
 		return caddyhttp.Error(http.StatusInternalServerError, errors.New("ratelimit: "+set.unsupported))
 	}
-	ts := make([]taken, len(set.members))
-	for i, m := range set.members {
-		ts[i].m = m
+	// The rules' parts and keys live on the stack for a short list.
+	var tsBuf [4]taken
+	var keyBuf [256]byte
+	ts := tsBuf[:0]
+	if len(set.members) > len(tsBuf) {
+		ts = make([]taken, 0, len(set.members))
 	}
+	for _, m := range set.members {
+		ts = append(ts, taken{m: m})
+	}
+	kb := keyBuf[:0]
 	ph := &placeholders{rule: set.members[0].rule}
 	if span := handlerkit.Span(r.Context()); span != nil {
 		defer func() { ph.trace(span) }()
 	}
 	shadowed := false
+	// Every rule's key and cost first: a request refused for one of them
+	// spends nothing, and a list decided by one script has them all.
 	for i, m := range set.members {
 		t := &ts[i]
 		rule, lim := m.rule, m.lim
-		key, ok := rule.Key.Append(nil, r)
+		from := len(kb)
+		key, ok := rule.Key.Append(kb, r)
 		if !ok {
 			switch {
 			case rule.EmptyKeyStatus != 0:
 			case rule.emptyLiteral != "":
-				key, ok = append(key[:0], rule.emptyLiteral...), true
+				key, ok = append(key[:from], rule.emptyLiteral...), true
 			default:
-				key, ok = rule.EmptyKey.Append(key[:0], r)
+				key, ok = rule.EmptyKey.Append(key[:from], r)
 			}
 		}
 		if !ok {
@@ -73,17 +101,18 @@ func (h *Handler) serveMulti(w http.ResponseWriter, r *http.Request, next caddyh
 				lim.counters.shadow.Inc()
 				shadowed = true
 				h.logShadow(rule, "", "empty_key")
+				t.skip = true
 				continue
 			}
-			refund(ts[:i])
 			*ph = placeholders{rule: rule}
 			return h.denyEmptyKey(w, r, next, rule, lim, repl, fresh, ph)
 		}
-		t.key = key
+		kb = key
+		key = key[from:len(key):len(key)]
+		t.kfrom, t.kto = from, len(kb)
 		cost := rule.Cost
 		if rule.costExpr.expr != "" {
 			if cost, ok = rule.costExpr.eval(r, repl, rule.MaxCost); !ok {
-				refund(ts[:i])
 				*ph = placeholders{rule: rule}
 				ph.setKey(key)
 				return h.badCost(w, rule, lim, repl, fresh, ph)
@@ -91,7 +120,21 @@ func (h *Handler) serveMulti(w http.ResponseWriter, r *http.Request, next caddyh
 		}
 		t.cost = cost
 		t.eng = lim.engine(rule)
-		t.d = decide(t.eng, rule, key, lim.now(), cost)
+	}
+	refused, atomic := -1, false
+	if set.atomic {
+		refused, atomic = decideAtomic(ts, kb)
+	}
+	for i := range ts {
+		t := &ts[i]
+		if atomic {
+			break // decided by the script
+		}
+		if t.skip {
+			continue
+		}
+		rule, lim := t.m.rule, t.m.lim
+		t.d = decide(t.eng, rule, t.key(kb), lim.now(), t.cost)
 		t.decided = true
 		if t.d.OK() {
 			t.admitted = true
@@ -100,19 +143,24 @@ func (h *Handler) serveMulti(w http.ResponseWriter, r *http.Request, next caddyh
 		if rule.Shadow {
 			lim.counters.shadow.Inc()
 			shadowed = true
-			h.logShadow(rule, rule.shownKey(string(key)), t.d.Reason.String())
+			h.logShadow(rule, rule.shownKey(string(t.key(kb))), t.d.Reason.String())
 			continue
 		}
-		refund(ts[:i])
-		*ph = placeholders{rule: rule}
-		ph.setKey(key)
+		refund(ts[:i], kb)
+		refused = i
+		break
+	}
+	if refused >= 0 {
+		t := &ts[refused]
+		*ph = placeholders{rule: t.m.rule}
+		ph.setKey(t.key(kb))
 		if quotaKnown(&t.d) {
 			ph.limits, ph.remaining = t.d.Limits, t.d.Remaining
-			if rule.Headers {
-				setMultiHeaders(w.Header(), ts, i)
+			if t.m.rule.Headers {
+				setMultiHeaders(w.Header(), ts, refused, set.policies)
 			}
 		}
-		return h.reject(w, rule, lim, &t.d, repl, fresh, ph)
+		return h.reject(w, t.m.rule, t.m.lim, &t.d, repl, fresh, ph)
 	}
 	for i := range ts {
 		if ts[i].admitted {
@@ -126,28 +174,28 @@ func (h *Handler) serveMulti(w http.ResponseWriter, r *http.Request, next caddyh
 	if k := mostRestrictive(ts, false); k >= 0 {
 		t := &ts[k]
 		ph.rule, ph.limits, ph.remaining = t.m.rule, t.d.Limits, t.d.Remaining
-		ph.setKey(t.key)
+		ph.setKey(t.key(kb))
 	}
 	if k := mostRestrictive(ts, true); k >= 0 {
-		setMultiHeaders(w.Header(), ts, k)
+		setMultiHeaders(w.Header(), ts, k, set.policies)
 	}
 	ph.publish(repl, fresh)
-	return serveAdmitted(w, r, next, ts)
+	return serveAdmitted(w, r, next, ts, kb)
 }
 
 // refund gives back what the admitted rules of ts took and frees their
 // in-flight slots: their request was refused by a later rule.
-func refund(ts []taken) {
+func refund(ts []taken, kb []byte) {
 	for i := range ts {
 		t := &ts[i]
 		if !t.admitted {
 			continue
 		}
 		if n := t.spent(); n > 0 {
-			settle(t.eng, t.m.rule, t.key, t.m.lim.now(), -n)
+			settle(t.eng, t.m.rule, t.key(kb), t.m.lim.now(), -n)
 			t.d.Remaining += n // for the headers: what is left after the refund
 		}
-		t.eng.Release(&t.d)
+		t.release()
 		t.admitted = false
 	}
 }
@@ -155,11 +203,11 @@ func refund(ts []taken) {
 // serveAdmitted serves a request every rule admitted: it holds each rule's
 // in-flight slots until the request ends and settles each settling rule
 // (count_status, response_cost) by the response, as a single rule does.
-func serveAdmitted(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, ts []taken) error {
+func serveAdmitted(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, ts []taken, kb []byte) error {
 	defer func() {
 		for i := range ts {
 			if ts[i].admitted {
-				ts[i].eng.Release(&ts[i].d)
+				ts[i].release()
 			}
 		}
 	}()
@@ -170,8 +218,10 @@ func serveAdmitted(w http.ResponseWriter, r *http.Request, next caddyhttp.Handle
 		if !t.admitted || !t.m.rule.settles {
 			continue
 		}
-		sw := &settleWriter{ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: wr},
-			rule: t.m.rule, lim: t.m.lim, eng: t.eng, key: t.key, cost: t.cost} // t.key lives as long as ts
+		sw := settleWriters.Get().(*settleWriter)
+		sw.ResponseWriterWrapper.ResponseWriter = wr
+		sw.rule, sw.lim, sw.eng, sw.key, sw.cost = t.m.rule, t.m.lim, t.eng, append(sw.key[:0], t.key(kb)...), t.cost
+		sw.ref = refOf(&t.d)
 		settling = append(settling, sw)
 		wr = sw
 	}
@@ -183,6 +233,8 @@ func serveAdmitted(w http.ResponseWriter, r *http.Request, next caddyhttp.Handle
 		if !sw.settled {
 			sw.settle()
 		}
+		sw.reset()
+		settleWriters.Put(sw)
 	}
 	return err
 }

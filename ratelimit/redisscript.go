@@ -175,7 +175,7 @@ return out
 `
 
 var (
-	tokenBucketScript   = redis.NewScript(tokenBucketLua)
+	tokenBucketScript   = redis.NewScript(tokenBucketSource)
 	slidingWindowScript = redis.NewScript(slidingWindowLua)
 )
 

@@ -28,7 +28,7 @@ func serveSettled(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler
 	if d.slot != nil || d.total {
 		return serveSettledHolding(w, r, next, rule, lim, eng, key, cost, d)
 	}
-	return serveSettledOnce(w, r, next, rule, lim, eng, key, cost)
+	return serveSettledOnce(w, r, next, rule, lim, eng, key, cost, refOf(&d))
 }
 
 // serveSettledHolding is serveSettled for a request holding an in-flight
@@ -37,14 +37,14 @@ func serveSettled(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler
 func serveSettledHolding(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, rule *Rule, lim *limiter,
 	eng Engine, key []byte, cost int64, d Decision) error {
 	defer eng.Release(&d)
-	return serveSettledOnce(w, r, next, rule, lim, eng, key, cost)
+	return serveSettledOnce(w, r, next, rule, lim, eng, key, cost, refOf(&d))
 }
 
 func serveSettledOnce(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, rule *Rule, lim *limiter,
-	eng Engine, key []byte, cost int64) error {
+	eng Engine, key []byte, cost int64, ref entryRef) error {
 	sw := settleWriters.Get().(*settleWriter)
 	sw.ResponseWriterWrapper.ResponseWriter = w
-	sw.rule, sw.lim, sw.eng, sw.key, sw.cost = rule, lim, eng, append(sw.key[:0], key...), cost
+	sw.rule, sw.lim, sw.eng, sw.key, sw.cost, sw.ref = rule, lim, eng, append(sw.key[:0], key...), cost, ref
 	err := next.ServeHTTP(sw, r)
 	if sw.status == 0 {
 		sw.status = errorStatus(err)
@@ -72,6 +72,7 @@ type settleWriter struct {
 	eng     Engine
 	key     []byte // the request's key, copied into the writer's own buffer
 	cost    int64
+	ref     entryRef // the key's entry, local rules
 	status  int
 	settled bool
 }
@@ -115,7 +116,12 @@ func (w *settleWriter) settle() {
 		cost = w.rule.responseCost(w.Header(), w.cost)
 	}
 	if charge := w.rule.settlement(w.status, cost); charge != 0 {
-		applied, debt := settle(w.eng, w.rule, w.key, w.lim.now(), charge)
+		var applied, debt bool
+		if le, ok := w.eng.(*localEngine); ok && w.ref.shard != nil {
+			applied, debt = true, le.settleAt(w.rule, w.key, w.ref, w.lim.now(), charge)
+		} else {
+			applied, debt = settle(w.eng, w.rule, w.key, w.lim.now(), charge)
+		}
 		if applied {
 			w.lim.counted(charge, debt, w.key)
 		}
@@ -208,15 +214,59 @@ func (e *localEngine) settle(r *Rule, key []byte, now, n int64) (debt bool) {
 	s := e.tab.shardOf(h)
 	s.mu.Lock()
 	ent := e.tab.getHashed(s, key, h, now, r.idle, max(1, r.MaxKeys/len(e.tab.shards)))
-	if e.typ == Calendar {
-		debt = chargeCalendar(ent, r, l.Max, now, n)
-	} else if e.typ == SlidingWindow {
-		debt = ent.sw.charge(now, l.Window, l.Max, float64(n))
-	} else {
-		debt = ent.tb.charge(now, l.QPS, l.Burst, float64(n))
-	}
+	debt = e.charge(ent, r, l, now, n)
 	s.mu.Unlock()
 	return debt
+}
+
+// settleAt is settle for the entry the request was admitted on: index at
+// in shard s, whose gen was gen then. While the shard has removed no entry
+// since, the entry still holds the key and is charged without a lookup;
+// else the key is looked up again.
+func (e *localEngine) settleAt(r *Rule, key []byte, ref entryRef, now, n int64) (debt bool) {
+	s := ref.shard
+	s.mu.Lock()
+	if s.gen != ref.gen {
+		s.mu.Unlock()
+		return e.settle(r, key, now, n)
+	}
+	ent := s.at(ref.at)
+	ent.seen = now // as a lookup does
+	if s.head != ref.at {
+		s.unlink(ref.at, ent)
+		s.pushFront(ref.at, ent)
+	}
+	debt = e.charge(ent, r, r.limitsFor(key), now, n)
+	s.mu.Unlock()
+	return debt
+}
+
+// charge charges n tokens to ent under quota l; the caller holds its
+// shard's lock.
+func (e *localEngine) charge(ent *entry, r *Rule, l *Limits, now, n int64) (debt bool) {
+	switch e.typ {
+	case Calendar:
+		return chargeCalendar(ent, r, l.Max, now, n)
+	case SlidingWindow:
+		return ent.sw.charge(now, l.Window, l.Max, float64(n))
+	}
+	return ent.tb.charge(now, l.QPS, l.Burst, float64(n))
+}
+
+// entryRef is where a local settling rule's decision found its key's
+// entry (Decision.at), for its settlement; shard nil: not known.
+type entryRef struct {
+	shard *shard
+	at    int32
+	gen   uint32
+}
+
+// refOf is d's entry for its settlement.
+func refOf(d *Decision) entryRef {
+	if d.at == 0 {
+		return entryRef{}
+	}
+	return entryRef{shard: d.shard, at: d.at, gen: d.gen}
 }
 
 // limitsFor is the quota of key under r: its override's, or the rule's.

@@ -42,7 +42,10 @@ type shard struct {
 	zombies []int32          // removed with requests in flight (see remove)
 	zpos    int
 	leases  map[int32]*leaseState // cluster lease mode only
-	_       [16]byte
+	// gen counts removals (and resets): an entry index taken at gen still
+	// holds its key while gen is unchanged (settleLocal).
+	gen uint32
+	_   [12]byte
 }
 
 // entry is one key's state; the engine fields are used by one rule kind.
@@ -102,6 +105,7 @@ func newTable(nshards int) *table {
 
 // reset empties s (all but its mutex); nothing may point into its entries.
 func (s *shard) reset() {
+	s.gen++
 	s.idx, s.chunks, s.arena, s.zombies, s.leases = make(map[uint64]int32), nil, nil, nil, nil
 	s.head, s.tail, s.next, s.free, s.cap = 0, 0, 1, 0, 0
 	s.live, s.dead, s.zpos = 0, 0, 0
@@ -300,6 +304,7 @@ func (t *table) evictOldest(s *shard) bool {
 // decisions, which release their slots into it: it is reused only once
 // they have (reclaim), so that a release never lands in another key.
 func (t *table) remove(s *shard, i int32) {
+	s.gen++
 	e := s.at(i)
 	s.unlink(i, e)
 	if p := s.idx[e.hash]; p == i {

@@ -6,16 +6,28 @@
 #   WRK_ROUNDS    rounds of every case, order rotated each round (default 5)
 #   WRK_SECONDS   seconds per wrk run (default 8)
 #   WRK_CONNS     wrk connections (default 64)
-#   WRK_WARM      seconds of warm-up before each measured run (default 2)
+#   WRK_WARM      seconds of warm-up before each measured run (default 2; 0: none)
+#   BENCH_KEYS    distinct X-User-Id values wrk sends (default 10000; 1: one key)
+#   BENCH_QUIET   the quiet gate: before each case's run, wait until the box's
+#                 CPU outside our processes is below this share (default 0.10)
+#   BENCH_QUIET_WAIT  seconds to wait for quiet before measuring anyway, the
+#                 run then marked busy in the report (default 30)
+#   BENCH_BUILD   0 measures the binaries already in bin/ (iterating only)
+#   BENCH_OUT     where results go (default bench/results)
+#   WRK_SCRIPT    wrk's Lua script (default bench/users.lua)
+#   BENCH_PROPAGATION  0 skips the rule propagation benchmark
 #   BENCH_PARTS   "go wrk" (default), or one of them
 #   BENCH_CASES   whole-server cases to run (default all; their baselines
 #                 are added), e.g. "cluster cluster+lease"
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=bench/results
+out="${BENCH_OUT:-bench/results}"
+wrk_script="${WRK_SCRIPT:-bench/users.lua}"
 mkdir -p "$out"
 count="${BENCH_COUNT:-6}" rounds="${WRK_ROUNDS:-5}" secs="${WRK_SECONDS:-8}" conns="${WRK_CONNS:-64}" warm="${WRK_WARM:-2}"
 plain_version=v2.11.9
+keys="${BENCH_KEYS:-10000}" quiet_max="${BENCH_QUIET:-0.10}" quiet_wait="${BENCH_QUIET_WAIT:-30}"
+export BENCH_KEYS="$keys"
 
 if ! command -v wrk >/dev/null; then
 	[ "$(id -u)" = 0 ] || { echo "wrk is missing: sudo apt-get install -y wrk" >&2; exit 1; }
@@ -35,13 +47,17 @@ if [[ " $parts " == *" go "* ]]; then
 fi
 [[ " $parts " == *" wrk "* ]] || exit 0
 
-echo "== whole server (wrk -c$conns, $rounds rounds x ${secs}s per case after ${warm}s of warm-up, one Caddy process per case)"
-./xcaddy/build.sh >"$out/build.log" 2>&1 || { cat "$out/build.log" >&2; exit 1; } # always this checkout's code
-# Plain Caddy, the baseline: the same version without Sluice, built once.
-if ! bin/caddy-plain version 2>/dev/null | grep -q "^$plain_version "; then
-	OUTPUT=bin/caddy-plain go run github.com/caddyserver/xcaddy/cmd/xcaddy@v0.4.5 build "$plain_version" \
-		--output bin/caddy-plain >"$out/build-plain.log" 2>&1 || { cat "$out/build-plain.log" >&2; exit 1; }
+echo "== whole server (wrk -t2 -c$conns, $rounds rounds x ${secs}s per case after ${warm}s of warm-up, $keys keys, one Caddy process per case)"
+# Every binary is built now, by the same script with the same Go and flags
+# (xcaddy/build.sh): a baseline built earlier by another Go or with other
+# flags would move every ratio.
+if [ "${BENCH_BUILD:-1}" = 0 ]; then
+	echo "BENCH_BUILD=0: measuring the binaries in bin/ as they are" >&2
+else
+	./xcaddy/build.sh >"$out/build.log" 2>&1 || { cat "$out/build.log" >&2; exit 1; } # always this checkout's code
+	PLAIN=1 OUTPUT=bin/caddy-plain ./xcaddy/build.sh >"$out/build-plain.log" 2>&1 || { cat "$out/build-plain.log" >&2; exit 1; }
 fi
+bin/caddy-plain version | grep -q "^$plain_version " || { echo "bin/caddy-plain is not Caddy $plain_version" >&2; exit 1; }
 ./scripts/ensure-redis.sh
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
@@ -66,34 +82,43 @@ upstream_port=$(free_port)
 mkdir -p "$out/cfg"
 printf '%s\nhttp://127.0.0.1:%s {\n\trespond "ok"\n}\n' "$plain_global" "$upstream_port" >"$out/cfg/upstream.caddyfile"
 bin/caddy-plain run --config "$out/cfg/upstream.caddyfile" --adapter caddyfile >"$out/upstream.log" 2>&1 &
-pids+=($!)
+upstream_pid=$!
+pids+=("$upstream_pid")
 
 chain=$'\tratelimit bench_rl\n\tcircuitbreaker bench_cb\n\tgrayroute bench_gray\n'
 respond=$'\trespond "ok"\n'
 proxy=$'\treverse_proxy 127.0.0.1:'"$upstream_port"$'\n'
-# name, binary (plain: Caddy without Sluice), baseline case, site body
-cases=(plain sluice-bare ratelimit circuitbreaker grayroute chain cluster cluster+lease proxy chain+proxy cluster+proxy)
+# name, binary (plain: Caddy without Sluice; floor: Sluice whose exact token
+# bucket script does nothing, script_floor.go), baseline case, site body
+cases=(plain sluice-bare ratelimit ratelimit-noheaders circuitbreaker grayroute chain cluster floor cluster+lease proxy chain+proxy cluster+proxy)
 declare -A bin base body port pid
 for c in "${cases[@]}"; do bin[$c]=sluice base[$c]=plain; done
-bin[plain]=plain bin[proxy]=plain base[proxy]=proxy base[chain+proxy]=proxy base[cluster+proxy]=proxy
+bin[plain]=plain bin[proxy]=plain bin[floor]=floor base[proxy]=proxy base[chain+proxy]=proxy base[cluster+proxy]=proxy
 if [ -n "${BENCH_CASES:-}" ]; then
 	# The chosen cases and their baselines, in the usual order.
 	declare -A want
 	for c in $BENCH_CASES; do
 		[ -n "${base[$c]:-}" ] || { echo "BENCH_CASES: no case $c (cases: ${cases[*]})" >&2; exit 1; }
 		want[$c]=1 want[${base[$c]}]=1
+		[ "$c" = cluster ] && want[floor]=1 # the exact case is read against its floor
 	done
 	chosen=()
 	for c in "${cases[@]}"; do [ -n "${want[$c]:-}" ] && chosen+=("$c"); done
 	cases=("${chosen[@]}")
 fi
+if [[ " ${cases[*]} " == *" floor "* && "${BENCH_BUILD:-1}" != 0 ]]; then
+	SLUICE_TAGS=sluice_floor OUTPUT=bin/caddy-floor ./xcaddy/build.sh >"$out/build-floor.log" 2>&1 ||
+		{ cat "$out/build-floor.log" >&2; exit 1; }
+fi
 body[plain]=$respond
 body[sluice-bare]=$respond
 body[ratelimit]=$'\tratelimit bench_rl\n'$respond
+body[ratelimit-noheaders]=$'\tratelimit bench_rl_nohdr\n'$respond
 body[circuitbreaker]=$'\tcircuitbreaker bench_cb\n'$respond
 body[grayroute]=$'\tgrayroute bench_gray\n'$respond
 body[chain]=$chain$respond
 body[cluster]=$'\tratelimit bench_cluster\n'$respond
+body[floor]=${body[cluster]}
 body[cluster+lease]=$'\tratelimit bench_lease\n'$respond
 body[proxy]=$proxy
 body[chain+proxy]=$chain$proxy
@@ -109,11 +134,11 @@ for c in "${cases[@]}"; do
 	cfg="$out/cfg/$c.caddyfile"
 	if [ "${bin[$c]}" = plain ]; then
 		printf '%s\n' "$plain_global" >"$cfg"
-		exe=bin/caddy-plain
 	else
 		cat bench/global.caddyfile >"$cfg"
-		exe=bin/caddy
 	fi
+	exe=bin/caddy
+	[ "${bin[$c]}" = sluice ] || exe=bin/caddy-${bin[$c]}
 	printf 'http://127.0.0.1:%s {\n%s}\n' "${port[$c]}" "${body[$c]}" >>"$cfg"
 	"$exe" run --config "$cfg" --adapter caddyfile >"$out/caddy-$c.log" 2>&1 &
 	pid[$c]=$!
@@ -130,22 +155,62 @@ done
 
 # utime + stime of a process, in clock ticks
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# ours: CPU ticks of our processes (Caddys, Redis) and of this script's
+# finished children (wrk), into the variable ours; `times` runs in this
+# shell, as a subshell would not count the wrk runs.
+ours_ticks() {
+	local n=0 p
+	for p in "${pids[@]}"; do n=$((n + $(cpu_ticks "$p"))); done
+	times >"$out/.times"
+	ours=$((n + $(awk -v t="$tck" 'NR == 2 {
+		for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); n += (a[1] * 60 + a[2]) * t }
+		printf "%d\n", n }' "$out/.times")))
+}
+# busy and total ticks of the whole box (all CPUs), from /proc/stat
+box_ticks() { awk '/^cpu / {b = $2 + $3 + $4 + $7 + $8 + $9; print b, b + $5 + $6}' /proc/stat; }
+# share of the box's CPU outside our processes, from busy, total and ours deltas
+other_share() { awk -v b=$(($1 - $3)) -v t="$2" 'BEGIN {printf "%.3f", (b < 0 ? 0 : b) / (t ? t : 1)}'; }
 rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 tck=$(getconf CLK_TCK)
+
+# The quiet gate: wait until the box's CPU outside our processes, over one
+# second, is below quiet_max of the box, or quiet_wait seconds have passed.
+# Leaves the share seen last in gate; the run is marked busy when it is above.
+quiet() {
+	local deadline=$((SECONDS + quiet_wait)) b0 t0 b1 t1 o0
+	while :; do
+		read -r b0 t0 < <(box_ticks)
+		ours_ticks
+		o0=$ours
+		sleep 1
+		read -r b1 t1 < <(box_ticks)
+		ours_ticks
+		gate=$(other_share $((b1 - b0)) $((t1 - t0)) $((ours - o0)))
+		if awk -v s="$gate" -v m="$quiet_max" 'BEGIN {exit !(s <= m)}' || [ "$SECONDS" -ge "$deadline" ]; then
+			return
+		fi
+	done
+}
 
 : >"$out/wrk.tsv"
 for round in $(seq "$rounds"); do
 	# Rotate the order each round, so no case always runs first or last.
 	shift_by=$(( (round - 1) % ${#cases[@]} ))
 	for c in "${cases[@]:shift_by}" "${cases[@]:0:shift_by}"; do
-		# Each case has idled while the others ran (~80 s): a short
+		quiet
+		# Each case has idled while the others ran (~2 min): a short
 		# warm-up first, so the run measures its steady state, not its
 		# return from idle (a lease case's keys are held a minute, then
 		# leased again from Redis, one blocking call per user).
-		wrk -t2 -c"$conns" -d"$warm"s -s bench/users.lua "http://127.0.0.1:${port[$c]}/" >/dev/null
+		[ "$warm" = 0 ] || wrk -t2 -c"$conns" -d"$warm"s -s "$wrk_script" "http://127.0.0.1:${port[$c]}/" >/dev/null
 		caddy0=$(cpu_ticks "${pid[$c]}") redis0=$(cpu_ticks "$redis_pid")
-		res=$(wrk -t2 -c"$conns" -d"${secs}s" --latency -s bench/users.lua "http://127.0.0.1:${port[$c]}/" 2>&1)
+		read -r box0 tot0 < <(box_ticks)
+		ours_ticks
+		ours0=$ours
+		res=$(wrk -t2 -c"$conns" -d"${secs}s" --latency -s "$wrk_script" "http://127.0.0.1:${port[$c]}/" 2>&1)
 		caddy1=$(cpu_ticks "${pid[$c]}") redis1=$(cpu_ticks "$redis_pid")
+		read -r box1 tot1 < <(box_ticks)
+		ours_ticks
 		rps=$(awk '/^Requests\/sec:/ {print $2}' <<<"$res")
 		p99=$(awk '$1=="99%" {print $2}' <<<"$res")
 		errors=$(awk '/Non-2xx/ {print $NF}' <<<"$res")
@@ -154,62 +219,97 @@ for round in $(seq "$rounds"); do
 		# (non-zero for the cluster cases only).
 		caddy_ns=$(( (caddy1 - caddy0) * 1000000000 / tck / reqs ))
 		redis_ns=$(( (redis1 - redis0) * 1000000000 / tck / reqs ))
-		printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$round" "$c" "$rps" "$p99" "${errors:-0}" \
-			"$caddy_ns" "$redis_ns" "$(rss_kb "${pid[$c]}")" | tee -a "$out/wrk.tsv"
+		# The box's CPU spent outside our processes during the run.
+		other=$(other_share $((box1 - box0)) $((tot1 - tot0)) $((ours - ours0)))
+		printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$round" "$c" "$rps" "$p99" "${errors:-0}" \
+			"$caddy_ns" "$redis_ns" "$(rss_kb "${pid[$c]}")" "$gate" "$other" | tee -a "$out/wrk.tsv"
 	done
 done
 
+: >"$out/propagation.txt"
+[ "${BENCH_PROPAGATION:-1}" = 0 ] || {
 echo "== rule propagation (1,000 updates, PUBLISH to in force)"
 go test -run '^$' -bench Propagation -count 1 ./rulestore 2>/dev/null | grep '^BenchmarkPropagation' | tee "$out/propagation.txt"
+}
 
 bases=""
 for c in "${cases[@]}"; do bases+="$c=${base[$c]} "; done
-python3 - "$out/wrk.tsv" "$out/propagation.txt" "$bases" "$conns" "$secs" "$plain_version" >"$out/report.md" <<'PY'
-import statistics, sys, collections
+python3 - "$out/wrk.tsv" "$out/propagation.txt" "$bases" "$conns" "$secs" "$plain_version" "$warm" "$keys" "$quiet_max" >"$out/report.md" <<'PY'
+import statistics, sys
 rows = [l.split("\t") for l in open(sys.argv[1]).read().split("\n") if l]
 base = dict(kv.split("=") for kv in sys.argv[3].split())
-conns, secs, plain_version = sys.argv[4], sys.argv[5], sys.argv[6]
+conns, secs, plain_version, warm, keys, quiet_max = sys.argv[4:10]
 def ms(v):
     for unit, f in (("us", 1e-3), ("ms", 1), ("s", 1e3)):
         if v.endswith(unit):
             return float(v[: -len(unit)]) * f
     return float("nan")
 run = {}  # (round, case) -> measures
-for rnd, name, r, p, e, c, rc, rss in rows:
-    run[(rnd, name)] = dict(rps=float(r), p99=ms(p), errs=int(e), cpu=float(c) / 1000, rcpu=float(rc) / 1000, rss=int(rss) / 1024)
+for rnd, name, r, p, e, c, rc, rss, gate, other in rows:
+    run[(rnd, name)] = dict(rps=float(r), p99=ms(p), errs=int(e), cpu=float(c) / 1000, rcpu=float(rc) / 1000,
+                            rss=int(rss) / 1024, gate=float(gate), other=float(other))
 rounds = sorted({k[0] for k in run}, key=int)
-def per_round(name, f):
-    return [f(run[(r, name)], run[(r, base[name])]) for r in rounds if (r, name) in run and (r, base[name]) in run]
+def paired(name, other, f):
+    return [f(run[(r, name)], run[(r, other)]) for r in rounds if (r, name) in run and (r, other) in run]
 def med(xs):
     return statistics.median(xs) if xs else float("nan")
-def spread(xs, fmt):
-    return f"{fmt(min(xs))}–{fmt(max(xs))}" if xs else "—"
-r2 = lambda x: f"{x:.2f}"
-print(f"# Whole-server benchmark ({len(rounds)} rounds, order rotated each round, one Caddy process per case,")
-print(f"# wrk -t2 -c{conns} -d{secs}s, 10,000 random X-User-Id values; plain = Caddy {plain_version} without Sluice)\n")
-print("Ratios are taken within each round (case ÷ its baseline in the same round), then the median and the")
-print("min–max over the rounds are shown. CPU is the case's Caddy process (utime + stime) per request.\n")
-print("| case | req/s (median) | req/s ratio | ratio min–max | p99 ms | p99 ratio | Caddy CPU µs/req | CPU ratio | CPU ratio min–max | Redis CPU µs/req | RSS MB | non-2xx |")
+def spread(xs):
+    return f"{min(xs):.2f}–{max(xs):.2f}" if xs else "—"
+rps = lambda a, b: a["rps"] / b["rps"]
+p99 = lambda a, b: a["p99"] / b["p99"]
+cpu = lambda a, b: a["cpu"] / b["cpu"] if b["cpu"] else float("nan")
+# Goals of issue 33: req/s ratio at least, CPU/req ratio at most.
+goals = {"ratelimit": (0.97, 1.05), "ratelimit-noheaders": (0.97, 1.05), "circuitbreaker": (0.97, 1.05),
+         "grayroute": (0.97, 1.05), "chain": (0.93, None), "cluster+lease": (0.93, None)}
+labels = {"ratelimit": "ratelimit (headers on)", "ratelimit-noheaders": "ratelimit (headers off)",
+          "chain": "full chain", "cluster": "cluster, exact (batched)",
+          "floor": "floor: exact, no-op script", "cluster+lease": "cluster, `lease_size 1000`",
+          "chain+proxy": "chain + reverse_proxy (÷ proxy)", "cluster+proxy": "cluster, exact + reverse_proxy (÷ proxy)"}
+print(f"Whole server: {len(rounds)} rounds, order rotated each round, one Caddy process per case, "
+      f"{warm} s warm-up of the case before each run, quiet gate (other CPU ≤ {float(quiet_max):.0%} of the box), "
+      f"`wrk -t2 -c{conns} -d{secs}s`, {int(keys):,} pre-built requests with distinct `X-User-Id`, "
+      f"`respond \"ok\"` sites, rules that never reject; plain = Caddy {plain_version} without Sluice, "
+      "built by xcaddy/build.sh with the same Go and flags. Ratios are paired within each round "
+      "(case ÷ its baseline in the same round): median and min–max over the rounds.\n")
+if ("1", "plain") in run:
+    pl = [run[(r, "plain")] for r in rounds if (r, "plain") in run]
+    print(f"Plain Caddy: {med([m['rps'] for m in pl]):,.0f} req/s (median), {med([m['cpu'] for m in pl]):.1f} µs "
+          f"of CPU per request, p99 {med([m['p99'] for m in pl]):.2f} ms.\n")
+print("| case | req/s ÷ base | min–max | p99 ÷ base | min–max | CPU/req ÷ base | min–max | Caddy CPU µs/req | Redis CPU µs/req | RSS MB | non-2xx | goal |")
 print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 for name in base:
     ms_ = [run[(r, name)] for r in rounds if (r, name) in run]
-    if not ms_:
+    if not ms_ or name == base[name]:
         continue
-    rr = per_round(name, lambda a, b: a["rps"] / b["rps"])
-    pr = per_round(name, lambda a, b: a["p99"] / b["p99"])
-    cr = per_round(name, lambda a, b: a["cpu"] / b["cpu"] if b["cpu"] else float("nan"))
+    rr, pr, cr = paired(name, base[name], rps), paired(name, base[name], p99), paired(name, base[name], cpu)
     # Redis CPU only means something for the cases that call Redis; the
     # others would show Redis's idle background work.
-    rcpu = f"{med([m['rcpu'] for m in ms_]):.1f}" if name.startswith("cluster") else "—"
-    print(f"| {name} | {med([m['rps'] for m in ms_]):.0f} | {med(rr):.2f} of {base[name]} | {spread(rr, r2)} "
-          f"| {med([m['p99'] for m in ms_]):.2f} | {med(pr):.2f} | {med([m['cpu'] for m in ms_]):.1f} "
-          f"| {med(cr):.2f} | {spread(cr, r2)} | {rcpu} | {max(m['rss'] for m in ms_):.0f} "
-          f"| {sum(m['errs'] for m in ms_)} |")
-for name in ("cluster", "cluster+lease", "cluster+proxy"):
+    rcpu = f"{med([m['rcpu'] for m in ms_]):.1f}" if name.startswith("cluster") or name == "floor" else "—"
+    goal = ""
+    if name in goals:
+        lo, hi = goals[name]
+        ok = med(rr) >= lo and (hi is None or med(cr) <= hi)
+        goal = ("met" if ok else "**not met**") + f" (≥ {lo}" + (f", CPU ≤ {hi}×)" if hi else ")")
+    print(f"| {labels.get(name, name)} | **{med(rr):.2f}** | {spread(rr)} | {med(pr):.2f} | {spread(pr)} "
+          f"| {med(cr):.2f} | {spread(cr)} | {med([m['cpu'] for m in ms_]):.1f} | {rcpu} "
+          f"| {max(m['rss'] for m in ms_):.0f} | {sum(m['errs'] for m in ms_)} | {goal} |")
+fl = paired("cluster", "floor", rps)
+if fl:
+    fp = paired("floor", "plain", rps)
+    print(f"\nExact cluster mode against the box's floor (the same binary whose exact script does nothing, "
+          f"measured in the same rounds): **{med(fl):.2f} of the floor** ({spread(fl)}); the floor itself "
+          f"{med(fp):.2f} of plain ({spread(fp)}).")
+for name in ("cluster", "floor", "cluster+lease", "cluster+proxy"):
     ms_ = [run[(r, name)] for r in rounds if (r, name) in run]
     rc = med([m["rcpu"] for m in ms_]) if ms_ else 0
-    if rc > 0:
+    if rc > 0 and name != "floor":
         print(f"\n{name}: {1e6 / rc:,.0f} decisions per Redis CPU-second (Redis {rc:.1f} µs CPU per request).")
+allm = list(run.values())
+busy = [m for m in allm if m["gate"] > float(quiet_max)]
+print(f"\nQuiet gate: {len(allm) - len(busy)} of {len(allm)} runs started on a quiet box"
+      + (f"; **{len(busy)} started busy** (the gate timed out)" if busy else "")
+      + f". CPU outside the benchmark's processes during the runs: median {med([m['other'] for m in allm]):.1%} "
+      f"of the box, max {max(m['other'] for m in allm):.1%}.")
 prop = open(sys.argv[2]).read().split()
 if prop:
     vals = {prop[i + 1]: prop[i] for i in range(len(prop) - 1) if prop[i + 1].endswith("-µs")}

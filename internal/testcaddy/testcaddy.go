@@ -140,9 +140,13 @@ func ReloadJSON(t testing.TB, cfgJSON []byte) {
 	// kernel still queues connections on the old socket. Wait for the
 	// kernel's own word too (a fresh-clone run failed on that window with
 	// "connect: connection reset by peer" right after a reload).
-	want := portCounts(listenAddrs(t, cfgJSON))
+	// The admin endpoint is replaced the same way on every load (the new
+	// one starts before the old one stops): a fresh-clone run got EOF from
+	// the admin API right after a reload.
+	want := portCounts(append(listenAddrs(t, cfgJSON), adminAddrs(t, cfgJSON)...))
+	all := append(addrs, adminAddrs(t, cfgJSON)...)
 	Eventually(t, 10*time.Second, "the kernel holds no old listening socket", func() bool {
-		for port := range portCounts(addrs) {
+		for port := range portCounts(all) {
 			if n, ok := kernelListeners(port); ok && n > want[port] {
 				return false
 			}
@@ -184,6 +188,29 @@ func listenAddrs(t testing.TB, cfgJSON []byte) [][2]string {
 		}
 	}
 	return out
+}
+
+// adminAddrs lists the admin endpoint's listener of a config, if it has
+// one on TCP.
+func adminAddrs(t testing.TB, cfgJSON []byte) [][2]string {
+	t.Helper()
+	var cfg struct {
+		Admin struct {
+			Disabled bool   `json:"disabled"`
+			Listen   string `json:"listen"`
+		} `json:"admin"`
+	}
+	if err := json.Unmarshal(cfgJSON, &cfg); err != nil {
+		t.Fatalf("config JSON: %v", err)
+	}
+	if cfg.Admin.Disabled || cfg.Admin.Listen == "" {
+		return nil
+	}
+	na, err := caddy.ParseNetworkAddress(cfg.Admin.Listen)
+	if err != nil || na.IsUnixNetwork() {
+		return nil
+	}
+	return [][2]string{{na.Network, na.JoinHostPort(0)}}
 }
 
 // Options returns a global-options block body that pins the admin endpoint to
