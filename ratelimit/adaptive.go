@@ -301,7 +301,10 @@ func (g *gradient) update(now int64) {
 			// uncertainty too: a minRTT read a little low from few
 			// samples made latency without a queue look like one, and
 			// slow start ended with the limit below a healthy demand.
-			first := probe + minRTTErrs*g.minRTTErr
+			// Never beyond the tolerance: a minRTT measured while the CPU
+			// was taken by others is noisy too, and slow start must
+			// still end at a queue.
+			first := probe + min(minRTTErrs*g.minRTTErr, over-probe)
 			if r < first {
 				if full {
 					g.est *= 2
