@@ -44,10 +44,17 @@ func (c *CalendarQuota) window(wall int64) *calendarWindow {
 	return w
 }
 
-// wallOf is the wall-clock time (Unix ns) of an engine time: ns since
-// epoch on the monotonic clock, so a step of the system clock after
-// start-up moves no window.
-func wallOf(now int64) int64 { return epoch.UnixNano() + now }
+// wallOf is the wall-clock time (Unix ns) of an engine time: epoch's
+// reading advanced by the monotonic clock, plus how far the system clock
+// has moved from the monotonic one since (in whole milliseconds, so the
+// two clocks' reading jitter never moves a window's edge). The monotonic
+// clock stops while a VM or host is suspended: without the correction a
+// clean-clone run saw an instance's midnight 14 s off the real one.
+func wallOf(now int64) int64 {
+	t := time.Now()
+	drift := t.UnixNano() - epoch.UnixNano() - int64(t.Sub(epoch))
+	return epoch.UnixNano() + now + drift/int64(time.Millisecond)*int64(time.Millisecond)
+}
 
 // parseCalendar reads quota, period and timezone. A quota makes the rule
 // a calendar quota (limit_type may be left out, or be calendar); it takes
