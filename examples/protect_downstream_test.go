@@ -27,7 +27,7 @@ import (
 const (
 	pdBurst    = 40
 	pdRate     = 150
-	pdPhaseLen = 8 * time.Second
+	pdPhaseLen = 5 * time.Second
 	pdWork     = 200 * time.Millisecond
 	pdCapA     = 10
 	pdCapB     = 5
