@@ -301,10 +301,7 @@ func (g *gradient) update(now int64) {
 			// uncertainty too: a minRTT read a little low from few
 			// samples made latency without a queue look like one, and
 			// slow start ended with the limit below a healthy demand.
-			// Never beyond the tolerance: a minRTT measured while the CPU
-			// was taken by others is noisy too, and slow start must
-			// still end at a queue.
-			first := probe + min(minRTTErrs*g.minRTTErr, over-probe)
+			first := probe + minRTTErrs*g.minRTTErr
 			if r < first {
 				if full {
 					g.est *= 2
