@@ -61,19 +61,6 @@ const probeShare = 0.5
 // round trip as TCP's slow start does, not per window.
 const slowStartRound = 10
 
-// unfilledOverRun: windows in a row over the tolerance that end slow start
-// with a cut when the window's most in flight was below unfilledShare of
-// the limit.
-const (
-	unfilledOverRun = 3
-	unfilledShare   = 0.9
-)
-
-// minRTTErrs: in slow start, latency counts as the first queue only when
-// it is above minRTT by the probe share of the tolerance plus this many of
-// minRTT's standard errors.
-const minRTTErrs = 2
-
 // sameLatency: when a cut is followed by a window with more than this share
 // fewer requests in flight (more than a window's noise) and latency within
 // this share of the cut window's, the latency is not a queue (a queue
@@ -83,9 +70,8 @@ const sameLatency = 0.125
 
 // gradient is one rule's adaptive in-flight limit, after Envoy's adaptive
 // concurrency filter and Netflix's Gradient2: it measures the uncontended
-// latency (minRTT) at start from the first round trip's requests when they
-// met no queue (adaptive_start.go), and otherwise and now and then by
-// letting only MinLimit requests in flight, and every sample window compares the window's mean latency
+// latency (minRTT) now and then by letting only MinLimit requests in
+// flight, and every sample window compares the window's mean latency
 // (sampleRTT) with it (r = sampleRTT/minRTT; both are the same statistic,
 // so a skewed latency is no queue). By Little's law the window's requests,
 // n in flight on average, are served as n/r requests at the uncontended
@@ -140,8 +126,7 @@ type gradient struct {
 	cfg          AdaptiveConfig
 	est          float64 // the estimated limit (kept while minRTT is measured)
 	minRTT       int64
-	minRTTErr    float64 // minRTT's standard error, relative to it
-	sampleRTT    int64   // the last window's mean latency
+	sampleRTT    int64 // the last window's mean latency
 	measuring    bool
 	measureStart int64 // requests admitted before it do not count
 	nextMeasure  int64
@@ -153,12 +138,7 @@ type gradient struct {
 	inflightSum  int64   // the in-flight counts of this window's samples
 	cutN, cutR   float64 // in flight and latency (in minRTTs) of the last window if it cut the limit, else 0
 	lastR        float64 // latency (in minRTTs) of the last window, 0 if it had none
-	overRun      int     // windows in a row with latency over the tolerance
 	slowStart    bool    // no queue seen yet: the limit doubles per window while full
-	starting     bool    // the first wave is admitted at initial_limit and measured (adaptive_start.go)
-	firstAt      int64   // when the first answer came back (0: none yet)
-	firstRTT     int64   // its latency
-	wave         []waveSample
 }
 
 func newGradient(cfg AdaptiveConfig, now int64) *gradient {
@@ -166,12 +146,7 @@ func newGradient(cfg AdaptiveConfig, now int64) *gradient {
 	g.cfg = cfg
 	g.est = float64(cfg.InitialLimit)
 	g.slowStart = true
-	if cfg.InitialLimit < 2*slowStartRound {
-		g.startMeasure(now) // a wave this small could not be read
-		return g
-	}
-	g.starting, g.measuring, g.measureStart = true, true, now
-	g.limit.Store(cfg.InitialLimit)
+	g.startMeasure(now)
 	return g
 }
 
@@ -184,12 +159,9 @@ func (g *gradient) configure(cfg AdaptiveConfig) {
 	}
 	g.cfg = cfg
 	g.est = math.Min(math.Max(g.est, float64(cfg.MinLimit)), float64(cfg.MaxLimit))
-	switch {
-	case g.starting:
-		g.limit.Store(cfg.InitialLimit)
-	case g.measuring:
+	if g.measuring {
 		g.limit.Store(cfg.MinLimit)
-	default:
+	} else {
 		g.limit.Store(int64(g.est))
 	}
 }
@@ -198,22 +170,10 @@ func (g *gradient) configure(cfg AdaptiveConfig) {
 func (g *gradient) Limit() int64 { return g.limit.Load() }
 
 func (g *gradient) startMeasure(now int64) {
-	g.starting, g.wave = false, nil
 	g.measuring, g.measureStart = true, now
 	g.samples, g.seen, g.drops, g.peak, g.inflightSum = g.samples[:0], 0, 0, 0, 0
-	g.cutN, g.cutR, g.lastR, g.overRun = 0, 0, 0, 0 // latencies in the old minRTT's units
+	g.cutN, g.cutR, g.lastR = 0, 0, 0 // latencies in the old minRTT's units
 	g.limit.Store(g.cfg.MinLimit)
-}
-
-// measured ends a minRTT measurement: g.samples are its samples.
-func (g *gradient) measured(now int64) {
-	g.minRTT = max(clippedMean(g.samples), 1) // ns; never 0, r divides by it
-	g.minRTTErr = relativeError(g.samples, g.minRTT)
-	g.measuring = false
-	g.nextMeasure = now + g.cfg.MinRTTInterval
-	g.epoch, g.windowEnd = now, now+g.cfg.SampleWindow
-	g.samples, g.seen, g.drops, g.peak, g.inflightSum = g.samples[:0], 0, 0, 0, 0
-	g.limit.Store(int64(g.est))
 }
 
 // observe records one finished request: admitted at start, ended at now,
@@ -223,17 +183,18 @@ func (g *gradient) observe(start, now, inflight int64, drop bool) {
 	rtt := now - start
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.starting {
-		g.observeStart(start, now, inflight, drop)
-		return
-	}
 	if g.measuring {
 		if start < g.measureStart || drop {
 			return
 		}
 		g.samples = append(g.samples, rtt)
 		if len(g.samples) >= minRTTSamples {
-			g.measured(now)
+			g.minRTT = max(clippedMean(g.samples), 1) // ns; never 0, r divides by it
+			g.measuring = false
+			g.nextMeasure = now + g.cfg.MinRTTInterval
+			g.epoch, g.windowEnd = now, now+g.cfg.SampleWindow
+			g.samples, g.seen, g.drops, g.peak, g.inflightSum = g.samples[:0], 0, 0, 0, 0
+			g.limit.Store(int64(g.est))
 		}
 		return
 	}
@@ -284,31 +245,15 @@ func (g *gradient) update(now int64) {
 		full := g.peak >= int64(g.est) // the window's requests found the limit full
 		probe, over := 1+c.Tolerance*probeShare, 1+c.Tolerance
 		g.lastR = r
-		if r > over {
-			g.overRun++
-		} else {
-			g.overRun = 0
-		}
-		// In slow start, a limit well above what its requests filled did
-		// not make the queue: the first queue cuts it below the demand only once
-		// latency stayed over the tolerance longer than a stall of the
-		// gateway that straddles two windows (a cut on such a stall held
-		// a healthy upstream below its demand for seconds).
-		unfilledHold := r > over && float64(g.peak) < unfilledShare*g.est && g.overRun < unfilledOverRun
 		next := g.est
 		if g.slowStart {
-			// The first queue must stand out from minRTT's own
-			// uncertainty too: a minRTT read a little low from few
-			// samples made latency without a queue look like one, and
-			// slow start ended with the limit below a healthy demand.
-			first := probe + minRTTErrs*g.minRTTErr
-			if r < first {
+			if r < probe {
 				if full {
 					g.est *= 2
 				}
 				break // not full: demand did not reach the limit; no queue either
 			}
-			if lastR < first || unfilledHold {
+			if lastR < probe {
 				break // one window can be a stall of the gateway: hold until the next confirms
 			}
 			// The first queue: the limit is at most twice what served
@@ -389,21 +334,6 @@ func clippedMean(s []int64) int64 {
 		sum += min(v, ceil)
 	}
 	return sum / int64(len(s))
-}
-
-// relativeError is the standard error of the mean m of s (sorted, as
-// clippedMean leaves it; clipped the same way), relative to m.
-func relativeError(s []int64, m int64) float64 {
-	if len(s) < 2 {
-		return 0
-	}
-	ceil := 3 * s[len(s)/2]
-	var sq float64
-	for _, v := range s {
-		d := float64(min(v, ceil) - m)
-		sq += d * d
-	}
-	return math.Sqrt(sq/float64(len(s)-1)/float64(len(s))) / float64(m)
 }
 
 // median sorts s in place and returns its middle value.

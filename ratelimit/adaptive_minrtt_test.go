@@ -63,24 +63,15 @@ func TestGradientCutIgnoresRequestsAdmittedBefore(t *testing.T) {
 	}
 }
 
-// measured is a new controller after its first minRTT measurement by the
-// probe, every request at rtt, and the time it ended.
+// measured is a new controller after its first minRTT measurement, every
+// request at rtt, and the time it ended.
 func measured(cfg AdaptiveConfig, rtt int64) (*gradient, int64) {
 	now := sec
-	g := probed(cfg, now)
+	g := newGradient(cfg, now)
 	now += rtt + 10*ms // the measurement's requests are admitted after it started
 	for i := 0; i < minRTTSamples; i++ {
 		now += ms
 		g.observe(now-rtt, now, 3, false)
 	}
 	return g, now
-}
-
-// probed is a new controller that measures minRTT by the probe at
-// min_limit from now, as at a scheduled measurement, instead of from the
-// first wave: the tests of what follows a measurement start there.
-func probed(cfg AdaptiveConfig, now int64) *gradient {
-	g := newGradient(cfg, now)
-	g.startMeasure(now)
-	return g
 }

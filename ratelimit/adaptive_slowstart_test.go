@@ -22,7 +22,7 @@ func TestGradientSlowStart(t *testing.T) {
 		t.Fatalf("capacity to spare, 200 ms in: limit %d (%+v), want max_limit 1000", l, g.state())
 	}
 
-	g = probed(cfg, now)
+	g = newGradient(cfg, now)
 	up := &simUpstream{capacity: 40, base: 10 * ms}
 	lo, hi, now := runGradient(g, up, now, 300*ms)
 	if hi > 80 {

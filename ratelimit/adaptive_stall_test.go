@@ -119,7 +119,7 @@ func TestGradientSlowStartOutlivesAWindowNotFull(t *testing.T) {
 	cfg := AdaptiveConfig{MinLimit: 3, MaxLimit: 1000, InitialLimit: 20, Tolerance: 0.25,
 		SampleWindow: 250 * ms, MinRTTInterval: 30 * sec}
 	now := sec
-	g := probed(cfg, now)
+	g := newGradient(cfg, now)
 	now += 10 * ms
 	for i := 0; i < minRTTSamples; i++ {
 		now += ms

@@ -269,7 +269,7 @@ func TestGradientSettlesNearCapacityWithWorkers(t *testing.T) {
 		cfg := AdaptiveConfig{MinLimit: 4, MaxLimit: 1000, InitialLimit: 8, Tolerance: 0.25,
 			SampleWindow: 250 * ms, MinRTTInterval: 30 * sec}
 		work := 200 * ms
-		g := probed(cfg, 0)
+		g := newGradient(cfg, 0)
 		now := int64(0)
 		for _, capacity := range []int{c, c / 2} {
 			n, p99 := runWorkers(g, rng, capacity, work, now, 10*sec)
@@ -309,7 +309,7 @@ func TestGradientBacksOffOnDropsAndIgnoresIdleness(t *testing.T) {
 	cfg := AdaptiveConfig{MinLimit: 2, MaxLimit: 100, InitialLimit: 50, Tolerance: 0.25,
 		SampleWindow: 100 * ms, MinRTTInterval: 60 * sec}
 	now := sec
-	g := probed(cfg, now)
+	g := newGradient(cfg, now)
 	for i := 0; i < minRTTSamples; i++ {
 		g.observe(now, now+10*ms, 1, false)
 	}

@@ -86,20 +86,20 @@ func TestEnginePacesWithBoundedQueue(t *testing.T) {
 }
 
 func TestEngineAdaptiveLimitCountsInFlight(t *testing.T) {
-	r := mustRule(t, rulestore.Fields{"qps": "1e6", "max_concurrent": "adaptive", "min_limit": "2", "initial_limit": "20", "key_resolver": "global"})
+	r := mustRule(t, rulestore.Fields{"qps": "1e6", "max_concurrent": "adaptive", "min_limit": "2", "initial_limit": "4", "key_resolver": "global"})
 	l := newLimiter("adaptive-test", func() int64 { return 5 * sec })
 	defer l.Destruct()
 	e := l.engine(r).(*localEngine)
 	var held []Decision
-	for i := 0; i < 20; i++ { // the start-up wave: initial_limit in flight
+	for i := 0; i < 2; i++ { // measuring minRTT: min_limit in flight
 		d := e.Take(r, []byte("global"), 5*sec)
 		if !d.OK() || d.adaptive == nil {
 			t.Fatalf("take %d: %+v", i, d)
 		}
 		held = append(held, d)
 	}
-	if d := e.Take(r, []byte("global"), 5*sec); d.Reason != OverAdaptiveLimit || e.InFlight() != 20 {
-		t.Fatalf("21st in the start-up wave: %v in flight %d", d.Reason, e.InFlight())
+	if d := e.Take(r, []byte("global"), 5*sec); d.Reason != OverAdaptiveLimit || e.InFlight() != 2 {
+		t.Fatalf("3rd while measuring: %v in flight %d", d.Reason, e.InFlight())
 	}
 	for i := range held {
 		e.Release(&held[i])
