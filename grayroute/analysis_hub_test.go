@@ -37,29 +37,14 @@ func hubGoroutines() int {
 func TestAnalysisHubIdleWithoutAnalysis(t *testing.T) {
 	rds := redistest.Start(t)
 	addr, url := site(t)
-	admin := testcaddy.FreePort(t)
-	testcaddy.Run(t, fmt.Sprintf(`{
-	admin localhost:%d
-	persist_config off
-	rulestore {
-		redis %s
-		gray plain {
-			target_version v2
-			weight         50
-		}
-	}
-}
-%s {
-	route /plain {
+	adminURL := runOnRedis(t, rds.URL(), "gray plain {\n\t\t\ttarget_version v2\n\t\t\tweight         50\n\t\t}", addr, `route /plain {
 		grayroute plain
 		respond "{http.grayroute.version}"
 	}
 	route /judged {
 		grayroute judged
 		respond "{http.grayroute.version}"
-	}
-}
-`, admin, rds.URL(), addr))
+	}`)
 	// Earlier tests' Caddy instances are stopped, but a canary goroutine that
 	// has signalled its end may still be on its way out: count from zero.
 	testcaddy.Eventually(t, 10*time.Second, "no analysis goroutine left from earlier tests", func() bool { return hubGoroutines() == 0 })
@@ -72,7 +57,7 @@ func TestAnalysisHubIdleWithoutAnalysis(t *testing.T) {
 	}
 	rule := func(method, body string) {
 		t.Helper()
-		req, _ := http.NewRequest(method, fmt.Sprintf("http://localhost:%d/sluice/rules/gray/judged", admin), strings.NewReader(body))
+		req, _ := http.NewRequest(method, adminURL+"/sluice/rules/gray/judged", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		if resp, text := testcaddy.Do(t, req); resp.StatusCode != 200 {
 			t.Fatalf("%s judged: %d %s", method, resp.StatusCode, text)
