@@ -4,9 +4,12 @@
 # time. Writes bench/results/report.md. See docs/performance.md.
 #   BENCH_COUNT   Go benchmark repetitions (default 6)
 #   WRK_ROUNDS    rounds of every case, order rotated each round (default 5)
-#   WRK_SECONDS   seconds per wrk run (default 8)
+#   WRK_SLICE     seconds per wrk run (default 1); a case and its baseline
+#                 run in alternating slices, base case case base (ABBA)
+#   WRK_PAIRS     slices of each per round (default 4: 4 s of each)
 #   WRK_CONNS     wrk connections (default 64)
-#   WRK_WARM      seconds of warm-up before each measured run (default 2; 0: none)
+#   WRK_WARM      seconds of warm-up of the case and of its baseline before
+#                 their slices (default 1; 0: none)
 #   BENCH_KEYS    distinct X-User-Id values wrk sends (default 10000; 1: one key)
 #   BENCH_QUIET   the quiet gate: before each case's run, wait until the box's
 #                 CPU outside our processes is below this share (default 0.10)
@@ -24,7 +27,7 @@ cd "$(dirname "$0")/.."
 out="${BENCH_OUT:-bench/results}"
 wrk_script="${WRK_SCRIPT:-bench/users.lua}"
 mkdir -p "$out"
-count="${BENCH_COUNT:-6}" rounds="${WRK_ROUNDS:-5}" secs="${WRK_SECONDS:-8}" conns="${WRK_CONNS:-64}" warm="${WRK_WARM:-2}"
+count="${BENCH_COUNT:-6}" rounds="${WRK_ROUNDS:-5}" slice="${WRK_SLICE:-1}" pairs="${WRK_PAIRS:-4}" conns="${WRK_CONNS:-64}" warm="${WRK_WARM:-1}"
 plain_version=v2.11.9
 keys="${BENCH_KEYS:-10000}" quiet_max="${BENCH_QUIET:-0.10}" quiet_wait="${BENCH_QUIET_WAIT:-30}"
 export BENCH_KEYS="$keys"
@@ -47,7 +50,7 @@ if [[ " $parts " == *" go "* ]]; then
 fi
 [[ " $parts " == *" wrk "* ]] || exit 0
 
-echo "== whole server (wrk -t2 -c$conns, $rounds rounds x ${secs}s per case after ${warm}s of warm-up, $keys keys, one Caddy process per case)"
+echo "== whole server (wrk -t2 -c$conns, $rounds rounds; per case $pairs slices of ${slice}s alternating with its baseline (ABBA) after ${warm}s of warm-up of each; $keys keys; one Caddy process per case)"
 # Every binary is built now, by the same script with the same Go and flags
 # (xcaddy/build.sh): a baseline built earlier by another Go or with other
 # flags would move every ratio.
@@ -192,37 +195,65 @@ quiet() {
 	done
 }
 
+# One wrk run of slice seconds against case $1, added to its sums: requests,
+# seconds, errors, CPU ticks of its Caddy and of Redis; its p99 appended.
+declare -A n_req n_sec n_err n_cpu n_rcpu p99s
+slice_run() {
+	local c=$1 c0 r0 res
+	c0=$(cpu_ticks "${pid[$c]}") r0=$(cpu_ticks "$redis_pid")
+	res=$(wrk -t2 -c"$conns" -d"${slice}s" --latency -s "$wrk_script" "http://127.0.0.1:${port[$c]}/" 2>&1)
+	n_cpu[$c]=$(( ${n_cpu[$c]:-0} + $(cpu_ticks "${pid[$c]}") - c0 ))
+	n_rcpu[$c]=$(( ${n_rcpu[$c]:-0} + $(cpu_ticks "$redis_pid") - r0 ))
+	read -r reqs dur < <(awk '/requests in/ {sub(/s,?$/, "", $4); print $1, $4}' <<<"$res")
+	n_req[$c]=$(( ${n_req[$c]:-0} + reqs ))
+	n_sec[$c]=$(awk -v a="${n_sec[$c]:-0}" -v b="$dur" 'BEGIN {print a + b}')
+	n_err[$c]=$(( ${n_err[$c]:-0} + $(awk '/Non-2xx/ {n = $NF} END {print n + 0}' <<<"$res") ))
+	p99s[$c]+="$(awk '$1=="99%" {print $2}' <<<"$res") "
+}
+# The sums of case $1 as: req/s, its slices' p99s (comma-separated), errors,
+# Caddy and Redis CPU ns per request.
+sums() {
+	local c=$1 p=${p99s[$1]% }
+	awk -v r="${n_req[$c]}" -v s="${n_sec[$c]}" -v e="${n_err[$c]}" -v cp="${n_cpu[$c]}" -v rc="${n_rcpu[$c]}" \
+		-v t="$tck" -v p="${p// /,}" 'BEGIN {
+		printf "%.2f\t%s\t%d\t%d\t%d", r / s, p, e, cp * 1e9 / t / r, rc * 1e9 / t / r }'
+}
+
+# Each case is measured against its baseline in the same minute, in slices
+# that alternate base, case, case, base (ABBA), pairs times: a 2-core box's
+# speed drifts by 10-30 % between minutes (the same binary read 25,000 to
+# 42,000 req/s across one run), which a baseline measured once per round,
+# minutes away, turns into the ratio's noise; ABBA cancels a linear drift
+# within the block.
 : >"$out/wrk.tsv"
+measured=()
+for c in "${cases[@]}"; do [ "$c" = "${base[$c]}" ] || measured+=("$c"); done
 for round in $(seq "$rounds"); do
 	# Rotate the order each round, so no case always runs first or last.
-	shift_by=$(( (round - 1) % ${#cases[@]} ))
-	for c in "${cases[@]:shift_by}" "${cases[@]:0:shift_by}"; do
+	shift_by=$(( (round - 1) % ${#measured[@]} ))
+	for c in "${measured[@]:shift_by}" "${measured[@]:0:shift_by}"; do
+		b=${base[$c]}
 		quiet
-		# Each case has idled while the others ran (~2 min): a short
-		# warm-up first, so the run measures its steady state, not its
-		# return from idle (a lease case's keys are held a minute, then
-		# leased again from Redis, one blocking call per user).
-		[ "$warm" = 0 ] || wrk -t2 -c"$conns" -d"$warm"s -s "$wrk_script" "http://127.0.0.1:${port[$c]}/" >/dev/null
-		caddy0=$(cpu_ticks "${pid[$c]}") redis0=$(cpu_ticks "$redis_pid")
+		# Both have idled while the others ran: a short warm-up first, so
+		# the slices measure their steady state, not a return from idle
+		# (a lease case's keys are held a minute, then leased again from
+		# Redis, one blocking call per user).
+		if [ "$warm" != 0 ]; then
+			for w in "$b" "$c"; do wrk -t2 -c"$conns" -d"$warm"s -s "$wrk_script" "http://127.0.0.1:${port[$w]}/" >/dev/null; done
+		fi
+		for w in "$b" "$c"; do unset "n_req[$w]" "n_sec[$w]" "n_err[$w]" "n_cpu[$w]" "n_rcpu[$w]" "p99s[$w]"; done
 		read -r box0 tot0 < <(box_ticks)
 		ours_ticks
 		ours0=$ours
-		res=$(wrk -t2 -c"$conns" -d"${secs}s" --latency -s "$wrk_script" "http://127.0.0.1:${port[$c]}/" 2>&1)
-		caddy1=$(cpu_ticks "${pid[$c]}") redis1=$(cpu_ticks "$redis_pid")
+		for k in $(seq "$pairs"); do
+			if [ $((k % 2)) = 1 ]; then slice_run "$b"; slice_run "$c"; else slice_run "$c"; slice_run "$b"; fi
+		done
 		read -r box1 tot1 < <(box_ticks)
 		ours_ticks
-		rps=$(awk '/^Requests\/sec:/ {print $2}' <<<"$res")
-		p99=$(awk '$1=="99%" {print $2}' <<<"$res")
-		errors=$(awk '/Non-2xx/ {print $NF}' <<<"$res")
-		reqs=$(awk '/requests in/ {print $1}' <<<"$res")
-		# CPU time per request (ns) of the case's Caddy, and of Redis
-		# (non-zero for the cluster cases only).
-		caddy_ns=$(( (caddy1 - caddy0) * 1000000000 / tck / reqs ))
-		redis_ns=$(( (redis1 - redis0) * 1000000000 / tck / reqs ))
-		# The box's CPU spent outside our processes during the run.
+		# The box's CPU spent outside our processes during the block.
 		other=$(other_share $((box1 - box0)) $((tot1 - tot0)) $((ours - ours0)))
-		printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$round" "$c" "$rps" "$p99" "${errors:-0}" \
-			"$caddy_ns" "$redis_ns" "$(rss_kb "${pid[$c]}")" "$gate" "$other" | tee -a "$out/wrk.tsv"
+		printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$round" "$c" "$(sums "$c")" "$(rss_kb "${pid[$c]}")" \
+			"$gate" "$other" "$b" "$(sums "$b")" | tee -a "$out/wrk.tsv"
 	done
 done
 
@@ -232,25 +263,29 @@ echo "== rule propagation (1,000 updates, PUBLISH to in force)"
 go test -run '^$' -bench Propagation -count 1 ./rulestore 2>/dev/null | grep '^BenchmarkPropagation' | tee "$out/propagation.txt"
 }
 
-bases=""
-for c in "${cases[@]}"; do bases+="$c=${base[$c]} "; done
-python3 - "$out/wrk.tsv" "$out/propagation.txt" "$bases" "$conns" "$secs" "$plain_version" "$warm" "$keys" "$quiet_max" >"$out/report.md" <<'PY'
+python3 - "$out/wrk.tsv" "$out/propagation.txt" "$conns" "$slice" "$pairs" "$plain_version" "$warm" "$keys" "$quiet_max" >"$out/report.md" <<'PY'
 import statistics, sys
 rows = [l.split("\t") for l in open(sys.argv[1]).read().split("\n") if l]
-base = dict(kv.split("=") for kv in sys.argv[3].split())
-conns, secs, plain_version, warm, keys, quiet_max = sys.argv[4:10]
+conns, slice_, pairs, plain_version, warm, keys, quiet_max = sys.argv[3:10]
 def ms(v):
     for unit, f in (("us", 1e-3), ("ms", 1), ("s", 1e3)):
         if v.endswith(unit):
             return float(v[: -len(unit)]) * f
     return float("nan")
-run = {}  # (round, case) -> measures
-for rnd, name, r, p, e, c, rc, rss, gate, other in rows:
-    run[(rnd, name)] = dict(rps=float(r), p99=ms(p), errs=int(e), cpu=float(c) / 1000, rcpu=float(rc) / 1000,
-                            rss=int(rss) / 1024, gate=float(gate), other=float(other))
+def measures(r, p, e, c, rc):
+    return dict(rps=float(r), p99=statistics.median(ms(v) for v in p.split(",")), errs=int(e),
+                cpu=float(c) / 1000, rcpu=float(rc) / 1000)
+run, base, names = {}, {}, []  # run[(round, case)] = (its measures, its baseline's measures in the same block)
+for rnd, name, r, p, e, c, rc, rss, gate, other, bname, br, bp, be, bc, brc in rows:
+    m = measures(r, p, e, c, rc)
+    m.update(rss=int(rss) / 1024, gate=float(gate), other=float(other))
+    run[(rnd, name)] = (m, measures(br, bp, be, bc, brc))
+    base[name] = bname
+    if name not in names:
+        names.append(name)
 rounds = sorted({k[0] for k in run}, key=int)
-def paired(name, other, f):
-    return [f(run[(r, name)], run[(r, other)]) for r in rounds if (r, name) in run and (r, other) in run]
+def paired(name, f):
+    return [f(*run[(r, name)]) for r in rounds if (r, name) in run]
 def med(xs):
     return statistics.median(xs) if xs else float("nan")
 def spread(xs):
@@ -265,23 +300,23 @@ labels = {"ratelimit": "ratelimit (headers on)", "ratelimit-noheaders": "ratelim
           "chain": "full chain", "cluster": "cluster, exact (batched)",
           "floor": "floor: exact, no-op script", "cluster+lease": "cluster, `lease_size 1000`",
           "chain+proxy": "chain + reverse_proxy (÷ proxy)", "cluster+proxy": "cluster, exact + reverse_proxy (÷ proxy)"}
-print(f"Whole server: {len(rounds)} rounds, order rotated each round, one Caddy process per case, "
-      f"{warm} s warm-up of the case before each run, quiet gate (other CPU ≤ {float(quiet_max):.0%} of the box), "
-      f"`wrk -t2 -c{conns} -d{secs}s`, {int(keys):,} pre-built requests with distinct `X-User-Id`, "
-      f"`respond \"ok\"` sites, rules that never reject; plain = Caddy {plain_version} without Sluice, "
-      "built by xcaddy/build.sh with the same Go and flags. Ratios are paired within each round "
-      "(case ÷ its baseline in the same round): median and min–max over the rounds.\n")
-if ("1", "plain") in run:
-    pl = [run[(r, "plain")] for r in rounds if (r, "plain") in run]
-    print(f"Plain Caddy: {med([m['rps'] for m in pl]):,.0f} req/s (median), {med([m['cpu'] for m in pl]):.1f} µs "
-          f"of CPU per request, p99 {med([m['p99'] for m in pl]):.2f} ms.\n")
+print(f"Whole server: {len(rounds)} rounds, order rotated each round, one Caddy process per case. Each case "
+      f"is measured against its baseline in one block: {warm} s warm-up of each, then {pairs} slices of "
+      f"{slice_} s of each alternating base, case, case, base (ABBA), after a quiet gate (other CPU ≤ "
+      f"{float(quiet_max):.0%} of the box); `wrk -t2 -c{conns}`, {int(keys):,} pre-built requests with distinct "
+      f"`X-User-Id`, `respond \"ok\"` sites, rules that never reject; plain = Caddy {plain_version} without Sluice, "
+      "built by xcaddy/build.sh with the same Go and flags. Ratios are case ÷ its baseline within a block "
+      "(req/s and CPU over the block's slices, p99 the median of the slices' p99s): median and min–max over "
+      "the rounds.\n")
+pl = [b for (r, n), (m, b) in run.items() if base[n] == "plain"]
+if pl:
+    print(f"Plain Caddy: {med([m['rps'] for m in pl]):,.0f} req/s (median of its {len(pl)} blocks), "
+          f"{med([m['cpu'] for m in pl]):.1f} µs of CPU per request, p99 {med([m['p99'] for m in pl]):.2f} ms.\n")
 print("| case | req/s ÷ base | min–max | p99 ÷ base | min–max | CPU/req ÷ base | min–max | Caddy CPU µs/req | Redis CPU µs/req | RSS MB | non-2xx | goal |")
 print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-for name in base:
-    ms_ = [run[(r, name)] for r in rounds if (r, name) in run]
-    if not ms_ or name == base[name]:
-        continue
-    rr, pr, cr = paired(name, base[name], rps), paired(name, base[name], p99), paired(name, base[name], cpu)
+for name in names:
+    ms_ = [run[(r, name)][0] for r in rounds if (r, name) in run]
+    rr, pr, cr = paired(name, rps), paired(name, p99), paired(name, cpu)
     # Redis CPU only means something for the cases that call Redis; the
     # others would show Redis's idle background work.
     rcpu = f"{med([m['rcpu'] for m in ms_]):.1f}" if name.startswith("cluster") or name == "floor" else "—"
@@ -293,22 +328,25 @@ for name in base:
     print(f"| {labels.get(name, name)} | **{med(rr):.2f}** | {spread(rr)} | {med(pr):.2f} | {spread(pr)} "
           f"| {med(cr):.2f} | {spread(cr)} | {med([m['cpu'] for m in ms_]):.1f} | {rcpu} "
           f"| {max(m['rss'] for m in ms_):.0f} | {sum(m['errs'] for m in ms_)} | {goal} |")
-fl = paired("cluster", "floor", rps)
+# The exact case against its floor: both are read against plain in their
+# own blocks, so the floor ratio is their ratios' ratio, round by round.
+fl = [run[(r, "cluster")][0]["rps"] / run[(r, "cluster")][1]["rps"] / (run[(r, "floor")][0]["rps"] / run[(r, "floor")][1]["rps"])
+      for r in rounds if (r, "cluster") in run and (r, "floor") in run]
 if fl:
-    fp = paired("floor", "plain", rps)
+    fp = paired("floor", rps)
     print(f"\nExact cluster mode against the box's floor (the same binary whose exact script does nothing, "
-          f"measured in the same rounds): **{med(fl):.2f} of the floor** ({spread(fl)}); the floor itself "
+          f"each against plain in the same round): **{med(fl):.2f} of the floor** ({spread(fl)}); the floor itself "
           f"{med(fp):.2f} of plain ({spread(fp)}).")
-for name in ("cluster", "floor", "cluster+lease", "cluster+proxy"):
-    ms_ = [run[(r, name)] for r in rounds if (r, name) in run]
+for name in ("cluster", "cluster+lease", "cluster+proxy"):
+    ms_ = [run[(r, name)][0] for r in rounds if (r, name) in run]
     rc = med([m["rcpu"] for m in ms_]) if ms_ else 0
-    if rc > 0 and name != "floor":
+    if rc > 0:
         print(f"\n{name}: {1e6 / rc:,.0f} decisions per Redis CPU-second (Redis {rc:.1f} µs CPU per request).")
-allm = list(run.values())
+allm = [m for m, _ in run.values()]
 busy = [m for m in allm if m["gate"] > float(quiet_max)]
-print(f"\nQuiet gate: {len(allm) - len(busy)} of {len(allm)} runs started on a quiet box"
+print(f"\nQuiet gate: {len(allm) - len(busy)} of {len(allm)} blocks started on a quiet box"
       + (f"; **{len(busy)} started busy** (the gate timed out)" if busy else "")
-      + f". CPU outside the benchmark's processes during the runs: median {med([m['other'] for m in allm]):.1%} "
+      + f". CPU outside the benchmark's processes during the blocks: median {med([m['other'] for m in allm]):.1%} "
       f"of the box, max {max(m['other'] for m in allm):.1%}.")
 prop = open(sys.argv[2]).read().split()
 if prop:
