@@ -25,12 +25,16 @@ type AdaptiveConfig struct {
 // clippedMean).
 const minRTTSamples = 25
 
-// lowerShare: a window of at least slowStartRound requests whose latency is
-// below this share of minRTT shows that minRTT was measured high (a stall
-// or the CPU taken by others during the measurement); minRTT becomes that
-// latency. It only ever lowers minRTT, and a queue only raises latency, so
-// queued latency never becomes minRTT this way.
-const lowerShare = 0.8
+// lowerErrs: a window of at least slowStartRound requests whose mean
+// latency plus this many of its standard errors is below minRTT shows
+// that minRTT was measured high (a stall or the CPU taken by others
+// during the measurement, or its own noise); minRTT becomes that bound,
+// which is above the window's mean: taken whole, the mean of the one
+// window whose noise read it low carried minRTT below the uncontended
+// latency, and latency without a queue then looked like one. It only
+// ever lowers minRTT, and a queue only raises latency, so queued latency
+// never becomes minRTT this way.
+const lowerErrs = 3
 
 // maxWindowSamples bounds the latencies kept per sample window; beyond it
 // later ones overwrite earlier ones (memory stays fixed).
@@ -235,8 +239,12 @@ func (g *gradient) update(now int64) {
 		g.slowStart = false
 	case len(g.samples) > 0:
 		g.sampleRTT = clippedMean(g.samples)
-		if g.seen >= slowStartRound && float64(g.sampleRTT) < lowerShare*float64(g.minRTT) {
-			g.minRTT = g.sampleRTT // minRTT was measured high: this many requests were faster
+		// A window's mean is at least the uncontended latency but for
+		// its noise: below minRTT by more than lowerErrs of its standard
+		// errors, it shows minRTT was measured high, and that bound
+		// becomes minRTT.
+		if bound := float64(g.sampleRTT) * (1 + lowerErrs*relativeError(g.samples, g.sampleRTT)); g.seen >= slowStartRound && bound < float64(g.minRTT) {
+			g.minRTT = int64(bound)
 		}
 		r := float64(g.sampleRTT) / float64(g.minRTT) // latency in minRTTs
 		n := float64(g.inflightSum) / float64(g.seen) // in flight, on average
@@ -334,6 +342,21 @@ func clippedMean(s []int64) int64 {
 		sum += min(v, ceil)
 	}
 	return sum / int64(len(s))
+}
+
+// relativeError is the standard error of the mean m of s (sorted, as
+// clippedMean leaves it; clipped the same way), relative to m.
+func relativeError(s []int64, m int64) float64 {
+	if len(s) < 2 || m <= 0 {
+		return 0
+	}
+	ceil := 3 * s[len(s)/2]
+	var sq float64
+	for _, v := range s {
+		d := float64(min(v, ceil) - m)
+		sq += d * d
+	}
+	return math.Sqrt(sq/float64(len(s)-1)/float64(len(s))) / float64(m)
 }
 
 // median sorts s in place and returns its middle value.

@@ -36,9 +36,9 @@ const simSeeds = 4
 // After the upstream's capacity halves, with 60 closed-loop clients, from
 // a limit that followed the capacity before. The goal is in flight within
 // [0.7 C, 1.3 C] within 10 s for service times of 20 ms and 200 ms; this
-// asserts what holds now, [0.5 C, 1.7 C] (2 s: within 60 s), and logs the
-// range seen (docs/ratelimit.md gives it per case: the goal is not met
-// at every seed). In flight is the upstream's, averaged over
+// asserts it at 20 ms and, for the other cases, what holds now (2 s:
+// within 60 s), and logs the range seen (docs/ratelimit.md gives it per
+// case and over 20 seeds: the goal is not met at every seed). In flight is the upstream's, averaged over
 // spans of max(2 s, 10 service times); every span from the settling time
 // after the step to 20 s (2 s: 120 s) after it is checked, in every seed.
 // The step comes at a time that differs by seed, so it meets the periodic
@@ -50,9 +50,9 @@ func TestAdaptiveSimFollowsCapacityHalving(t *testing.T) {
 			ratios, at, limits := simHalving(c, seed)
 			for i, ratio := range ratios {
 				worst[0], worst[1] = min(worst[0], ratio), max(worst[1], ratio)
-				if ratio < 0.5 || ratio > 1.7 {
-					t.Errorf("service %v, C %d → %d at %d s, seed %d: %.2f C in flight in span %d after settling; want within [0.5 C, 1.7 C] (limits %v)",
-						time.Duration(c.service), c.before, c.after, at, seed, ratio, i, limits[at-2:])
+				if ratio < c.lo || ratio > c.hi {
+					t.Errorf("service %v, C %d → %d at %d s, seed %d: %.2f C in flight in span %d after settling; want within [%.1f C, %.1f C] (limits %v)",
+						time.Duration(c.service), c.before, c.after, at, seed, ratio, i, c.lo, c.hi, limits[at-2:])
 					break
 				}
 			}
@@ -61,11 +61,16 @@ func TestAdaptiveSimFollowsCapacityHalving(t *testing.T) {
 	}
 }
 
-// simHalvingCase is one capacity halving the simulation checks.
-type simHalvingCase struct{ service, before, after, settle int64 }
+// simHalvingCase is one capacity halving the simulation checks, and the
+// bounds (in C) the test asserts on it.
+type simHalvingCase struct {
+	service, before, after, settle int64
+	lo, hi                         float64
+}
 
 var simHalvingCases = []simHalvingCase{
-	{2 * ms, 40, 20, 10}, {20 * ms, 20, 10, 10}, {200 * ms, 20, 10, 10}, {200 * ms, 10, 5, 10}, {2 * sec, 20, 10, 60},
+	{2 * ms, 40, 20, 10, 0.7, 1.5}, {20 * ms, 20, 10, 10, 0.7, 1.3}, {200 * ms, 20, 10, 10, 0.6, 1.4},
+	{200 * ms, 10, 5, 10, 0.7, 1.7}, {2 * sec, 20, 10, 60, 0.7, 1.5},
 }
 
 // simHalving runs c for seed and returns in flight (in C after the step)
@@ -100,14 +105,14 @@ func mean(x []float64) float64 {
 // fresh start (the first minRTT measurement at min_limit and slow start
 // included; a refused client comes back after a service time): 8 s for 2
 // to 200 ms, 120 s for 2 s. The goal is <= 3 %; it holds at 2 ms, 20 ms is
-// at 3.05 % at most, all of it in the start-up. At 200 ms and 2 s the
+// at 3.03 % at most, all of it in the start-up. At 200 ms and 2 s the
 // start-up (25 requests at min_limit, then doubling per round trip) is
 // most of the refusals; the bounds are what holds now.
 func TestAdaptiveSimHealthyUpstreamRefusesLittle(t *testing.T) {
 	for _, c := range []struct {
 		service int64
 		most    float64
-	}{{2 * ms, 0.03}, {20 * ms, 0.035}, {200 * ms, 0.35}, {2 * sec, 0.2}} {
+	}{{2 * ms, 0.03}, {20 * ms, 0.035}, {200 * ms, 0.32}, {2 * sec, 0.18}} {
 		worst := 0.0
 		for seed := int64(1); seed <= simSeeds; seed++ {
 			res := simHealthy(c.service, seed)
