@@ -97,6 +97,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	h.holder = shared.Holder(newRuleState)
+	if cs := statesOf(store); cs != nil {
+		h.holder.OnHold(cs.add)
+	}
 	// Take hold of the rule's state now, while the previous config still
 	// holds it, so a reload keeps the breakers.
 	if id := h.ruleID(); id != "" {

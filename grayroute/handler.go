@@ -16,7 +16,6 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/sluicegw/sluice/circuitbreaker"
 	"github.com/sluicegw/sluice/internal/handlerkit"
 	"github.com/sluicegw/sluice/internal/metrickit"
 	"github.com/sluicegw/sluice/rulestore"
@@ -114,7 +113,7 @@ func (h *Handler) setup(store *rulestore.App, reg *prometheus.Registry, logger *
 		h.now = time.Now
 	}
 	if h.isOpen == nil {
-		h.isOpen = func(rule, key string) bool { return circuitbreaker.IsOpen(store, rule, key) }
+		h.isOpen = store.Breakers().IsOpen
 	}
 	if h.DefaultVersion == "" {
 		h.DefaultVersion = DefaultVersion

@@ -58,6 +58,7 @@ type App struct {
 	logger       *zap.Logger
 	missing      sync.Map         // ruleRef -> *missingRef (status.go)
 	missingWarns chan missingWarn // to logMissing (missing_log.go)
+	breakers     breakers         // see Breakers
 }
 
 // CaddyModule returns the Caddy module information.
