@@ -96,6 +96,7 @@ func (b *RuleSource[S]) ParseInline(app *rulestore.App, k rulestore.Kind, direct
 	if err != nil {
 		return nil, fmt.Errorf("%s: inline %s rule: %w", directive, k, err)
 	}
+	app.WarnRenamed(k, id, f)
 	return v, nil
 }
 
