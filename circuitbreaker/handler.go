@@ -79,10 +79,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	if src.HasInline() {
-		id, _ := src.InlineRule()
-		if !src.ExplicitID() {
-			id = inlineInstanceID(store, id)
-		}
+		id, _ := src.StateID(store, rulestore.CircuitBreaker)
 		v, err := src.ParseInline(store, rulestore.CircuitBreaker, "circuitbreaker", id)
 		if err != nil {
 			return err
@@ -123,16 +120,6 @@ func (h *Handler) ruleID() string {
 		return h.inline.ID
 	}
 	return h.sel.RuleID()
-}
-
-// inlineInstanceID names an inline rule's state: the n-th identical
-// inline block of a config gets "-n" appended, so two routes with the same
-// inline fields still get separate breakers.
-func inlineInstanceID(store *rulestore.App, id string) string {
-	if n := store.Occurrence("circuit_breaker inline " + id); n > 1 {
-		return fmt.Sprintf("%s-%d", id, n)
-	}
-	return id
 }
 
 // Cleanup releases this config's hold on the shared breakers.
