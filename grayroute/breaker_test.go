@@ -16,12 +16,7 @@ import (
 // v2 opens; with fallback_on_open, canary-bound users then get v1, and the
 // breaker no longer sees their requests.
 func TestFallbackWhenCanaryBreakerIsOpen(t *testing.T) {
-	var v2calls atomic.Int64
-	v2 := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		v2calls.Add(1)
-		http.Error(w, "v2 is broken", http.StatusInternalServerError)
-	}))
-	defer v2.Close()
+	v2, v2calls := brokenV2(t)
 	v1 := upstream(t, "v1")
 	addr, url := site(t)
 	testcaddy.Run(t, fmt.Sprintf(`{
@@ -140,12 +135,7 @@ func TestCanaryReturnsAfterBreakerRecovers(t *testing.T) {
 // sees the breaker its predecessor opened, and the old config's store,
 // asked during the reload, gives the same answer as the new one's.
 func TestFallbackSeesTheBreakerAcrossAReload(t *testing.T) {
-	var v2calls atomic.Int64
-	v2 := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		v2calls.Add(1)
-		http.Error(w, "v2 is broken", http.StatusInternalServerError)
-	}))
-	defer v2.Close()
+	v2, v2calls := brokenV2(t)
 	v1 := upstream(t, "v1")
 	addr, url := site(t)
 	config := func(defaultVersion string) string {
@@ -216,4 +206,15 @@ func canaryBody(t *testing.T, url string) string {
 	b := make([]byte, 64)
 	n, _ := resp.Body.Read(b)
 	return string(b[:n])
+}
+
+// brokenV2 is a v2 upstream that fails every call, and its count of calls.
+func brokenV2(t *testing.T) (*httptest.Server, *atomic.Int64) {
+	calls := new(atomic.Int64)
+	v2 := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		http.Error(w, "v2 is broken", http.StatusInternalServerError)
+	}))
+	t.Cleanup(v2.Close)
+	return v2, calls
 }
