@@ -17,7 +17,7 @@ type ruleHandles struct {
 	// bound: the handles of the binding's gray list, for the binding
 	// version they were made for.
 	bound atomic.Pointer[boundRules]
-	held  *handlerkit.ByChanges[heldRules] // what they answer now (current)
+	held  handlerkit.ByChanges[heldRules] // what they answer now (current)
 }
 
 type boundRules struct {
@@ -33,7 +33,7 @@ func (h *Handler) holdRules() {
 	if h.Route != "" {
 		h.handles.route = h.store.Handle(rulestore.Binding, h.Route)
 	}
-	h.handles.held = handlerkit.NewByChanges(h.store, h.resolveRules)
+	h.handles.held.Init(h.store, h.resolveRules)
 }
 
 // routeRules returns the handles of the route's gray list, or false when

@@ -24,10 +24,10 @@ type atChanges[T any] struct {
 	v       T
 }
 
-// NewByChanges keeps what resolve returns, worked out again after each
-// change to app's rules.
-func NewByChanges[T any](app *rulestore.App, resolve func() T) *ByChanges[T] {
-	return &ByChanges[T]{app: app, resolve: resolve}
+// Init makes c keep what resolve returns, worked out again after each
+// change to app's rules. Call it before the first Get.
+func (c *ByChanges[T]) Init(app *rulestore.App, resolve func() T) {
+	c.app, c.resolve = app, resolve
 }
 
 // Get returns the value for the rules as the store holds them now.
@@ -36,6 +36,12 @@ func (c *ByChanges[T]) Get() *T {
 	if h := c.held.Load(); h != nil && h.changes == n {
 		return &h.v
 	}
+	return c.refresh(n)
+}
+
+// refresh works the value out at count n (kept out of Get, so Get is
+// small enough to inline).
+func (c *ByChanges[T]) refresh(n uint64) *T {
 	h := &atChanges[T]{changes: n, v: c.resolve()}
 	c.held.Store(h)
 	return &h.v

@@ -22,7 +22,7 @@ type Selector[V, T any] struct {
 	pick     func(*rulestore.RouteBinding) string
 	routed   atomic.Pointer[routed[T]]
 	stateFor func(id string) T
-	held     *ByChanges[held[V, T]]
+	held     ByChanges[held[V, T]]
 	refuse   bool // on_missing_rule refuse
 }
 
@@ -49,7 +49,7 @@ type routed[T any] struct {
 // rule id; pick reads the rule id of kind k off a route binding.
 func NewSelector[V, T any, S rulestore.Spec](app *rulestore.App, k rulestore.Kind, b *RuleSource[S], pick func(*rulestore.RouteBinding) string, stateFor func(id string) T) *Selector[V, T] {
 	s := &Selector[V, T]{app: app, kind: k, pick: pick, stateFor: stateFor, refuse: b.Refuse()}
-	s.held = NewByChanges(app, s.resolve)
+	s.held.Init(app, s.resolve)
 	if b.Route != "" {
 		s.route, s.routeH = b.Route, app.Handle(rulestore.Binding, b.Route)
 		return s
