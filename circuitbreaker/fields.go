@@ -3,6 +3,7 @@ package circuitbreaker
 import (
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 
@@ -29,40 +30,19 @@ type ruleParse struct {
 
 // fields are the rule's fields, in the docs' order.
 var fields = []field{
-	{"failure_threshold", "int, 0–1,000,000", "`10`", func(p *ruleParse, _ string) (err error) {
-		p.r.Settings.FailureThreshold, err = intField(p.f, p.name, 0)
-		return err
-	}},
-	{"success_threshold", "int, 1–1,000,000", "`5`", func(p *ruleParse, _ string) (err error) {
-		p.r.Settings.SuccessThreshold, err = intField(p.f, p.name, 1)
-		return err
-	}},
-	{"open_duration", "duration, > 0 and ≤ 366 days", "`30s`", func(p *ruleParse, _ string) (err error) {
-		p.r.Settings.OpenDuration, err = durationField(p.f, p.name, false)
-		return err
-	}},
-	{"max_open_duration", "duration ≥ `open_duration`, ≤ 366 days", "none", func(p *ruleParse, _ string) (err error) {
-		p.r.Settings.MaxOpenDuration, err = durationField(p.f, p.name, true)
-		return err
-	}},
+	intRow("failure_threshold", "int, 0–1,000,000", "`10`", 0, func(r *Rule) *int { return &r.Settings.FailureThreshold }),
+	intRow("success_threshold", "int, 1–1,000,000", "`5`", 1, func(r *Rule) *int { return &r.Settings.SuccessThreshold }),
+	durationRow("open_duration", "duration, > 0 and ≤ 366 days", "`30s`", false, func(r *Rule) *time.Duration { return &r.Settings.OpenDuration }),
+	durationRow("max_open_duration", "duration ≥ `open_duration`, ≤ 366 days", "none", true, func(r *Rule) *time.Duration { return &r.Settings.MaxOpenDuration }),
 	{"window", "`<duration>` (≤ 366 days) or `<count>` (1–1,000,000)", "`100` (calls), when a rate trigger is on", parseWindow},
-	{"failure_rate", "percent, 0 < p ≤ 100 (NaN, Inf rejected)", "off", func(p *ruleParse, _ string) (err error) {
-		p.r.Settings.FailureRate, err = percentField(p.f, p.name)
-		return err
-	}},
+	percentRow("failure_rate", func(r *Rule) *float64 { return &r.Settings.FailureRate }),
 	{"min_requests", "int, 1–1,000,000", "`10` (or the count window, if smaller)", func(p *ruleParse, _ string) (err error) {
 		p.r.Settings.MinRequests, err = intField(p.f, p.name, 1)
 		p.minSet = true
 		return err
 	}},
-	{"slow_call_duration", "duration, > 0 and ≤ 366 days", "off", func(p *ruleParse, _ string) (err error) {
-		p.r.SlowCallDuration, err = durationField(p.f, p.name, false)
-		return err
-	}},
-	{"slow_call_rate", "percent, 0 < p ≤ 100 (NaN, Inf rejected)", "off", func(p *ruleParse, _ string) (err error) {
-		p.r.Settings.SlowCallRate, err = percentField(p.f, p.name)
-		return err
-	}},
+	durationRow("slow_call_duration", "duration, > 0 and ≤ 366 days", "off", false, func(r *Rule) *time.Duration { return &r.SlowCallDuration }),
+	percentRow("slow_call_rate", func(r *Rule) *float64 { return &r.Settings.SlowCallRate }),
 	{"failure_statuses", "codes and ranges", "`500-599`", func(p *ruleParse, v string) error {
 		p.r.Failures = StatusSet{}
 		if err := p.r.Failures.Parse(v); err != nil {
@@ -70,14 +50,8 @@ var fields = []field{
 		}
 		return nil
 	}},
-	{"half_open_requests", "int, 1–1,000,000", "`1`", func(p *ruleParse, _ string) (err error) {
-		p.r.Settings.HalfOpenRequests, err = intField(p.f, p.name, 1)
-		return err
-	}},
-	{"ramp_duration", "duration, ≤ 366 days", "off", func(p *ruleParse, _ string) (err error) {
-		p.r.Settings.RampDuration, err = durationField(p.f, p.name, true)
-		return err
-	}},
+	intRow("half_open_requests", "int, 1–1,000,000", "`1`", 1, func(r *Rule) *int { return &r.Settings.HalfOpenRequests }),
+	durationRow("ramp_duration", "duration, ≤ 366 days", "off", true, func(r *Rule) *time.Duration { return &r.Settings.RampDuration }),
 	{"key", "placeholder expression", "none (one breaker)", func(p *ruleParse, v string) error {
 		if !strings.Contains(v, "{") {
 			return p.f.Errorf(p.name, "want a placeholder expression such as {http.vars.gray_version}")
@@ -85,12 +59,7 @@ var fields = []field{
 		p.r.Key = v
 		return nil
 	}},
-	{"raw_keys", "`true` / `false`", "`false`", func(p *ruleParse, v string) (err error) {
-		if p.r.RawKeys, err = rulestore.ParseBool(v); err != nil {
-			return p.f.Errorf(p.name, "%v", err)
-		}
-		return nil
-	}},
+	boolRow("raw_keys", func(r *Rule) *bool { return &r.RawKeys }),
 	{"state", "`auto`, `force_open`, `force_closed`, `disabled`", "`auto`", parseState},
 	{"status", "400–599", "`503`", func(p *ruleParse, v string) (err error) {
 		if p.r.Status, err = rulestore.ParseStatus(v); err != nil {
@@ -116,12 +85,41 @@ var fields = []field{
 		p.r.Headers.Add(hname, strings.TrimSpace(hval))
 		return nil
 	}},
-	{"handle_errors", "`true` / `false`", "`false`", func(p *ruleParse, v string) (err error) {
-		if p.r.HandleErrors, err = rulestore.ParseBool(v); err != nil {
+	boolRow("handle_errors", func(r *Rule) *bool { return &r.HandleErrors }),
+}
+
+// intRow is a whole number from lowest to 1,000,000.
+func intRow(name, syntax, def string, lowest int, at func(*Rule) *int) field {
+	return field{name, syntax, def, func(p *ruleParse, _ string) (err error) {
+		*at(p.r), err = intField(p.f, p.name, lowest)
+		return err
+	}}
+}
+
+// durationRow is a duration with a unit, up to 366 days; 0 when zeroOK.
+func durationRow(name, syntax, def string, zeroOK bool, at func(*Rule) *time.Duration) field {
+	return field{name, syntax, def, func(p *ruleParse, _ string) (err error) {
+		*at(p.r), err = durationField(p.f, p.name, zeroOK)
+		return err
+	}}
+}
+
+// percentRow is a rate trigger's percentage, off by default.
+func percentRow(name string, at func(*Rule) *float64) field {
+	return field{name, "percent, 0 < p ≤ 100 (NaN, Inf rejected)", "off", func(p *ruleParse, _ string) (err error) {
+		*at(p.r), err = percentField(p.f, p.name)
+		return err
+	}}
+}
+
+// boolRow is true or false, false by default.
+func boolRow(name string, at func(*Rule) *bool) field {
+	return field{name, "`true` / `false`", "`false`", func(p *ruleParse, v string) (err error) {
+		if *at(p.r), err = rulestore.ParseBool(v); err != nil {
 			return p.f.Errorf(p.name, "%v", err)
 		}
 		return nil
-	}},
+	}}
 }
 
 // fieldByName indexes fields.
