@@ -36,7 +36,9 @@ type Handler struct {
 	Route string `json:"route,omitempty"`
 	// Inline declares the rule in place, with the rule store's field
 	// names. Its optional "id" names it (labels, events, the breaker's
-	// state); without one its id is inline:<hash of the fields>.
+	// state), and handlers giving the same id share one breaker; without
+	// one its id is inline:<hash of the fields>, with -2, -3... for later
+	// blocks with the same fields, so each block has its own breaker.
 	Inline *rulestore.CircuitBreakerSpec `json:"inline,omitempty"`
 	// OnMissingRule is pass (the default: while a named rule or route
 	// binding does not exist, requests go on unguarded and it is warned
