@@ -4,7 +4,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
@@ -52,7 +51,7 @@ func parseRulestore(d *caddyfile.Dispenser, _ any) (any, error) {
 			if dur <= 0 {
 				return nil, d.Errf("resync: want a positive duration, got %q", d.Val())
 			}
-			app.Resync = caddy.Duration(dur)
+			app.Resync = rulestore.Duration(dur)
 		default:
 			kind, ok := rulestore.ParseKind(opt)
 			if !ok {
@@ -185,11 +184,11 @@ func parseRedis(d *caddyfile.Dispenser) (*rulestore.RedisConfig, error) {
 				}
 				switch opt {
 				case "dial_timeout":
-					cfg.DialTimeout = caddy.Duration(dur)
+					cfg.DialTimeout = rulestore.Duration(dur)
 				case "read_timeout":
-					cfg.ReadTimeout = caddy.Duration(dur)
+					cfg.ReadTimeout = rulestore.Duration(dur)
 				default:
-					cfg.WriteTimeout = caddy.Duration(dur)
+					cfg.WriteTimeout = rulestore.Duration(dur)
 				}
 			}
 		default:

@@ -105,7 +105,7 @@ func TestRulestoreOptionAdapts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `"rulestore":{"redis":{"addrs":["10.0.0.1:6379","10.0.0.2:6379"],"cluster":true,"username":"sluice","password":"{env.REDIS_PASSWORD}","read_timeout":500000000},"prefix":"tenant1:","resync":10000000000,"rate_limit":{"order_api":{"limit_type":"token_bucket","qps":100,"burst":110,"key_resolver":"userId"}},"binding":{"order_route":{"rate_limit":"order_api","gray":["a","b"]}}}`
+	want := `"rulestore":{"redis":{"addrs":["10.0.0.1:6379","10.0.0.2:6379"],"cluster":true,"username":"sluice","password":"{env.REDIS_PASSWORD}","read_timeout":"500ms"},"prefix":"tenant1:","resync":"10s","rate_limit":{"order_api":{"limit_type":"token_bucket","qps":100,"burst":110,"key_resolver":"userId"}},"binding":{"order_route":{"rate_limit":"order_api","gray":["a","b"]}}}`
 	if !strings.Contains(string(cfg), want) {
 		t.Fatalf("adapted:\n%s\nwant it to contain:\n%s", cfg, want)
 	}

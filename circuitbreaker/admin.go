@@ -102,8 +102,8 @@ func breakerState(key string, sn Snapshot) BreakerState {
 
 func reportState() any {
 	out := []RuleState{}
-	byID.Range(func(_, v any) bool {
-		out = append(out, v.(*ruleState).report())
+	shared.Range(func(_ string, st *ruleState) bool {
+		out = append(out, st.report())
 		return true
 	})
 	sort.Slice(out, func(i, j int) bool { return out[i].Rule < out[j].Rule })
@@ -154,15 +154,24 @@ func (st *ruleState) currentRule() *Rule {
 	return st.rule.Load()
 }
 
-// breakerAction runs POST /sluice/breakers/{id}/{action} on every breaker
-// of the rule (the default one and the keyed ones) on this instance.
-func breakerAction(_ context.Context, _ *rulestore.App, id, action string) (any, error) {
-	v, ok := byID.Load(id)
+// usedState is the state of rule id, or a 404 when no handler on this
+// instance uses the rule.
+func usedState(id string) (*ruleState, error) {
+	st, ok := shared.Load(id)
 	if !ok {
 		return nil, &rulestore.ActionError{Status: http.StatusNotFound,
 			Err: fmt.Errorf("no circuit breaker rule %q is used by a handler on this instance", id)}
 	}
-	st := v.(*ruleState)
+	return st, nil
+}
+
+// breakerAction runs POST /sluice/breakers/{id}/{action} on every breaker
+// of the rule (the default one and the keyed ones) on this instance.
+func breakerAction(_ context.Context, _ *rulestore.App, id, action string) (any, error) {
+	st, err := usedState(id)
+	if err != nil {
+		return nil, err
+	}
 	var override int32
 	switch action {
 	case "force_open":

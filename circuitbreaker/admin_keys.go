@@ -1,8 +1,6 @@
 package circuitbreaker
 
 import (
-	"fmt"
-	"net/http"
 	"net/url"
 	"sort"
 	"strconv"
@@ -74,17 +72,16 @@ type KeyPage struct {
 
 func queryKeys(q url.Values) (any, error) {
 	id := q.Get("rule")
-	v, ok := byID.Load(id)
-	if !ok {
-		return nil, &rulestore.ActionError{Status: http.StatusNotFound,
-			Err: fmt.Errorf("no circuit breaker rule %q is used by a handler on this instance", id)}
+	st, err := usedState(id)
+	if err != nil {
+		return nil, err
 	}
 	offset, _ := strconv.Atoi(q.Get("offset"))
 	limit, err := strconv.Atoi(q.Get("limit"))
 	if err != nil || limit <= 0 || limit > keyPageMax {
 		limit = 100
 	}
-	all := v.(*ruleState).allKeys()
+	all := st.allKeys()
 	page := KeyPage{Rule: id, Total: len(all), Keys: []BreakerState{}}
 	text := strings.ToLower(q.Get("q"))
 	matched := all[:0]

@@ -36,7 +36,9 @@ type Handler struct {
 	Route string `json:"route,omitempty"`
 	// Inline declares the rule in place, with the rule store's field
 	// names. Its optional "id" names it (labels, events, the breaker's
-	// state); without one its id is inline:<hash of the fields>.
+	// state), and handlers giving the same id share one breaker; without
+	// one its id is inline:<hash of the fields>, with -2, -3... for later
+	// blocks with the same fields, so each block has its own breaker.
 	Inline *rulestore.CircuitBreakerSpec `json:"inline,omitempty"`
 	// OnMissingRule is pass (the default: while a named rule or route
 	// binding does not exist, requests go on unguarded and it is warned
@@ -79,10 +81,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	if src.HasInline() {
-		id, _ := src.InlineRule()
-		if !src.ExplicitID() {
-			id = inlineInstanceID(store, id)
-		}
+		id, _ := src.StateID(store, rulestore.CircuitBreaker)
 		v, err := src.ParseInline(store, rulestore.CircuitBreaker, "circuitbreaker", id)
 		if err != nil {
 			return err
@@ -97,6 +96,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	h.holder = shared.Holder(newRuleState)
+	if cs := statesOf(store); cs != nil {
+		h.holder.OnHold(cs.add)
+	}
 	// Take hold of the rule's state now, while the previous config still
 	// holds it, so a reload keeps the breakers.
 	if id := h.ruleID(); id != "" {
@@ -120,16 +122,6 @@ func (h *Handler) ruleID() string {
 		return h.inline.ID
 	}
 	return h.sel.RuleID()
-}
-
-// inlineInstanceID names an inline rule's state: the n-th identical
-// inline block of a config gets "-n" appended, so two routes with the same
-// inline fields still get separate breakers.
-func inlineInstanceID(store *rulestore.App, id string) string {
-	if n := store.Occurrence("circuit_breaker inline " + id); n > 1 {
-		return fmt.Sprintf("%s-%d", id, n)
-	}
-	return id
 }
 
 // Cleanup releases this config's hold on the shared breakers.

@@ -18,7 +18,6 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	_ "github.com/sluicegw/sluice/caddyfile"
-	"github.com/sluicegw/sluice/circuitbreaker"
 	"github.com/sluicegw/sluice/internal/testcaddy"
 	"github.com/sluicegw/sluice/rulestore"
 )
@@ -413,7 +412,7 @@ func TestRoutesWithDifferentRulesAreIndependent(t *testing.T) {
 	if code, _, _ := get(t, url+"/b"); code != 200 {
 		t.Fatalf("route b got %d: a's failures leaked into b", code)
 	}
-	if !circuitbreaker.IsOpen(rulestore.Active(), "a", "") || circuitbreaker.IsOpen(rulestore.Active(), "b", "") {
+	if !rulestore.Active().Breakers().IsOpen("a", "") || rulestore.Active().Breakers().IsOpen("b", "") {
 		t.Fatal("IsOpen disagrees with what clients see")
 	}
 }
@@ -437,7 +436,7 @@ func TestPerKeyIsolation(t *testing.T) {
 	if code, _, _ := get(t, url); code != 200 {
 		t.Fatalf("keyless request got %d", code)
 	}
-	if !circuitbreaker.IsOpen(rulestore.Active(), "canary", "v2") || circuitbreaker.IsOpen(rulestore.Active(), "canary", "v1") || circuitbreaker.IsOpen(rulestore.Active(), "canary", "") {
+	if !rulestore.Active().Breakers().IsOpen("canary", "v2") || rulestore.Active().Breakers().IsOpen("canary", "v1") || rulestore.Active().Breakers().IsOpen("canary", "") {
 		t.Fatal("IsOpen per key is wrong")
 	}
 }
@@ -459,10 +458,10 @@ func TestKeyResolvedAfterTheCall(t *testing.T) {
 		reverse_proxy %s
 	}`, u.hostPort()))
 	trip(t, url, 2, "X-Version: v2")
-	if !circuitbreaker.IsOpen(rulestore.Active(), "late", "v2") {
+	if !rulestore.Active().Breakers().IsOpen("late", "v2") {
 		t.Fatal("v2's failures did not open v2's breaker")
 	}
-	if circuitbreaker.IsOpen(rulestore.Active(), "late", "") || circuitbreaker.IsOpen(rulestore.Active(), "late", "v1") {
+	if rulestore.Active().Breakers().IsOpen("late", "") || rulestore.Active().Breakers().IsOpen("late", "v1") {
 		t.Fatal("v2's failures opened another breaker")
 	}
 	if code, _, _ := get(t, url, "X-Version: v1"); code != 200 {
@@ -695,10 +694,10 @@ func TestIsOpenFollowsTheRuleStore(t *testing.T) {
 			failure_threshold 1
 		}
 	}`, "circuitbreaker /never quiet\n\trespond ok")
-	if !circuitbreaker.IsOpen(rulestore.Active(), "maint", "") || !circuitbreaker.IsOpen(rulestore.Active(), "maint", "v2") {
+	if !rulestore.Active().Breakers().IsOpen("maint", "") || !rulestore.Active().Breakers().IsOpen("maint", "v2") {
 		t.Fatal("a force_open rule is not open")
 	}
-	if circuitbreaker.IsOpen(rulestore.Active(), "quiet", "") || circuitbreaker.IsOpen(rulestore.Active(), "nosuch", "") {
+	if rulestore.Active().Breakers().IsOpen("quiet", "") || rulestore.Active().Breakers().IsOpen("nosuch", "") {
 		t.Fatal("an unused rule is open")
 	}
 }
@@ -789,7 +788,7 @@ func TestConcurrentTrafficRespectsProbeLimit(t *testing.T) {
 	}
 	defer func() { close(stop); wg.Wait() }()
 	testcaddy.Eventually(t, 10*time.Second, "first trip, closed-state calls done", func() bool {
-		return circuitbreaker.IsOpen(rulestore.Active(), "busy", "") && inFlight.Load() == 0
+		return rulestore.Active().Breakers().IsOpen("busy", "") && inFlight.Load() == 0
 	})
 	measuring.Store(true)
 	testcaddy.Eventually(t, 10*time.Second, "several half-open periods", func() bool { return hits.Load() >= 20 })
@@ -821,7 +820,7 @@ func TestNestedBreakerRejectionIsNotAFailure(t *testing.T) {
 	for range 5 {
 		expectOpen(t, u, url)
 	}
-	if circuitbreaker.IsOpen(rulestore.Active(), "outer", "") {
+	if rulestore.Active().Breakers().IsOpen("outer", "") {
 		t.Fatal("the inner breaker's rejections opened the outer one")
 	}
 }

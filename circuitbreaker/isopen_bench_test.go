@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/sluicegw/sluice/circuitbreaker"
 	"github.com/sluicegw/sluice/internal/testcaddy"
 	"github.com/sluicegw/sluice/rulestore"
 )
@@ -33,10 +32,10 @@ http://127.0.0.1:%d {
 	if resp.StatusCode != 200 {
 		b.Fatalf("status %d", resp.StatusCode)
 	}
-	store := rulestore.Active() // grayroute holds its config's store
+	states := rulestore.Active().Breakers() // grayroute holds its config's
 	b.ReportAllocs()
 	for b.Loop() {
-		if circuitbreaker.IsOpen(store, "bench_isopen", "v2") {
+		if states.IsOpen("bench_isopen", "v2") {
 			b.Fatal("open")
 		}
 	}

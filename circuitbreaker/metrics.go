@@ -20,7 +20,7 @@ const maxKeyMetrics = 100
 //	sluice_circuitbreaker_calls_total{rule,outcome}   from the rule states
 //
 // The counters are the rule states' own atomics, read at scrape time, so
-// their series live exactly as long as the rule state (byID).
+// their series live exactly as long as the rule state (in shared).
 var metrics = collector{state: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 	Namespace: "sluice", Subsystem: "circuitbreaker", Name: "state",
 	Help: "1 for the state the breaker is in, 0 for the others: closed, open, half_open, forced_open, forced_closed, disabled.",
@@ -49,8 +49,8 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
 	c.state.Collect(ch)
-	byID.Range(func(_, v any) bool {
-		m := v.(*ruleState).metrics
+	shared.Range(func(_ string, st *ruleState) bool {
+		m := st.metrics
 		for s, name := range stateNames {
 			ch <- m.transitions[s].Metric(transitionsDesc, m.id, name)
 		}

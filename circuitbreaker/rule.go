@@ -6,8 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
-
 	"github.com/sluicegw/sluice/internal/handlerkit"
 	"github.com/sluicegw/sluice/rulestore"
 )
@@ -16,6 +14,9 @@ func init() {
 	rulestore.RegisterParser(rulestore.CircuitBreaker, func(id string, f rulestore.Fields) (any, error) {
 		return ParseRule(id, f)
 	})
+	// One name for the open response's headers; a header field is still
+	// read, with a deprecation warning.
+	rulestore.RegisterRenamedField(rulestore.CircuitBreaker, "header", "headers")
 }
 
 // Rule is a validated circuit_breaker rule. Its fields have the same names
@@ -67,100 +68,18 @@ func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
 	}
 	r.Failures.AddRange(500, 599)
 	s := &r.Settings
-	minSet, windowSet := false, false
+	p := &ruleParse{r: r, f: f}
 	for _, name := range f.Names() {
-		v := strings.TrimSpace(f[name])
-		var err error
-		switch name {
-		case "failure_threshold":
-			s.FailureThreshold, err = intField(f, name, 0)
-		case "success_threshold":
-			s.SuccessThreshold, err = intField(f, name, 1)
-		case "half_open_requests":
-			s.HalfOpenRequests, err = intField(f, name, 1)
-		case "min_requests":
-			s.MinRequests, err = intField(f, name, 1)
-			minSet = true
-		case "open_duration":
-			s.OpenDuration, err = durationField(f, name, false)
-		case "max_open_duration":
-			s.MaxOpenDuration, err = durationField(f, name, true)
-		case "slow_call_duration":
-			r.SlowCallDuration, err = durationField(f, name, false)
-		case "ramp_duration":
-			s.RampDuration, err = durationField(f, name, true)
-		case "window":
-			windowSet = true
-			if n, e := strconv.Atoi(v); e == nil {
-				if n < 1 || n > 1_000_000 {
-					return nil, f.Errorf(name, "a call count must be 1 to 1000000")
-				}
-				s.WindowCount = n
-			} else if d, e := caddy.ParseDuration(v); e == nil && d > 0 && d <= rulestore.MaxRuleDuration {
-				s.WindowDuration = d
-			} else {
-				return nil, f.Errorf(name, "want a duration with a unit (e.g. 60s, at most 366 days) or a call count (e.g. 100)")
-			}
-		case "failure_rate":
-			s.FailureRate, err = percentField(f, name)
-		case "slow_call_rate":
-			s.SlowCallRate, err = percentField(f, name)
-		case "failure_statuses":
-			r.Failures = StatusSet{}
-			err = r.Failures.Parse(v)
-			if err != nil {
-				err = f.Errorf(name, "%v", err)
-			}
-		case "key":
-			if !strings.Contains(v, "{") {
-				return nil, f.Errorf(name, "want a placeholder expression such as {http.vars.gray_version}")
-			}
-			r.Key = v
-		case "state":
-			switch v {
-			case "auto":
-				s.Mode = ModeAuto
-			case "force_open":
-				s.Mode = ModeForceOpen
-			case "force_closed":
-				s.Mode = ModeForceClosed
-			case "disabled":
-				s.Mode = ModeDisabled
-			default:
-				return nil, f.Errorf(name, "want auto, force_open, force_closed or disabled")
-			}
-		case "status":
-			if r.Status, err = rulestore.ParseStatus(v); err != nil {
-				return nil, f.Errorf(name, "%v", err)
-			}
-		case "body":
-			r.Body = f[name]
-		case "headers":
-			err = rulestore.ParseHeaderList(r.Headers, v)
-			if err != nil {
-				err = f.Errorf(name, "%v", err)
-			}
-		case "header":
-			hname, hval, _ := strings.Cut(v, " ")
-			if !rulestore.ValidHeaderName(hname) {
-				return nil, f.Errorf(name, "want <name> <value>")
-			}
-			r.Headers.Add(hname, strings.TrimSpace(hval))
-		case "handle_errors":
-			if r.HandleErrors, err = rulestore.ParseBool(v); err != nil {
-				return nil, f.Errorf(name, "%v", err)
-			}
-		case "raw_keys":
-			if r.RawKeys, err = rulestore.ParseBool(v); err != nil {
-				return nil, f.Errorf(name, "%v", err)
-			}
-		default:
+		row := fieldByName[name]
+		if row == nil {
 			return nil, f.Errorf(name, "unknown field (want %s)", fieldNames)
 		}
-		if err != nil {
+		p.name = name
+		if err := row.parse(p, strings.TrimSpace(f[name])); err != nil {
 			return nil, err
 		}
 	}
+	minSet, windowSet := p.minSet, p.windowSet
 	if s.MaxOpenDuration > 0 && s.MaxOpenDuration < s.OpenDuration {
 		return nil, f.Errorf("max_open_duration", "must not be shorter than open_duration (%v)", s.OpenDuration)
 	}

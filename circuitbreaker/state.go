@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 
 	"github.com/sluicegw/sluice/internal/handlerkit"
-	"github.com/sluicegw/sluice/rulestore"
 )
 
 // MaxKeys bounds the keyed breakers of one rule; calls with further keys
@@ -17,15 +16,8 @@ const MaxKeys = 10000
 // maxKeyLength: longer key values are stored by their hash.
 const maxKeyLength = 256
 
-var (
-	// shared keeps each rule id's breakers across config reloads.
-	shared = handlerkit.NewShared[*ruleState]()
-	// byID indexes the rule states shared holds, for IsOpen without a
-	// lock (a UsagePool lookup locks and counts a reference). An exception
-	// to "no package-level mutable state": it mirrors the pool, entries
-	// are added when the pool creates a state and removed in its Destruct.
-	byID sync.Map // rule id -> *ruleState
-)
+// shared keeps each rule id's breakers across config reloads.
+var shared = handlerkit.NewShared[*ruleState]()
 
 // ruleState is the breakers of one rule id: the default one, and one per
 // key value when the rule has a key.
@@ -50,13 +42,11 @@ type ruleState struct {
 func newRuleState(id string) *ruleState {
 	st := &ruleState{id: id, metrics: newRuleMetrics(id)}
 	st.def = NewBreaker(Settings{SuccessThreshold: 1, OpenDuration: 1, HalfOpenRequests: 1}, nil, st.onTransition("", true))
-	byID.Store(id, st)
 	return st
 }
 
 // Destruct runs when no config uses the rule id any more.
 func (st *ruleState) Destruct() error {
-	byID.CompareAndDelete(st.id, st)
 	st.metrics.delete()
 	return nil
 }
@@ -163,50 +153,6 @@ func (st *ruleState) lookup(v string) *Breaker {
 func hashKey(v string) string {
 	sum := sha256.Sum256([]byte(v))
 	return "sha256:" + hex.EncodeToString(sum[:16])
-}
-
-// IsOpen reports whether the breaker of rule ruleID is open or forced open.
-// For a rule with a key, key is the key's resolved value (e.g. "v2" for
-// `key {http.vars.gray_version}`); it is ignored for rules without a key. A
-// rule with state force_open is open; otherwise a rule or key no request
-// has used yet is not. The rule is read from the store, so a change (e.g.
-// a state pushed to Redis) shows at once. It reads
-// local memory only, takes no lock and does not allocate. grayroute's
-// fallback_on_open calls it with its own config's store.
-func IsOpen(store *rulestore.App, ruleID, key string) bool {
-	var rule *Rule
-	if store != nil {
-		if r := store.Lookup(rulestore.CircuitBreaker, ruleID); r != nil {
-			rule, _ = r.Value.(*Rule)
-		}
-	}
-	var st *ruleState
-	if v, ok := byID.Load(ruleID); ok {
-		st = v.(*ruleState)
-	}
-	mode := ModeAuto
-	if rule != nil {
-		mode = rule.Settings.Mode
-	}
-	if st != nil {
-		if m := st.override.Load(); m != 0 {
-			mode = Mode(m - 1)
-		}
-	}
-	switch mode {
-	case ModeForceOpen:
-		return true
-	case ModeForceClosed, ModeDisabled:
-		return false
-	}
-	if st == nil {
-		return false
-	}
-	if rule != nil {
-		st.use(rule)
-	}
-	b := st.lookup(key)
-	return b != nil && b.IsOpen()
 }
 
 // keySnapshot is one keyed breaker's state, its key as shownKey shows it.

@@ -16,7 +16,8 @@ func init() {
 // started (the sluice_grayroute_requests_total counters).
 type RuleSplit struct {
 	// Rule is the deciding rule; "" counts requests no rule matched.
-	Rule     string           `json:"rule"`
+	Rule string `json:"rule"`
+	// Versions counts the requests sent to each version.
 	Versions map[string]int64 `json:"versions"`
 	// Random counts requests split at random because no hash key resolved.
 	Random int64 `json:"random,omitempty"`

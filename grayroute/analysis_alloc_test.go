@@ -23,7 +23,7 @@ func (w *fixedWriter) WriteHeader(int)             {}
 // TestCountingDoesNotAllocate: counting a request's outcome costs no
 // allocation (the status recorder is pooled, the counters are atomics).
 func TestCountingDoesNotAllocate(t *testing.T) {
-	h := newHandler(t, RuleRef{ID: "plain", Inline: rulestore.Fields{"target_version": "v2"}})
+	h := newHandler(t, RuleRef{ID: "plain", Inline: graySpec(rulestore.Fields{"target_version": "v2"})})
 	t.Cleanup(func() { h.Cleanup() })
 	var cc cohortCounts
 	w := &fixedWriter{h: http.Header{}}
@@ -42,7 +42,7 @@ func TestCountingDoesNotAllocate(t *testing.T) {
 
 // BenchmarkCountedRequest is the analysis's cost on the request path.
 func BenchmarkCountedRequest(b *testing.B) {
-	h := newHandler(b, RuleRef{ID: "plain", Inline: rulestore.Fields{"target_version": "v2"}})
+	h := newHandler(b, RuleRef{ID: "plain", Inline: graySpec(rulestore.Fields{"target_version": "v2"})})
 	b.Cleanup(func() { h.Cleanup() })
 	var cc cohortCounts
 	var next caddyhttp.Handler = caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {

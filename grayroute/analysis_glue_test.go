@@ -13,8 +13,8 @@ import (
 )
 
 func TestAnalysisOnInlineRuleRefused(t *testing.T) {
-	h := &Handler{Rules: []RuleRef{{ID: "c", Inline: rulestore.Fields{"target_version": "v2", "fallback_version": "v1",
-		"analysis": "on", "step_weight": "10"}}}}
+	h := &Handler{Rules: []RuleRef{{ID: "c", Inline: graySpec(rulestore.Fields{"target_version": "v2", "fallback_version": "v1",
+		"analysis": "on", "step_weight": "10"})}}}
 	err := h.setup(&rulestore.App{}, nil, zap.NewNop())
 	if err == nil {
 		h.Cleanup()
@@ -24,7 +24,7 @@ func TestAnalysisOnInlineRuleRefused(t *testing.T) {
 
 // TestOutcomesCounted: what counts as a request and as an error of a cohort.
 func TestOutcomesCounted(t *testing.T) {
-	h := newHandler(t, RuleRef{ID: "plain", Inline: rulestore.Fields{"target_version": "v2"}})
+	h := newHandler(t, RuleRef{ID: "plain", Inline: graySpec(rulestore.Fields{"target_version": "v2"})})
 	t.Cleanup(func() { h.Cleanup() })
 	for _, c := range []struct {
 		name           string

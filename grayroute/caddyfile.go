@@ -47,7 +47,15 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	}
 	h.Route, h.refs = p.Route, p.Refs
 	for _, r := range p.Rules {
-		h.Rules = append(h.Rules, RuleRef{ID: r.ID, Inline: r.Inline})
+		ref := RuleRef{ID: r.ID}
+		if r.Inline != nil {
+			s, err := rulestore.SpecFromFields(rulestore.Gray, r.Inline)
+			if err != nil {
+				return d.Errf("grayroute: inline gray rule %q: %v", r.ID, err)
+			}
+			ref.Inline = s.(*rulestore.GraySpec)
+		}
+		h.Rules = append(h.Rules, ref)
 	}
 	return nil
 }

@@ -23,8 +23,11 @@ func init() { rulestore.RegisterAction("canary", canaryAction) }
 
 // CanaryActionResult is the answer to a canary action.
 type CanaryActionResult struct {
-	Rule   string           `json:"rule"`
-	Action string           `json:"action"`
+	// Rule is the gray rule's id.
+	Rule string `json:"rule"`
+	// Action is the action run: promote, pause, resume or rollback.
+	Action string `json:"action"`
+	// Fields are the rule fields the action wrote.
 	Fields rulestore.Fields `json:"written"`
 }
 

@@ -16,7 +16,6 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/sluicegw/sluice/circuitbreaker"
 	"github.com/sluicegw/sluice/internal/handlerkit"
 	"github.com/sluicegw/sluice/internal/metrickit"
 	"github.com/sluicegw/sluice/rulestore"
@@ -73,10 +72,11 @@ type RuleRef struct {
 	// ID is the gray rule's id: a rule of the rule store, or the name of
 	// the Inline rule.
 	ID string `json:"id"`
-	// Inline declares the rule here, a local rule, by its Redis fields; in
-	// JSON it is a rulestore.GraySpec (ruleref.go). A rule of the same id
-	// in the rule store (from Redis) replaces it while it exists.
-	Inline rulestore.Fields `json:"inline,omitempty"`
+	// Inline declares the rule here, a local rule, with the rule store's
+	// field names (values typed, or strings in the Redis syntax). A rule
+	// of the same id in the rule store (from Redis) replaces it while it
+	// exists.
+	Inline *rulestore.GraySpec `json:"inline,omitempty"`
 }
 
 // CaddyModule returns the Caddy module information.
@@ -114,7 +114,7 @@ func (h *Handler) setup(store *rulestore.App, reg *prometheus.Registry, logger *
 		h.now = time.Now
 	}
 	if h.isOpen == nil {
-		h.isOpen = func(rule, key string) bool { return circuitbreaker.IsOpen(store, rule, key) }
+		h.isOpen = store.Breakers().IsOpen
 	}
 	if h.DefaultVersion == "" {
 		h.DefaultVersion = DefaultVersion
@@ -165,7 +165,7 @@ func (h *Handler) Validate() error {
 func (h *Handler) listRefs() []handlerkit.ListRef {
 	refs := make([]handlerkit.ListRef, len(h.Rules))
 	for i, r := range h.Rules {
-		refs[i] = handlerkit.ListRef{ID: r.ID, Inline: r.Inline}
+		refs[i] = handlerkit.ListRef{ID: r.ID, Inline: rulestore.SpecFields(r.Inline)}
 	}
 	return refs
 }

@@ -29,8 +29,8 @@ func newHandler(t testing.TB, rules ...RuleRef) *Handler {
 }
 
 func TestFallbackOnOpenAsksTheBreakerForTheTargetVersion(t *testing.T) {
-	h := newHandler(t, RuleRef{ID: "canary", Inline: rulestore.Fields{
-		"target_version": "v2", "fallback_version": "v1", "fallback_on_open": "v2-breaker"}})
+	h := newHandler(t, RuleRef{ID: "canary", Inline: graySpec(rulestore.Fields{
+		"target_version": "v2", "fallback_version": "v1", "fallback_on_open": "v2-breaker"})})
 	open := false
 	var asked [2]string
 	h.isOpen = func(rule, key string) bool { asked = [2]string{rule, key}; return open }
@@ -49,7 +49,7 @@ func TestFallbackOnOpenAsksTheBreakerForTheTargetVersion(t *testing.T) {
 }
 
 func TestFallbackDefaultsToDefaultVersion(t *testing.T) {
-	h := newHandler(t, RuleRef{ID: "canary", Inline: rulestore.Fields{"target_version": "v2", "weight": "0"}})
+	h := newHandler(t, RuleRef{ID: "canary", Inline: graySpec(rulestore.Fields{"target_version": "v2", "weight": "0"})})
 	h2 := &Handler{Rules: h.Rules, DefaultVersion: "stable"}
 	if err := h2.setup(&rulestore.App{}, nil, zap.NewNop()); err != nil {
 		t.Fatal(err)
@@ -125,8 +125,8 @@ func BenchmarkDecide20Rules(b *testing.B) { benchmarkDecide(b, 20) }
 // BenchmarkServeHTTP is one request through the handler with Caddy's vars
 // and replacer in the context, as the server sets them up.
 func BenchmarkServeHTTP(b *testing.B) {
-	h := newHandler(b, RuleRef{ID: "beta", Inline: rulestore.Fields{
-		"target_version": "v2", "weight": "20", "match_tag": "X-Beta", "match_value": "yes"}})
+	h := newHandler(b, RuleRef{ID: "beta", Inline: graySpec(rulestore.Fields{
+		"target_version": "v2", "weight": "20", "match_tag": "X-Beta", "match_value": "yes"})})
 	r := httptest.NewRequest("GET", "/", nil)
 	r.Header.Set("X-Beta", "yes")
 	r.Header.Set("X-User-Id", "user-1234567")
@@ -154,11 +154,11 @@ func TestTagMaskNeverHidesATag(t *testing.T) {
 func testTagMask(t *testing.T, absent int) {
 	var refs []RuleRef
 	for i := range absent {
-		refs = append(refs, RuleRef{ID: fmt.Sprintf("absent%d", i), Inline: rulestore.Fields{
-			"target_version": "v9", "match_tag": fmt.Sprintf("X-Absent-%d", i), "match_value": "yes"}})
+		refs = append(refs, RuleRef{ID: fmt.Sprintf("absent%d", i), Inline: graySpec(rulestore.Fields{
+			"target_version": "v9", "match_tag": fmt.Sprintf("X-Absent-%d", i), "match_value": "yes"})})
 	}
-	refs = append(refs, RuleRef{ID: "beta", Inline: rulestore.Fields{
-		"target_version": "v2", "match_tag": "X-Beta", "match_value": "yes"}})
+	refs = append(refs, RuleRef{ID: "beta", Inline: graySpec(rulestore.Fields{
+		"target_version": "v2", "match_tag": "X-Beta", "match_value": "yes"})})
 	h := newHandler(t, refs...)
 	for _, c := range []struct {
 		name, url string
@@ -193,4 +193,13 @@ func TestCookieBit(t *testing.T) {
 	if cookieBit != headerBit("Cookie") {
 		t.Fatalf("cookieBit %#x, headerBit(Cookie) %#x", uint64(cookieBit), headerBit("Cookie"))
 	}
+}
+
+// graySpec is an inline gray rule's spec from its Redis fields.
+func graySpec(f rulestore.Fields) *rulestore.GraySpec {
+	s, err := rulestore.SpecFromFields(rulestore.Gray, f)
+	if err != nil {
+		panic(err)
+	}
+	return s.(*rulestore.GraySpec)
 }

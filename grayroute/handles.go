@@ -3,6 +3,7 @@ package grayroute
 import (
 	"sync/atomic"
 
+	"github.com/sluicegw/sluice/internal/handlerkit"
 	"github.com/sluicegw/sluice/rulestore"
 )
 
@@ -16,7 +17,7 @@ type ruleHandles struct {
 	// bound: the handles of the binding's gray list, for the binding
 	// version they were made for.
 	bound atomic.Pointer[boundRules]
-	held  atomic.Pointer[heldRules] // what they answered last (current)
+	held  handlerkit.ByChanges[heldRules] // what they answer now (current)
 }
 
 type boundRules struct {
@@ -32,6 +33,7 @@ func (h *Handler) holdRules() {
 	if h.Route != "" {
 		h.handles.route = h.store.Handle(rulestore.Binding, h.Route)
 	}
+	h.handles.held.Init(h.store, h.resolveRules)
 }
 
 // routeRules returns the handles of the route's gray list, or false when
@@ -53,13 +55,11 @@ func (h *Handler) routeRules() ([]*rulestore.Handle, bool) {
 	return next.list, true
 }
 
-// heldRules are the rules a decision tries, as the handles answered at one
-// count of store changes (rulestore.App.Changes): while the count stays
-// the same, a decision reads one atomic counter instead of one handle per
-// rule.
+// heldRules are the rules a decision tries, as the handles answer while
+// the store does not change: a decision reads one atomic counter instead
+// of one handle per rule.
 type heldRules struct {
-	changes uint64
-	list    []heldRule // in evaluation order
+	list []heldRule // in evaluation order
 	// readFirst: the first rule present has a tag, so every request reads
 	// its headers (a rule without a tag matches every request: the rules
 	// after it are never tried): listed, or with at most maskAfter tagged
@@ -87,14 +87,12 @@ type heldRule struct {
 	id   string
 }
 
-// current returns the rules as the store holds them now, re-reading the
-// handles when the store changed since they were last read.
-func (h *Handler) current() *heldRules {
-	n := h.store.Changes() // before the handles: a change after this re-reads them next time
-	if cur := h.handles.held.Load(); cur != nil && cur.changes == n {
-		return cur
-	}
-	next := &heldRules{changes: n}
+// current returns the rules as the store holds them now.
+func (h *Handler) current() *heldRules { return h.handles.held.Get() }
+
+// resolveRules reads the handles: the rules until the store changes.
+func (h *Handler) resolveRules() heldRules {
+	var next heldRules
 	if h.Route != "" {
 		list, ok := h.routeRules()
 		next.noBinding = !ok
@@ -121,7 +119,6 @@ func (h *Handler) current() *heldRules {
 			next.tagged++
 		}
 	}
-	h.handles.held.Store(next)
 	return next
 }
 

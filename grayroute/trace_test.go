@@ -18,8 +18,8 @@ import (
 // hook than BenchmarkServeHTTP's one allocation (the placeholder
 // provider), and a recording span gets the decision's attributes.
 func TestDecisionOnSpan(t *testing.T) {
-	h := newHandler(t, RuleRef{ID: "beta", Inline: rulestore.Fields{
-		"target_version": "v2", "weight": "20", "match_tag": "X-Beta", "match_value": "yes"}})
+	h := newHandler(t, RuleRef{ID: "beta", Inline: graySpec(rulestore.Fields{
+		"target_version": "v2", "weight": "20", "match_tag": "X-Beta", "match_value": "yes"})})
 	request := func(ctx context.Context) *http.Request {
 		r := httptest.NewRequest("GET", "/", nil).WithContext(ctx)
 		r.Header.Set("X-Beta", "yes")

@@ -30,10 +30,16 @@ func init() { rulestore.RegisterView("quota", serveQuota) }
 // QuotaUsage is the answer of GET /sluice/quota/{rule}/{key}
 // (docs/ratelimit.md, "Usage for a key").
 type QuotaUsage struct {
-	Rule  string `json:"rule"`
-	Key   string `json:"key"` // as given (a key longer than 256 bytes: its sha256: form)
+	// Rule is the rate_limit rule's id.
+	Rule string `json:"rule"`
+	// Key is the key as given (a key longer than 256 bytes: its sha256:
+	// form).
+	Key string `json:"key"`
+	// Scope is the rule's scope: local or cluster.
 	Scope string `json:"scope"`
-	Type  string `json:"type"`
+	// Type is the rule's limit_type: token_bucket, sliding_window or
+	// calendar.
+	Type string `json:"type"`
 	// Override: the key has an override, whose numbers these are.
 	Override bool `json:"override"`
 	// Limit is the quota: burst (token bucket), max per window (sliding
@@ -43,16 +49,20 @@ type QuotaUsage struct {
 	// refill included; sliding window: the weighted estimate the engine
 	// decides by; calendar: the count of the current window). It exceeds
 	// Limit by Debt after settlements beyond the quota.
-	Used      float64 `json:"used"`
-	Remaining int64   `json:"remaining"` // whole units a request could take now
-	Debt      float64 `json:"debt"`      // used − limit when above, else 0
+	Used float64 `json:"used"`
+	// Remaining is the whole units a request could take now.
+	Remaining int64 `json:"remaining"`
+	// Debt is Used − Limit when above, else 0.
+	Debt float64 `json:"debt"`
 	// ResetSeconds is the wait until the quota is whole again (token
 	// bucket) or the current window ends (sliding window, calendar: the
-	// RateLimit header's t); Reset is that instant.
-	ResetSeconds float64   `json:"reset_seconds"`
-	Reset        time.Time `json:"reset"`
-	// Period, WindowStart: a calendar quota's period and current window.
-	Period      string     `json:"period,omitempty"`
+	// RateLimit header's t).
+	ResetSeconds float64 `json:"reset_seconds"`
+	// Reset is the instant ResetSeconds ends at.
+	Reset time.Time `json:"reset"`
+	// Period is a calendar quota's period.
+	Period string `json:"period,omitempty"`
+	// WindowStart is when a calendar quota's current window began.
 	WindowStart *time.Time `json:"window_start,omitempty"`
 	// Tracked: state exists for the key (false: never seen, or idle long
 	// enough to be forgotten; it holds its whole quota).

@@ -201,12 +201,18 @@ func writeJSON(w http.ResponseWriter, v any) error {
 
 // Status describes the store: where rules come from and how fresh they are.
 type Status struct {
-	Redis      bool           `json:"redis"`
-	Connected  bool           `json:"connected"`
-	LastResync *time.Time     `json:"last_resync,omitempty"`
-	Resyncs    int64          `json:"resyncs"`
-	Rejected   int64          `json:"rejected"`
-	Rules      map[string]int `json:"rules"`
+	// Redis: the store follows Redis (false: the config's rules only).
+	Redis bool `json:"redis"`
+	// Connected: the last call to Redis succeeded.
+	Connected bool `json:"connected"`
+	// LastResync is when the last full reconciliation with Redis ended.
+	LastResync *time.Time `json:"last_resync,omitempty"`
+	// Resyncs counts the full reconciliations so far.
+	Resyncs int64 `json:"resyncs"`
+	// Rejected counts the rule versions from Redis that failed validation.
+	Rejected int64 `json:"rejected"`
+	// Rules counts the rules in force, by kind.
+	Rules map[string]int `json:"rules"`
 	// Pool is the Redis client's connection pool, present with Redis.
 	Pool *PoolStatus `json:"pool,omitempty"`
 }

@@ -27,7 +27,7 @@ type App struct {
 	Prefix string `json:"prefix,omitempty"`
 	// Resync is the period of the full reconciliation with Redis (default
 	// 30s; from MinResync to a year and a day).
-	Resync caddy.Duration `json:"resync,omitempty"`
+	Resync Duration `json:"resync,omitempty"`
 
 	// RateLimit are static rate_limit rules, by id: typed, with the Redis
 	// hashes' field names. A value may also be a string in the Redis
@@ -58,6 +58,7 @@ type App struct {
 	logger       *zap.Logger
 	missing      sync.Map         // ruleRef -> *missingRef (status.go)
 	missingWarns chan missingWarn // to logMissing (missing_log.go)
+	breakers     breakers         // see Breakers
 }
 
 // CaddyModule returns the Caddy module information.
@@ -162,6 +163,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 			if err != nil {
 				return fmt.Errorf("static %s rule %q: %w", k, id, err)
 			}
+			warnRenamed(a.logger, k, id, f)
 			a.static[k][id] = &Rule{Kind: k, ID: id, Fields: f, Value: v, Source: "static"}
 			a.overlays[k][id] = new(overlaySlot)
 		}
@@ -178,7 +180,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return nil
 	}
 	if a.Resync == 0 {
-		a.Resync = caddy.Duration(30 * time.Second)
+		a.Resync = Duration(30 * time.Second)
 	}
 	if r := time.Duration(a.Resync); r < MinResync || r > MaxRuleDuration {
 		return fmt.Errorf("rulestore resync: want a duration from %s to %s, got %s (each resync reads every rule)", MinResync, MaxRuleDuration, r)

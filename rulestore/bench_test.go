@@ -188,7 +188,7 @@ func BenchmarkKillSwitchPropagation(b *testing.B) {
 	r := redistest.Start(b)
 	c := r.Client()
 	ctx := context.Background()
-	app := &App{Redis: &RedisConfig{URL: r.URL()}, Resync: caddy.Duration(time.Hour),
+	app := &App{Redis: &RedisConfig{URL: r.URL()}, Resync: Duration(time.Hour),
 		RateLimit: map[string]Fields{"switch": {"qps": "1000", "burst": "2000"}}}
 	cctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	b.Cleanup(cancel)

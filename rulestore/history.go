@@ -32,19 +32,27 @@ func (n keyNames) HistoryKey(k Kind, id string) string {
 // HistoryEntry is one recorded change. Fields are the raw fields held in
 // Redis (or memory): the overlay of a static rule, or a whole rule.
 type HistoryEntry struct {
+	// Kind is the rule's kind: rate_limit, circuit_breaker, gray or binding.
 	Kind string `json:"kind"`
-	ID   string `json:"id"`
-	// Version of Fields ("" after a delete); PrevVersion of Prev.
-	Version     string `json:"version"`
+	// ID is the rule's id (a route name for a binding).
+	ID string `json:"id"`
+	// Version is the version of Fields ("" after a delete).
+	Version string `json:"version"`
+	// PrevVersion is the version of Prev ("" for a new rule).
 	PrevVersion string `json:"prev_version"`
-	Op          string `json:"op"` // upsert, delete or rollback
-	Prev        Fields `json:"prev"`
-	Fields      Fields `json:"fields"`
+	// Op is upsert, delete or rollback.
+	Op string `json:"op"`
+	// Prev are the raw fields before the change (nil for a new rule).
+	Prev Fields `json:"prev"`
+	// Fields are the raw fields after the change (nil after a delete).
+	Fields Fields `json:"fields"`
 	// Via is who made the change: redis (a write seen in Redis, e.g. with
 	// redis-cli), admin_api, cli, rollback or apply.
-	Via      string    `json:"via"`
-	Instance string    `json:"instance"`
-	At       time.Time `json:"at"`
+	Via string `json:"via"`
+	// Instance is the instance that recorded the change: host:pid.
+	Instance string `json:"instance"`
+	// At is when the change was recorded.
+	At time.Time `json:"at"`
 }
 
 // newHistoryEntry records a change from prev to f (nil: a delete); op

@@ -10,8 +10,9 @@ type RejectedView struct {
 	Version string `json:"version"`
 	// Fields stored in Redis; omitted when over the size limit.
 	Fields Fields `json:"fields,omitempty"`
-	// Field at fault and Reason, as in the verdict.
-	Field  string `json:"field,omitempty"`
+	// Field at fault, as in the verdict.
+	Field string `json:"field,omitempty"`
+	// Reason says why the version was rejected, as in the verdict.
 	Reason string `json:"reason"`
 	// Since when the stored value is rejected.
 	Since time.Time `json:"since"`

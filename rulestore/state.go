@@ -23,8 +23,10 @@ type ActionFunc func(ctx context.Context, app *App, id, action string) (any, err
 
 // ActionError is an action's failure with its HTTP status.
 type ActionError struct {
+	// Status is the HTTP status of the answer (e.g. 404).
 	Status int
-	Err    error
+	// Err says what went wrong; the answer's error message.
+	Err error
 }
 
 func (e *ActionError) Error() string { return e.Err.Error() }
@@ -39,6 +41,7 @@ func action(resource string) ActionFunc { return actions.get(resource) }
 
 // StoreState is the rule store's part of GET /sluice/state.
 type StoreState struct {
+	// Status is the store's status, as GET /sluice/status shows it.
 	Status
 	// Source of the rules written through the admin API: redis or memory.
 	Writes string `json:"writes"`
@@ -50,8 +53,10 @@ type StoreState struct {
 
 // RuleVersion is one rule's version and where it comes from.
 type RuleVersion struct {
+	// Version is the rule's version (see Rule.Version).
 	Version string `json:"version"`
-	Source  string `json:"source"`
+	// Source is static, redis or memory (see Rule.Source).
+	Source string `json:"source"`
 }
 
 // State returns the whole of GET /sluice/state: the store's section under

@@ -39,11 +39,15 @@ var instanceName = func() string {
 // the status hash (JSON in the field named after the instance).
 type Verdict struct {
 	// State is accepted, rejected or deleted.
-	State   string `json:"state"`
-	Version string `json:"version,omitempty"` // of the raw Redis fields
-	Field   string `json:"field,omitempty"`   // rejected: the field at fault
-	Error   string `json:"error,omitempty"`   // rejected: why
-	At      string `json:"at"`                // RFC 3339, UTC
+	State string `json:"state"`
+	// Version is the version of the raw Redis fields answered.
+	Version string `json:"version,omitempty"`
+	// Field is the field at fault (rejected).
+	Field string `json:"field,omitempty"`
+	// Error says why the version was rejected.
+	Error string `json:"error,omitempty"`
+	// At is when the instance answered, RFC 3339, UTC.
+	At string `json:"at"`
 	// Heartbeat is the instance's member in gateway:instances: while its
 	// score (expiry, unix ms) is ahead, the instance is live; else the
 	// verdict is a stopped instance's, not a lagging one.
@@ -202,13 +206,20 @@ func (s *redisSource) flushFeedback(ctx context.Context) {
 // expects: rejected (the last version in Redis failed validation) or missing
 // (a handler refers to it but the store holds no such rule).
 type InvalidRule struct {
-	Kind    string    `json:"kind"`
-	ID      string    `json:"id"`
-	Problem string    `json:"problem"` // rejected or missing
-	Version string    `json:"version,omitempty"`
-	Field   string    `json:"field,omitempty"`
-	Reason  string    `json:"reason"`
-	Since   time.Time `json:"since"`
+	// Kind is the rule's kind: rate_limit, circuit_breaker, gray or binding.
+	Kind string `json:"kind"`
+	// ID is the rule's id (a route name for a binding).
+	ID string `json:"id"`
+	// Problem is rejected or missing.
+	Problem string `json:"problem"`
+	// Version is the rejected version of the raw Redis fields.
+	Version string `json:"version,omitempty"`
+	// Field is the field at fault (rejected).
+	Field string `json:"field,omitempty"`
+	// Reason says why: the validation error, or who refers to the missing rule.
+	Reason string `json:"reason"`
+	// Since is when the problem was first seen.
+	Since time.Time `json:"since"`
 	// Stored are the rejected raw fields as Redis holds them (clipped).
 	Stored Fields `json:"stored,omitempty"`
 

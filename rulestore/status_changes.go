@@ -20,14 +20,20 @@ const changesShown = 50
 
 // RecentChange is one rule change in the feed.
 type RecentChange struct {
-	Kind    string    `json:"kind"`
-	ID      string    `json:"id"`
-	Op      string    `json:"op"`
-	Version string    `json:"version,omitempty"`
-	At      time.Time `json:"at"`
-	// Via and Instance say who made it (see HistoryEntry), when the
-	// rule's history still holds the entry.
-	Via      string `json:"via,omitempty"`
+	// Kind is the rule's kind: rate_limit, circuit_breaker, gray or binding.
+	Kind string `json:"kind"`
+	// ID is the rule's id (a route name for a binding).
+	ID string `json:"id"`
+	// Op is upsert, delete or rollback.
+	Op string `json:"op"`
+	// Version is the rule's version after the change ("" once deleted).
+	Version string `json:"version,omitempty"`
+	// At is when the change was made.
+	At time.Time `json:"at"`
+	// Via says how the change was made (see HistoryEntry), when the rule's
+	// history still holds the entry.
+	Via string `json:"via,omitempty"`
+	// Instance is the instance that made it (see HistoryEntry), likewise.
 	Instance string `json:"instance,omitempty"`
 	// Diff lists the fields the change set, changed or unset.
 	Diff []FieldChange `json:"diff"`

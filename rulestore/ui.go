@@ -97,7 +97,9 @@ type Overview struct {
 
 // PropagationTotals are a histogram's count and sum since the process started.
 type PropagationTotals struct {
-	Count      uint64  `json:"count"`
+	// Count counts the rule changes whose propagation was measured.
+	Count uint64 `json:"count"`
+	// SumSeconds adds up their propagation times, in seconds.
 	SumSeconds float64 `json:"sum_seconds"`
 }
 

@@ -12,7 +12,9 @@ import (
 // is live (its heartbeat is current) or stopped. A stopped instance's
 // verdict is kept for the record but is never waited on.
 type InstanceVerdict struct {
+	// Instance names the instance: host:pid.
 	Instance string `json:"instance"`
+	// Verdict is the instance's answer to the rule's last version it read.
 	Verdict
 	// Live is true while the instance's heartbeat is current.
 	Live bool `json:"live"`
@@ -25,7 +27,9 @@ type InstanceVerdict struct {
 // Redis now, and every instance's verdict. A live instance that has not
 // written one yet is listed with state "none".
 type VerdictsView struct {
-	Version  string            `json:"version"`
+	// Version is the version of the fields stored in Redis now.
+	Version string `json:"version"`
+	// Verdicts are every instance's verdicts, sorted by instance.
 	Verdicts []InstanceVerdict `json:"verdicts"`
 }
 

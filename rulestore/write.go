@@ -43,10 +43,14 @@ type writeResult struct {
 
 // FieldChange is one field's change: added, removed or changed.
 type FieldChange struct {
-	Field  string `json:"field"`
+	// Field is the field's name.
+	Field string `json:"field"`
+	// Change is added, removed or changed.
 	Change string `json:"change"`
-	Old    string `json:"old,omitempty"`
-	New    string `json:"new,omitempty"`
+	// Old is the value before (removed, changed).
+	Old string `json:"old,omitempty"`
+	// New is the value after (added, changed).
+	New string `json:"new,omitempty"`
 }
 
 // DiffFields lists the changes from a to b, by field name.

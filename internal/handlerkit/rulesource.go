@@ -74,6 +74,23 @@ func (b *RuleSource[S]) InlineRule() (id string, f rulestore.Fields) {
 	return id, f
 }
 
+// StateID names an inline rule's state: an explicit id is shared by every
+// block that gives it; without one, the n-th block with identical fields
+// in the config gets "-n" after its hash, so each block has state of its
+// own (the first keeps the plain hash). Handlers provision in config
+// order, so the names are the same on every reload. n is the block's
+// occurrence (1 with an explicit id).
+func (b *RuleSource[S]) StateID(app *rulestore.App, k rulestore.Kind) (id string, n int) {
+	id, _ = b.InlineRule()
+	if b.ExplicitID() {
+		return id, 1
+	}
+	if n = app.Occurrence(k.String() + " inline " + id); n > 1 {
+		id = fmt.Sprintf("%s-%d", id, n)
+	}
+	return id, n
+}
+
 // ExplicitID reports whether the inline rule names itself.
 func (b *RuleSource[S]) ExplicitID() bool { return b.inline()[InlineIDField] != "" }
 
@@ -96,6 +113,7 @@ func (b *RuleSource[S]) ParseInline(app *rulestore.App, k rulestore.Kind, direct
 	if err != nil {
 		return nil, fmt.Errorf("%s: inline %s rule: %w", directive, k, err)
 	}
+	app.WarnRenamed(k, id, f)
 	return v, nil
 }
 

@@ -7,11 +7,8 @@ import (
 )
 
 // Selector finds, per request, the rule a handler's Rule or Route names now
-// and the handler's state for it (T: a limiter, nothing for the breaker).
-// It keeps its last answer with the store's count of changes
-// (rulestore.App.Changes): while the count stays the same a request reads
-// that one counter, and after any change it re-reads the handles, never
-// the store's maps.
+// and the handler's state for it (T: a limiter, nothing for the breaker),
+// kept ByChanges.
 type Selector[V, T any] struct {
 	app   *rulestore.App
 	kind  rulestore.Kind
@@ -25,17 +22,15 @@ type Selector[V, T any] struct {
 	pick     func(*rulestore.RouteBinding) string
 	routed   atomic.Pointer[routed[T]]
 	stateFor func(id string) T
-	held     atomic.Pointer[held[V, T]]
+	held     ByChanges[held[V, T]]
 	refuse   bool // on_missing_rule refuse
 }
 
-// held is what Current answered at one count of store changes; never
-// changed once stored, so requests share it without a lock.
+// held is what Current answers while the store does not change.
 type held[V, T any] struct {
-	changes uint64
-	v       V
-	st      T
-	ok      bool
+	v  V
+	st T
+	ok bool
 	// warn: a missing rule or binding, warned about on every request, as
 	// without the cache (WarnMissing paces its own logging).
 	warn     bool
@@ -54,6 +49,7 @@ type routed[T any] struct {
 // rule id; pick reads the rule id of kind k off a route binding.
 func NewSelector[V, T any, S rulestore.Spec](app *rulestore.App, k rulestore.Kind, b *RuleSource[S], pick func(*rulestore.RouteBinding) string, stateFor func(id string) T) *Selector[V, T] {
 	s := &Selector[V, T]{app: app, kind: k, pick: pick, stateFor: stateFor, refuse: b.Refuse()}
+	s.held.Init(app, s.resolve)
 	if b.Route != "" {
 		s.route, s.routeH = b.Route, app.Handle(rulestore.Binding, b.Route)
 		return s
@@ -79,12 +75,7 @@ func (s *Selector[V, T]) RuleID() string {
 // rule of this kind), and the request then passes, or, for a missing one
 // under on_missing_rule refuse (see Refusal), is refused.
 func (s *Selector[V, T]) Current() (v V, st T, ok bool) {
-	n := s.app.Changes() // before the handles: a change after this is re-read next time
-	c := s.held.Load()
-	if c == nil || c.changes != n {
-		c = s.resolve(n)
-		s.held.Store(c)
-	}
+	c := s.held.Get()
 	if c.warn && s.refuse {
 		s.app.WarnMissingRefused(c.warnKind, c.warnID)
 	} else if c.warn {
@@ -100,15 +91,15 @@ func (s *Selector[V, T]) Refusal(directive string) error {
 	if s == nil || !s.refuse {
 		return nil
 	}
-	if c := s.held.Load(); c != nil && c.warn {
+	if c := s.held.Last(); c != nil && c.warn {
 		return RefuseMissing(directive, c.warnKind, c.warnID)
 	}
 	return nil
 }
 
-// resolve reads the handles: the answer at count n of store changes.
-func (s *Selector[V, T]) resolve(n uint64) *held[V, T] {
-	c := &held[V, T]{changes: n, st: s.state}
+// resolve reads the handles: the answer until the store changes.
+func (s *Selector[V, T]) resolve() held[V, T] {
+	c := held[V, T]{st: s.state}
 	id, hd := s.id, s.rule
 	if s.routeH != nil {
 		br := s.routeH.Rule()

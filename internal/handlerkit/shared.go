@@ -32,18 +32,39 @@ func (s *Shared[T]) Range(f func(id string, v T) bool) {
 	s.pool.Range(func(k, v any) bool { return f(k.(string), v.(pooled[T]).v) })
 }
 
+// Load returns the value some config holds for id, without taking hold
+// of it (for the admin API: it walks the pool).
+func (s *Shared[T]) Load(id string) (v T, ok bool) {
+	s.Range(func(k string, t T) bool {
+		if k == id {
+			v, ok = t, true
+		}
+		return !ok
+	})
+	return v, ok
+}
+
 // Holder is one handler instance's references into a Shared pool. Get is
 // lock-free once an id has been seen; Release drops every reference.
 type Holder[T any] struct {
 	shared *Shared[T]
 	newT   func(id string) T
-	held   sync.Map // id -> T
+	onHold func(id string, v T) // nil, or see OnHold
+	held   sync.Map             // id -> T
 	mu     sync.Mutex
 }
 
 // Holder returns a new holder that makes missing values with newT.
 func (s *Shared[T]) Holder(newT func(id string) T) *Holder[T] {
 	return &Holder[T]{shared: s, newT: newT}
+}
+
+// OnHold makes h call f once for each id it takes hold of, before Get
+// returns its value: e.g. to index the values a config holds. Call it
+// before the first Get.
+func (h *Holder[T]) OnHold(f func(id string, v T)) *Holder[T] {
+	h.onHold = f
+	return h
 }
 
 // Get returns the shared value for id, creating it on first use.
@@ -60,6 +81,9 @@ func (h *Holder[T]) Get(id string) T {
 		return pooled[T]{h.newT(id)}, nil
 	})
 	t := v.(pooled[T]).v
+	if h.onHold != nil {
+		h.onHold(id, t)
+	}
 	h.held.Store(id, t)
 	return t
 }
