@@ -3,7 +3,6 @@ package rulestore
 import (
 	"context"
 	"errors"
-	"maps"
 
 	"go.uber.org/zap"
 )
@@ -113,9 +112,7 @@ func (s *redisSource) parse(k Kind, id string, f Fields, old *Rule) (*Rule, bool
 	again := err != nil && s.feedback.rejectedBefore(k, id, f)
 	s.feedback.verdict(k, id, f, err)
 	if err == nil {
-		if old == nil || !maps.Equal(old.Fields, f) && !maps.Equal(old.Overlay, f) { // not on a resync's re-read
-			warnRenamed(s.logger, k, id, f)
-		}
+		warnRenamed(s.logger, k, id, f) // once per version: unchanged fields are not parsed again
 		s.feedback.queueLastGood(lastGoodOp{ref: ruleRef{k, id}, mode: "set", fields: f})
 	} else if old != nil {
 		s.feedback.queueLastGood(lastGoodOp{ref: ruleRef{k, id}, mode: "keep", fields: old.Fields})
