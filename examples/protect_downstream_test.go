@@ -127,10 +127,12 @@ func TestProtectDownstream(t *testing.T) {
 	// The adaptive limit keeps the service near its capacity: in flight
 	// settles about C + 1 (1.1–1.2 C: the served concurrency plus a
 	// headroom of one request), in both phases (so it followed the
-	// halving). The upper bound is the 1.5 C: a busy machine
-	// makes the limit err low, not high (a starved gateway or upstream
-	// process adds latency the limit takes for a queue). For the same
-	// reason the lower bound is the 0.7 C less a margin, 0.6 C.
+	// halving). The upper bound is the 1.5 C. A busy machine
+	// mostly makes the limit err low (a starved gateway or upstream
+	// process adds latency the limit takes for a queue), so the lower
+	// bound is the 0.7 C less a margin, 0.6 C; a minRTT probe
+	// that met a stall errs high instead (a clean-clone run beside two
+	// more suites, load 12-14, measured 1.50 C slowed with a 187 ms stall).
 	for i, c := range []int{pdCapA, pdCapB} {
 		if lo, hi := 0.6*float64(c), 1.5*float64(c); adaptive.inFlight[i] < lo || adaptive.inFlight[i] > hi {
 			t.Errorf("adaptive, phase %d: %.1f in flight (%.2f C), want within [%.1f, %.1f]", i+1, adaptive.inFlight[i], adaptive.inFlight[i]/float64(c), lo, hi)
