@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
-
 	"github.com/sluicegw/sluice/internal/redistest"
 	"github.com/sluicegw/sluice/internal/testcaddy"
 )
@@ -154,9 +152,9 @@ func TestStatusPageNavigationNeedsTheEmptyOrigin(t *testing.T) {
 	json.Unmarshal(in.json(map[string]any{}), &cfg)
 	cfg["admin"].(map[string]any)["origins"] = []string{self, fmt.Sprintf("127.0.0.1:%d", in.admin), ""}
 	b, _ := json.Marshal(cfg)
-	if err := caddy.Load(b, true); err != nil {
-		t.Fatal(err)
-	}
+	// ReloadJSON waits until the old admin endpoint, on the same port, has
+	// closed (a request sent at once got EOF from it on a busy box).
+	testcaddy.ReloadJSON(t, b)
 	testcaddy.Eventually(t, 10*time.Second, "admin endpoint with the new origins", func() bool {
 		resp, _ := in.uiGet("/sluice/ui/", navigate...)
 		return resp.StatusCode == 200
