@@ -26,8 +26,8 @@ func init() {
 // Handler limits requests by a rate_limit rule: exactly one of rule, route
 // and inline says which, or by several rules (rules and inlines, or a
 // route binding listing several), all of which must admit a request
-// (multi.go). Each inline block has a quota of its own; inline rules of
-// the same explicit id share one.
+// (multi.go). Identical inline rules share one quota (their id is a hash
+// of them), as do inline rules of the same explicit id.
 type Handler struct {
 	// Rule is the id of the rate_limit rule, in the rule store, that this
 	// handler applies.
@@ -37,10 +37,7 @@ type Handler struct {
 	Route string `json:"route,omitempty"`
 	// Inline declares the rule in place, with the rule store's field
 	// names. Its optional "id" names it (labels, error bodies,
-	// RateLimit-Policy) and is shared by every block that gives it;
-	// without one its id is inline:<hash of the fields>, and a later block
-	// of the config with identical fields gets -2, -3… after it: a quota
-	// of its own.
+	// RateLimit-Policy); without one its id is inline:<hash of the fields>.
 	Inline *rulestore.RateLimitSpec `json:"inline,omitempty"`
 	// OnMissingRule is pass (the default: while a named rule or route
 	// binding does not exist, requests go on unchecked and it is warned
@@ -116,7 +113,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		h.list = h.newRuleList(nil)
 		return nil
 	default:
-		id := h.inlineID(h.source())
+		id, _ := h.source().InlineRule()
 		v, err := h.source().ParseInline(app, rulestore.RateLimit, "ratelimit", id)
 		if err != nil {
 			return err

@@ -1,10 +1,7 @@
 package ratelimit_test
 
 import (
-	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -55,47 +52,4 @@ func TestInlineRuleIDClashesWithStatic(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `inline rule id "search_api" is also a rate_limit rule of the rulestore block`) {
 		t.Fatalf("validate: %v, want the id clash named", err)
 	}
-}
-
-// Identical inline blocks without an id have a quota each (inline:<hash>,
-// then -2), as identical circuitbreaker blocks have a breaker each; the
-// log warns about the later block, which shared the first's quota in
-// earlier releases. Each keeps its count across a reload.
-func TestIdenticalInlineBlocksHaveAQuotaEach(t *testing.T) {
-	logPath := filepath.Join(t.TempDir(), "caddy.log")
-	site := `
-	ratelimit {
-		qps          0.01
-		burst        2
-		key_resolver global
-	}
-	respond "ok"`
-	s := caddyfile(t, fmt.Sprintf(`	log {
-		output file %s
-		format json
-	}`, logPath), site, site)
-	testcaddy.Run(t, s.cfg)
-	expect(t, s.urls[0], []int{200, 200, 429})
-	expect(t, s.urls[1], []int{200, 200, 429})
-	resp, _ := testcaddy.Get(t, s.urls[1])
-	pol0 := func() string { r, _ := testcaddy.Get(t, s.urls[0]); return r.Header.Get("RateLimit-Policy") }()
-	if pol := resp.Header.Get("RateLimit-Policy"); !strings.HasSuffix(strings.SplitN(pol, ";", 2)[0], `-2"`) || pol == pol0 {
-		t.Errorf("second block's RateLimit-Policy %q (first's %q), want its own id ending in -2", pol, pol0)
-	}
-	b, err := os.ReadFile(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	warnings := 0
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.Contains(line, `"level":"warn"`) && strings.Contains(line, "identical to an earlier block") {
-			warnings++
-		}
-	}
-	if warnings != 1 {
-		t.Errorf("%d warnings about the identical block, want 1 (the second block only):\n%s", warnings, b)
-	}
-	testcaddy.Reload(t, s.cfg)
-	expect(t, s.urls[0], []int{429})
-	expect(t, s.urls[1], []int{429})
 }

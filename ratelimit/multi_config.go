@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-	"go.uber.org/zap"
 
 	"github.com/sluicegw/sluice/internal/handlerkit"
 	"github.com/sluicegw/sluice/rulestore"
@@ -40,20 +39,6 @@ func (h *Handler) singleList() {
 // inlineSource is inline rule s as a RuleSource, for its id and parsing.
 func inlineSource(s *rulestore.RateLimitSpec) *handlerkit.RuleSource[*rulestore.RateLimitSpec] {
 	return handlerkit.NewRuleSource("", "", s, "")
-}
-
-// inlineID names an inline rule's quota (handlerkit.RuleSource.StateID):
-// an explicit id is shared; identical blocks without one get a quota each.
-// Such a later block is warned about: releases before this one let it
-// share the first block's quota, and a deployment may have counted on it.
-func (h *Handler) inlineID(src *handlerkit.RuleSource[*rulestore.RateLimitSpec]) string {
-	id, n := src.StateID(h.app, rulestore.RateLimit)
-	if n > 1 {
-		h.logger.Warn("inline rate_limit rule identical to an earlier block of this config: it has a quota of its own "+
-			"(earlier releases shared one); to share a quota, give the blocks one id",
-			zap.String("rule", id))
-	}
-	return id
 }
 
 // validateList checks Rules and Inlines: well-formed ids, each rule listed
@@ -115,7 +100,7 @@ func (h *Handler) provisionList() error {
 	}
 	for _, s := range h.Inlines {
 		b := inlineSource(s)
-		id := h.inlineID(b)
+		id, _ := b.InlineRule()
 		v, err := b.ParseInline(h.app, rulestore.RateLimit, "ratelimit", id)
 		if err != nil {
 			return err
