@@ -38,7 +38,9 @@ type Handler struct {
 	// names. Its optional "id" names it (labels, events, the breaker's
 	// state), and handlers giving the same id share one breaker; without
 	// one its id is inline:<hash of the fields>, with -2, -3... for later
-	// blocks with the same fields, so each block has its own breaker.
+	// blocks with the same fields, so each block has its own breaker
+	// (in the order Caddy provisions them: fixed within a server, not
+	// across servers; give identical blocks of different sites ids).
 	Inline *rulestore.CircuitBreakerSpec `json:"inline,omitempty"`
 	// OnMissingRule is pass (the default: while a named rule or route
 	// binding does not exist, requests go on unguarded and it is warned

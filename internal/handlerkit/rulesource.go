@@ -77,9 +77,10 @@ func (b *RuleSource[S]) InlineRule() (id string, f rulestore.Fields) {
 // StateID names an inline rule's state: an explicit id is shared by every
 // block that gives it; without one, the n-th block with identical fields
 // in the config gets "-n" after its hash, so each block has state of its
-// own (the first keeps the plain hash). Handlers provision in config
-// order, so the names are the same on every reload. n is the block's
-// occurrence (1 with an explicit id).
+// own (the first keeps the plain hash). n is the block's occurrence (1
+// with an explicit id). The names follow the order Caddy provisions
+// handlers in: the config's within one server, none fixed across servers
+// (docs/rulestore.md, "Which inline rules share state").
 func (b *RuleSource[S]) StateID(app *rulestore.App, k rulestore.Kind) (id string, n int) {
 	id, _ = b.InlineRule()
 	if b.ExplicitID() {
