@@ -127,14 +127,21 @@ func TestProtectDownstream(t *testing.T) {
 	// The adaptive limit keeps the service near its capacity: in flight
 	// settles about C + 1 (1.1–1.2 C: the served concurrency plus a
 	// headroom of one request), in both phases (so it followed the
-	// halving). The upper bound is the issue's 1.5 C. A busy machine
-	// mostly makes the limit err low (a starved gateway or upstream
-	// process adds latency the limit takes for a queue), so the lower
-	// bound is the issue's 0.7 C less a margin, 0.6 C; a minRTT probe
-	// that met a stall errs high instead (a clean-clone run beside two
-	// more suites, load 12-14, measured 1.50 C slowed with a 187 ms stall).
+	// halving). The upper bound is the issue's 1.5 C for C = 10, and for
+	// C = 5 the 1.7 C the simulation asserts for this very case (200 ms,
+	// 10 → 5: the limit moves in whole requests; 0.91–1.61 C
+	// over 20 seeds, ratelimit/adaptive_goals_test.go); clean-clone runs
+	// measured 1.16–1.50 C slowed. The capacity-halving bug of issue 28
+	// (1.75–2 C at 20 ms) is the simulation's to catch: this example never
+	// showed it. A busy machine mostly makes the limit err low (a starved
+	// gateway or upstream process adds latency the limit takes for a
+	// queue), so the lower bound is the issue's 0.7 C less a margin,
+	// 0.6 C; a minRTT probe that met a stall errs high instead (a run
+	// beside two more suites, load 12-14, measured 1.50 C slowed with a
+	// 187 ms stall).
 	for i, c := range []int{pdCapA, pdCapB} {
-		if lo, hi := 0.6*float64(c), 1.5*float64(c); adaptive.inFlight[i] < lo || adaptive.inFlight[i] > hi {
+		hiShare := map[int]float64{pdCapA: 1.5, pdCapB: 1.7}[c]
+		if lo, hi := 0.6*float64(c), hiShare*float64(c); adaptive.inFlight[i] < lo || adaptive.inFlight[i] > hi {
 			t.Errorf("adaptive, phase %d: %.1f in flight (%.2f C), want within [%.1f, %.1f]", i+1, adaptive.inFlight[i], adaptive.inFlight[i]/float64(c), lo, hi)
 		}
 		// Time in the service stays within 2× the uncontended 200 ms:
