@@ -169,15 +169,39 @@ func TestKillSwitchesOverlayCaddyfileRulesOnEveryInstance(t *testing.T) {
 	// qps back to 1000: once the emptied bucket refills (a second at most),
 	// a burst of requests passes again.
 	for _, b := range base {
-		testcaddy.Eventually(t, 10*time.Second, b+": 20 requests in a row pass after DEL", func() bool {
+		var last string // what the last refused request saw, for the failure message
+		ok := waitUntil(10*time.Second, func() bool {
 			for range 20 {
-				if status, _ := getQuiet(b+"/rl", ""); status != 200 {
+				resp, err := pollClient.Get(b + "/rl")
+				if err != nil {
+					last = err.Error()
+					return false
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					last = fmt.Sprintf("%d %q RateLimit-Policy=%q RateLimit=%q", resp.StatusCode, body,
+						resp.Header.Get("RateLimit-Policy"), resp.Header.Get("RateLimit"))
 					return false
 				}
 			}
 			return true
 		})
+		if !ok {
+			t.Fatalf("%s: 20 requests in a row still do not pass 10s after the DEL; last refused: %s", b, last)
+		}
 	}
+}
+
+// waitUntil polls cond until it holds (true) or timeout passes (false).
+func waitUntil(timeout time.Duration, cond func() bool) bool {
+	for deadline := time.Now().Add(timeout); !cond(); {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond) // the poll interval
+	}
+	return true
 }
 
 // getQuiet is a GET that reports a failed request as status 0 (the caller

@@ -329,8 +329,21 @@ func Start(t testing.TB, caddyfile string) *Process {
 	}
 	p := &Process{t: t, dir: t.TempDir(), AdminPort: FreePort(t), Log: new(bytes.Buffer)}
 	p.start(caddyfile)
-	t.Cleanup(p.Stop)
+	t.Cleanup(func() {
+		p.Stop()
+		if t.Failed() { // what the process logged is what explains a failure
+			t.Logf("caddy (admin :%d) logged, last 8 KiB:\n%s", p.AdminPort, tail(p.Logs(), 8<<10))
+		}
+	})
 	return p
+}
+
+// tail is the last n bytes of s.
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
 }
 
 func (p *Process) expand(caddyfile string) string {
