@@ -151,7 +151,7 @@ func settleResponse(rule *Rule, lim *limiter, eng Engine, key []byte, ref entryR
 		applied, debt = settle(eng, rule, key, lim.now(), charge)
 	}
 	if applied {
-		lim.counted(charge, debt, key)
+		lim.counted(charge, debt, key, stripeOf(key, ref))
 	}
 }
 
@@ -278,6 +278,15 @@ func (e *localEngine) charge(ent *entry, r *Rule, l *Limits, now, n int64) (debt
 		return ent.sw.charge(now, l.Window, l.Max, float64(n))
 	}
 	return ent.tb.charge(now, l.QPS, l.Burst, float64(n))
+}
+
+// stripeOf picks key's stripe of the settlement counters: its entry's
+// index when known, else its last byte (keys differ at the end: ids, IPs).
+func stripeOf(key []byte, ref entryRef) int {
+	if ref.at != 0 || len(key) == 0 {
+		return int(ref.at)
+	}
+	return int(key[len(key)-1])
 }
 
 // entryRef is where a local settling rule's decision found its key's
