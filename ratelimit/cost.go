@@ -10,6 +10,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/sluicegw/sluice/internal/handlerkit"
 	"github.com/sluicegw/sluice/rulestore"
 )
 
@@ -77,6 +78,8 @@ func (r *Rule) parseCost(f rulestore.Fields, get func(string) (string, bool)) er
 		r.respTrailer = http.TrailerPrefix + r.respCost
 		r.settles = true
 	}
+	r.countsAll = r.CountStatus == (handlerkit.StatusSet{})
+	r.settlesByHeader = r.respCost != "" && r.countsAll
 	if v, ok := get("reserve"); ok {
 		if r.respCost == "" {
 			return f.Errorf("reserve", "applies with response_cost only")

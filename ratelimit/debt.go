@@ -48,14 +48,16 @@ type debtLog struct {
 
 // counted counts a settlement applied to key: charge tokens beyond what
 // the request spent at admission (a refund when negative), and whether it
-// took the key into debt. Atomic adds only; a key entering debt is copied
-// (one allocation, on that charge only) for the next event.
-func (l *limiter) counted(charge int64, debt bool, key []byte) {
+// took the key into debt. Atomic adds only, to the counters' stripe picks
+// (the key's entry, say: concurrent requests of other keys add to other
+// cache lines); a key entering debt is copied (one allocation, on that
+// charge only) for the next event.
+func (l *limiter) counted(charge int64, debt bool, key []byte, stripe int) {
 	c := l.counters
 	if charge > 0 {
-		c.charged.Add(uint64(charge))
+		c.charged.Add(stripe, uint64(charge))
 	} else {
-		c.refunded.Add(uint64(-charge))
+		c.refunded.Add(stripe, uint64(-charge))
 	}
 	if debt {
 		c.debtEntered.Inc()

@@ -280,7 +280,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	ph.paces = rule.Flow.Behavior.paces()
 	ph.publish(repl, fresh)
 	if rule.settles {
-		return serveSettled(w, r, next, rule, lim, eng, key, cost, d)
+		return serveSettled(w, r, next, rule, lim, eng, key, cost, &d)
 	}
 	if d.slot != nil || d.total {
 		return serveHolding(w, r, next, eng, d)

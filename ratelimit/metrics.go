@@ -58,9 +58,11 @@ func registerMetrics(reg *prometheus.Registry) error {
 // rules only.
 type ruleCounters struct {
 	allowed, rejected, shadow, concurrency, emptyKey, unavailable, badCost counter
-	charged, refunded, debtEntered                                         counter // settling rules (debt.go)
-	redisCalls, redisErrors                                                *counter
-	fallbackAllow, fallbackDeny, fallbackLocal                             *counter
+	debtEntered                                                            counter // settling rules (debt.go)
+	// charged, refunded: every settlement adds to one, from every core.
+	charged, refunded                          metrickit.StripedCounter
+	redisCalls, redisErrors                    *counter
+	fallbackAllow, fallbackDeny, fallbackLocal *counter
 }
 
 // counter is a count the collector exports: the one counter of the three

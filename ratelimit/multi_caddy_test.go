@@ -224,3 +224,46 @@ func TestSeveralLimitsSettleEachRule(t *testing.T) {
 			resp.StatusCode, resp.Header.Get("X-RateLimit-Remaining"))
 	}
 }
+
+// A rule charged by response_cost among several settles by the upstream's
+// report as it does alone, a header or a trailer, beside a count_status
+// rule: tokens takes its reserve of 10 at admission, is charged 20 more
+// for a report of 30, refunded 5 for a trailer of 5 (100 - 30 - 5 = 65),
+// and the next request there, alone, leaves 55; errors (5xx only) spent
+// nothing on these 200s.
+func TestSeveralLimitsResponseCost(t *testing.T) {
+	const tokens = `qps 0.0001
+			burst 100
+			key_resolver global
+			response_cost {http.response.header.X-Tokens-Used}
+			reserve 10
+			max_cost 50`
+	up := usageUpstream(t)
+	s := caddyfile(t, "",
+		`	ratelimit {
+		limit errors {
+			qps 0.0001
+			burst 3
+			key_resolver global
+			count_status 5xx
+		}
+		limit tokens {
+			`+tokens+`
+		}
+	}
+	reverse_proxy `+up.URL,
+		"\tratelimit {\n\t\tid tokens\n\t\t"+tokens+"\n\t}\n\treverse_proxy "+up.URL,
+		"\tratelimit {\n\t\tid errors\n\t\tqps 0.0001\n\t\tburst 3\n\t\tkey_resolver global\n\t\tcount_status 5xx\n\t}\n\trespond \"ok\"")
+	testcaddy.Run(t, s.cfg)
+	expect(t, s.urls[0]+"/use?n=30", []int{200})
+	resp, body := testcaddy.Get(t, s.urls[0]+"/stream?n=5")
+	if resp.StatusCode != http.StatusOK || resp.Trailer.Get("X-Tokens-Used") != "5" {
+		t.Fatalf("stream: %d %q, trailer %v", resp.StatusCode, body, resp.Trailer)
+	}
+	for i, want := range []string{"55", "3"} { // tokens alone; errors alone
+		resp, _ := testcaddy.Get(t, s.urls[1+i])
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("X-RateLimit-Remaining") != want {
+			t.Fatalf("%s: %d remaining %q, want 200 with %s", s.urls[1+i], resp.StatusCode, resp.Header.Get("X-RateLimit-Remaining"), want)
+		}
+	}
+}

@@ -202,7 +202,9 @@ func refund(ts []taken, kb []byte) {
 
 // serveAdmitted serves a request every rule admitted: it holds each rule's
 // in-flight slots until the request ends and settles each settling rule
-// (count_status, response_cost) by the response, as a single rule does.
+// (count_status, response_cost) by the response, as a single rule does: a
+// rule charged by response_cost alone from the response's header once the
+// handlers are done, the others through a settle writer noting the status.
 func serveAdmitted(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, ts []taken, kb []byte) error {
 	defer func() {
 		for i := range ts {
@@ -215,7 +217,7 @@ func serveAdmitted(w http.ResponseWriter, r *http.Request, next caddyhttp.Handle
 	wr := w
 	for i := range ts {
 		t := &ts[i]
-		if !t.admitted || !t.m.rule.settles {
+		if !t.admitted || !t.m.rule.settles || t.m.rule.settlesByHeader {
 			continue
 		}
 		sw := settleWriters.Get().(*settleWriter)
@@ -235,6 +237,12 @@ func serveAdmitted(w http.ResponseWriter, r *http.Request, next caddyhttp.Handle
 		}
 		sw.reset()
 		settleWriters.Put(sw)
+	}
+	for i := range ts {
+		if t := &ts[i]; t.admitted && t.m.rule.settlesByHeader {
+			rule := t.m.rule
+			settleResponse(rule, t.m.lim, t.eng, t.key(kb), refOf(&t.d), rule.settlement(0, rule.responseCost(w.Header(), t.cost)))
+		}
 	}
 	return err
 }

@@ -8,8 +8,6 @@ import (
 	"sync"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-
-	"github.com/sluicegw/sluice/internal/handlerkit"
 )
 
 // Settling: a rule with count_status admits a request when its key holds
@@ -22,13 +20,18 @@ import (
 // charged as soon as the response's status is known (before any byte of
 // it leaves), so a client cannot send its next request before the charge;
 // a handler error that wrote nothing is charged by the status Caddy will
-// answer.
+// answer. A rule whose charge is by response_cost alone is charged once
+// the response is done, from the response's header, with no writer of its
+// own (serveCosted).
 func serveSettled(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, rule *Rule, lim *limiter,
-	eng Engine, key []byte, cost int64, d Decision) error {
+	eng Engine, key []byte, cost int64, d *Decision) error {
 	if d.slot != nil || d.total {
-		return serveSettledHolding(w, r, next, rule, lim, eng, key, cost, d)
+		return serveSettledHolding(w, r, next, rule, lim, eng, key, cost, *d)
 	}
-	return serveSettledOnce(w, r, next, rule, lim, eng, key, cost, refOf(&d))
+	if rule.settlesByHeader {
+		return serveCosted(w, r, next, rule, lim, eng, key, cost, refOf(d))
+	}
+	return serveSettledOnce(w, r, next, rule, lim, eng, key, cost, refOf(d))
 }
 
 // serveSettledHolding is serveSettled for a request holding an in-flight
@@ -37,7 +40,23 @@ func serveSettled(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler
 func serveSettledHolding(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, rule *Rule, lim *limiter,
 	eng Engine, key []byte, cost int64, d Decision) error {
 	defer eng.Release(&d)
+	if rule.settlesByHeader {
+		return serveCosted(w, r, next, rule, lim, eng, key, cost, refOf(&d))
+	}
 	return serveSettledOnce(w, r, next, rule, lim, eng, key, cost, refOf(&d))
+}
+
+// serveCosted serves a request of a rule charged by response_cost alone
+// (no count_status): the status does not change the charge, so the
+// response needs no wrapper to note it; its cost is read from the header
+// (or trailer) the handlers filed in w's map, once they are done, as the
+// settle writer would have read it through its own Header (the same map).
+// The key stays in the caller's buffer.
+func serveCosted(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, rule *Rule, lim *limiter,
+	eng Engine, key []byte, cost int64, ref entryRef) error {
+	err := next.ServeHTTP(w, r)
+	settleResponse(rule, lim, eng, key, ref, rule.settlement(0, rule.responseCost(w.Header(), cost)))
+	return err
 }
 
 func serveSettledOnce(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, rule *Rule, lim *limiter,
@@ -115,16 +134,24 @@ func (w *settleWriter) settle() {
 	if w.rule.respCost != "" {
 		cost = w.rule.responseCost(w.Header(), w.cost)
 	}
-	if charge := w.rule.settlement(w.status, cost); charge != 0 {
-		var applied, debt bool
-		if le, ok := w.eng.(*localEngine); ok && w.ref.shard != nil {
-			applied, debt = true, le.settleAt(w.rule, w.key, w.ref, w.lim.now(), charge)
-		} else {
-			applied, debt = settle(w.eng, w.rule, w.key, w.lim.now(), charge)
-		}
-		if applied {
-			w.lim.counted(charge, debt, w.key)
-		}
+	settleResponse(w.rule, w.lim, w.eng, w.key, w.ref, w.rule.settlement(w.status, cost))
+}
+
+// settleResponse charges key the settlement of its response (negative: a
+// refund), at the entry its decision found (ref) while that still holds
+// it, and counts the charge in the rule's metrics.
+func settleResponse(rule *Rule, lim *limiter, eng Engine, key []byte, ref entryRef, charge int64) {
+	if charge == 0 {
+		return
+	}
+	var applied, debt bool
+	if le, ok := eng.(*localEngine); ok && ref.shard != nil {
+		applied, debt = true, le.settleAt(rule, key, ref, lim.now(), charge)
+	} else {
+		applied, debt = settle(eng, rule, key, lim.now(), charge)
+	}
+	if applied {
+		lim.counted(charge, debt, key, stripeOf(key, ref))
 	}
 }
 
@@ -173,7 +200,7 @@ func parseWholeSlow(v string) (int64, bool) {
 // settlement is what a response of status costs beyond what its request
 // spent when admitted (negative: a refund).
 func (r *Rule) settlement(status int, cost int64) int64 {
-	if r.CountStatus == (handlerkit.StatusSet{}) || r.CountStatus.Has(status) {
+	if r.countsAll || r.CountStatus.Has(status) {
 		return cost - r.Reserve
 	}
 	return -r.Reserve
@@ -251,6 +278,15 @@ func (e *localEngine) charge(ent *entry, r *Rule, l *Limits, now, n int64) (debt
 		return ent.sw.charge(now, l.Window, l.Max, float64(n))
 	}
 	return ent.tb.charge(now, l.QPS, l.Burst, float64(n))
+}
+
+// stripeOf picks key's stripe of the settlement counters: its entry's
+// index when known, else its last byte (keys differ at the end: ids, IPs).
+func stripeOf(key []byte, ref entryRef) int {
+	if ref.at != 0 || len(key) == 0 {
+		return int(ref.at)
+	}
+	return int(key[len(key)-1])
 }
 
 // entryRef is where a local settling rule's decision found its key's

@@ -1,6 +1,7 @@
 // Package metrickit is what Sluice's packages share to export metrics:
-// Register, for Caddy's per-config registry, and Counter, a count an engine
-// owns and its package's Collector exports.
+// Register, for Caddy's per-config registry, and Counter (StripedCounter
+// where many cores add at once), a count an engine owns and its package's
+// Collector exports.
 package metrickit
 
 import (
@@ -47,7 +48,11 @@ func (c *Counter) Load() uint64 { return c.n.Load() }
 // Bad label values (not UTF-8) make the scrape report an error instead of
 // panicking in a Collector.
 func (c *Counter) Metric(desc *prometheus.Desc, labels ...string) prometheus.Metric {
-	m, err := prometheus.NewConstMetric(desc, prometheus.CounterValue, float64(c.n.Load()), labels...)
+	return counterMetric(desc, c.n.Load(), labels)
+}
+
+func counterMetric(desc *prometheus.Desc, n uint64, labels []string) prometheus.Metric {
+	m, err := prometheus.NewConstMetric(desc, prometheus.CounterValue, float64(n), labels...)
 	if err != nil {
 		return prometheus.NewInvalidMetric(desc, err)
 	}

@@ -58,3 +58,26 @@ func collectorFunc(fn func(chan<- prometheus.Metric), d *prometheus.Desc) promet
 }
 func (c collector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 func (c collector) Collect(ch chan<- prometheus.Metric) { c.fn(ch) }
+
+// A StripedCounter's count is the sum of what went to every stripe, any
+// stripe index taken modulo Stripes; its metric carries that sum.
+func TestStripedCounter(t *testing.T) {
+	var c StripedCounter
+	for i := -3; i < 2*Stripes; i++ {
+		c.Add(i, 2)
+	}
+	const want = 2 * (2*Stripes + 3)
+	if c.Load() != want {
+		t.Fatalf("count %d, want %d", c.Load(), want)
+	}
+	desc := prometheus.NewDesc("z_total", "z", []string{"rule"}, nil)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectorFunc(func(ch chan<- prometheus.Metric) { ch <- c.Metric(desc, "r1") }, desc))
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := mfs[0].GetMetric()[0].GetCounter().GetValue(); got != want {
+		t.Fatalf("gathered %v, want %d", got, want)
+	}
+}
