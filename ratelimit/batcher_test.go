@@ -136,9 +136,12 @@ func TestBatchedDecisionsOnRedisCluster(t *testing.T) {
 			t.Errorf("key %s: %d of 12 concurrent requests admitted, want exactly 5", k, got[k])
 		}
 	}
+	// As above: a request that starts after Redis refused its key is
+	// refused locally (decideExact), so under load fewer than one script
+	// per decision may go (a busy run read 506 of 516).
 	n, rt := batchStats(l)
-	if n != int64(len(keys)*12) || rt >= n {
-		t.Errorf("%d scripts in %d round trips, want %d scripts batched", n, rt, len(keys)*12)
+	if lo, hi := int64(len(keys)*5), int64(len(keys)*12); n < lo || n > hi || rt >= n {
+		t.Errorf("%d scripts in %d round trips, want from %d (one per admission) to %d (one per decision), batched", n, rt, lo, hi)
 	}
 }
 
