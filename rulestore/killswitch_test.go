@@ -199,7 +199,7 @@ func waitUntil(timeout time.Duration, cond func() bool) bool {
 		if time.Now().After(deadline) {
 			return false
 		}
-		time.Sleep(5 * time.Millisecond) // the poll interval
+		time.Sleep(5 * time.Millisecond) // sleep: the poll interval of the wait itself
 	}
 	return true
 }
