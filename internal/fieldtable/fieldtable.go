@@ -58,8 +58,8 @@ func CheckDocs(t *testing.T, doc string, kind rulestore.Kind, rows []Row) {
 }
 
 // literalDefault is a Default that is one value in the rule's syntax,
-// maybe followed by a remark: `429`, `0` (no cap).
-var literalDefault = regexp.MustCompile("^`([^`]+)`(?: \\(.*\\))?$")
+// maybe followed by a remark: `429`, `0` (no cap), `100` (calls), when...
+var literalDefault = regexp.MustCompile("^`([^`]+)`(?:[ ,].*)?$")
 
 // CheckDefaults checks that each row whose Default is a literal value is
 // the parser's default: the rule parsed with the field set to it equals
