@@ -16,7 +16,7 @@ func TestFieldTableMatchesTheDocsTheSpecAndTheParser(t *testing.T) {
 	for _, f := range fields {
 		rows = append(rows, fieldtable.Row{Name: f.name, Syntax: f.syntax, Default: f.def})
 	}
-	fieldtable.CheckDocs(t, "../docs/circuitbreaker.md", rulestore.CircuitBreaker, rows)
+	fieldtable.CheckDocs(t, "../docs/circuitbreaker.md", "## Rule fields", rulestore.CircuitBreaker, rows)
 
 	rateTrigger := map[string]bool{"window": true, "min_requests": true}
 	base := func(name string) rulestore.Fields {

@@ -16,7 +16,7 @@ func TestFieldTableMatchesTheDocsTheSpecAndTheParser(t *testing.T) {
 	for _, f := range fields {
 		rows = append(rows, fieldtable.Row{Name: f.name, Syntax: f.syntax, Default: f.def})
 	}
-	fieldtable.CheckDocs(t, "../docs/ratelimit.md", rulestore.RateLimit, rows)
+	fieldtable.CheckDocs(t, "../docs/ratelimit.md", "## Rule fields", rulestore.RateLimit, rows)
 
 	needs := map[string]rulestore.Fields{
 		"window_size":       {"limit_type": "sliding_window"},

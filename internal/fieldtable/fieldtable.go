@@ -19,18 +19,19 @@ import (
 // Row is a field table row as the docs show it: name, Syntax, Default.
 type Row struct{ Name, Syntax, Default string }
 
-// CheckDocs checks that the "## Rule fields" table of doc (a path) shows
+// CheckDocs checks that the table under heading (the whole "## ..." line)
+// of doc (a path) shows
 // rows, in their order (every field documented, none stale, syntax and
 // default agreeing), and that kind's typed spec has exactly their names.
-func CheckDocs(t *testing.T, doc string, kind rulestore.Kind, rows []Row) {
+func CheckDocs(t *testing.T, doc, heading string, kind rulestore.Kind, rows []Row) {
 	t.Helper()
 	b, err := os.ReadFile(doc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(b), "\n## Rule fields\n")
+	_, section, ok := strings.Cut(string(b), "\n"+heading+"\n")
 	if !ok {
-		t.Fatalf("%s has no Rule fields section", doc)
+		t.Fatalf("%s has no %q section", doc, heading)
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
 	var got []Row
@@ -42,7 +43,7 @@ func CheckDocs(t *testing.T, doc string, kind rulestore.Kind, rows []Row) {
 		got = append(got, Row{strings.Trim(strings.TrimSpace(cells[0]), "`"), cells[1], cells[2]})
 	}
 	if !slices.Equal(got, rows) {
-		t.Errorf("%s's Rule fields table (name, syntax, default):\n%q\nthe field table (fields.go):\n%q", doc, got, rows)
+		t.Errorf("%s's %q table (name, syntax, default):\n%q\nthe field table (fields.go):\n%q", doc, heading, got, rows)
 	}
 	var names []string
 	for _, r := range rows {
