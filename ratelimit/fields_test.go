@@ -17,6 +17,13 @@ func TestFieldTableMatchesTheDocsTheSpecAndTheParser(t *testing.T) {
 		rows = append(rows, fieldtable.Row{Name: f.name, Syntax: f.syntax, Default: f.def})
 	}
 	fieldtable.CheckDocs(t, "../docs/ratelimit.md", "## Rule fields", rulestore.RateLimit, rows)
+	readTogether := map[string]bool{"quota": true, "period": true, "timezone": true, // parseCalendar
+		"cost": true, "count_status": true, "response_cost": true, "reserve": true, "max_cost": true} // parseCost
+	for _, f := range fields {
+		if (f.parse == nil) != readTogether[f.name] {
+			t.Errorf("%s: parse is nil %v, want a parse of its own unless parseCalendar or parseCost reads it", f.name, f.parse == nil)
+		}
+	}
 
 	needs := map[string]rulestore.Fields{
 		"window_size":       {"limit_type": "sliding_window"},
