@@ -38,19 +38,7 @@ func TestClusterWarmUpPaceSharedCurve(t *testing.T) {
 	ls := []*limiter{instance(t, b, "warm-a"), instance(t, b, "warm-b")}
 	slots := modelSlots(10, 3, int64(time.Minute), 5)
 	start := time.Now()
-	var waits []time.Duration
-	for i := 0; i < 4; i++ {
-		l := ls[i%2]
-		d := l.engine(r).Take(r, []byte("k"), l.now())
-		if !d.OK() {
-			t.Fatalf("request %d: %+v, want a slot", i+1, d)
-		}
-		waits = append(waits, time.Duration(d.Wait))
-		if d.queued != nil {
-			d.queued.Add(-1) // what waitTurn does when the wait ends
-		}
-		l.engine(r).Release(&d)
-	}
+	waits := takeAlternately(t, ls, r, 4)
 	d := take(ls[0], r, "k")
 	took := time.Since(start)
 	// Slot i lies slots[i] after the first call; each wait is that minus
