@@ -30,13 +30,13 @@ type ruleParse struct {
 
 // fields are the rule's fields, in the docs' order.
 var fields = []field{
-	intRow("failure_threshold", "int, 0–1,000,000", "`10`", 0, func(r *Rule) *int { return &r.Settings.FailureThreshold }),
-	intRow("success_threshold", "int, 1–1,000,000", "`5`", 1, func(r *Rule) *int { return &r.Settings.SuccessThreshold }),
+	intRow("failure_threshold", "`10`", 0, func(r *Rule) *int { return &r.Settings.FailureThreshold }),
+	intRow("success_threshold", "`5`", 1, func(r *Rule) *int { return &r.Settings.SuccessThreshold }),
 	durationRow("open_duration", "duration, > 0 and ≤ 366 days", "`30s`", false, func(r *Rule) *time.Duration { return &r.Settings.OpenDuration }),
 	durationRow("max_open_duration", "duration ≥ `open_duration`, ≤ 366 days", "none", true, func(r *Rule) *time.Duration { return &r.Settings.MaxOpenDuration }),
-	{"window", "`<duration>` (≤ 366 days) or `<count>` (1–1,000,000)", "`100` (calls), when a rate trigger is on", parseWindow},
+	{"window", "`<duration>` (≤ 366 days) or `<count>` (" + rulestore.Span[int64](1, maxCount) + ")", "`100` (calls), when a rate trigger is on", parseWindow},
 	percentRow("failure_rate", func(r *Rule) *float64 { return &r.Settings.FailureRate }),
-	{"min_requests", "int, 1–1,000,000", "`10` (or the count window, if smaller)", func(p *ruleParse, _ string) (err error) {
+	{"min_requests", "int, " + rulestore.Span[int64](1, maxCount), "`10` (or the count window, if smaller)", func(p *ruleParse, _ string) (err error) {
 		p.r.Settings.MinRequests, err = intField(p.f, p.name, 1)
 		p.minSet = true
 		return err
@@ -50,7 +50,7 @@ var fields = []field{
 		}
 		return nil
 	}},
-	intRow("half_open_requests", "int, 1–1,000,000", "`1`", 1, func(r *Rule) *int { return &r.Settings.HalfOpenRequests }),
+	intRow("half_open_requests", "`1`", 1, func(r *Rule) *int { return &r.Settings.HalfOpenRequests }),
 	durationRow("ramp_duration", "duration, ≤ 366 days", "off", true, func(r *Rule) *time.Duration { return &r.Settings.RampDuration }),
 	{"key", "placeholder expression", "none (one breaker)", func(p *ruleParse, v string) error {
 		if !strings.Contains(v, "{") {
@@ -88,9 +88,9 @@ var fields = []field{
 	boolRow("handle_errors", func(r *Rule) *bool { return &r.HandleErrors }),
 }
 
-// intRow is a whole number from lowest to 1,000,000.
-func intRow(name, syntax, def string, lowest int, at func(*Rule) *int) field {
-	return field{name, syntax, def, func(p *ruleParse, _ string) (err error) {
+// intRow is a whole number from lowest to maxCount.
+func intRow(name, def string, lowest int, at func(*Rule) *int) field {
+	return field{name, "int, " + rulestore.Span(int64(lowest), maxCount), def, func(p *ruleParse, _ string) (err error) {
 		*at(p.r), err = intField(p.f, p.name, lowest)
 		return err
 	}}
@@ -136,8 +136,8 @@ func parseWindow(p *ruleParse, v string) error {
 	s := &p.r.Settings
 	p.windowSet = true
 	if n, e := strconv.Atoi(v); e == nil {
-		if n < 1 || n > 1_000_000 {
-			return p.f.Errorf(p.name, "a call count must be 1 to 1000000")
+		if n < 1 || n > maxCount {
+			return p.f.Errorf(p.name, "a call count must be 1 to %d", maxCount)
 		}
 		s.WindowCount = n
 	} else if d, e := caddy.ParseDuration(v); e == nil && d > 0 && d <= rulestore.MaxRuleDuration {

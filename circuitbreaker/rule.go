@@ -112,10 +112,13 @@ func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
 	return r, nil
 }
 
+// maxCount bounds the counts: thresholds, probes, requests.
+const maxCount = 1_000_000
+
 func intField(f rulestore.Fields, name string, lowest int) (int, error) {
 	n, err := strconv.Atoi(strings.TrimSpace(f[name]))
-	if err != nil || n < lowest || n > 1_000_000 {
-		return 0, f.Errorf(name, "want a whole number from %d to 1000000", lowest)
+	if err != nil || n < lowest || n > maxCount {
+		return 0, f.Errorf(name, "want a whole number from %d to %d", lowest, maxCount)
 	}
 	return n, nil
 }

@@ -2,8 +2,6 @@ package grayroute
 
 import (
 	"fmt"
-	"math"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -66,85 +64,10 @@ const MaxMinSamples = 1_000_000_000
 // would switch the latency check off, which is not what a floor is for.
 const MaxMinLatencyDelta = time.Minute
 
-// analysisFields are the fields parseAnalysisField handles.
-var analysisFields = map[string]bool{
-	"analysis": true, "analysis_interval": true, "min_samples": true, "max_latency_ratio": true,
-	"min_latency_delta": true, "latency_percentile": true, "step_weight": true, "max_weight": true, "failure_threshold": true, "state": true,
-}
-
-// parseAnalysisField parses one analysis field into g; ok is false for a
-// field that is not one of them.
-func (g *Rule) parseAnalysisField(f rulestore.Fields, name, v string) (ok bool, err error) {
-	if !analysisFields[name] {
-		return false, nil
-	}
-	a := g.analysisDraft()
-	switch name {
-	case "analysis":
-		if g.analysisOn, err = rulestore.ParseBool(v); err != nil {
-			return true, f.Errorf(name, "%v", err)
-		}
-	case "analysis_interval":
-		d, err := time.ParseDuration(v)
-		if err != nil || d < MinAnalysisInterval || d > time.Hour {
-			return true, f.Errorf(name, "want a duration from %v to 1h, such as 10s", MinAnalysisInterval)
-		}
-		a.Interval = d
-	case "min_samples":
-		n, ok := rulestore.ParseWhole(v, 1, MaxMinSamples)
-		if !ok {
-			return true, f.Errorf(name, "want a whole number of canary requests %s", rulestore.Range(int64(1), MaxMinSamples))
-		}
-		a.MinSamples = uint64(n)
-	case "max_latency_ratio":
-		x, err := strconv.ParseFloat(v, 64)
-		if err != nil || math.IsNaN(x) || x < 1 || x > 100 {
-			return true, f.Errorf(name, "want a ratio from 1 to 100, such as 1.2")
-		}
-		a.MaxLatencyRatio = x
-	case "min_latency_delta":
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 || d > MaxMinLatencyDelta {
-			return true, f.Errorf(name, "want a duration from 0 to %v, such as 5ms", MaxMinLatencyDelta)
-		}
-		a.MinLatencyDelta = d
-	case "latency_percentile":
-		x, err := strconv.ParseFloat(v, 64)
-		if err != nil || math.IsNaN(x) || x < 50 || x > 99.9 {
-			return true, f.Errorf(name, "want a percentile from 50 to 99.9, such as 99")
-		}
-		a.LatencyPercentile = x
-	case "step_weight":
-		bp, err := ParseWeight(v)
-		if err != nil {
-			return true, f.Errorf(name, "%v", err)
-		}
-		if bp == 0 {
-			return true, f.Errorf(name, "must be above 0 (a healthy canary would never advance)")
-		}
-		a.StepWeight = bp
-	case "max_weight":
-		bp, err := ParseWeight(v)
-		if err != nil {
-			return true, f.Errorf(name, "%v", err)
-		}
-		if bp == 0 {
-			return true, f.Errorf(name, "must be above 0")
-		}
-		a.MaxWeight = bp
-	case "failure_threshold":
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1000 {
-			return true, f.Errorf(name, "want a whole number of intervals from 1 to 1000")
-		}
-		a.FailureThreshold = n
-	case "state":
-		if g.State, err = ParseCanaryState(v); err != nil {
-			return true, f.Errorf(name, "%v", err)
-		}
-	}
-	return true, nil
-}
+// analysisSettings are the fields that need analysis on, in the docs'
+// order (analysis and state apply without).
+var analysisSettings = []string{"analysis_interval", "min_samples", "max_latency_ratio", "min_latency_delta",
+	"latency_percentile", "step_weight", "max_weight", "failure_threshold"}
 
 // analysisDraft is the settings being parsed.
 func (g *Rule) analysisDraft() *RuleAnalysis {
@@ -157,8 +80,8 @@ func (g *Rule) analysisDraft() *RuleAnalysis {
 // finishAnalysis checks the analysis fields together, once all are parsed.
 func (g *Rule) finishAnalysis(f rulestore.Fields) error {
 	if !g.analysisOn {
-		for name := range analysisFields {
-			if _, set := f[name]; set && name != "analysis" && name != "state" {
+		for _, name := range analysisSettings {
+			if _, set := f[name]; set {
 				return f.Errorf(name, "needs analysis on")
 			}
 		}

@@ -5,7 +5,6 @@ import (
 	"net/textproto"
 	"strings"
 	"sync/atomic"
-	"unicode"
 
 	"github.com/sluicegw/sluice/internal/handlerkit"
 	"github.com/sluicegw/sluice/rulestore"
@@ -54,60 +53,15 @@ type Rule struct {
 // ParseRule validates a gray rule's fields. Errors name the field.
 func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
 	g := &Rule{ID: id, Weight: Buckets}
-	var err error
+	p := &ruleParse{g: g, f: f}
 	for _, name := range f.Names() {
-		v := strings.TrimSpace(f[name])
-		switch name {
-		case "match_tag":
-			if v != "*" {
-				if strings.ContainsAny(v, " \t\r\n;=,&") || strings.ContainsFunc(v, unicode.IsControl) {
-					return nil, f.Errorf(name, "not a valid header, query or cookie name")
-				}
-				g.Tag = v
-			}
-		case "match_value":
-			if g.Value, err = ParseValueMatcher(v); err != nil {
-				return nil, f.Errorf(name, "%v", err)
-			}
-		case "match_source":
-			if g.Source, err = ParseSource(v); err != nil {
-				return nil, f.Errorf(name, "%v", err)
-			}
-		case "target_version":
-			if err := ValidVersion(v); err != nil {
-				return nil, f.Errorf(name, "%v", err)
-			}
-			g.Target = v
-		case "fallback_version":
-			if err := ValidVersion(v); err != nil {
-				return nil, f.Errorf(name, "%v", err)
-			}
-			g.Fallback = v
-		case "weight":
-			if g.Weight, err = ParseWeight(v); err != nil {
-				return nil, f.Errorf(name, "%v", err)
-			}
-		case "hash_key":
-			if g.HashKey, err = handlerkit.ParseKey(v); err != nil {
-				return nil, f.Errorf(name, "%v", err)
-			}
-		case "ramp":
-			if g.Ramp, err = ParseRamp(v); err != nil {
-				return nil, f.Errorf(name, "%v", err)
-			}
-		case "fallback_on_open":
-			if err := rulestore.ValidID(v); err != nil {
-				return nil, f.Errorf(name, "want a circuit breaker rule id: %v", err)
-			}
-			g.FallbackOnOpen = v
-		default:
-			if ok, err := g.parseAnalysisField(f, name, v); ok {
-				if err != nil {
-					return nil, err
-				}
-				continue
-			}
+		row := fieldByName[name]
+		if row == nil {
 			return nil, f.Errorf(name, "unknown field (want one of %s)", strings.Join(ruleFieldNames, ", "))
+		}
+		p.name = name
+		if err := row.parse(p, strings.TrimSpace(f[name])); err != nil {
+			return nil, err
 		}
 	}
 	if g.Target == "" {

@@ -1,12 +1,9 @@
 package ratelimit
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicegw/sluice/internal/redistest"
 	"github.com/sluicegw/sluice/rulestore"
@@ -41,19 +38,7 @@ func TestClusterWarmUpPaceSharedCurve(t *testing.T) {
 	ls := []*limiter{instance(t, b, "warm-a"), instance(t, b, "warm-b")}
 	slots := modelSlots(10, 3, int64(time.Minute), 5)
 	start := time.Now()
-	var waits []time.Duration
-	for i := 0; i < 4; i++ {
-		l := ls[i%2]
-		d := l.engine(r).Take(r, []byte("k"), l.now())
-		if !d.OK() {
-			t.Fatalf("request %d: %+v, want a slot", i+1, d)
-		}
-		waits = append(waits, time.Duration(d.Wait))
-		if d.queued != nil {
-			d.queued.Add(-1) // what waitTurn does when the wait ends
-		}
-		l.engine(r).Release(&d)
-	}
+	waits := takeAlternately(t, ls, r, 4)
 	d := take(ls[0], r, "k")
 	took := time.Since(start)
 	// Slot i lies slots[i] after the first call; each wait is that minus
@@ -137,15 +122,7 @@ func TestClusterWarmUpOnRedisCluster(t *testing.T) {
 			}
 		}
 	}
-	used := 0
-	for _, n := range cl.Nodes {
-		c := redis.NewClient(&redis.Options{Addr: n.Addr})
-		if keys, _ := c.Keys(context.Background(), "t:ratelimit:wu:*").Result(); len(keys) > 0 {
-			used++
-		}
-		c.Close()
-	}
-	if used < 2 {
+	if used := cl.NodesHolding("t:ratelimit:wu:*"); used < 2 {
 		t.Fatalf("curves on %d node(s), want them spread over the cluster", used)
 	}
 }

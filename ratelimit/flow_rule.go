@@ -3,11 +3,8 @@ package ratelimit
 import (
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 	"time"
-
-	"github.com/sluicegw/sluice/rulestore"
 )
 
 // ControlBehavior is what a token bucket rule does with a request beyond
@@ -64,8 +61,7 @@ type Flow struct {
 	Adaptive *AdaptiveConfig
 }
 
-// flowFields are the rule fields of flow shaping (parsed here, listed in
-// knownFields).
+// flowFields are the rule fields of flow shaping (read by parseFlow).
 var flowFields = []string{"control_behavior", "max_queue_wait", "max_queued", "warm_up_period", "cold_factor",
 	"min_limit", "max_limit", "initial_limit", "latency_tolerance", "sample_window", "min_rtt_interval"}
 
@@ -77,94 +73,36 @@ func isAdaptive(v string) bool { return strings.EqualFold(strings.TrimSpace(v), 
 
 // parseFlow reads the flow-shaping fields of r. It runs after the rest of
 // the rule is parsed, so it can check them against limit_type and scope.
-func (r *Rule) parseFlow(f rulestore.Fields, get func(string) (string, bool)) error {
+func (r *Rule) parseFlow(p *ruleParse) error {
 	fl := &r.Flow
-	if v, ok := get("control_behavior"); ok {
-		switch strings.ToLower(v) {
-		case "reject":
-		case "pace":
-			fl.Behavior = Pace
-		case "warm_up":
-			fl.Behavior = WarmUp
-		case "warm_up_pace":
-			fl.Behavior = WarmUpPace
-		default:
-			return f.Errorf("control_behavior", "want reject, pace, warm_up or warm_up_pace")
-		}
-		if fl.Behavior != Reject {
-			if r.Type != TokenBucket {
-				return f.Errorf("control_behavior", "%s applies to limit_type token_bucket only", fl.Behavior)
-			}
-			if r.Cluster() && r.LeaseSize > 0 {
-				return f.Errorf("lease_size", "does not apply to control_behavior %s with scope cluster: each request reserves its own slot in Redis", fl.Behavior)
-			}
-		}
-		if _, ok := get("burst"); ok && fl.Behavior.paces() {
-			return f.Errorf("burst", "does not apply to control_behavior %s: requests are spaced 1/qps apart, and max_queue_wait bounds how far ahead they may queue", fl.Behavior)
-		}
+	if err := p.read("control_behavior"); err != nil {
+		return err
 	}
 	if fl.Behavior.paces() {
 		fl.MaxQueueWait, fl.MaxQueued = int64(DefaultMaxQueueWait), DefaultMaxQueued
 	}
-	if v, ok := get("max_queue_wait"); ok {
-		if !fl.Behavior.paces() {
-			return f.Errorf("max_queue_wait", "applies to control_behavior pace or warm_up_pace only")
-		}
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 || d > time.Minute {
-			return f.Errorf("max_queue_wait", "want a duration from 0s to 1m (e.g. 500ms)")
-		}
-		fl.MaxQueueWait = int64(d)
-	}
-	if v, ok := get("max_queued"); ok {
-		if !fl.Behavior.paces() {
-			return f.Errorf("max_queued", "applies to control_behavior pace or warm_up_pace only")
-		}
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 1 || n > 1_000_000 {
-			return f.Errorf("max_queued", "want a whole number from 1 to 1000000")
-		}
-		fl.MaxQueued = n
+	if err := p.read("max_queue_wait", "max_queued"); err != nil {
+		return err
 	}
 	if fl.Behavior.warms() {
 		fl.ColdFactor = DefaultColdFactor
-		v, ok := get("warm_up_period")
-		if !ok {
-			return f.Errorf("warm_up_period", "required by control_behavior %s (e.g. 30s)", fl.Behavior)
+		if _, ok := p.get("warm_up_period"); !ok {
+			return p.f.Errorf("warm_up_period", "required by control_behavior %s (e.g. 30s)", fl.Behavior)
 		}
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 || d > 24*time.Hour {
-			return f.Errorf("warm_up_period", "want a duration > 0 and at most 24h (e.g. 30s)")
-		}
-		fl.WarmUpPeriod = int64(d)
-	} else if _, ok := get("warm_up_period"); ok {
-		return f.Errorf("warm_up_period", "applies to control_behavior warm_up or warm_up_pace only")
 	}
-	if v, ok := get("cold_factor"); ok {
-		if !fl.Behavior.warms() {
-			return f.Errorf("cold_factor", "applies to control_behavior warm_up or warm_up_pace only")
-		}
-		c, err := strconv.ParseFloat(v, 64)
-		if err != nil || !(c > 1) || c > 1000 {
-			return f.Errorf("cold_factor", "want a number > 1 and at most 1000 (the cold rate is qps/cold_factor)")
-		}
-		fl.ColdFactor = c
+	if err := p.read("warm_up_period", "cold_factor"); err != nil {
+		return err
 	}
-	if v, ok := get("max_concurrent"); ok && isAdaptive(v) {
+	if v, ok := p.get("max_concurrent"); ok && isAdaptive(v) {
 		if r.Cluster() {
-			return f.Errorf("max_concurrent", "adaptive works per instance only (scope local): each instance measures the latency it causes and finds its own limit")
+			return p.f.Errorf("max_concurrent", "adaptive works per instance only (scope local): each instance measures the latency it causes and finds its own limit")
 		}
-		a, err := parseAdaptive(f, get)
-		if err != nil {
+		if err := parseAdaptive(p); err != nil {
 			return err
 		}
-		fl.Adaptive = a
-	} else {
-		for _, name := range adaptiveFields {
-			if _, ok := get(name); ok {
-				return f.Errorf(name, "applies to max_concurrent adaptive only")
-			}
-		}
+		fl.Adaptive = p.adaptive
+	} else if err := p.read(adaptiveFields...); err != nil {
+		return err // each applies to max_concurrent adaptive only
 	}
 	if fl.Behavior.warms() {
 		r.Limits.warm = newWarmModel(r.Limits.QPS, fl.ColdFactor, fl.WarmUpPeriod)
@@ -203,53 +141,30 @@ const (
 	DefaultMinRTTInterval   = 30 * time.Second
 )
 
-func parseAdaptive(f rulestore.Fields, get func(string) (string, bool)) (*AdaptiveConfig, error) {
+// parseAdaptive reads the settings of max_concurrent adaptive into
+// p.adaptive, with the checks between them.
+func parseAdaptive(p *ruleParse) error {
 	a := &AdaptiveConfig{MinLimit: DefaultMinLimit, MaxLimit: DefaultMaxLimit, InitialLimit: DefaultInitialLimit,
 		Tolerance: DefaultLatencyTolerance, SampleWindow: int64(DefaultSampleWindow), MinRTTInterval: int64(DefaultMinRTTInterval)}
-	for _, n := range []struct {
-		name string
-		dst  *int64
-	}{{"min_limit", &a.MinLimit}, {"max_limit", &a.MaxLimit}, {"initial_limit", &a.InitialLimit}} {
-		if v, ok := get(n.name); ok {
-			x, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || x < 1 || x > 1_000_000 {
-				return nil, f.Errorf(n.name, "want a whole number from 1 to 1000000")
-			}
-			*n.dst = x
-		}
+	p.adaptive = a
+	if err := p.read("min_limit", "max_limit", "initial_limit"); err != nil {
+		return err
 	}
 	if a.MinLimit > a.MaxLimit {
-		return nil, f.Errorf("min_limit", "%d exceeds max_limit %d", a.MinLimit, a.MaxLimit)
+		return p.f.Errorf("min_limit", "%d exceeds max_limit %d", a.MinLimit, a.MaxLimit)
 	}
-	if _, ok := get("initial_limit"); !ok {
+	if _, ok := p.get("initial_limit"); !ok {
 		a.InitialLimit = min(max(a.InitialLimit, a.MinLimit), a.MaxLimit)
 	} else if a.InitialLimit < a.MinLimit || a.InitialLimit > a.MaxLimit {
-		return nil, f.Errorf("initial_limit", "%d is outside min_limit %d .. max_limit %d", a.InitialLimit, a.MinLimit, a.MaxLimit)
+		return p.f.Errorf("initial_limit", "%d is outside min_limit %d .. max_limit %d", a.InitialLimit, a.MinLimit, a.MaxLimit)
 	}
-	if v, ok := get("latency_tolerance"); ok {
-		x, err := strconv.ParseFloat(v, 64)
-		if err != nil || x < 0 || x > 10 || math.IsNaN(x) {
-			return nil, f.Errorf("latency_tolerance", "want a number from 0 to 10 (0.25 = sampled latency may be 25%% above the minimum)")
-		}
-		a.Tolerance = x
-	}
-	for _, d := range []struct {
-		name   string
-		dst    *int64
-		lo, hi time.Duration
-	}{{"sample_window", &a.SampleWindow, 10 * time.Millisecond, time.Minute}, {"min_rtt_interval", &a.MinRTTInterval, time.Second, 24 * time.Hour}} {
-		if v, ok := get(d.name); ok {
-			x, err := time.ParseDuration(v)
-			if err != nil || x < d.lo || x > d.hi {
-				return nil, f.Errorf(d.name, "want a duration from %v to %v", d.lo, d.hi)
-			}
-			*d.dst = int64(x)
-		}
+	if err := p.read("latency_tolerance", "sample_window", "min_rtt_interval"); err != nil {
+		return err
 	}
 	if a.MinRTTInterval < 4*a.SampleWindow {
-		return nil, f.Errorf("min_rtt_interval", "%v is less than 4 sample windows (%v): the limit would spend its time re-measuring", time.Duration(a.MinRTTInterval), time.Duration(4*a.SampleWindow))
+		return p.f.Errorf("min_rtt_interval", "%v is less than 4 sample windows (%v): the limit would spend its time re-measuring", time.Duration(a.MinRTTInterval), time.Duration(4*a.SampleWindow))
 	}
-	return a, nil
+	return nil
 }
 
 // String describes the flow settings for logs and /sluice/state.

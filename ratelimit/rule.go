@@ -187,147 +187,51 @@ func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
 		ConcurrencyStatus: DefaultStatus, Headers: true, EmptyKeyStatus: http.StatusForbidden, Scope: "local",
 		RedisTimeout: DefaultRedisTimeout, RedisErrorStatus: DefaultRedisErrorStatus}
 	for _, name := range f.Names() {
-		if !contains(knownFields, name) {
+		// id names an inline rule (the handler takes it out); a hash in
+		// the store may hold it too, and it has always been ignored here.
+		if fieldByName[name] == nil && name != handlerkit.InlineIDField {
 			return nil, f.Errorf(name, "unknown field (want one of %s)", strings.Join(knownFields, ", "))
 		}
 	}
-	var err error
-	get := func(name string) (string, bool) {
-		v, ok := f[name]
-		return strings.TrimSpace(v), ok
+	p := &ruleParse{r: r, f: f}
+	if err := p.read("limit_type"); err != nil {
+		return nil, err
 	}
-
-	if v, ok := get("limit_type"); ok {
-		switch strings.ToLower(v) {
-		case "token_bucket":
-			r.Type = TokenBucket
-		case "sliding_window":
-			r.Type = SlidingWindow
-		case "calendar":
-			r.Type = Calendar
-		default:
-			return nil, f.Errorf("limit_type", "want token_bucket, sliding_window or calendar")
-		}
-	}
-	if calendar, err := r.parseCalendar(f, get); err != nil {
+	if calendar, err := r.parseCalendar(f, p.get); err != nil {
 		return nil, err
 	} else if !calendar {
-		v, ok := get("qps")
+		_, ok := p.get("qps")
 		switch {
 		case ok:
-			if r.Limits.QPS, ok = rulestore.ParseNumber(v, MinQPS, MaxQPS); !ok {
-				return nil, f.Errorf("qps", "want a number > 0, %s", rulestore.Range(MinQPS, MaxQPS))
+			if err := p.read("qps"); err != nil {
+				return nil, err
 			}
-		case inFlightCapped(get):
-			if err := r.parseInFlightOnly(f, get); err != nil {
+		case inFlightCapped(p.get):
+			if err := r.parseInFlightOnly(f, p.get); err != nil {
 				return nil, err
 			}
 		default:
 			return nil, f.Errorf("qps", "required: requests per second (or quota and period for a calendar quota; or max_concurrent or max_concurrent_total alone for an in-flight cap without a rate)")
 		}
 	}
-	if v, ok := get("burst"); ok {
-		if r.Type != TokenBucket {
-			return nil, f.Errorf("burst", "applies to limit_type token_bucket only")
-		}
-		b, ok := rulestore.ParseWhole(v, 0, MaxBurst)
-		if !ok {
-			return nil, f.Errorf("burst", "want a whole number %s (0 means one second's worth of qps)", rulestore.Range(0, int64(MaxBurst)))
-		}
-		r.Limits.Burst = float64(b)
+	if err := p.read("burst", "window_size", "requested_tokens"); err != nil {
+		return nil, err
 	}
-	if v, ok := get("window_size"); ok {
-		if r.Type != SlidingWindow {
-			return nil, f.Errorf("window_size", "applies to limit_type sliding_window only")
-		}
-		w, err := parseSeconds(v)
-		if err != nil {
-			return nil, f.Errorf("window_size", "%v", err)
-		}
-		r.Limits.Window = w
-	}
-	if v, ok := get("requested_tokens"); ok {
-		if r.Cost, ok = rulestore.ParseWhole(v, 1, MaxBurst); !ok {
-			return nil, f.Errorf("requested_tokens", "want a whole number %s", rulestore.Range(1, int64(MaxBurst)))
-		}
-	}
-	if err := r.parseCost(f, get); err != nil {
+	if err := r.parseCost(f, p.get); err != nil {
 		return nil, err
 	}
 	if field, err := r.finish(&r.Limits); err != nil {
 		return nil, f.Errorf(field, "%v", err)
 	}
-
-	keySpec, ok := get("key_resolver")
-	if !ok {
-		keySpec = DefaultKey
-	}
-	if r.Key, err = handlerkit.ParseKey(keySpec); err != nil {
-		return nil, f.Errorf("key_resolver", "%v", err)
-	}
-	if v, ok := get("max_concurrent"); ok && !isAdaptive(v) {
-		n, ok := rulestore.ParseWhole(v, 0, MaxConcurrent)
-		if !ok {
-			return nil, f.Errorf("max_concurrent", "want a whole number %s (0 = no cap) or adaptive", rulestore.Range(0, int64(MaxConcurrent)))
-		}
-		r.MaxConcurrent = int32(n)
-	}
-	if v, ok := get("max_concurrent_total"); ok {
-		if r.MaxConcurrentTotal, ok = rulestore.ParseWhole(v, 0, MaxBurst); !ok {
-			return nil, f.Errorf("max_concurrent_total", "want a whole number %s (0 = no cap)", rulestore.Range(0, int64(MaxBurst)))
-		}
-	}
-	if v, ok := get("on_empty_key"); ok {
-		if err := r.parseEmptyKey(v); err != nil {
-			return nil, f.Errorf("on_empty_key", "%v", err)
-		}
-	}
-	for _, b := range []struct {
-		name string
-		dst  *bool
-	}{{"shadow", &r.Shadow}, {"headers", &r.Headers}, {"handle_errors", &r.HandleErrors}, {"raw_keys", &r.RawKeys}} {
-		if v, ok := get(b.name); ok {
-			if *b.dst, err = rulestore.ParseBool(v); err != nil {
-				return nil, f.Errorf(b.name, "%v", err)
-			}
-		}
-	}
-	if v, ok := get("max_keys"); ok {
-		n, ok := rulestore.ParseWhole(v, 1, MaxMaxKeys)
-		if !ok {
-			return nil, f.Errorf("max_keys", "want a whole number %s", rulestore.Range(1, int64(MaxMaxKeys)))
-		}
-		r.MaxKeys = int(n)
-	}
-	for _, s := range []struct {
-		name string
-		dst  *int
-	}{{"status", &r.Status}, {"concurrency_status", &r.ConcurrencyStatus}} {
-		if v, ok := get(s.name); ok {
-			if *s.dst, err = rulestore.ParseStatus(v); err != nil {
-				return nil, f.Errorf(s.name, "%v", err)
-			}
-		}
-	}
-	if v, ok := f["body"]; ok {
-		r.Body = v
-	}
-	if v, ok := get("scope"); ok {
-		switch strings.ToLower(v) {
-		case "local":
-		case "cluster":
-			r.Scope = "cluster"
-		default:
-			return nil, f.Errorf("scope", "want local or cluster")
-		}
-	}
-	if err := r.parseCluster(f, get); err != nil {
+	if err := p.readOr("key_resolver", DefaultKey); err != nil {
 		return nil, err
 	}
-	if v, ok := get("overrides"); ok {
-		if err := r.parseOverrides(v); err != nil {
-			return nil, f.Errorf("overrides", "%v", err)
-		}
+	// The cluster fields come after scope; lease_size after the quota
+	// (finish), overrides after limit_type and window_size.
+	if err := p.read("max_concurrent", "max_concurrent_total", "on_empty_key",
+		"shadow", "headers", "handle_errors", "raw_keys", "max_keys", "status", "concurrency_status", "body",
+		"scope", "on_redis_error", "redis_timeout", "lease_size", "overrides"); err != nil {
+		return nil, err
 	}
 	r.idAny = r.ID
 	r.idle = r.Limits.idle(r.Type)
@@ -337,7 +241,7 @@ func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
 	if r.Calendar != nil {
 		r.idle = int64(r.Calendar.Period.longest()) // a key unseen for a whole window counts afresh
 	}
-	if err := r.parseFlow(f, get); err != nil {
+	if err := r.parseFlow(p); err != nil {
 		return nil, err
 	}
 	if err := r.finishCost(f); err != nil {
@@ -404,66 +308,6 @@ func (l *Limits) advertise(id string) {
 
 // Cluster reports whether the rule keeps its counters in Redis.
 func (r *Rule) Cluster() bool { return r.Scope == "cluster" }
-
-// parseCluster reads the fields of scope cluster; they are errors on a
-// local rule, where they would silently do nothing.
-func (r *Rule) parseCluster(f rulestore.Fields, get func(string) (string, bool)) error {
-	for _, name := range []string{"on_redis_error", "redis_timeout", "lease_size"} {
-		if _, ok := get(name); ok && !r.Cluster() {
-			return f.Errorf(name, "applies to scope cluster only")
-		}
-	}
-	if v, ok := get("on_redis_error"); ok {
-		words := strings.Fields(strings.ToLower(v))
-		if len(words) == 0 {
-			return f.Errorf("on_redis_error", "want allow, deny [status] or local")
-		}
-		switch words[0] {
-		case "allow":
-			r.OnRedisError = FailAllow
-		case "local":
-			r.OnRedisError = FailLocal
-		case "deny":
-			r.OnRedisError = FailDeny
-			if len(words) == 2 {
-				s, err := strconv.Atoi(words[1])
-				if err != nil || s < 400 || s > 599 {
-					return f.Errorf("on_redis_error", "deny status: want an HTTP status 400-599")
-				}
-				r.RedisErrorStatus = s
-			}
-		default:
-			return f.Errorf("on_redis_error", "want allow, deny [status] or local")
-		}
-		if len(words) > 2 || len(words) == 2 && words[0] != "deny" {
-			return f.Errorf("on_redis_error", "want allow, deny [status] or local")
-		}
-	}
-	if v, ok := get("redis_timeout"); ok {
-		d, err := rulestore.ParseDuration(v)
-		if err != nil {
-			return f.Errorf("redis_timeout", "%v", err)
-		}
-		if d < time.Millisecond || d > 10*time.Second {
-			return f.Errorf("redis_timeout", "want a duration from 1ms to 10s (e.g. 50ms)")
-		}
-		r.RedisTimeout = d
-	}
-	if v, ok := get("lease_size"); ok {
-		n, ok := rulestore.ParseWhole(v, 0, MaxBurst)
-		if !ok {
-			return f.Errorf("lease_size", "want a whole number >= 0 (0 = one Redis call per request), at most the quota")
-		}
-		if n > 0 && n < r.Cost {
-			return f.Errorf("lease_size", "%d is less than requested_tokens %d", n, r.Cost)
-		}
-		if n > r.Limits.quota {
-			return f.Errorf("lease_size", "%d exceeds the quota %d (burst, or qps × window_size)", n, r.Limits.quota)
-		}
-		r.LeaseSize = n
-	}
-	return nil
-}
 
 // idle is how long until an untouched key's state equals a fresh one.
 func (l *Limits) idle(t LimitType) int64 {
@@ -581,13 +425,4 @@ func parseSeconds(v string) (int64, error) {
 		return 0, fmt.Errorf("want seconds (e.g. 10) or a duration (e.g. 1m), at most 366 days")
 	}
 	return int64(d), nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

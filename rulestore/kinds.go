@@ -47,7 +47,7 @@ var (
 	parsersMu sync.RWMutex
 	parsers   = [numKinds]Parser{Binding: parseBinding}
 	// fieldNames are each kind's field names, for suggestions.
-	fieldNames = [numKinds][]string{Binding: {"rate_limit", "circuit_breaker", "gray"}}
+	fieldNames = [numKinds][]string{Binding: bindingFieldNames()}
 )
 
 // RegisterParser installs the parser for a kind. Handler packages call it from

@@ -42,3 +42,45 @@ func Range[T int64 | float64](lo, hi T) string {
 func formatNumber(x float64) string {
 	return strconv.FormatFloat(x, 'f', -1, 64)
 }
+
+// Span shows "lo–hi" as the docs' reference tables do: powers of ten from
+// 1e9 up as 1e9, other whole numbers from 10,000 up with thousands
+// separators. The field tables build their Syntax column from the bounds
+// they check, so the two cannot disagree.
+func Span[T int64 | float64](lo, hi T) string {
+	return docNumber(float64(lo)) + "–" + docNumber(float64(hi))
+}
+
+func docNumber(x float64) string {
+	if x >= 1e9 {
+		if e := math.Log10(x); e == math.Trunc(e) {
+			return "1e" + strconv.Itoa(int(e))
+		}
+	}
+	s := formatNumber(x)
+	if x < 10_000 || x != math.Trunc(x) {
+		return s
+	}
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// SpanDuration shows "lo–hi" for durations, without Go's trailing zero
+// units (1m, not 1m0s).
+func SpanDuration(lo, hi time.Duration) string {
+	return DocDuration(lo) + "–" + DocDuration(hi)
+}
+
+// DocDuration shows d without Go's trailing zero units: 1m, 24h.
+func DocDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}

@@ -193,6 +193,20 @@ func (c *Cluster) Addrs() []string {
 	return out
 }
 
+// NodesHolding counts the nodes holding a key that matches pattern: a test
+// of keys spread over the cluster's slots wants more than one.
+func (c *Cluster) NodesHolding(pattern string) int {
+	n := 0
+	for _, node := range c.Nodes {
+		rc := redis.NewClient(&redis.Options{Addr: node.Addr})
+		if keys, _ := rc.Keys(context.Background(), pattern).Result(); len(keys) > 0 {
+			n++
+		}
+		rc.Close()
+	}
+	return n
+}
+
 // StartCluster starts n (at least 3) cluster-enabled nodes, joins them with
 // `redis-cli --cluster create` and waits until the cluster reports ok.
 func StartCluster(t testing.TB, n int) *Cluster {
