@@ -8,15 +8,16 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 )
 
-// How a request's Sluice placeholders are held. The first Sluice handler
-// on a request adds one provider to the replacer (Publish, or
+// How a request's Sluice placeholders are held. The first Sluice handler on
+// a request adds one provider to the replacer (Publish, or
 // EmptyPlaceholders) and says so in Caddy's vars map, which the server makes
-// with the replacer for each request, under placeholdersKnown; a later
-// handler reads that entry (one map lookup) instead of asking the
+// with the replacer for each request, under placeholdersKnown (naming the
+// replacer, so that a vars map seen with another replacer is not trusted); a
+// later handler reads that entry (one map lookup) instead of asking the
 // replacer's providers one by one. The provider Publish adds holds the first
 // handler's values; a later handler of another kind leaves its values in its
-// kind's slot of the vars map, where the provider reads them. Every value
-// is formatted only when read. Where nothing else works (the request has no
+// kind's slot of the vars map, where the provider reads them. Every value is
+// formatted only when read. Where nothing else works (the request has no
 // vars map, the first handler added EmptyPlaceholders' provider, which
 // cannot read the slots, or the kind's slot is taken) a later handler sets
 // its values with Replacer.Set, as every handler once did.
