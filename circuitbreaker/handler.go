@@ -145,7 +145,7 @@ func (h *Handler) rule() *Rule {
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
-	handlerkit.EmptyPlaceholders(repl)
+	handlerkit.EmptyPlaceholders(handlerkit.PlaceholdersOf(r, repl))
 	rule := h.rule()
 	if rule == nil {
 		if err := h.sel.Refusal("circuitbreaker"); err != nil {

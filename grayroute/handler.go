@@ -180,7 +180,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	version, versionAny, ruleAny, cohort := h.decide(r)
 	caddyhttp.SetVar(r.Context(), VarName, versionAny)
 	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
-		handlerkit.Publish(repl, handlerkit.Fresh(repl), placeholders{versionAny, ruleAny}, placeholderNames)
+		handlerkit.Publish(handlerkit.PlaceholdersOf(r, repl), handlerkit.GrayRoute, placeholders{versionAny, ruleAny}, placeholderNames)
 	}
 	if span := handlerkit.Span(r.Context()); span != nil {
 		handlerkit.AddDecision(span, placeholders{versionAny, ruleAny}, spanAttrs)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -74,18 +75,21 @@ func (w *discardWriter) WriteHeader(int)             {}
 var serverHeader = []string{"Caddy"}
 
 // benchRequests are one benchmark goroutine's requests, one per user, all
-// sharing one replacer that is reset to the state Caddy's server hands to
-// the handlers (its providers, nothing set) before each request.
+// sharing one replacer and one vars map that are reset to the state Caddy's
+// server hands to the handlers (the replacer's providers, nothing set; the
+// client's address) before each request.
 type benchRequests struct {
 	reqs       []*http.Request
 	repl, tmpl *caddy.Replacer
+	vars, init map[string]any
 }
 
 func newBenchRequests(users int) *benchRequests {
+	vars := map[string]any{caddyhttp.ClientIPVarKey: "10.0.0.1"}
 	base := httptest.NewRequest("GET", "/api", nil)
-	base = base.WithContext(context.WithValue(base.Context(), caddyhttp.VarsCtxKey,
-		map[string]any{caddyhttp.ClientIPVarKey: "10.0.0.1"}))
-	br := &benchRequests{tmpl: caddyhttp.NewTestReplacer(base), repl: new(caddy.Replacer)}
+	base = base.WithContext(context.WithValue(base.Context(), caddyhttp.VarsCtxKey, vars))
+	br := &benchRequests{tmpl: caddyhttp.NewTestReplacer(base), repl: new(caddy.Replacer), vars: vars}
+	br.init = maps.Clone(vars) // with the start time the replacer set
 	*br.repl = *br.tmpl
 	ctx := context.WithValue(base.Context(), caddy.ReplacerCtxKey, br.repl)
 	for i := 0; i < users; i++ {
@@ -96,10 +100,13 @@ func newBenchRequests(users int) *benchRequests {
 	return br
 }
 
-// next returns request i, its replacer as fresh as a new request's (the
-// provider a handler added last time is dropped).
+// next returns request i, its replacer and vars as fresh as a new
+// request's (the provider a handler added last time is dropped, and what it
+// left in the vars).
 func (br *benchRequests) next(i int) *http.Request {
 	*br.repl = *br.tmpl
+	clear(br.vars)
+	maps.Copy(br.vars, br.init)
 	return br.reqs[i%len(br.reqs)]
 }
 

@@ -148,10 +148,10 @@ func (r *Rule) finishCost(f rulestore.Fields) error {
 
 // badCost refuses a request whose cost is missing, not a whole number or
 // out of range: a client error, answered before any token is spent.
-func (h *Handler) badCost(w http.ResponseWriter, rule *Rule, lim *limiter, repl *caddy.Replacer, fresh bool, ph *placeholders) error {
+func (h *Handler) badCost(w http.ResponseWriter, rule *Rule, lim *limiter, pub handlerkit.Placeholders, ph *placeholders) error {
 	lim.counters.badCost.Inc()
 	ph.result = resultBadCost
-	ph.publish(repl, fresh)
+	ph.publish(pub)
 	if rule.HandleErrors {
 		return caddyhttp.Error(http.StatusBadRequest, fmt.Errorf("bad cost for rule %s", rule.ID))
 	}

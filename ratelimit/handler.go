@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 
@@ -193,7 +194,7 @@ func (h *Handler) current() (*Rule, *limiter) {
 // ServeHTTP decides the request: pass it on, or answer for the limiter.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
-	fresh := handlerkit.Fresh(repl)
+	pub := handlerkit.PlaceholdersOf(r, repl)
 	var rule *Rule
 	var lim *limiter
 	switch {
@@ -207,7 +208,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			return handlerkit.RefuseMissing("ratelimit", set.missingKind, set.missing)
 		}
 		if len(set.members) > 1 {
-			return h.serveMulti(w, r, next, set, repl, fresh)
+			return h.serveMulti(w, r, next, set, repl, pub)
 		}
 		if len(set.members) == 1 {
 			rule, lim = set.members[0].rule, set.members[0].lim
@@ -217,9 +218,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		if err := h.sel.Refusal("ratelimit"); err != nil {
 			return err
 		}
-		if fresh {
-			handlerkit.EmptyPlaceholders(repl)
-		}
+		handlerkit.EmptyPlaceholders(pub)
 		return next.ServeHTTP(w, r)
 	}
 	ph := placeholders{rule: rule}
@@ -231,12 +230,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if !ok {
 		switch {
 		case rule.EmptyKeyStatus != 0:
-			return h.denyEmptyKey(w, r, next, rule, lim, repl, fresh, &ph)
+			return h.denyEmptyKey(w, r, next, rule, lim, repl, pub, &ph)
 		case rule.emptyLiteral != "":
 			key = append(key[:0], rule.emptyLiteral...)
 		default:
 			if key, ok = rule.EmptyKey.Append(key[:0], r); !ok {
-				return h.denyEmptyKey(w, r, next, rule, lim, repl, fresh, &ph)
+				return h.denyEmptyKey(w, r, next, rule, lim, repl, pub, &ph)
 			}
 		}
 	}
@@ -244,7 +243,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if rule.costExpr.expr != "" {
 		if cost, ok = rule.costExpr.eval(r, repl, rule.MaxCost); !ok {
 			ph.setKey(key)
-			return h.badCost(w, rule, lim, repl, fresh, &ph)
+			return h.badCost(w, rule, lim, pub, &ph)
 		}
 	}
 	eng := lim.engine(rule)
@@ -261,11 +260,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	if !d.OK() {
 		if !rule.Shadow {
-			return h.reject(w, rule, lim, &d, repl, fresh, &ph)
+			return h.reject(w, rule, lim, &d, repl, pub, &ph)
 		}
 		lim.counters.shadow.Inc()
 		ph.result = resultShadowRejected
-		ph.publish(repl, fresh)
+		ph.publish(pub)
 		if c := h.logger.Check(zap.InfoLevel, "shadow rule would reject"); c != nil {
 			c.Write(zap.String("rule", rule.ID), zap.String("key", rule.shownKey(string(key))), zap.String("reason", d.Reason.String()))
 		}
@@ -274,11 +273,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	lim.counters.allowed.Inc()
 	ph.result = resultAllowed
 	if d.Wait > 0 || d.adaptive != nil {
-		ph.publish(repl, fresh)
+		ph.publish(pub)
 		return serveShaped(w, r, next, rule, lim, eng, d, repl)
 	}
 	ph.paces = rule.Flow.Behavior.paces()
-	ph.publish(repl, fresh)
+	ph.publish(pub)
 	if rule.settles {
 		return serveSettled(w, r, next, rule, lim, eng, key, cost, &d)
 	}
@@ -318,7 +317,7 @@ func ceilSeconds(ns int64) int64 {
 	return (ns + 1e9 - 1) / 1e9
 }
 
-func (h *Handler) reject(w http.ResponseWriter, rule *Rule, lim *limiter, d *Decision, repl *caddy.Replacer, fresh bool, ph *placeholders) error {
+func (h *Handler) reject(w http.ResponseWriter, rule *Rule, lim *limiter, d *Decision, repl *caddy.Replacer, pub handlerkit.Placeholders, ph *placeholders) error {
 	status, res := rule.Status, resultRateLimited
 	retry := ceilSeconds(d.RetryAfter)
 	switch d.Reason {
@@ -338,8 +337,8 @@ func (h *Handler) reject(w http.ResponseWriter, rule *Rule, lim *limiter, d *Dec
 	}
 	name := resultNames[res]
 	w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
-	ph.result, ph.retry = res, retry
-	ph.publish(repl, fresh)
+	ph.result, ph.retry = res, uint32(min(retry, math.MaxUint32))
+	ph.publish(pub)
 	if rule.HandleErrors {
 		return caddyhttp.Error(status, fmt.Errorf("%s by rule %s", name, rule.ID))
 	}
@@ -356,11 +355,11 @@ func (h *Handler) reject(w http.ResponseWriter, rule *Rule, lim *limiter, d *Dec
 
 // denyEmptyKey refuses a request whose key is empty (in shadow mode it
 // only counts and logs it).
-func (h *Handler) denyEmptyKey(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, rule *Rule, lim *limiter, repl *caddy.Replacer, fresh bool, ph *placeholders) error {
+func (h *Handler) denyEmptyKey(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, rule *Rule, lim *limiter, repl *caddy.Replacer, pub handlerkit.Placeholders, ph *placeholders) error {
 	if rule.Shadow {
 		lim.counters.shadow.Inc()
 		ph.result = resultShadowRejected
-		ph.publish(repl, fresh)
+		ph.publish(pub)
 		if c := h.logger.Check(zap.InfoLevel, "shadow rule would reject"); c != nil {
 			c.Write(zap.String("rule", rule.ID), zap.String("reason", "empty_key"))
 		}
@@ -372,7 +371,7 @@ func (h *Handler) denyEmptyKey(w http.ResponseWriter, r *http.Request, next cadd
 		status = http.StatusForbidden
 	}
 	ph.result = resultEmptyKey
-	ph.publish(repl, fresh)
+	ph.publish(pub)
 	if rule.HandleErrors {
 		return caddyhttp.Error(status, fmt.Errorf("empty rate limit key for rule %s", rule.ID))
 	}

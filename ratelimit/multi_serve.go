@@ -60,7 +60,7 @@ func (t *taken) release() {
 // A shadow rule that would refuse is counted and logged, and the others
 // decide. A rule that shapes traffic (pacing, warm-up, adaptive) cannot be
 // one of several (multiFits).
-func (h *Handler) serveMulti(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, set *ruleSet, repl *caddy.Replacer, fresh bool) error {
+func (h *Handler) serveMulti(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, set *ruleSet, repl *caddy.Replacer, pub handlerkit.Placeholders) error {
 	if set.unsupported != "" {
 		return caddyhttp.Error(http.StatusInternalServerError, errors.New("ratelimit: "+set.unsupported))
 	}
@@ -105,7 +105,7 @@ func (h *Handler) serveMulti(w http.ResponseWriter, r *http.Request, next caddyh
 				continue
 			}
 			*ph = placeholders{rule: rule}
-			return h.denyEmptyKey(w, r, next, rule, lim, repl, fresh, ph)
+			return h.denyEmptyKey(w, r, next, rule, lim, repl, pub, ph)
 		}
 		kb = key
 		key = key[from:len(key):len(key)]
@@ -115,7 +115,7 @@ func (h *Handler) serveMulti(w http.ResponseWriter, r *http.Request, next caddyh
 			if cost, ok = rule.costExpr.eval(r, repl, rule.MaxCost); !ok {
 				*ph = placeholders{rule: rule}
 				ph.setKey(key)
-				return h.badCost(w, rule, lim, repl, fresh, ph)
+				return h.badCost(w, rule, lim, pub, ph)
 			}
 		}
 		t.cost = cost
@@ -160,7 +160,7 @@ func (h *Handler) serveMulti(w http.ResponseWriter, r *http.Request, next caddyh
 				setMultiHeaders(w.Header(), ts, refused, set.policies)
 			}
 		}
-		return h.reject(w, t.m.rule, t.m.lim, &t.d, repl, fresh, ph)
+		return h.reject(w, t.m.rule, t.m.lim, &t.d, repl, pub, ph)
 	}
 	for i := range ts {
 		if ts[i].admitted {
@@ -179,7 +179,7 @@ func (h *Handler) serveMulti(w http.ResponseWriter, r *http.Request, next caddyh
 	if k := mostRestrictive(ts, true); k >= 0 {
 		setMultiHeaders(w.Header(), ts, k, set.policies)
 	}
-	ph.publish(repl, fresh)
+	ph.publish(pub)
 	return serveAdmitted(w, r, next, ts, kb)
 }
 
