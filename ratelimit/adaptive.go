@@ -74,8 +74,9 @@ const sameLatency = 0.125
 
 // gradient is one rule's adaptive in-flight limit, after Envoy's adaptive
 // concurrency filter and Netflix's Gradient2: it measures the uncontended
-// latency (minRTT) now and then by letting only MinLimit requests in
-// flight, and every sample window compares the window's mean latency
+// latency (minRTT) now and then by a probe that lets only MinLimit
+// requests in flight (later probes, after a window within the tolerance:
+// half the estimate; probes that agree are pooled), and every sample window compares the window's mean latency
 // (sampleRTT) with it (r = sampleRTT/minRTT; both are the same statistic,
 // so a skewed latency is no queue). By Little's law the window's requests,
 // n in flight on average, are served as n/r requests at the uncontended
@@ -95,6 +96,10 @@ const sameLatency = 0.125
 //     the same latency, the latency is not a queue (a queue's wait
 //     shrinks with what is let in) but a slower upstream: minRTT is
 //     measured again instead.
+//   - the window before above 1+tolerance×probeShare: it holds (growth
+//     needs two windows under it in a row: a window of a dozen requests
+//     reads low by its noise often enough to grow a limit that has its
+//     queue already);
 //   - a queue under half the headroom: the limit grows by the gradient
 //     (1+tolerance)/r (1 to 2) plus the headroom;
 //   - r under 1+tolerance×probeShare: it grows by (1+tolerance×probeShare)/r,
@@ -130,7 +135,12 @@ type gradient struct {
 	cfg          AdaptiveConfig
 	est          float64 // the estimated limit (kept while minRTT is measured)
 	minRTT       int64
-	sampleRTT    int64 // the last window's mean latency
+	minRTTMean   int64   // the probes' pooled mean latency (minRTT but when a window lowered it)
+	minRTTErr    float64 // minRTTMean's standard error, relative to it
+	minRTTN      int     // how many probe samples minRTT pools (0: none)
+	fresh        bool    // the running probe replaces minRTT (a slower upstream), never pools with it
+	probeAt      int64   // the running minRTT probe's limit
+	sampleRTT    int64   // the last window's mean latency
 	measuring    bool
 	measureStart int64 // requests admitted before it do not count
 	nextMeasure  int64
@@ -150,7 +160,7 @@ func newGradient(cfg AdaptiveConfig, now int64) *gradient {
 	g.cfg = cfg
 	g.est = float64(cfg.InitialLimit)
 	g.slowStart = true
-	g.startMeasure(now)
+	g.startMeasure(now, false)
 	return g
 }
 
@@ -164,7 +174,8 @@ func (g *gradient) configure(cfg AdaptiveConfig) {
 	g.cfg = cfg
 	g.est = math.Min(math.Max(g.est, float64(cfg.MinLimit)), float64(cfg.MaxLimit))
 	if g.measuring {
-		g.limit.Store(cfg.MinLimit)
+		g.probeAt = min(max(g.probeAt, cfg.MinLimit), cfg.MaxLimit)
+		g.limit.Store(g.probeAt)
 	} else {
 		g.limit.Store(int64(g.est))
 	}
@@ -173,11 +184,27 @@ func (g *gradient) configure(cfg AdaptiveConfig) {
 // Limit is the number of requests that may be in flight now.
 func (g *gradient) Limit() int64 { return g.limit.Load() }
 
-func (g *gradient) startMeasure(now int64) {
+// probeLimit is the concurrency a minRTT probe admits: half the estimate
+// when the last window's latency was within the tolerance (the estimate is
+// then about what the upstream serves plus the headroom, so half of it
+// meets no queue), else min_limit: for the first probe, for one started
+// because the upstream looked slower, and after an overloaded window
+// (the estimate may be far above what the upstream serves). At min_limit
+// a probe of 25 requests took 25 / min_limit round trips (1.3 s at 200 ms
+// and min_limit 4), most of a 2 s span at 0.4 C in flight.
+func (g *gradient) probeLimit(fresh bool) int64 {
+	if fresh || g.lastR == 0 || g.lastR > 1+g.cfg.Tolerance {
+		return g.cfg.MinLimit
+	}
+	return min(max(g.cfg.MinLimit, int64(g.est/2)), g.cfg.MaxLimit)
+}
+
+func (g *gradient) startMeasure(now int64, fresh bool) {
+	g.fresh, g.probeAt = fresh, g.probeLimit(fresh)
 	g.measuring, g.measureStart = true, now
 	g.samples, g.seen, g.drops, g.peak, g.inflightSum = g.samples[:0], 0, 0, 0, 0
 	g.cutN, g.cutR, g.lastR = 0, 0, 0 // latencies in the old minRTT's units
-	g.limit.Store(g.cfg.MinLimit)
+	g.limit.Store(g.probeAt)
 }
 
 // observe records one finished request: admitted at start, ended at now,
@@ -193,7 +220,7 @@ func (g *gradient) observe(start, now, inflight int64, drop bool) {
 		}
 		g.samples = append(g.samples, rtt)
 		if len(g.samples) >= minRTTSamples {
-			g.minRTT = max(clippedMean(g.samples), 1) // ns; never 0, r divides by it
+			g.poolMinRTT()
 			g.measuring = false
 			g.nextMeasure = now + g.cfg.MinRTTInterval
 			g.epoch, g.windowEnd = now, now+g.cfg.SampleWindow
@@ -244,7 +271,7 @@ func (g *gradient) update(now int64) {
 		// errors, it shows minRTT was measured high, and that bound
 		// becomes minRTT.
 		if bound := float64(g.sampleRTT) * (1 + lowerErrs*relativeError(g.samples, g.sampleRTT)); g.seen >= slowStartRound && bound < float64(g.minRTT) {
-			g.minRTT = int64(bound)
+			g.minRTT, g.minRTTN = int64(bound), 0
 		}
 		r := float64(g.sampleRTT) / float64(g.minRTT) // latency in minRTTs
 		n := float64(g.inflightSum) / float64(g.seen) // in flight, on average
@@ -291,6 +318,11 @@ func (g *gradient) update(now int64) {
 		case r > over:
 			next = math.Min(g.est, math.Max(served+headroom, g.est/2))
 			g.cutN, g.cutR, cut = n, r, true
+		case lastR >= probe:
+			// Growth waits for a second window under the probe level: a
+			// window of few requests (a dozen at long service times)
+			// reads low by its own noise often enough to grow a limit
+			// that already has its queue.
 		case n-served < headroom/2 && full:
 			next = g.est*math.Min(math.Max((1+c.Tolerance)/r, 1), 2) + headroom
 		case r < probe && full:
@@ -309,10 +341,40 @@ func (g *gradient) update(now int64) {
 	// A due probe waits while the limit does not bind: minRTT then decides
 	// nothing, and a probe would refuse all but min_limit of the demand.
 	if now >= g.nextMeasure && binds || remeasure {
-		g.startMeasure(now)
+		g.startMeasure(now, remeasure)
 		return
 	}
 	g.limit.Store(int64(g.est))
+}
+
+// maxPooled bounds the probe samples minRTT pools: older probes tell less
+// of the upstream now.
+const maxPooled = 100
+
+// poolMinRTT ends a probe: its clipped mean becomes minRTT, or, when it
+// agrees with the minRTT of earlier probes within their noise (2 standard
+// errors of the difference), is pooled with it weighted by samples. One
+// probe of 25 samples at a coefficient of variation of 0.3 reads within
+// ±12 %, and the limit follows minRTT's error one for one (a minRTT 12 %
+// high lets 12 % more wait in the upstream's queue); pooled, the error
+// shrinks with each probe that agrees. A probe that disagrees (the
+// upstream's latency moved) or that was started because the upstream
+// looked slower replaces it.
+func (g *gradient) poolMinRTT() {
+	m := max(clippedMean(g.samples), 1) // ns; never 0, r divides by it
+	e := relativeError(g.samples, m)
+	k := len(g.samples)
+	if g.minRTTN > 0 && !g.fresh {
+		d := math.Abs(float64(m)-float64(g.minRTTMean)) / float64(g.minRTTMean)
+		if d <= 2*math.Hypot(e, g.minRTTErr) {
+			n := g.minRTTN + k
+			m = int64((float64(g.minRTTMean)*float64(g.minRTTN) + float64(m)*float64(k)) / float64(n))
+			e *= math.Sqrt(float64(k) / float64(n))
+			k = min(n, maxPooled)
+		}
+	}
+	g.minRTTMean, g.minRTTErr, g.minRTTN, g.fresh = m, e, k, false
+	g.minRTT = m
 }
 
 // AdaptiveState is the controller's state for /sluice/state.

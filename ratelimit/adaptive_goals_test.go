@@ -69,8 +69,11 @@ type simHalvingCase struct {
 }
 
 var simHalvingCases = []simHalvingCase{
-	{2 * ms, 40, 20, 10, 0.7, 1.5}, {20 * ms, 20, 10, 10, 0.7, 1.3}, {200 * ms, 20, 10, 10, 0.6, 1.4},
-	{200 * ms, 10, 5, 10, 0.7, 1.7}, {2 * sec, 20, 10, 60, 0.7, 1.5},
+	// 20 seeds (BenchmarkAdaptiveSimSurvey) read 1.14–1.53 C, 0.89–1.34 C,
+	// 0.67–1.38 C, 0.86–1.58 C and 0.90–1.47 C; the bounds hold for all 20
+	// but at 20 ms, where the goal itself is asserted on simSeeds.
+	{2 * ms, 40, 20, 10, 1.0, 1.6}, {20 * ms, 20, 10, 10, 0.7, 1.3}, {200 * ms, 20, 10, 10, 0.65, 1.4},
+	{200 * ms, 10, 5, 10, 0.8, 1.6}, {2 * sec, 20, 10, 60, 0.85, 1.5},
 }
 
 // simHalving runs c for seed and returns in flight (in C after the step)
@@ -112,7 +115,7 @@ func TestAdaptiveSimHealthyUpstreamRefusesLittle(t *testing.T) {
 	for _, c := range []struct {
 		service int64
 		most    float64
-	}{{2 * ms, 0.03}, {20 * ms, 0.035}, {200 * ms, 0.32}, {2 * sec, 0.18}} {
+	}{{2 * ms, 0.03}, {20 * ms, 0.035}, {200 * ms, 0.32}, {2 * sec, 0.2}} {
 		worst := 0.0
 		for seed := int64(1); seed <= simSeeds; seed++ {
 			res := simHealthy(c.service, seed)
