@@ -44,7 +44,7 @@ const (
 	DefaultKey     = "ip"
 )
 
-// Ranges of the numeric fields (docs/ratelimit.md, "Numbers"). With them
+// Ranges of the numeric fields (docs/ratelimit.md, "Rule fields"). With them
 // no computed value overflows: a quota is at most 1e12 (token bucket) or
 // qps × window ≤ 3.2e16, a refill time at most a year.
 const (
