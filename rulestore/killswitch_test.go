@@ -169,8 +169,13 @@ func TestKillSwitchesOverlayCaddyfileRulesOnEveryInstance(t *testing.T) {
 	// qps back to 1000: once the emptied bucket refills (a second at most),
 	// a burst of requests passes again.
 	for _, b := range base {
-		var last string // what the last refused request saw, for the failure message
-		ok := waitUntil(10*time.Second, func() bool {
+		var last string // what the last refused request saw, logged if the wait fails
+		t.Cleanup(func() {
+			if t.Failed() && last != "" {
+				t.Logf("%s: the last refused request after the DEL saw %s", b, last)
+			}
+		})
+		testcaddy.Eventually(t, 10*time.Second, b+": 20 requests in a row pass after DEL", func() bool {
 			for range 20 {
 				resp, err := pollClient.Get(b + "/rl")
 				if err != nil {
@@ -187,21 +192,7 @@ func TestKillSwitchesOverlayCaddyfileRulesOnEveryInstance(t *testing.T) {
 			}
 			return true
 		})
-		if !ok {
-			t.Fatalf("%s: 20 requests in a row still do not pass 10s after the DEL; last refused: %s", b, last)
-		}
 	}
-}
-
-// waitUntil polls cond until it holds (true) or timeout passes (false).
-func waitUntil(timeout time.Duration, cond func() bool) bool {
-	for deadline := time.Now().Add(timeout); !cond(); {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(5 * time.Millisecond) // sleep: the poll interval of the wait itself
-	}
-	return true
 }
 
 // getQuiet is a GET that reports a failed request as status 0 (the caller
