@@ -37,20 +37,7 @@ type Duration caddy.Duration
 
 // MarshalJSON writes the duration as a string.
 func (d Duration) MarshalJSON() ([]byte, error) {
-	return json.Marshal(formatDuration(time.Duration(d)))
-}
-
-// formatDuration is time.Duration's String without zero tails: 2m, not
-// 2m0s; 24h, not 24h0m0s.
-func formatDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
+	return json.Marshal(DocDuration(time.Duration(d)))
 }
 
 // UnmarshalJSON reads what caddy.Duration reads.
@@ -265,7 +252,7 @@ func fieldString(fv reflect.Value) (string, bool) {
 		if x == nil {
 			return "", false
 		}
-		return formatDuration(time.Duration(*x)), true
+		return DocDuration(time.Duration(*x)), true
 	case []string:
 		return strings.Join(x, ","), len(x) > 0
 	case http.Header:
