@@ -143,7 +143,10 @@ for c in "${cases[@]}"; do
 	exe=bin/caddy
 	[ "${bin[$c]}" = sluice ] || exe=bin/caddy-${bin[$c]}
 	printf 'http://127.0.0.1:%s {\n%s}\n' "${port[$c]}" "${body[$c]}" >>"$cfg"
-	"$exe" run --config "$cfg" --adapter caddyfile >"$out/caddy-$c.log" 2>&1 &
+	# gctrace: one line per GC cycle on stderr, so the report can say how
+	# much of a case's CPU is the collector's (the heap a binary keeps
+	# alive sets how often it collects).
+	GODEBUG=gctrace=1 "$exe" run --config "$cfg" --adapter caddyfile >"$out/caddy-$c.log" 2>&1 &
 	pid[$c]=$!
 	pids+=("${pid[$c]}")
 done
@@ -195,15 +198,27 @@ quiet() {
 	done
 }
 
+# GC cycles of case $1 so far and the CPU milliseconds they took (the sum
+# of a gctrace line's "ms cpu" parts: assist, background and idle workers).
+gc_so_far() {
+	awk '/^gc [0-9]+ @/ { n++; for (i = 1; i <= NF; i++) if ($i == "cpu," && $(i - 1) == "ms") {
+		k = split($(i - 2), a, /[+\/]/); for (j = 1; j <= k; j++) ms += a[j] } }
+		END { printf "%d %.3f\n", n, ms }' "$out/caddy-$1.log"
+}
 # One wrk run of slice seconds against case $1, added to its sums: requests,
-# seconds, errors, CPU ticks of its Caddy and of Redis; its p99 appended.
-declare -A n_req n_sec n_err n_cpu n_rcpu p99s
+# seconds, errors, CPU ticks of its Caddy and of Redis, its GC cycles and
+# their CPU; its p99 appended.
+declare -A n_req n_sec n_err n_cpu n_rcpu n_gc n_gcms p99s
 slice_run() {
-	local c=$1 c0 r0 res
+	local c=$1 c0 r0 g0 gm0 g1 gm1 res
 	c0=$(cpu_ticks "${pid[$c]}") r0=$(cpu_ticks "$redis_pid")
+	read -r g0 gm0 < <(gc_so_far "$c")
 	res=$(wrk -t2 -c"$conns" -d"${slice}s" --latency -s "$wrk_script" "http://127.0.0.1:${port[$c]}/" 2>&1)
 	n_cpu[$c]=$(( ${n_cpu[$c]:-0} + $(cpu_ticks "${pid[$c]}") - c0 ))
 	n_rcpu[$c]=$(( ${n_rcpu[$c]:-0} + $(cpu_ticks "$redis_pid") - r0 ))
+	read -r g1 gm1 < <(gc_so_far "$c")
+	n_gc[$c]=$(( ${n_gc[$c]:-0} + g1 - g0 ))
+	n_gcms[$c]=$(awk -v a="${n_gcms[$c]:-0}" -v b="$gm0" -v e="$gm1" 'BEGIN {print a + e - b}')
 	read -r reqs dur < <(awk '/requests in/ {sub(/s,?$/, "", $4); print $1, $4}' <<<"$res")
 	n_req[$c]=$(( ${n_req[$c]:-0} + reqs ))
 	n_sec[$c]=$(awk -v a="${n_sec[$c]:-0}" -v b="$dur" 'BEGIN {print a + b}')
@@ -211,12 +226,13 @@ slice_run() {
 	p99s[$c]+="$(awk '$1=="99%" {print $2}' <<<"$res") "
 }
 # The sums of case $1 as: req/s, its slices' p99s (comma-separated), errors,
-# Caddy and Redis CPU ns per request.
+# Caddy and Redis CPU ns per request, GC cycles per 1,000 requests and GC
+# CPU ns per request.
 sums() {
 	local c=$1 p=${p99s[$1]% }
 	awk -v r="${n_req[$c]}" -v s="${n_sec[$c]}" -v e="${n_err[$c]}" -v cp="${n_cpu[$c]}" -v rc="${n_rcpu[$c]}" \
-		-v t="$tck" -v p="${p// /,}" 'BEGIN {
-		printf "%.2f\t%s\t%d\t%d\t%d", r / s, p, e, cp * 1e9 / t / r, rc * 1e9 / t / r }'
+		-v g="${n_gc[$c]}" -v gm="${n_gcms[$c]}" -v t="$tck" -v p="${p// /,}" 'BEGIN {
+		printf "%.2f\t%s\t%d\t%d\t%d\t%.3f\t%d", r / s, p, e, cp * 1e9 / t / r, rc * 1e9 / t / r, g * 1000 / r, gm * 1e6 / r }'
 }
 
 # Each case is measured against its baseline in the same minute, in slices
@@ -241,7 +257,7 @@ for round in $(seq "$rounds"); do
 		if [ "$warm" != 0 ]; then
 			for w in "$b" "$c"; do wrk -t2 -c"$conns" -d"$warm"s -s "$wrk_script" "http://127.0.0.1:${port[$w]}/" >/dev/null; done
 		fi
-		for w in "$b" "$c"; do unset "n_req[$w]" "n_sec[$w]" "n_err[$w]" "n_cpu[$w]" "n_rcpu[$w]" "p99s[$w]"; done
+		for w in "$b" "$c"; do unset "n_req[$w]" "n_sec[$w]" "n_err[$w]" "n_cpu[$w]" "n_rcpu[$w]" "n_gc[$w]" "n_gcms[$w]" "p99s[$w]"; done
 		read -r box0 tot0 < <(box_ticks)
 		ours_ticks
 		ours0=$ours
@@ -272,14 +288,15 @@ def ms(v):
         if v.endswith(unit):
             return float(v[: -len(unit)]) * f
     return float("nan")
-def measures(r, p, e, c, rc):
+def measures(r, p, e, c, rc, g, gm):
     return dict(rps=float(r), p99=statistics.median(ms(v) for v in p.split(",")), errs=int(e),
-                cpu=float(c) / 1000, rcpu=float(rc) / 1000)
+                cpu=float(c) / 1000, rcpu=float(rc) / 1000, gc=float(g), gcpu=float(gm) / 1000)
 run, base, names = {}, {}, []  # run[(round, case)] = (its measures, its baseline's measures in the same block)
-for rnd, name, r, p, e, c, rc, rss, gate, other, bname, br, bp, be, bc, brc in rows:
-    m = measures(r, p, e, c, rc)
+for row in rows:
+    rnd, name, case_, (rss, gate, other, bname), base_ = row[0], row[1], row[2:9], row[9:13], row[13:20]
+    m = measures(*case_)
     m.update(rss=int(rss) / 1024, gate=float(gate), other=float(other))
-    run[(rnd, name)] = (m, measures(br, bp, be, bc, brc))
+    run[(rnd, name)] = (m, measures(*base_))
     base[name] = bname
     if name not in names:
         names.append(name)
@@ -328,6 +345,20 @@ for name in names:
     print(f"| {labels.get(name, name)} | **{med(rr):.2f}** | {spread(rr)} | {med(pr):.2f} | {spread(pr)} "
           f"| {med(cr):.2f} | {spread(cr)} | {med([m['cpu'] for m in ms_]):.1f} | {rcpu} "
           f"| {max(m['rss'] for m in ms_):.0f} | {sum(m['errs'] for m in ms_)} | {goal} |")
+# The collector's share: how often each binary collects and what that
+# costs per request, beside the CPU ratio with the GC's CPU left out of
+# both sides (a binary that keeps a larger heap alive collects less often).
+print("\nGarbage collection (from `GODEBUG=gctrace=1`; GC CPU as the runtime reports it: assist, "
+      "background and idle workers, stop-the-world phases × GOMAXPROCS):\n")
+print("| case | GC cycles per 1,000 req, case / base | GC CPU µs/req, case / base | CPU/req ÷ base, GC left out | min–max |")
+print("|---|---|---|---|---|")
+nogc = lambda a, b: (a["cpu"] - a["gcpu"]) / (b["cpu"] - b["gcpu"]) if b["cpu"] > b["gcpu"] else float("nan")
+for name in names:
+    pairs_ = [run[(r, name)] for r in rounds if (r, name) in run]
+    ng = paired(name, nogc)
+    print(f"| {labels.get(name, name)} | {med([m['gc'] for m, _ in pairs_]):.2f} / {med([b['gc'] for _, b in pairs_]):.2f} "
+          f"| {med([m['gcpu'] for m, _ in pairs_]):.1f} / {med([b['gcpu'] for _, b in pairs_]):.1f} "
+          f"| {med(ng):.2f} | {spread(ng)} |")
 # The exact case against its floor: both are read against plain in their
 # own blocks, so the floor ratio is their ratios' ratio, round by round.
 fl = [run[(r, "cluster")][0]["rps"] / run[(r, "cluster")][1]["rps"] / (run[(r, "floor")][0]["rps"] / run[(r, "floor")][1]["rps"])
