@@ -13,8 +13,8 @@ import (
 // the parser's.
 func TestFieldTableMatchesTheDocsTheSpecAndTheParser(t *testing.T) {
 	var rows []fieldtable.Row
-	for _, f := range fields {
-		rows = append(rows, fieldtable.Row{Name: f.name, Syntax: f.syntax, Default: f.def})
+	for _, f := range fields.Rows() {
+		rows = append(rows, fieldtable.Row{Name: f.Name, Syntax: f.Syntax, Default: f.Default})
 	}
 	fieldtable.CheckDocs(t, "../docs/circuitbreaker.md", "## Rule fields", rulestore.CircuitBreaker, rows)
 

@@ -70,12 +70,12 @@ func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
 	s := &r.Settings
 	p := &ruleParse{r: r, f: f}
 	for _, name := range f.Names() {
-		row := fieldByName[name]
+		row := fields.Lookup(name)
 		if row == nil {
 			return nil, f.Errorf(name, "unknown field (want %s)", fieldNames)
 		}
 		p.name = name
-		if err := row.parse(p, strings.TrimSpace(f[name])); err != nil {
+		if err := row.Parse(p, strings.TrimSpace(f[name])); err != nil {
 			return nil, err
 		}
 	}

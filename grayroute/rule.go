@@ -55,12 +55,12 @@ func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
 	g := &Rule{ID: id, Weight: Buckets}
 	p := &ruleParse{g: g, f: f}
 	for _, name := range f.Names() {
-		row := fieldByName[name]
+		row := fields.Lookup(name)
 		if row == nil {
 			return nil, f.Errorf(name, "unknown field (want one of %s)", strings.Join(ruleFieldNames, ", "))
 		}
 		p.name = name
-		if err := row.parse(p, strings.TrimSpace(f[name])); err != nil {
+		if err := row.Parse(p, strings.TrimSpace(f[name])); err != nil {
 			return nil, err
 		}
 	}

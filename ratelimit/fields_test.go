@@ -13,15 +13,15 @@ import (
 // parser's.
 func TestFieldTableMatchesTheDocsTheSpecAndTheParser(t *testing.T) {
 	var rows []fieldtable.Row
-	for _, f := range fields {
-		rows = append(rows, fieldtable.Row{Name: f.name, Syntax: f.syntax, Default: f.def})
+	for _, f := range fields.Rows() {
+		rows = append(rows, fieldtable.Row{Name: f.Name, Syntax: f.Syntax, Default: f.Default})
 	}
 	fieldtable.CheckDocs(t, "../docs/ratelimit.md", "## Rule fields", rulestore.RateLimit, rows)
 	readTogether := map[string]bool{"quota": true, "period": true, "timezone": true, // parseCalendar
 		"cost": true, "count_status": true, "response_cost": true, "reserve": true, "max_cost": true} // parseCost
-	for _, f := range fields {
-		if (f.parse == nil) != readTogether[f.name] {
-			t.Errorf("%s: parse is nil %v, want a parse of its own unless parseCalendar or parseCost reads it", f.name, f.parse == nil)
+	for _, f := range fields.Rows() {
+		if (f.Parse == nil) != readTogether[f.Name] {
+			t.Errorf("%s: parse is nil %v, want a parse of its own unless parseCalendar or parseCost reads it", f.Name, f.Parse == nil)
 		}
 	}
 

@@ -189,7 +189,7 @@ func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
 	for _, name := range f.Names() {
 		// id names an inline rule (the handler takes it out); a hash in
 		// the store may hold it too, and it has always been ignored here.
-		if fieldByName[name] == nil && name != handlerkit.InlineIDField {
+		if fields.Lookup(name) == nil && name != handlerkit.InlineIDField {
 			return nil, f.Errorf(name, "unknown field (want one of %s)", strings.Join(knownFields, ", "))
 		}
 	}
