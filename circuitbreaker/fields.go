@@ -17,12 +17,11 @@ import (
 // checks across fields stay in ParseRule.
 type field = handlerkit.Field[*ruleParse]
 
-// ruleParse is one rule being read: the rule, its fields, the field being
-// read, and which optional fields were given.
+// ruleParse is one rule being read: the rule, its fields and the field
+// being read, and which optional fields were given.
 type ruleParse struct {
+	handlerkit.FieldReader
 	r                 *Rule
-	f                 rulestore.Fields
-	name              string
 	minSet, windowSet bool
 }
 
@@ -35,7 +34,7 @@ var fields = handlerkit.NewFieldTable(
 	handlerkit.Row("window", "`<duration>` (≤ 366 days) or `<count>` ("+rulestore.Span[int64](1, maxCount)+")", "`100` (calls), when a rate trigger is on", parseWindow),
 	percentRow("failure_rate", func(r *Rule) *float64 { return &r.Settings.FailureRate }),
 	handlerkit.Row("min_requests", "int, "+rulestore.Span[int64](1, maxCount), "`10` (or the count window, if smaller)", func(p *ruleParse, _ string) (err error) {
-		p.r.Settings.MinRequests, err = intField(p.f, p.name, 1)
+		p.r.Settings.MinRequests, err = intField(p.Fields, p.Name, 1)
 		p.minSet = true
 		return err
 	}),
@@ -44,7 +43,7 @@ var fields = handlerkit.NewFieldTable(
 	handlerkit.Row("failure_statuses", "codes and ranges", "`500-599`", func(p *ruleParse, v string) error {
 		p.r.Failures = StatusSet{}
 		if err := p.r.Failures.Parse(v); err != nil {
-			return p.f.Errorf(p.name, "%v", err)
+			return p.Errorf("%v", err)
 		}
 		return nil
 	}),
@@ -52,7 +51,7 @@ var fields = handlerkit.NewFieldTable(
 	durationRow("ramp_duration", "duration, ≤ 366 days", "off", true, func(r *Rule) *time.Duration { return &r.Settings.RampDuration }),
 	handlerkit.Row("key", "placeholder expression", "none (one breaker)", func(p *ruleParse, v string) error {
 		if !strings.Contains(v, "{") {
-			return p.f.Errorf(p.name, "want a placeholder expression such as {http.vars.gray_version}")
+			return p.Errorf("want a placeholder expression such as {http.vars.gray_version}")
 		}
 		p.r.Key = v
 		return nil
@@ -61,24 +60,24 @@ var fields = handlerkit.NewFieldTable(
 	handlerkit.Row("state", "`auto`, `force_open`, `force_closed`, `disabled`", "`auto`", parseState),
 	handlerkit.Row("status", "400–599", "`503`", func(p *ruleParse, v string) (err error) {
 		if p.r.Status, err = rulestore.ParseStatus(v); err != nil {
-			return p.f.Errorf(p.name, "%v", err)
+			return p.Errorf("%v", err)
 		}
 		return nil
 	}),
 	handlerkit.Row("body", "string, placeholders", "empty", func(p *ruleParse, _ string) error {
-		p.r.Body = p.f[p.name]
+		p.r.Body = p.Fields[p.Name]
 		return nil
 	}),
 	handlerkit.Row("headers", "`Name: value; Name: value`", "none", func(p *ruleParse, v string) error {
 		if err := rulestore.ParseHeaderList(p.r.Headers, v); err != nil {
-			return p.f.Errorf(p.name, "%v", err)
+			return p.Errorf("%v", err)
 		}
 		return nil
 	}),
 	handlerkit.Row("header", "`<name> <value>`", "none", func(p *ruleParse, v string) error {
 		hname, hval, _ := strings.Cut(v, " ")
 		if !rulestore.ValidHeaderName(hname) {
-			return p.f.Errorf(p.name, "want <name> <value>")
+			return p.Errorf("want <name> <value>")
 		}
 		p.r.Headers.Add(hname, strings.TrimSpace(hval))
 		return nil
@@ -89,7 +88,7 @@ var fields = handlerkit.NewFieldTable(
 // intRow is a whole number from lowest to maxCount.
 func intRow(name, def string, lowest int, at func(*Rule) *int) field {
 	return handlerkit.Row(name, "int, "+rulestore.Span(int64(lowest), maxCount), def, func(p *ruleParse, _ string) (err error) {
-		*at(p.r), err = intField(p.f, p.name, lowest)
+		*at(p.r), err = intField(p.Fields, p.Name, lowest)
 		return err
 	})
 }
@@ -97,7 +96,7 @@ func intRow(name, def string, lowest int, at func(*Rule) *int) field {
 // durationRow is a duration with a unit, up to 366 days; 0 when zeroOK.
 func durationRow(name, syntax, def string, zeroOK bool, at func(*Rule) *time.Duration) field {
 	return handlerkit.Row(name, syntax, def, func(p *ruleParse, _ string) (err error) {
-		*at(p.r), err = durationField(p.f, p.name, zeroOK)
+		*at(p.r), err = durationField(p.Fields, p.Name, zeroOK)
 		return err
 	})
 }
@@ -105,7 +104,7 @@ func durationRow(name, syntax, def string, zeroOK bool, at func(*Rule) *time.Dur
 // percentRow is a rate trigger's percentage, off by default.
 func percentRow(name string, at func(*Rule) *float64) field {
 	return handlerkit.Row(name, "percent, 0 < p ≤ 100 (NaN, Inf rejected)", "off", func(p *ruleParse, _ string) (err error) {
-		*at(p.r), err = percentField(p.f, p.name)
+		*at(p.r), err = percentField(p.Fields, p.Name)
 		return err
 	})
 }
@@ -114,7 +113,7 @@ func percentRow(name string, at func(*Rule) *float64) field {
 func boolRow(name string, at func(*Rule) *bool) field {
 	return handlerkit.Row(name, "`true` / `false`", "`false`", func(p *ruleParse, v string) (err error) {
 		if *at(p.r), err = rulestore.ParseBool(v); err != nil {
-			return p.f.Errorf(p.name, "%v", err)
+			return p.Errorf("%v", err)
 		}
 		return nil
 	})
@@ -126,13 +125,13 @@ func parseWindow(p *ruleParse, v string) error {
 	p.windowSet = true
 	if n, e := strconv.Atoi(v); e == nil {
 		if n < 1 || n > maxCount {
-			return p.f.Errorf(p.name, "a call count must be 1 to %d", maxCount)
+			return p.Errorf("a call count must be 1 to %d", maxCount)
 		}
 		s.WindowCount = n
 	} else if d, e := caddy.ParseDuration(v); e == nil && d > 0 && d <= rulestore.MaxRuleDuration {
 		s.WindowDuration = d
 	} else {
-		return p.f.Errorf(p.name, "want a duration with a unit (e.g. 60s, at most 366 days) or a call count (e.g. 100)")
+		return p.Errorf("want a duration with a unit (e.g. 60s, at most 366 days) or a call count (e.g. 100)")
 	}
 	return nil
 }
@@ -141,7 +140,7 @@ func parseState(p *ruleParse, v string) error {
 	modes := map[string]Mode{"auto": ModeAuto, "force_open": ModeForceOpen, "force_closed": ModeForceClosed, "disabled": ModeDisabled}
 	m, ok := modes[v]
 	if !ok {
-		return p.f.Errorf(p.name, "want auto, force_open, force_closed or disabled")
+		return p.Errorf("want auto, force_open, force_closed or disabled")
 	}
 	p.r.Settings.Mode = m
 	return nil
