@@ -12,10 +12,7 @@ import (
 // the typed spec has exactly its names, and its literal defaults are the
 // parser's.
 func TestFieldTableMatchesTheDocsTheSpecAndTheParser(t *testing.T) {
-	var rows []fieldtable.Row
-	for _, f := range fields.Rows() {
-		rows = append(rows, fieldtable.Row{Name: f.Name, Syntax: f.Syntax, Default: f.Default})
-	}
+	rows := fieldtable.RowsOf(fields)
 	fieldtable.CheckDocs(t, "../docs/ratelimit.md", "## Rule fields", rulestore.RateLimit, rows)
 	readTogether := map[string]bool{"quota": true, "period": true, "timezone": true, // parseCalendar
 		"cost": true, "count_status": true, "response_cost": true, "reserve": true, "max_cost": true} // parseCost
