@@ -15,10 +15,7 @@ import (
 // ParseCaddyfile parses the circuitbreaker directive.
 func ParseCaddyfile(hp httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	h := new(Handler)
-	if err := handlerkit.UnmarshalDirective(hp, "circuitbreaker", h, &h.refs); err != nil {
-		return nil, err
-	}
-	return h, nil
+	return handlerkit.ParseDirective(hp, "circuitbreaker", h, &h.refs)
 }
 
 // UnmarshalCaddyfile reads:

@@ -7,6 +7,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/sluicegw/sluice/internal/handlerkit"
 	"github.com/sluicegw/sluice/rulestore"
 )
 
@@ -14,122 +15,109 @@ import (
 // Default as docs/circuitbreaker.md's reference table shows them (a test
 // holds the two together), and how its value is read into the rule. The
 // checks across fields stay in ParseRule.
-type field struct {
-	name, syntax, def string
-	parse             func(p *ruleParse, v string) error
-}
+type field = handlerkit.Field[*ruleParse]
 
-// ruleParse is one rule being read: the rule, its fields, the field being
-// read, and which optional fields were given.
+// ruleParse is one rule being read: the rule, its fields and the field
+// being read, and which optional fields were given.
 type ruleParse struct {
+	handlerkit.FieldReader
 	r                 *Rule
-	f                 rulestore.Fields
-	name              string
 	minSet, windowSet bool
 }
 
 // fields are the rule's fields, in the docs' order.
-var fields = []field{
+var fields = handlerkit.NewFieldTable(
 	intRow("failure_threshold", "`10`", 0, func(r *Rule) *int { return &r.Settings.FailureThreshold }),
 	intRow("success_threshold", "`5`", 1, func(r *Rule) *int { return &r.Settings.SuccessThreshold }),
 	durationRow("open_duration", "duration, > 0 and ≤ 366 days", "`30s`", false, func(r *Rule) *time.Duration { return &r.Settings.OpenDuration }),
 	durationRow("max_open_duration", "duration ≥ `open_duration`, ≤ 366 days", "none", true, func(r *Rule) *time.Duration { return &r.Settings.MaxOpenDuration }),
-	{"window", "`<duration>` (≤ 366 days) or `<count>` (" + rulestore.Span[int64](1, maxCount) + ")", "`100` (calls), when a rate trigger is on", parseWindow},
+	handlerkit.Row("window", "`<duration>` (≤ 366 days) or `<count>` ("+rulestore.Span[int64](1, maxCount)+")", "`100` (calls), when a rate trigger is on", parseWindow),
 	percentRow("failure_rate", func(r *Rule) *float64 { return &r.Settings.FailureRate }),
-	{"min_requests", "int, " + rulestore.Span[int64](1, maxCount), "`10` (or the count window, if smaller)", func(p *ruleParse, _ string) (err error) {
-		p.r.Settings.MinRequests, err = intField(p.f, p.name, 1)
+	handlerkit.Row("min_requests", "int, "+rulestore.Span[int64](1, maxCount), "`10` (or the count window, if smaller)", func(p *ruleParse, _ string) (err error) {
+		p.r.Settings.MinRequests, err = intField(p.Fields, p.Name, 1)
 		p.minSet = true
 		return err
-	}},
+	}),
 	durationRow("slow_call_duration", "duration, > 0 and ≤ 366 days", "off", false, func(r *Rule) *time.Duration { return &r.SlowCallDuration }),
 	percentRow("slow_call_rate", func(r *Rule) *float64 { return &r.Settings.SlowCallRate }),
-	{"failure_statuses", "codes and ranges", "`500-599`", func(p *ruleParse, v string) error {
+	handlerkit.Row("failure_statuses", "codes and ranges", "`500-599`", func(p *ruleParse, v string) error {
 		p.r.Failures = StatusSet{}
 		if err := p.r.Failures.Parse(v); err != nil {
-			return p.f.Errorf(p.name, "%v", err)
+			return p.Errorf("%v", err)
 		}
 		return nil
-	}},
+	}),
 	intRow("half_open_requests", "`1`", 1, func(r *Rule) *int { return &r.Settings.HalfOpenRequests }),
 	durationRow("ramp_duration", "duration, ≤ 366 days", "off", true, func(r *Rule) *time.Duration { return &r.Settings.RampDuration }),
-	{"key", "placeholder expression", "none (one breaker)", func(p *ruleParse, v string) error {
+	handlerkit.Row("key", "placeholder expression", "none (one breaker)", func(p *ruleParse, v string) error {
 		if !strings.Contains(v, "{") {
-			return p.f.Errorf(p.name, "want a placeholder expression such as {http.vars.gray_version}")
+			return p.Errorf("want a placeholder expression such as {http.vars.gray_version}")
 		}
 		p.r.Key = v
 		return nil
-	}},
+	}),
 	boolRow("raw_keys", func(r *Rule) *bool { return &r.RawKeys }),
-	{"state", "`auto`, `force_open`, `force_closed`, `disabled`", "`auto`", parseState},
-	{"status", "400–599", "`503`", func(p *ruleParse, v string) (err error) {
+	handlerkit.Row("state", "`auto`, `force_open`, `force_closed`, `disabled`", "`auto`", parseState),
+	handlerkit.Row("status", "400–599", "`503`", func(p *ruleParse, v string) (err error) {
 		if p.r.Status, err = rulestore.ParseStatus(v); err != nil {
-			return p.f.Errorf(p.name, "%v", err)
+			return p.Errorf("%v", err)
 		}
 		return nil
-	}},
-	{"body", "string, placeholders", "empty", func(p *ruleParse, _ string) error {
-		p.r.Body = p.f[p.name]
+	}),
+	handlerkit.Row("body", "string, placeholders", "empty", func(p *ruleParse, _ string) error {
+		p.r.Body = p.Fields[p.Name]
 		return nil
-	}},
-	{"headers", "`Name: value; Name: value`", "none", func(p *ruleParse, v string) error {
+	}),
+	handlerkit.Row("headers", "`Name: value; Name: value`", "none", func(p *ruleParse, v string) error {
 		if err := rulestore.ParseHeaderList(p.r.Headers, v); err != nil {
-			return p.f.Errorf(p.name, "%v", err)
+			return p.Errorf("%v", err)
 		}
 		return nil
-	}},
-	{"header", "`<name> <value>`", "none", func(p *ruleParse, v string) error {
+	}),
+	handlerkit.Row("header", "`<name> <value>`", "none", func(p *ruleParse, v string) error {
 		hname, hval, _ := strings.Cut(v, " ")
 		if !rulestore.ValidHeaderName(hname) {
-			return p.f.Errorf(p.name, "want <name> <value>")
+			return p.Errorf("want <name> <value>")
 		}
 		p.r.Headers.Add(hname, strings.TrimSpace(hval))
 		return nil
-	}},
+	}),
 	boolRow("handle_errors", func(r *Rule) *bool { return &r.HandleErrors }),
-}
+)
 
 // intRow is a whole number from lowest to maxCount.
 func intRow(name, def string, lowest int, at func(*Rule) *int) field {
-	return field{name, "int, " + rulestore.Span(int64(lowest), maxCount), def, func(p *ruleParse, _ string) (err error) {
-		*at(p.r), err = intField(p.f, p.name, lowest)
+	return handlerkit.Row(name, "int, "+rulestore.Span(int64(lowest), maxCount), def, func(p *ruleParse, _ string) (err error) {
+		*at(p.r), err = intField(p.Fields, p.Name, lowest)
 		return err
-	}}
+	})
 }
 
 // durationRow is a duration with a unit, up to 366 days; 0 when zeroOK.
 func durationRow(name, syntax, def string, zeroOK bool, at func(*Rule) *time.Duration) field {
-	return field{name, syntax, def, func(p *ruleParse, _ string) (err error) {
-		*at(p.r), err = durationField(p.f, p.name, zeroOK)
+	return handlerkit.Row(name, syntax, def, func(p *ruleParse, _ string) (err error) {
+		*at(p.r), err = durationField(p.Fields, p.Name, zeroOK)
 		return err
-	}}
+	})
 }
 
 // percentRow is a rate trigger's percentage, off by default.
 func percentRow(name string, at func(*Rule) *float64) field {
-	return field{name, "percent, 0 < p ≤ 100 (NaN, Inf rejected)", "off", func(p *ruleParse, _ string) (err error) {
-		*at(p.r), err = percentField(p.f, p.name)
+	return handlerkit.Row(name, "percent, 0 < p ≤ 100 (NaN, Inf rejected)", "off", func(p *ruleParse, _ string) (err error) {
+		*at(p.r), err = percentField(p.Fields, p.Name)
 		return err
-	}}
+	})
 }
 
 // boolRow is true or false, false by default.
 func boolRow(name string, at func(*Rule) *bool) field {
-	return field{name, "`true` / `false`", "`false`", func(p *ruleParse, v string) (err error) {
+	return handlerkit.Row(name, "`true` / `false`", "`false`", func(p *ruleParse, v string) (err error) {
 		if *at(p.r), err = rulestore.ParseBool(v); err != nil {
-			return p.f.Errorf(p.name, "%v", err)
+			return p.Errorf("%v", err)
 		}
 		return nil
-	}}
+	})
 }
-
-// fieldByName indexes fields.
-var fieldByName = func() map[string]*field {
-	m := make(map[string]*field, len(fields))
-	for i := range fields {
-		m[fields[i].name] = &fields[i]
-	}
-	return m
-}()
 
 // parseWindow reads a call count (bare) or a time window (with a unit).
 func parseWindow(p *ruleParse, v string) error {
@@ -137,13 +125,13 @@ func parseWindow(p *ruleParse, v string) error {
 	p.windowSet = true
 	if n, e := strconv.Atoi(v); e == nil {
 		if n < 1 || n > maxCount {
-			return p.f.Errorf(p.name, "a call count must be 1 to %d", maxCount)
+			return p.Errorf("a call count must be 1 to %d", maxCount)
 		}
 		s.WindowCount = n
 	} else if d, e := caddy.ParseDuration(v); e == nil && d > 0 && d <= rulestore.MaxRuleDuration {
 		s.WindowDuration = d
 	} else {
-		return p.f.Errorf(p.name, "want a duration with a unit (e.g. 60s, at most 366 days) or a call count (e.g. 100)")
+		return p.Errorf("want a duration with a unit (e.g. 60s, at most 366 days) or a call count (e.g. 100)")
 	}
 	return nil
 }
@@ -152,7 +140,7 @@ func parseState(p *ruleParse, v string) error {
 	modes := map[string]Mode{"auto": ModeAuto, "force_open": ModeForceOpen, "force_closed": ModeForceClosed, "disabled": ModeDisabled}
 	m, ok := modes[v]
 	if !ok {
-		return p.f.Errorf(p.name, "want auto, force_open, force_closed or disabled")
+		return p.Errorf("want auto, force_open, force_closed or disabled")
 	}
 	p.r.Settings.Mode = m
 	return nil

@@ -12,10 +12,7 @@ import (
 // order, the typed spec has exactly its names, and its literal defaults are
 // the parser's.
 func TestFieldTableMatchesTheDocsTheSpecAndTheParser(t *testing.T) {
-	var rows []fieldtable.Row
-	for _, f := range fields {
-		rows = append(rows, fieldtable.Row{Name: f.name, Syntax: f.syntax, Default: f.def})
-	}
+	rows := fieldtable.RowsOf(fields)
 	fieldtable.CheckDocs(t, "../docs/circuitbreaker.md", "## Rule fields", rulestore.CircuitBreaker, rows)
 
 	rateTrigger := map[string]bool{"window": true, "min_requests": true}

@@ -68,16 +68,11 @@ func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
 	}
 	r.Failures.AddRange(500, 599)
 	s := &r.Settings
-	p := &ruleParse{r: r, f: f}
-	for _, name := range f.Names() {
-		row := fieldByName[name]
-		if row == nil {
-			return nil, f.Errorf(name, "unknown field (want %s)", fieldNames)
-		}
-		p.name = name
-		if err := row.parse(p, strings.TrimSpace(f[name])); err != nil {
-			return nil, err
-		}
+	p := &ruleParse{FieldReader: handlerkit.FieldReader{Fields: f}, r: r}
+	if err := fields.ReadEach(p, &p.FieldReader, func(name string) error {
+		return f.Errorf(name, "unknown field (want %s)", fieldNames)
+	}); err != nil {
+		return nil, err
 	}
 	minSet, windowSet := p.minSet, p.windowSet
 	if s.MaxOpenDuration > 0 && s.MaxOpenDuration < s.OpenDuration {

@@ -4,7 +4,6 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/caddyserver/caddy/v2"
 	"github.com/sluicegw/sluice/internal/testcaddy"
 )
 
@@ -13,29 +12,18 @@ import (
 // running config: the difference is the per-request rule resolution.
 func BenchmarkHandlerClosedStore(b *testing.B) {
 	testcaddy.RunStoreRule(b, "circuit_breaker", "bench_cb", map[string]string{"window": "100", "failure_rate": "50"}, "bench_route")
-	for _, name := range []string{"rule", "route"} {
-		h := new(Handler)
-		if name == "rule" {
-			h.Rule = "bench_cb"
-		} else {
-			h.Route = "bench_route"
-		}
-		if err := h.Provision(caddy.ActiveContext()); err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { h.Cleanup() })
+	bind := func(rule, route string) *Handler { return &Handler{Rule: rule, Route: route} }
+	testcaddy.EachBinding(b, "bench_cb", "bench_route", bind, func(b *testing.B, h *Handler) {
 		if h.rule() == nil {
-			b.Fatalf("%s: no rule in force", name)
+			b.Fatal("no rule in force")
 		}
-		b.Run(name, func(b *testing.B) {
-			req := httptest.NewRequest("GET", "/", nil)
-			w := httptest.NewRecorder()
-			b.ReportAllocs()
-			for b.Loop() {
-				if err := h.ServeHTTP(w, req, nopNext{}); err != nil {
-					b.Fatal(err)
-				}
+		req := httptest.NewRequest("GET", "/", nil)
+		w := httptest.NewRecorder()
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := h.ServeHTTP(w, req, nopNext{}); err != nil {
+				b.Fatal(err)
 			}
-		})
-	}
+		}
+	})
 }

@@ -20,10 +20,7 @@ import (
 //	}]
 func ParseCaddyfile(hp httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	h := new(Handler)
-	if err := handlerkit.UnmarshalDirective(hp, "grayroute", h, &h.refs); err != nil {
-		return nil, err
-	}
-	return h, nil
+	return handlerkit.ParseDirective(hp, "grayroute", h, &h.refs)
 }
 
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens; the rule

@@ -15,159 +15,138 @@ import (
 // docs/grayroute.md's reference table shows them (a test holds the two
 // together), and how its value is read into the rule. The checks across
 // fields stay in ParseRule and finishAnalysis.
-type field struct {
-	name, syntax, def string
-	parse             func(p *ruleParse, v string) error
-}
+type field = handlerkit.Field[*ruleParse]
 
 // ruleParse is one rule being read: the rule, its fields and the field
 // being read.
 type ruleParse struct {
-	g    *Rule
-	f    rulestore.Fields
-	name string
+	handlerkit.FieldReader
+	g *Rule
 }
 
 // fields are the rule's fields, in the docs' order.
-var fields = []field{
-	{"match_tag", "name, or `*`", "absent = every request", func(p *ruleParse, v string) error {
+var fields = handlerkit.NewFieldTable(
+	handlerkit.Row("match_tag", "name, or `*`", "absent = every request", func(p *ruleParse, v string) error {
 		if v != "*" {
 			if strings.ContainsAny(v, " \t\r\n;=,&") || strings.ContainsFunc(v, unicode.IsControl) {
-				return p.f.Errorf(p.name, "not a valid header, query or cookie name")
+				return p.Errorf("not a valid header, query or cookie name")
 			}
 			p.g.Tag = v
 		}
 		return nil
-	}},
-	{"match_value", "value pattern, below", "absent = any non-empty value", func(p *ruleParse, v string) (err error) {
+	}),
+	handlerkit.Row("match_value", "value pattern, below", "absent = any non-empty value", func(p *ruleParse, v string) (err error) {
 		p.g.Value, err = ParseValueMatcher(v)
-		return p.named(err)
-	}},
-	{"match_source", "`header`, `query`, `cookie`, `any`", "`any`", func(p *ruleParse, v string) (err error) {
+		return p.Named(err)
+	}),
+	handlerkit.Row("match_source", "`header`, `query`, `cookie`, `any`", "`any`", func(p *ruleParse, v string) (err error) {
 		p.g.Source, err = ParseSource(v)
-		return p.named(err)
-	}},
+		return p.Named(err)
+	}),
 	versionRow("target_version", "required", func(g *Rule) *string { return &g.Target }),
-	{"weight", "percent, 0–100, two decimals", "`100`", func(p *ruleParse, v string) (err error) {
+	handlerkit.Row("weight", "percent, 0–100, two decimals", "`100`", func(p *ruleParse, v string) (err error) {
 		p.g.Weight, err = ParseWeight(v)
-		return p.named(err)
-	}},
+		return p.Named(err)
+	}),
 	versionRow("fallback_version", "the handler's `default_version`", func(g *Rule) *string { return &g.Fallback }),
-	{"hash_key", "key expression", "`" + DefaultHashKey + "`", func(p *ruleParse, v string) (err error) {
+	handlerkit.Row("hash_key", "key expression", "`"+DefaultHashKey+"`", func(p *ruleParse, v string) (err error) {
 		p.g.HashKey, err = handlerkit.ParseKey(v)
-		return p.named(err)
-	}},
-	{"ramp", "schedule, below", "none", func(p *ruleParse, v string) (err error) {
+		return p.Named(err)
+	}),
+	handlerkit.Row("ramp", "schedule, below", "none", func(p *ruleParse, v string) (err error) {
 		p.g.Ramp, err = ParseRamp(v)
-		return p.named(err)
-	}},
-	{"fallback_on_open", "circuit_breaker rule id", "none", func(p *ruleParse, v string) error {
+		return p.Named(err)
+	}),
+	handlerkit.Row("fallback_on_open", "circuit_breaker rule id", "none", func(p *ruleParse, v string) error {
 		if err := rulestore.ValidID(v); err != nil {
-			return p.f.Errorf(p.name, "want a circuit breaker rule id: %v", err)
+			return p.Errorf("want a circuit breaker rule id: %v", err)
 		}
 		p.g.FallbackOnOpen = v
 		return nil
-	}},
-	{"analysis", "`on` / `off`", "`off`", func(p *ruleParse, v string) (err error) {
+	}),
+	handlerkit.Row("analysis", "`on` / `off`", "`off`", func(p *ruleParse, v string) (err error) {
 		p.g.analysisOn, err = rulestore.ParseBool(v)
-		return p.named(err)
-	}},
-	{"analysis_interval", "duration, " + rulestore.SpanDuration(MinAnalysisInterval, time.Hour), "`" + DefaultAnalysisInterval.String() + "`", func(p *ruleParse, v string) error {
+		return p.Named(err)
+	}),
+	handlerkit.Row("analysis_interval", "duration, "+rulestore.SpanDuration(MinAnalysisInterval, time.Hour), "`"+DefaultAnalysisInterval.String()+"`", func(p *ruleParse, v string) error {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < MinAnalysisInterval || d > time.Hour {
-			return p.f.Errorf(p.name, "want a duration from %v to 1h, such as 10s", MinAnalysisInterval)
+			return p.Errorf("want a duration from %v to 1h, such as 10s", MinAnalysisInterval)
 		}
 		p.g.analysisDraft().Interval = d
 		return nil
-	}},
-	{"min_samples", "int, " + rulestore.Span[int64](1, MaxMinSamples), "`" + strconv.Itoa(DefaultMinSamples) + "`", func(p *ruleParse, v string) error {
+	}),
+	handlerkit.Row("min_samples", "int, "+rulestore.Span[int64](1, MaxMinSamples), "`"+strconv.Itoa(DefaultMinSamples)+"`", func(p *ruleParse, v string) error {
 		n, ok := rulestore.ParseWhole(v, 1, MaxMinSamples)
 		if !ok {
-			return p.f.Errorf(p.name, "want a whole number of canary requests %s", rulestore.Range(int64(1), MaxMinSamples))
+			return p.Errorf("want a whole number of canary requests %s", rulestore.Range(int64(1), MaxMinSamples))
 		}
 		p.g.analysisDraft().MinSamples = uint64(n)
 		return nil
-	}},
-	{"max_latency_ratio", "number, " + rulestore.Span(1, 100.0), "`" + strconv.FormatFloat(DefaultMaxLatencyRatio, 'g', -1, 64) + "`", func(p *ruleParse, v string) error {
+	}),
+	handlerkit.Row("max_latency_ratio", "number, "+rulestore.Span(1, 100.0), "`"+strconv.FormatFloat(DefaultMaxLatencyRatio, 'g', -1, 64)+"`", func(p *ruleParse, v string) error {
 		x, err := strconv.ParseFloat(v, 64)
 		if err != nil || math.IsNaN(x) || x < 1 || x > 100 {
-			return p.f.Errorf(p.name, "want a ratio from 1 to 100, such as 1.2")
+			return p.Errorf("want a ratio from 1 to 100, such as 1.2")
 		}
 		p.g.analysisDraft().MaxLatencyRatio = x
 		return nil
-	}},
-	{"min_latency_delta", "duration, " + rulestore.SpanDuration(0, MaxMinLatencyDelta), "`" + DefaultMinLatencyDelta.String() + "`", func(p *ruleParse, v string) error {
+	}),
+	handlerkit.Row("min_latency_delta", "duration, "+rulestore.SpanDuration(0, MaxMinLatencyDelta), "`"+DefaultMinLatencyDelta.String()+"`", func(p *ruleParse, v string) error {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 || d > MaxMinLatencyDelta {
-			return p.f.Errorf(p.name, "want a duration from 0 to %v, such as 5ms", MaxMinLatencyDelta)
+			return p.Errorf("want a duration from 0 to %v, such as 5ms", MaxMinLatencyDelta)
 		}
 		p.g.analysisDraft().MinLatencyDelta = d
 		return nil
-	}},
-	{"latency_percentile", "number, " + rulestore.Span(50, 99.9), "`" + strconv.FormatFloat(DefaultLatencyPercentile, 'g', -1, 64) + "`", func(p *ruleParse, v string) error {
+	}),
+	handlerkit.Row("latency_percentile", "number, "+rulestore.Span(50, 99.9), "`"+strconv.FormatFloat(DefaultLatencyPercentile, 'g', -1, 64)+"`", func(p *ruleParse, v string) error {
 		x, err := strconv.ParseFloat(v, 64)
 		if err != nil || math.IsNaN(x) || x < 50 || x > 99.9 {
-			return p.f.Errorf(p.name, "want a percentile from 50 to 99.9, such as 99")
+			return p.Errorf("want a percentile from 50 to 99.9, such as 99")
 		}
 		p.g.analysisDraft().LatencyPercentile = x
 		return nil
-	}},
+	}),
 	stepRow("step_weight", "required with `analysis`", " (a healthy canary would never advance)", func(a *RuleAnalysis) *uint32 { return &a.StepWeight }),
 	stepRow("max_weight", "`100`", "", func(a *RuleAnalysis) *uint32 { return &a.MaxWeight }),
-	{"failure_threshold", "int, " + rulestore.Span[int64](1, 1000), "`" + strconv.Itoa(DefaultFailureThreshold) + "`", func(p *ruleParse, v string) error {
+	handlerkit.Row("failure_threshold", "int, "+rulestore.Span[int64](1, 1000), "`"+strconv.Itoa(DefaultFailureThreshold)+"`", func(p *ruleParse, v string) error {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 1000 {
-			return p.f.Errorf(p.name, "want a whole number of intervals from 1 to 1000")
+			return p.Errorf("want a whole number of intervals from 1 to 1000")
 		}
 		p.g.analysisDraft().FailureThreshold = n
 		return nil
-	}},
-	{"state", "`running`, `paused`, `rolled_back`, `promoted`", "`running`", func(p *ruleParse, v string) (err error) {
+	}),
+	handlerkit.Row("state", "`running`, `paused`, `rolled_back`, `promoted`", "`running`", func(p *ruleParse, v string) (err error) {
 		p.g.State, err = ParseCanaryState(v)
-		return p.named(err)
-	}},
-}
-
-// fieldByName indexes fields.
-var fieldByName = func() map[string]*field {
-	m := make(map[string]*field, len(fields))
-	for i := range fields {
-		m[fields[i].name] = &fields[i]
-	}
-	return m
-}()
-
-// named puts the field's name on a parser's error.
-func (p *ruleParse) named(err error) error {
-	if err != nil {
-		return p.f.Errorf(p.name, "%v", err)
-	}
-	return nil
-}
+		return p.Named(err)
+	}),
+)
 
 // versionRow is a version name (ValidVersion).
 func versionRow(name, def string, at func(*Rule) *string) field {
-	return field{name, "version", def, func(p *ruleParse, v string) error {
+	return handlerkit.Row(name, "version", def, func(p *ruleParse, v string) error {
 		if err := ValidVersion(v); err != nil {
-			return p.named(err)
+			return p.Named(err)
 		}
 		*at(p.g) = v
 		return nil
-	}}
+	})
 }
 
 // stepRow is an analysis weight: a percentage above 0; why0 says why 0 is
 // refused.
 func stepRow(name, def, why0 string, at func(*RuleAnalysis) *uint32) field {
-	return field{name, "percent, > 0 to 100, two decimals", def, func(p *ruleParse, v string) error {
+	return handlerkit.Row(name, "percent, > 0 to 100, two decimals", def, func(p *ruleParse, v string) error {
 		bp, err := ParseWeight(v)
 		if err != nil {
-			return p.named(err)
+			return p.Named(err)
 		}
 		if bp == 0 {
-			return p.f.Errorf(p.name, "must be above 0%s", why0)
+			return p.Errorf("must be above 0%s", why0)
 		}
 		*at(p.g.analysisDraft()) = bp
 		return nil
-	}}
+	})
 }

@@ -12,10 +12,7 @@ import (
 // the typed spec has exactly its names, and its literal defaults are the
 // parser's.
 func TestFieldTableMatchesTheDocsTheSpecAndTheParser(t *testing.T) {
-	var rows []fieldtable.Row
-	for _, f := range fields {
-		rows = append(rows, fieldtable.Row{Name: f.name, Syntax: f.syntax, Default: f.def})
-	}
+	rows := fieldtable.RowsOf(fields)
 	fieldtable.CheckDocs(t, "../docs/grayroute.md", "## Gray rule fields", rulestore.Gray, rows)
 
 	base := func(name string) rulestore.Fields {

@@ -53,16 +53,11 @@ type Rule struct {
 // ParseRule validates a gray rule's fields. Errors name the field.
 func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
 	g := &Rule{ID: id, Weight: Buckets}
-	p := &ruleParse{g: g, f: f}
-	for _, name := range f.Names() {
-		row := fieldByName[name]
-		if row == nil {
-			return nil, f.Errorf(name, "unknown field (want one of %s)", strings.Join(ruleFieldNames, ", "))
-		}
-		p.name = name
-		if err := row.parse(p, strings.TrimSpace(f[name])); err != nil {
-			return nil, err
-		}
+	p := &ruleParse{FieldReader: handlerkit.FieldReader{Fields: f}, g: g}
+	if err := fields.ReadEach(p, &p.FieldReader, func(name string) error {
+		return f.Errorf(name, "unknown field (want one of %s)", strings.Join(ruleFieldNames, ", "))
+	}); err != nil {
+		return nil, err
 	}
 	if g.Target == "" {
 		return nil, f.Errorf("target_version", "required")

@@ -15,155 +15,151 @@ import (
 // ParseRule reads together (a calendar quota's, a cost's) have no parse of
 // their own. ParseRule reads the fields in the order their checks need;
 // the checks across fields stay there.
-type field struct {
-	name, syntax, def string
-	parse             func(p *ruleParse, v string) error
-}
+type field = handlerkit.Field[*ruleParse]
 
-// ruleParse is one rule being read: the rule, its fields, the field being
-// read, and the adaptive limit while max_concurrent adaptive is read.
+// ruleParse is one rule being read: the rule, its fields and the field
+// being read, and the adaptive limit while max_concurrent adaptive is read.
 type ruleParse struct {
+	handlerkit.FieldReader
 	r        *Rule
-	f        rulestore.Fields
-	name     string
 	adaptive *AdaptiveConfig
 }
 
 // fields are the rule's fields, in the docs' order.
-var fields = []field{
-	{"limit_type", "`token_bucket`, `sliding_window`, `calendar`", "`token_bucket`", parseLimitType},
-	{"qps", "number, " + rulestore.Span(MinQPS, MaxQPS), "required (not with `quota`, nor on an [in-flight cap alone](#in-flight-caps))", func(p *ruleParse, v string) error {
+var fields = handlerkit.NewFieldTable(
+	handlerkit.Row("limit_type", "`token_bucket`, `sliding_window`, `calendar`", "`token_bucket`", parseLimitType),
+	handlerkit.Row("qps", "number, "+rulestore.Span(MinQPS, MaxQPS), "required (not with `quota`, nor on an [in-flight cap alone](#in-flight-caps))", func(p *ruleParse, v string) error {
 		var ok bool
 		if p.r.Limits.QPS, ok = rulestore.ParseNumber(v, MinQPS, MaxQPS); !ok {
-			return p.f.Errorf(p.name, "want a number > 0, %s", rulestore.Range(MinQPS, MaxQPS))
+			return p.Errorf("want a number > 0, %s", rulestore.Range(MinQPS, MaxQPS))
 		}
 		return nil
-	}},
-	{"quota", "int, " + rulestore.Span(1, int64(MaxBurst)), "none (a rate: `qps`)", nil}, // parseCalendar
-	{"period", "`minute`, `hour`, `day`, `week`, `month`", "required with `quota`", nil}, // parseCalendar
-	{"timezone", "IANA zone name", "`UTC`", nil},                                         // parseCalendar
+	}),
+	readTogether("quota", "int, "+rulestore.Span(1, int64(MaxBurst)), "none (a rate: `qps`)"),   // parseCalendar
+	readTogether("period", "`minute`, `hour`, `day`, `week`, `month`", "required with `quota`"), // parseCalendar
+	readTogether("timezone", "IANA zone name", "`UTC`"),                                         // parseCalendar
 	only(whenTokenBucket, "limit_type token_bucket", wholeRow("burst", "`ceil(qps)` (one second's worth)", 0, MaxBurst, " (0 means one second's worth of qps)", func(p *ruleParse, n int64) {
 		p.r.Limits.Burst = float64(n)
 	})),
-	only(whenSlidingWindow, "limit_type sliding_window", field{"window_size", "seconds or duration, ≤ 366 days", "`1`", func(p *ruleParse, v string) (err error) {
+	only(whenSlidingWindow, "limit_type sliding_window", handlerkit.Row("window_size", "seconds or duration, ≤ 366 days", "`1`", func(p *ruleParse, v string) (err error) {
 		if p.r.Limits.Window, err = parseSeconds(v); err != nil {
-			return p.f.Errorf(p.name, "%v", err)
+			return p.Errorf("%v", err)
 		}
 		return nil
-	}}),
-	{"key_resolver", "key expression", "`" + DefaultKey + "`", func(p *ruleParse, v string) (err error) {
+	})),
+	handlerkit.Row("key_resolver", "key expression", "`"+DefaultKey+"`", func(p *ruleParse, v string) (err error) {
 		if p.r.Key, err = handlerkit.ParseKey(v); err != nil {
-			return p.f.Errorf(p.name, "%v", err)
+			return p.Errorf("%v", err)
 		}
 		return nil
-	}},
+	}),
 	wholeRow("requested_tokens", "`1`", 1, MaxBurst, "", func(p *ruleParse, n int64) { p.r.Cost = n }),
-	{"cost", "int, " + rulestore.Span(1, int64(MaxBurst)) + ", or a placeholder", "`1`", nil}, // parseCost
-	{"count_status", "codes, ranges, classes", "none (every request spends)", nil},            // parseCost
-	{"response_cost", "`{http.response.header.<Name>}`", "none", nil},                         // parseCost
-	{"reserve", "int, 0–`max_cost`", "`0`", nil},                                              // parseCost
-	{"max_cost", "int, 1–the smallest quota", "the smallest quota", nil},                      // parseCost
-	{"max_concurrent", "int, " + rulestore.Span(0, int64(MaxConcurrent)) + ", or `adaptive`", "`0` (no cap)", func(p *ruleParse, v string) error {
+	readTogether("cost", "int, "+rulestore.Span(1, int64(MaxBurst))+", or a placeholder", "`1`"), // parseCost
+	readTogether("count_status", "codes, ranges, classes", "none (every request spends)"),        // parseCost
+	readTogether("response_cost", "`{http.response.header.<Name>}`", "none"),                     // parseCost
+	readTogether("reserve", "int, 0–`max_cost`", "`0`"),                                          // parseCost
+	readTogether("max_cost", "int, 1–the smallest quota", "the smallest quota"),                  // parseCost
+	handlerkit.Row("max_concurrent", "int, "+rulestore.Span(0, int64(MaxConcurrent))+", or `adaptive`", "`0` (no cap)", func(p *ruleParse, v string) error {
 		if isAdaptive(v) {
 			return nil // parseFlow
 		}
 		n, ok := rulestore.ParseWhole(v, 0, MaxConcurrent)
 		if !ok {
-			return p.f.Errorf(p.name, "want a whole number %s (0 = no cap) or adaptive", rulestore.Range(0, int64(MaxConcurrent)))
+			return p.Errorf("want a whole number %s (0 = no cap) or adaptive", rulestore.Range(0, int64(MaxConcurrent)))
 		}
 		p.r.MaxConcurrent = int32(n)
 		return nil
-	}},
+	}),
 	wholeRow("max_concurrent_total", "`0` (no cap)", 0, MaxBurst, " (0 = no cap)", func(p *ruleParse, n int64) { p.r.MaxConcurrentTotal = n }),
-	{"on_empty_key", "`deny [<status>]` or a key", "`deny 403`", func(p *ruleParse, v string) error {
+	handlerkit.Row("on_empty_key", "`deny [<status>]` or a key", "`deny 403`", func(p *ruleParse, v string) error {
 		if err := p.r.parseEmptyKey(v); err != nil {
-			return p.f.Errorf(p.name, "%v", err)
+			return p.Errorf("%v", err)
 		}
 		return nil
-	}},
+	}),
 	boolRow("shadow", "`false`", func(r *Rule) *bool { return &r.Shadow }),
 	boolRow("raw_keys", "`false`", func(r *Rule) *bool { return &r.RawKeys }),
-	{"overrides", "`key=qps[/burst], ...`", "none", func(p *ruleParse, v string) error {
+	handlerkit.Row("overrides", "`key=qps[/burst], ...`", "none", func(p *ruleParse, v string) error {
 		if err := p.r.parseOverrides(v); err != nil {
-			return p.f.Errorf(p.name, "%v", err)
+			return p.Errorf("%v", err)
 		}
 		return nil
-	}},
+	}),
 	wholeRow("max_keys", "`"+strconv.Itoa(DefaultMaxKeys)+"`", 1, MaxMaxKeys, "", func(p *ruleParse, n int64) { p.r.MaxKeys = int(n) }),
 	statusRow("status", func(r *Rule) *int { return &r.Status }),
 	statusRow("concurrency_status", func(r *Rule) *int { return &r.ConcurrencyStatus }),
 	boolRow("headers", "`true`", func(r *Rule) *bool { return &r.Headers }),
-	{"body", "string, placeholders", "JSON, below", func(p *ruleParse, _ string) error {
-		p.r.Body = p.f[p.name]
+	handlerkit.Row("body", "string, placeholders", "JSON, below", func(p *ruleParse, _ string) error {
+		p.r.Body = p.Fields[p.Name]
 		return nil
-	}},
+	}),
 	boolRow("handle_errors", "`false`", func(r *Rule) *bool { return &r.HandleErrors }),
-	{"scope", "`local`, `cluster`", "`local`", func(p *ruleParse, v string) error {
+	handlerkit.Row("scope", "`local`, `cluster`", "`local`", func(p *ruleParse, v string) error {
 		switch strings.ToLower(v) {
 		case "local":
 		case "cluster":
 			p.r.Scope = "cluster"
 		default:
-			return p.f.Errorf(p.name, "want local or cluster")
+			return p.Errorf("want local or cluster")
 		}
 		return nil
-	}},
-	only(whenCluster, "scope cluster", field{"on_redis_error", "`local`, `allow`, `deny [<status>]`", "`local`", parseRedisError}),
-	only(whenCluster, "scope cluster", field{"redis_timeout", "duration, " + rulestore.SpanDuration(minRedisTimeout, maxRedisTimeout), "`" + DefaultRedisTimeout.String() + "`", func(p *ruleParse, v string) error {
+	}),
+	only(whenCluster, "scope cluster", handlerkit.Row("on_redis_error", "`local`, `allow`, `deny [<status>]`", "`local`", parseRedisError)),
+	only(whenCluster, "scope cluster", handlerkit.Row("redis_timeout", "duration, "+rulestore.SpanDuration(minRedisTimeout, maxRedisTimeout), "`"+DefaultRedisTimeout.String()+"`", func(p *ruleParse, v string) error {
 		d, err := rulestore.ParseDuration(v)
 		if err != nil {
-			return p.f.Errorf(p.name, "%v", err)
+			return p.Errorf("%v", err)
 		}
 		if d < minRedisTimeout || d > maxRedisTimeout {
-			return p.f.Errorf(p.name, "want a duration from 1ms to 10s (e.g. 50ms)")
+			return p.Errorf("want a duration from 1ms to 10s (e.g. 50ms)")
 		}
 		p.r.RedisTimeout = d
 		return nil
-	}}),
-	{"control_behavior", "`reject`, `pace`, `warm_up`, `warm_up_pace`", "`reject`", parseControlBehavior},
+	})),
+	handlerkit.Row("control_behavior", "`reject`, `pace`, `warm_up`, `warm_up_pace`", "`reject`", parseControlBehavior),
 	only(whenPacing, "control_behavior pace or warm_up_pace", durationRow("max_queue_wait", "`"+DefaultMaxQueueWait.String()+"`", 0, time.Minute, "500ms", func(p *ruleParse, d time.Duration) {
 		p.r.Flow.MaxQueueWait = int64(d)
 	})),
 	only(whenPacing, "control_behavior pace or warm_up_pace", wholeRow("max_queued", "`"+strconv.Itoa(DefaultMaxQueued)+"`", 1, 1_000_000, "", func(p *ruleParse, n int64) {
 		p.r.Flow.MaxQueued = n
 	})),
-	only(whenWarming, "control_behavior warm_up or warm_up_pace", field{"warm_up_period", "duration, > 0 and ≤ 24h", "required with warm-up", func(p *ruleParse, v string) error {
+	only(whenWarming, "control_behavior warm_up or warm_up_pace", handlerkit.Row("warm_up_period", "duration, > 0 and ≤ 24h", "required with warm-up", func(p *ruleParse, v string) error {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 || d > 24*time.Hour {
-			return p.f.Errorf(p.name, "want a duration > 0 and at most 24h (e.g. 30s)")
+			return p.Errorf("want a duration > 0 and at most 24h (e.g. 30s)")
 		}
 		p.r.Flow.WarmUpPeriod = int64(d)
 		return nil
-	}}),
-	only(whenWarming, "control_behavior warm_up or warm_up_pace", field{"cold_factor", "number, > 1 and ≤ 1000", "`" + strconv.Itoa(DefaultColdFactor) + "`", func(p *ruleParse, v string) error {
+	})),
+	only(whenWarming, "control_behavior warm_up or warm_up_pace", handlerkit.Row("cold_factor", "number, > 1 and ≤ 1000", "`"+strconv.Itoa(DefaultColdFactor)+"`", func(p *ruleParse, v string) error {
 		c, err := strconv.ParseFloat(v, 64)
 		if err != nil || !(c > 1) || c > 1000 {
-			return p.f.Errorf(p.name, "want a number > 1 and at most 1000 (the cold rate is qps/cold_factor)")
+			return p.Errorf("want a number > 1 and at most 1000 (the cold rate is qps/cold_factor)")
 		}
 		p.r.Flow.ColdFactor = c
 		return nil
-	}}),
+	})),
 	adaptiveRow(wholeRow("min_limit", "`"+strconv.Itoa(DefaultMinLimit)+"`", 1, 1_000_000, "", func(p *ruleParse, n int64) { p.adaptive.MinLimit = n })),
 	adaptiveRow(wholeRow("max_limit", "`"+strconv.Itoa(DefaultMaxLimit)+"`", 1, 1_000_000, "", func(p *ruleParse, n int64) { p.adaptive.MaxLimit = n })),
 	adaptiveRow(wholeRow("initial_limit", "`"+strconv.Itoa(DefaultInitialLimit)+"` (within `min_limit`–`max_limit`)", 1, 1_000_000, "", func(p *ruleParse, n int64) {
 		p.adaptive.InitialLimit = n
 	})),
-	adaptiveRow(field{"latency_tolerance", "number, " + rulestore.Span(0, 10.0), "`" + strconv.FormatFloat(DefaultLatencyTolerance, 'g', -1, 64) + "`", func(p *ruleParse, v string) error {
+	adaptiveRow(handlerkit.Row("latency_tolerance", "number, "+rulestore.Span(0, 10.0), "`"+strconv.FormatFloat(DefaultLatencyTolerance, 'g', -1, 64)+"`", func(p *ruleParse, v string) error {
 		x, ok := rulestore.ParseNumber(v, 0, 10)
 		if !ok {
-			return p.f.Errorf(p.name, "want a number from 0 to 10 (0.25 = sampled latency may be 25%% above the minimum)")
+			return p.Errorf("want a number from 0 to 10 (0.25 = sampled latency may be 25%% above the minimum)")
 		}
 		p.adaptive.Tolerance = x
 		return nil
-	}}),
+	})),
 	adaptiveRow(durationRow("sample_window", "`"+DefaultSampleWindow.String()+"`", 10*time.Millisecond, time.Minute, "", func(p *ruleParse, d time.Duration) {
 		p.adaptive.SampleWindow = int64(d)
 	})),
 	adaptiveRow(durationRow("min_rtt_interval", "`"+DefaultMinRTTInterval.String()+"`", time.Second, 24*time.Hour, "", func(p *ruleParse, d time.Duration) {
 		p.adaptive.MinRTTInterval = int64(d)
 	})),
-	only(whenCluster, "scope cluster", field{"lease_size", "int, 0–the quota", "`0` (off)", parseLeaseSize}),
-}
+	only(whenCluster, "scope cluster", handlerkit.Row("lease_size", "int, 0–the quota", "`0` (off)", parseLeaseSize)),
+)
 
 // Bounds of redis_timeout.
 const (
@@ -171,28 +167,13 @@ const (
 	maxRedisTimeout = 10 * time.Second
 )
 
-// fieldByName indexes fields.
-var fieldByName = func() map[string]*field {
-	m := make(map[string]*field, len(fields))
-	for i := range fields {
-		m[fields[i].name] = &fields[i]
-	}
-	return m
-}()
-
-// get returns a field's value, trimmed, and whether it is given.
-func (p *ruleParse) get(name string) (string, bool) {
-	v, ok := p.f[name]
-	return strings.TrimSpace(v), ok
-}
-
 // read reads those of the named fields that are given, in order, each by
 // its row.
 func (p *ruleParse) read(names ...string) error {
 	for _, name := range names {
-		if v, ok := p.get(name); ok {
-			p.name = name
-			if err := fieldByName[name].parse(p, v); err != nil {
+		if v, ok := p.Get(name); ok {
+			p.Name = name
+			if err := fields.Lookup(name).Parse(p, v); err != nil {
 				return err
 			}
 		}
@@ -202,25 +183,25 @@ func (p *ruleParse) read(names ...string) error {
 
 // readOr reads a field, or def where it is not given.
 func (p *ruleParse) readOr(name, def string) error {
-	v, ok := p.get(name)
+	v, ok := p.Get(name)
 	if !ok {
 		v = def
 	}
-	p.name = name
-	return fieldByName[name].parse(p, v)
+	p.Name = name
+	return fields.Lookup(name).Parse(p, v)
 }
 
 // wholeRow is a whole number from lo to hi; note follows the range in the
 // error message (what 0 means, say).
 func wholeRow(name, def string, lo, hi int64, note string, set func(p *ruleParse, n int64)) field {
-	return field{name, "int, " + rulestore.Span(lo, hi), def, func(p *ruleParse, v string) error {
+	return handlerkit.Row(name, "int, "+rulestore.Span(lo, hi), def, func(p *ruleParse, v string) error {
 		n, ok := rulestore.ParseWhole(v, lo, hi)
 		if !ok {
-			return p.f.Errorf(p.name, "want a whole number %s%s", rulestore.Range(lo, hi), note)
+			return p.Errorf("want a whole number %s%s", rulestore.Range(lo, hi), note)
 		}
 		set(p, n)
 		return nil
-	}}
+	})
 }
 
 // durationRow is a Go duration from lo to hi; example, if any, follows the
@@ -230,47 +211,53 @@ func durationRow(name, def string, lo, hi time.Duration, example string, set fun
 	if example != "" {
 		want += " (e.g. " + example + ")"
 	}
-	return field{name, "duration, " + rulestore.SpanDuration(lo, hi), def, func(p *ruleParse, v string) error {
+	return handlerkit.Row(name, "duration, "+rulestore.SpanDuration(lo, hi), def, func(p *ruleParse, v string) error {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < lo || d > hi {
-			return p.f.Errorf(p.name, "%s", want)
+			return p.Errorf("%s", want)
 		}
 		set(p, d)
 		return nil
-	}}
+	})
 }
 
 // boolRow is true or false (also on, off).
 func boolRow(name, def string, at func(*Rule) *bool) field {
-	return field{name, "`true` / `false`", def, func(p *ruleParse, v string) (err error) {
+	return handlerkit.Row(name, "`true` / `false`", def, func(p *ruleParse, v string) (err error) {
 		if *at(p.r), err = rulestore.ParseBool(v); err != nil {
-			return p.f.Errorf(p.name, "%v", err)
+			return p.Errorf("%v", err)
 		}
 		return nil
-	}}
+	})
 }
 
 // statusRow is the status of a refusal, 429 by default.
 func statusRow(name string, at func(*Rule) *int) field {
-	return field{name, "400–599", "`" + strconv.Itoa(DefaultStatus) + "`", func(p *ruleParse, v string) (err error) {
+	return handlerkit.Row(name, "400–599", "`"+strconv.Itoa(DefaultStatus)+"`", func(p *ruleParse, v string) (err error) {
 		if *at(p.r), err = rulestore.ParseStatus(v); err != nil {
-			return p.f.Errorf(p.name, "%v", err)
+			return p.Errorf("%v", err)
 		}
 		return nil
-	}}
+	})
 }
 
 // only makes row an error, before its value is read, on a rule it does
 // not apply to (where it would silently do nothing).
 func only(applies func(p *ruleParse) bool, to string, row field) field {
-	parse := row.parse
-	row.parse = func(p *ruleParse, v string) error {
+	parse := row.Parse
+	row.Parse = func(p *ruleParse, v string) error {
 		if !applies(p) {
-			return p.f.Errorf(p.name, "applies to %s only", to)
+			return p.Errorf("applies to %s only", to)
 		}
 		return parse(p, v)
 	}
 	return row
+}
+
+// readTogether is a field that a step of ParseRule reads with others
+// (parseCalendar, parseCost): it has no parse of its own.
+func readTogether(name, syntax, def string) field {
+	return handlerkit.Row[*ruleParse](name, syntax, def, nil)
 }
 
 // adaptiveRow is a setting of max_concurrent adaptive.
@@ -293,7 +280,7 @@ func parseLimitType(p *ruleParse, v string) error {
 	case "calendar":
 		p.r.Type = Calendar
 	default:
-		return p.f.Errorf(p.name, "want token_bucket, sliding_window or calendar")
+		return p.Errorf("want token_bucket, sliding_window or calendar")
 	}
 	return nil
 }
@@ -303,7 +290,7 @@ func parseRedisError(p *ruleParse, v string) error {
 	r := p.r
 	words := strings.Fields(strings.ToLower(v))
 	if len(words) == 0 {
-		return p.f.Errorf(p.name, "want allow, deny [status] or local")
+		return p.Errorf("want allow, deny [status] or local")
 	}
 	switch words[0] {
 	case "allow":
@@ -315,15 +302,15 @@ func parseRedisError(p *ruleParse, v string) error {
 		if len(words) == 2 {
 			s, err := strconv.Atoi(words[1])
 			if err != nil || s < 400 || s > 599 {
-				return p.f.Errorf(p.name, "deny status: want an HTTP status 400-599")
+				return p.Errorf("deny status: want an HTTP status 400-599")
 			}
 			r.RedisErrorStatus = s
 		}
 	default:
-		return p.f.Errorf(p.name, "want allow, deny [status] or local")
+		return p.Errorf("want allow, deny [status] or local")
 	}
 	if len(words) > 2 || len(words) == 2 && words[0] != "deny" {
-		return p.f.Errorf(p.name, "want allow, deny [status] or local")
+		return p.Errorf("want allow, deny [status] or local")
 	}
 	return nil
 }
@@ -333,13 +320,13 @@ func parseLeaseSize(p *ruleParse, v string) error {
 	r := p.r
 	n, ok := rulestore.ParseWhole(v, 0, MaxBurst)
 	if !ok {
-		return p.f.Errorf(p.name, "want a whole number >= 0 (0 = one Redis call per request), at most the quota")
+		return p.Errorf("want a whole number >= 0 (0 = one Redis call per request), at most the quota")
 	}
 	if n > 0 && n < r.Cost {
-		return p.f.Errorf(p.name, "%d is less than requested_tokens %d", n, r.Cost)
+		return p.Errorf("%d is less than requested_tokens %d", n, r.Cost)
 	}
 	if n > r.Limits.quota {
-		return p.f.Errorf(p.name, "%d exceeds the quota %d (burst, or qps × window_size)", n, r.Limits.quota)
+		return p.Errorf("%d exceeds the quota %d (burst, or qps × window_size)", n, r.Limits.quota)
 	}
 	r.LeaseSize = n
 	return nil
@@ -358,18 +345,18 @@ func parseControlBehavior(p *ruleParse, v string) error {
 	case "warm_up_pace":
 		fl.Behavior = WarmUpPace
 	default:
-		return p.f.Errorf(p.name, "want reject, pace, warm_up or warm_up_pace")
+		return p.Errorf("want reject, pace, warm_up or warm_up_pace")
 	}
 	if fl.Behavior != Reject {
 		if r.Type != TokenBucket {
-			return p.f.Errorf(p.name, "%s applies to limit_type token_bucket only", fl.Behavior)
+			return p.Errorf("%s applies to limit_type token_bucket only", fl.Behavior)
 		}
 		if r.Cluster() && r.LeaseSize > 0 {
-			return p.f.Errorf("lease_size", "does not apply to control_behavior %s with scope cluster: each request reserves its own slot in Redis", fl.Behavior)
+			return p.Fields.Errorf("lease_size", "does not apply to control_behavior %s with scope cluster: each request reserves its own slot in Redis", fl.Behavior)
 		}
 	}
-	if _, ok := p.get("burst"); ok && fl.Behavior.paces() {
-		return p.f.Errorf("burst", "does not apply to control_behavior %s: requests are spaced 1/qps apart, and max_queue_wait bounds how far ahead they may queue", fl.Behavior)
+	if _, ok := p.Get("burst"); ok && fl.Behavior.paces() {
+		return p.Fields.Errorf("burst", "does not apply to control_behavior %s: requests are spaced 1/qps apart, and max_queue_wait bounds how far ahead they may queue", fl.Behavior)
 	}
 	return nil
 }

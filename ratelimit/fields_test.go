@@ -12,16 +12,13 @@ import (
 // the typed spec has exactly its names, and its literal defaults are the
 // parser's.
 func TestFieldTableMatchesTheDocsTheSpecAndTheParser(t *testing.T) {
-	var rows []fieldtable.Row
-	for _, f := range fields {
-		rows = append(rows, fieldtable.Row{Name: f.name, Syntax: f.syntax, Default: f.def})
-	}
+	rows := fieldtable.RowsOf(fields)
 	fieldtable.CheckDocs(t, "../docs/ratelimit.md", "## Rule fields", rulestore.RateLimit, rows)
 	readTogether := map[string]bool{"quota": true, "period": true, "timezone": true, // parseCalendar
 		"cost": true, "count_status": true, "response_cost": true, "reserve": true, "max_cost": true} // parseCost
-	for _, f := range fields {
-		if (f.parse == nil) != readTogether[f.name] {
-			t.Errorf("%s: parse is nil %v, want a parse of its own unless parseCalendar or parseCost reads it", f.name, f.parse == nil)
+	for _, f := range fields.Rows() {
+		if (f.Parse == nil) != readTogether[f.Name] {
+			t.Errorf("%s: parse is nil %v, want a parse of its own unless parseCalendar or parseCost reads it", f.Name, f.Parse == nil)
 		}
 	}
 

@@ -86,16 +86,16 @@ func (r *Rule) parseFlow(p *ruleParse) error {
 	}
 	if fl.Behavior.warms() {
 		fl.ColdFactor = DefaultColdFactor
-		if _, ok := p.get("warm_up_period"); !ok {
-			return p.f.Errorf("warm_up_period", "required by control_behavior %s (e.g. 30s)", fl.Behavior)
+		if _, ok := p.Get("warm_up_period"); !ok {
+			return p.Fields.Errorf("warm_up_period", "required by control_behavior %s (e.g. 30s)", fl.Behavior)
 		}
 	}
 	if err := p.read("warm_up_period", "cold_factor"); err != nil {
 		return err
 	}
-	if v, ok := p.get("max_concurrent"); ok && isAdaptive(v) {
+	if v, ok := p.Get("max_concurrent"); ok && isAdaptive(v) {
 		if r.Cluster() {
-			return p.f.Errorf("max_concurrent", "adaptive works per instance only (scope local): each instance measures the latency it causes and finds its own limit")
+			return p.Fields.Errorf("max_concurrent", "adaptive works per instance only (scope local): each instance measures the latency it causes and finds its own limit")
 		}
 		if err := parseAdaptive(p); err != nil {
 			return err
@@ -151,18 +151,18 @@ func parseAdaptive(p *ruleParse) error {
 		return err
 	}
 	if a.MinLimit > a.MaxLimit {
-		return p.f.Errorf("min_limit", "%d exceeds max_limit %d", a.MinLimit, a.MaxLimit)
+		return p.Fields.Errorf("min_limit", "%d exceeds max_limit %d", a.MinLimit, a.MaxLimit)
 	}
-	if _, ok := p.get("initial_limit"); !ok {
+	if _, ok := p.Get("initial_limit"); !ok {
 		a.InitialLimit = min(max(a.InitialLimit, a.MinLimit), a.MaxLimit)
 	} else if a.InitialLimit < a.MinLimit || a.InitialLimit > a.MaxLimit {
-		return p.f.Errorf("initial_limit", "%d is outside min_limit %d .. max_limit %d", a.InitialLimit, a.MinLimit, a.MaxLimit)
+		return p.Fields.Errorf("initial_limit", "%d is outside min_limit %d .. max_limit %d", a.InitialLimit, a.MinLimit, a.MaxLimit)
 	}
 	if err := p.read("latency_tolerance", "sample_window", "min_rtt_interval"); err != nil {
 		return err
 	}
 	if a.MinRTTInterval < 4*a.SampleWindow {
-		return p.f.Errorf("min_rtt_interval", "%v is less than 4 sample windows (%v): the limit would spend its time re-measuring", time.Duration(a.MinRTTInterval), time.Duration(4*a.SampleWindow))
+		return p.Fields.Errorf("min_rtt_interval", "%v is less than 4 sample windows (%v): the limit would spend its time re-measuring", time.Duration(a.MinRTTInterval), time.Duration(4*a.SampleWindow))
 	}
 	return nil
 }

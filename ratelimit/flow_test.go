@@ -55,7 +55,7 @@ func TestFlowRuleErrorsNameTheField(t *testing.T) {
 		t.Fatalf("parsed %+v %+v", r.Flow.Adaptive, r)
 	}
 	for _, name := range flowFields {
-		if fieldByName[name] == nil {
+		if fields.Lookup(name) == nil {
 			t.Errorf("%s missing from the field table", name)
 		}
 	}

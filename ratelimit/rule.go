@@ -189,25 +189,25 @@ func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
 	for _, name := range f.Names() {
 		// id names an inline rule (the handler takes it out); a hash in
 		// the store may hold it too, and it has always been ignored here.
-		if fieldByName[name] == nil && name != handlerkit.InlineIDField {
+		if fields.Lookup(name) == nil && name != handlerkit.InlineIDField {
 			return nil, f.Errorf(name, "unknown field (want one of %s)", strings.Join(knownFields, ", "))
 		}
 	}
-	p := &ruleParse{r: r, f: f}
+	p := &ruleParse{FieldReader: handlerkit.FieldReader{Fields: f}, r: r}
 	if err := p.read("limit_type"); err != nil {
 		return nil, err
 	}
-	if calendar, err := r.parseCalendar(f, p.get); err != nil {
+	if calendar, err := r.parseCalendar(f, p.Get); err != nil {
 		return nil, err
 	} else if !calendar {
-		_, ok := p.get("qps")
+		_, ok := p.Get("qps")
 		switch {
 		case ok:
 			if err := p.read("qps"); err != nil {
 				return nil, err
 			}
-		case inFlightCapped(p.get):
-			if err := r.parseInFlightOnly(f, p.get); err != nil {
+		case inFlightCapped(p.Get):
+			if err := r.parseInFlightOnly(f, p.Get); err != nil {
 				return nil, err
 			}
 		default:
@@ -217,7 +217,7 @@ func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
 	if err := p.read("burst", "window_size", "requested_tokens"); err != nil {
 		return nil, err
 	}
-	if err := r.parseCost(f, p.get); err != nil {
+	if err := r.parseCost(f, p.Get); err != nil {
 		return nil, err
 	}
 	if field, err := r.finish(&r.Limits); err != nil {

@@ -13,11 +13,21 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/sluicegw/sluice/internal/handlerkit"
 	"github.com/sluicegw/sluice/rulestore"
 )
 
 // Row is a field table row as the docs show it: name, Syntax, Default.
 type Row struct{ Name, Syntax, Default string }
+
+// RowsOf are a kind's field table rows as the docs show them.
+func RowsOf[P any](t *handlerkit.FieldTable[P]) []Row {
+	var rows []Row
+	for _, f := range t.Rows() {
+		rows = append(rows, Row{Name: f.Name, Syntax: f.Syntax, Default: f.Default})
+	}
+	return rows
+}
 
 // CheckDocs checks that the table under heading (the whole "## ..." line)
 // of doc (a path) shows

@@ -6,6 +6,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/sluicegw/sluice/rulestore"
 )
@@ -240,4 +241,19 @@ func UnmarshalDirective(hp httpcaddyfile.Helper, name string, h caddyfile.Unmars
 		return err
 	}
 	return rulestore.DeclaredIn(hp).RequireAll(name, *refs)
+}
+
+// DirectiveHandler is a handler that reads its own directive.
+type DirectiveHandler interface {
+	caddyhttp.MiddlewareHandler
+	caddyfile.Unmarshaler
+}
+
+// ParseDirective is the httpcaddyfile parser of a handler directive:
+// UnmarshalDirective, giving back h when it succeeds.
+func ParseDirective(hp httpcaddyfile.Helper, name string, h DirectiveHandler, refs *[]rulestore.CaddyfileRef) (caddyhttp.MiddlewareHandler, error) {
+	if err := UnmarshalDirective(hp, name, h, refs); err != nil {
+		return nil, err
+	}
+	return h, nil
 }
