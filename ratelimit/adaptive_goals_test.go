@@ -69,11 +69,11 @@ type simHalvingCase struct {
 }
 
 var simHalvingCases = []simHalvingCase{
-	// 20 seeds (BenchmarkAdaptiveSimSurvey) read 1.20–1.38 C, 0.83–1.34 C,
-	// 0.53–1.38 C, 0.87–1.62 C and 0.61–1.59 C; the bounds hold for all 20.
-	// At 20 ms the goal holds in 19 of them; seed 1 reads 1.31 C.
-	{2 * ms, 40, 20, 10, 1.1, 1.45}, {20 * ms, 20, 10, 10, 0.7, 1.35}, {200 * ms, 20, 10, 10, 0.5, 1.45},
-	{200 * ms, 10, 5, 10, 0.8, 1.7}, {2 * sec, 20, 10, 60, 0.55, 1.65},
+	// 20 seeds (BenchmarkAdaptiveSimSurvey) read 1.19–1.43 C, 1.07–1.25 C,
+	// 0.72–1.35 C, 0.86–1.66 C and 0.99–1.39 C; the bounds hold for all
+	// 20, and at 20 ms they are the goal.
+	{2 * ms, 40, 20, 10, 1.1, 1.5}, {20 * ms, 20, 10, 10, 0.7, 1.3}, {200 * ms, 20, 10, 10, 0.7, 1.4},
+	{200 * ms, 10, 5, 10, 0.8, 1.7}, {2 * sec, 20, 10, 60, 0.95, 1.45},
 }
 
 // simHalving runs c for seed and returns in flight (in C after the step)
@@ -108,8 +108,8 @@ func mean(x []float64) float64 {
 // fresh start (the first minRTT measurement at initial_limit and slow
 // start included; a refused client comes back after a service time, not
 // at once): 8 s for 2 to 200 ms, 120 s for 2 s. The goal, <= 3 %, holds in
-// every case here, and in all of the survey's 20 seeds but one at 2 s
-// (3.8 %); what is refused is mostly the first round trip at
+// every case here, and in all of the survey's 20 seeds but one at 20 ms
+// (3.0 %) and one at 2 s (3.8 %); what is refused is mostly the first round trip at
 // initial_limit.
 func TestAdaptiveSimHealthyUpstreamRefusesLittle(t *testing.T) {
 	for _, c := range []struct {

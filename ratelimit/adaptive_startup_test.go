@@ -86,3 +86,29 @@ func TestGradientSlowStartJumpIntoAQueueIsCutSoon(t *testing.T) {
 		t.Fatalf("2 s after the jump into a capacity of 10: limit %d (%+v), want the jump cut (<= 2 C)", l, g.state())
 	}
 }
+
+// A first minRTT of fewer samples than a probe's (initial_limit 8: 8
+// samples, ± 11 % at a coefficient of variation of 0.3) is measured again
+// after 10 sample windows, not after min_rtt_interval: at 2 s service
+// times (min_rtt_interval 300 s) it was kept for the whole run, and in
+// flight after a capacity halving followed its error (up to 1.59 C).
+func TestGradientFirstMinRTTOfFewSamplesIsMeasuredAgainSoon(t *testing.T) {
+	cfg := AdaptiveConfig{MinLimit: 4, MaxLimit: 200, InitialLimit: 8, Tolerance: 0.25,
+		SampleWindow: 100 * ms, MinRTTInterval: 300 * sec}
+	g := newGradient(cfg, sec)
+	now := answerFirstProbe(g, sec, 20*ms, 8)
+	if g.state().Measuring {
+		t.Fatalf("after the first probe: %+v", g.state())
+	}
+	g.slowStart = false
+	// Windows at minRTT with the limit full: the re-measure comes due
+	// after 10 windows (1 s), far before min_rtt_interval.
+	measuring := false
+	for end := now + 2*sec; now < end && !measuring; now += ms {
+		g.observe(now-20*ms, now, g.Limit(), false)
+		measuring = g.state().Measuring
+	}
+	if !measuring {
+		t.Fatalf("2 s after a first minRTT of 8 samples: %+v, want measuring again", g.state())
+	}
+}
