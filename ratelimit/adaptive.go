@@ -25,6 +25,15 @@ type AdaptiveConfig struct {
 // clippedMean).
 const minRTTSamples = 25
 
+// slowStartJump bounds how far one round trip of slow start may take the
+// limit: to twice what was asked of it (the requests in flight plus those
+// it refused; twice, since refusals counted before every client came back
+// undercount the demand), at least double and at most this many times
+// itself. Doubling per round trip refused most of a demand far above
+// initial_limit for several round trips (60 clients, initial_limit 8: 8,
+// 16, 32, 64); the demand is met in one.
+const slowStartJump = 8
+
 // lowerErrs: a window of at least slowStartRound requests whose mean
 // latency plus this many of its standard errors is below minRTT shows
 // that minRTT was measured high (a stall or the CPU taken by others
@@ -61,8 +70,8 @@ const probeShare = 0.5
 
 // slowStartRound: in slow start a window ends, besides at sample_window,
 // once this many requests admitted in it (and at least the limit) have
-// finished: one round trip at the new limit, so the limit doubles per
-// round trip as TCP's slow start does, not per window.
+// finished: one round trip at the new limit, so the limit grows per round
+// trip as TCP's slow start does, not per window.
 const slowStartRound = 10
 
 // sameLatency: when a cut is followed by a window with more than this share
@@ -74,9 +83,11 @@ const sameLatency = 0.125
 
 // gradient is one rule's adaptive in-flight limit, after Envoy's adaptive
 // concurrency filter and Netflix's Gradient2: it measures the uncontended
-// latency (minRTT) now and then by a probe that lets only MinLimit
-// requests in flight (later probes, after a window within the tolerance:
-// half the estimate; probes that agree are pooled), and every sample window compares the window's mean latency
+// latency (minRTT) first from the requests a fresh instance admits at
+// InitialLimit, then now and then by a probe that lets only MinLimit
+// requests in flight (after a window within the tolerance: half the
+// estimate; probes that agree are pooled), and every sample window
+// compares the window's mean latency
 // (sampleRTT) with it (r = sampleRTT/minRTT; both are the same statistic,
 // so a skewed latency is no queue). By Little's law the window's requests,
 // n in flight on average, are served as n/r requests at the uncontended
@@ -115,21 +126,24 @@ const sameLatency = 0.125
 //
 // Until a queue (latency at or above 1+tolerance×probeShare in two
 // windows in a row) or drops, the limit is in slow start: while its
-// requests find it full and latency stays under that it doubles, and once
+// requests find it full and latency stays under that it grows to twice
+// the demand it met (in flight plus refused; at least double, at most
+// slowStartJump times), and once
 // they found it full a window ends after one round trip at the new limit
 // rather than at sample_window, so a healthy upstream is not held at
 // initial_limit for seconds of windows. A window that did not find the
 // limit full holds it and stays in slow start (whether the request that
 // filled the limit is among the first to finish is chance). The first
-// queue sets the limit to the served concurrency plus the headroom at once
-// (it can be at most twice what served without a queue). Each
+// queue sets the limit to the served concurrency plus the headroom at once,
+// not below the last limit that served without a queue. Each
 // window's new limit is averaged with the old one (smoothing), since its
 // latencies come from requests admitted up to one RTT earlier. The limit
 // grows only while the window's requests found it full, so an idle rule
 // does not drift to max_limit. Plain Go: times are ns passed in by the
 // caller.
 type gradient struct {
-	limit atomic.Int64 // the admission limit in force now
+	limit   atomic.Int64 // the admission limit in force now
+	refused atomic.Int64 // requests refused since the last window ended
 
 	mu           sync.Mutex
 	cfg          AdaptiveConfig
@@ -140,6 +154,10 @@ type gradient struct {
 	minRTTN      int     // how many probe samples minRTT pools (0: none)
 	fresh        bool    // the running probe replaces minRTT (a slower upstream), never pools with it
 	probeAt      int64   // the running minRTT probe's limit
+	probeSamples int     // how many samples end the running probe
+	firstAnswer  int64   // the first probe: when its first request was answered (0: not yet)
+	jumped       bool    // the first probe: slow start took its first step
+	clearEst     float64 // in slow start, the last limit whose window showed no queue (0: none yet)
 	sampleRTT    int64   // the last window's mean latency
 	measuring    bool
 	measureStart int64 // requests admitted before it do not count
@@ -152,7 +170,7 @@ type gradient struct {
 	inflightSum  int64   // the in-flight counts of this window's samples
 	cutN, cutR   float64 // in flight and latency (in minRTTs) of the last window if it cut the limit, else 0
 	lastR        float64 // latency (in minRTTs) of the last window, 0 if it had none
-	slowStart    bool    // no queue seen yet: the limit doubles per window while full
+	slowStart    bool    // no queue seen yet: the limit grows per round trip while full
 }
 
 func newGradient(cfg AdaptiveConfig, now int64) *gradient {
@@ -161,8 +179,24 @@ func newGradient(cfg AdaptiveConfig, now int64) *gradient {
 	g.est = float64(cfg.InitialLimit)
 	g.slowStart = true
 	g.startMeasure(now, false)
+	// The first minRTT is measured at initial_limit, refusing no more
+	// than it: the requests in flight are the first this process sends,
+	// and initial_limit is taken to be within what the upstream serves,
+	// so they meet no queue of ours. A probe at min_limit refused all but
+	// min_limit of the demand for 25 / min_limit round trips. Only the
+	// requests admitted before the first answer count, all of them:
+	// those admitted later and answered among the first are the fast
+	// ones (minRTT read 7-10 % low). A limit's worth of samples is few,
+	// so slow start's first window is pooled with it (update).
+	g.probeAt = max(cfg.InitialLimit, 1)
+	g.probeSamples = int(min(g.probeAt, minRTTSamples))
+	g.limit.Store(g.probeAt)
 	return g
 }
+
+// refuse records one request refused at the limit: in slow start, demand
+// beyond the limit that a window without a queue may take the limit to.
+func (g *gradient) refuse() { g.refused.Add(1) }
 
 // configure applies a changed rule, keeping what was learnt.
 func (g *gradient) configure(cfg AdaptiveConfig) {
@@ -187,20 +221,21 @@ func (g *gradient) Limit() int64 { return g.limit.Load() }
 // probeLimit is the concurrency a minRTT probe admits: half the estimate
 // when the last window's latency was within the tolerance (the estimate is
 // then about what the upstream serves plus the headroom, so half of it
-// meets no queue), else min_limit: for the first probe, for one started
+// meets no queue), else min_limit: in slow start (the estimate is up to
+// twice the demand, not what the upstream serves), for one started
 // because the upstream looked slower, and after an overloaded window
 // (the estimate may be far above what the upstream serves). At min_limit
 // a probe of 25 requests took 25 / min_limit round trips (1.3 s at 200 ms
 // and min_limit 4), most of a 2 s span at 0.4 C in flight.
 func (g *gradient) probeLimit(fresh bool) int64 {
-	if fresh || g.lastR == 0 || g.lastR > 1+g.cfg.Tolerance {
+	if fresh || g.slowStart || g.lastR == 0 || g.lastR > 1+g.cfg.Tolerance {
 		return g.cfg.MinLimit
 	}
 	return min(max(g.cfg.MinLimit, int64(g.est/2)), g.cfg.MaxLimit)
 }
 
 func (g *gradient) startMeasure(now int64, fresh bool) {
-	g.fresh, g.probeAt = fresh, g.probeLimit(fresh)
+	g.fresh, g.probeAt, g.probeSamples = fresh, g.probeLimit(fresh), minRTTSamples
 	g.measuring, g.measureStart = true, now
 	g.samples, g.seen, g.drops, g.peak, g.inflightSum = g.samples[:0], 0, 0, 0, 0
 	g.cutN, g.cutR, g.lastR = 0, 0, 0 // latencies in the old minRTT's units
@@ -218,14 +253,41 @@ func (g *gradient) observe(start, now, inflight int64, drop bool) {
 		if start < g.measureStart || drop {
 			return
 		}
+		g.peak = max(g.peak, inflight)
+		if g.minRTTN == 0 && g.minRTT == 0 { // the first probe
+			if g.firstAnswer == 0 {
+				g.firstAnswer = now
+			}
+			if start < g.firstAnswer {
+				g.samples = append(g.samples, rtt)
+			}
+			if !g.jumped && 2*len(g.samples) >= g.probeSamples {
+				// Half of the first requests are answered: slow
+				// start's first round trip, at a limit taken to be
+				// within what the upstream serves (its latency is
+				// minRTT by definition). Waiting for the slowest of
+				// them refused the demand beyond it for half a round
+				// trip more.
+				g.jumped = true
+				if refused := g.refused.Swap(0); refused > 0 || g.peak >= g.probeAt {
+					g.est = float64(g.probeAt)
+					g.peak = max(g.peak, g.probeAt) // it refused: it was full
+					g.slowStartGrow(refused)
+					g.est = math.Min(math.Max(g.est, float64(g.cfg.MinLimit)), float64(g.cfg.MaxLimit))
+					g.limit.Store(int64(g.est))
+				}
+			}
+			// All of the first requests answered, or (some were
+			// cancelled and never will be) four times as long as the
+			// first took.
+			if len(g.samples) >= g.probeSamples || len(g.samples) > 0 && now-g.measureStart >= 4*(g.firstAnswer-g.measureStart) {
+				g.endMeasure(now)
+			}
+			return
+		}
 		g.samples = append(g.samples, rtt)
-		if len(g.samples) >= minRTTSamples {
-			g.poolMinRTT()
-			g.measuring = false
-			g.nextMeasure = now + g.cfg.MinRTTInterval
-			g.epoch, g.windowEnd = now, now+g.cfg.SampleWindow
-			g.samples, g.seen, g.drops, g.peak, g.inflightSum = g.samples[:0], 0, 0, 0, 0
-			g.limit.Store(int64(g.est))
+		if len(g.samples) >= g.probeSamples {
+			g.endMeasure(now)
 		}
 		return
 	}
@@ -251,21 +313,65 @@ func (g *gradient) observe(start, now, inflight int64, drop bool) {
 	}
 }
 
+// endMeasure ends a minRTT probe and restores the estimated limit.
+func (g *gradient) endMeasure(now int64) {
+	// A first minRTT of fewer samples than a probe's is measured again
+	// soon (at half the estimate, once the limit binds within the
+	// tolerance): where min_rtt_interval is long it was kept, with its
+	// ± 11 %, for all that time.
+	few := len(g.samples) < minRTTSamples
+	g.poolMinRTT()
+	g.measuring = false
+	g.nextMeasure = now + g.cfg.MinRTTInterval
+	if few {
+		g.nextMeasure = now + min(g.cfg.MinRTTInterval, 10*g.cfg.SampleWindow)
+	}
+	g.epoch, g.windowEnd = now, now+g.cfg.SampleWindow
+	g.refused.Store(0)
+	g.samples, g.seen, g.drops, g.peak, g.inflightSum = g.samples[:0], 0, 0, 0, 0
+	g.limit.Store(int64(g.est))
+}
+
+// slowStartGrow takes the limit, full in a round trip without a queue, to
+// the demand it met (in flight plus refused), at least twice and at most
+// slowStartJump times itself.
+func (g *gradient) slowStartGrow(refused int64) {
+	g.clearEst = g.est
+	demand := 2 * float64(g.peak+refused)
+	g.est = math.Max(2*g.est, math.Min(demand, slowStartJump*g.est))
+}
+
 // update ends a sample window: it moves the limit, and starts a minRTT
 // measurement when one is due.
 func (g *gradient) update(now int64) {
 	c := &g.cfg
 	remeasure, cut := false, false
+	before := int64(g.est)          // the limit in force in this window
 	binds := g.peak >= int64(g.est) // the window's requests found the limit full
 	cutN, cutR := g.cutN, g.cutR    // the window before, if it cut the limit
 	lastR := g.lastR                // the window before's latency, if it had one
 	g.cutN, g.cutR, g.lastR = 0, 0, 0
+	refused := g.refused.Swap(0)
 	switch {
 	case float64(g.drops) > dropShare*float64(g.drops+g.seen):
 		g.est *= backoff
 		g.slowStart = false
 	case len(g.samples) > 0:
 		g.sampleRTT = clippedMean(g.samples)
+		if g.slowStart && g.seen >= slowStartRound && g.minRTTN < minRTTSamples {
+			// Until minRTT has a probe's worth of samples, a slow-start
+			// window that slow start takes for no queue (under the
+			// probe share above minRTT), or that agrees with minRTT
+			// within 2 standard errors of the difference, is pooled
+			// with it: the first minRTT is a limit's worth of samples
+			// (8: ± 11 %), and one read low made latency without a
+			// queue look like one and ended slow start on it.
+			errs := 2.0
+			if float64(g.sampleRTT) < float64(g.minRTT)*(1+g.cfg.Tolerance*probeShare) {
+				errs = math.Inf(1)
+			}
+			g.pool(g.sampleRTT, relativeError(g.samples, g.sampleRTT), len(g.samples), errs, false)
+		}
 		// A window's mean is at least the uncontended latency but for
 		// its noise: below minRTT by more than lowerErrs of its standard
 		// errors, it shows minRTT was measured high, and that bound
@@ -284,12 +390,20 @@ func (g *gradient) update(now int64) {
 		if g.slowStart {
 			if r < probe {
 				if full {
-					g.est *= 2
+					g.slowStartGrow(refused)
 				}
 				break // not full: demand did not reach the limit; no queue either
 			}
 			if lastR < probe {
-				break // one window can be a stall of the gateway: hold until the next confirms
+				// One window can be a stall of the gateway: the next
+				// confirms. Over the tolerance after a jump beyond
+				// doubling, the limit goes back to twice what served
+				// without a queue meanwhile: the jump's queue, if it is
+				// one, grows with every round trip it is held.
+				if g.clearEst > 0 && r > over {
+					g.est = math.Min(g.est, 2*g.clearEst)
+				}
+				break
 			}
 			// The first queue: the limit is at most twice what served
 			// without one a window ago, so what the upstream serves now
@@ -298,7 +412,11 @@ func (g *gradient) update(now int64) {
 			g.slowStart = false
 			if r > over {
 				g.cutN, g.cutR, cut = n, r, true
-				g.est = math.Max(served+headroom, g.est/2)
+				floor := g.est / 2 // at most twice what served without a queue
+				if g.clearEst > 0 {
+					floor = min(floor, g.clearEst) // after a jump, what served without one
+				}
+				g.est = math.Max(served+headroom, floor)
 				break
 			}
 		}
@@ -331,9 +449,11 @@ func (g *gradient) update(now int64) {
 		g.est = g.est*(1-smoothing) + next*smoothing
 	}
 	g.est = math.Min(math.Max(g.est, float64(c.MinLimit)), float64(c.MaxLimit))
-	if g.slowStart || cut {
+	if g.slowStart && int64(g.est) != before || cut {
 		// The next window counts only requests admitted under the new
-		// limit: those admitted before tell of the old one.
+		// limit: those admitted before tell of the old one. A limit
+		// held keeps them: after a jump into a queue, requests admitted
+		// later come back only once the queue ahead of them drained.
 		g.epoch = now
 	}
 	g.windowEnd = now + c.SampleWindow
@@ -362,16 +482,28 @@ const maxPooled = 100
 // looked slower replaces it.
 func (g *gradient) poolMinRTT() {
 	m := max(clippedMean(g.samples), 1) // ns; never 0, r divides by it
-	e := relativeError(g.samples, m)
-	k := len(g.samples)
-	if g.minRTTN > 0 && !g.fresh {
+	if g.fresh {
+		g.minRTTN = 0
+	}
+	g.pool(m, relativeError(g.samples, m), len(g.samples), 2, true)
+}
+
+// pool takes a mean latency m of k samples, with relative standard error
+// e, into minRTT when it agrees with it; one that disagrees replaces it if
+// replace, else is left out.
+func (g *gradient) pool(m int64, e float64, k int, errs float64, replace bool) {
+	if g.minRTTN > 0 {
 		d := math.Abs(float64(m)-float64(g.minRTTMean)) / float64(g.minRTTMean)
-		if d <= 2*math.Hypot(e, g.minRTTErr) {
+		if d <= errs*math.Hypot(e, g.minRTTErr) {
 			n := g.minRTTN + k
 			m = int64((float64(g.minRTTMean)*float64(g.minRTTN) + float64(m)*float64(k)) / float64(n))
 			e *= math.Sqrt(float64(k) / float64(n))
 			k = min(n, maxPooled)
+		} else if !replace {
+			return
 		}
+	} else if !replace {
+		return
 	}
 	g.minRTTMean, g.minRTTErr, g.minRTTN, g.fresh = m, e, k, false
 	g.minRTT = m

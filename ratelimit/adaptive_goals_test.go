@@ -36,9 +36,9 @@ const simSeeds = 4
 // After the upstream's capacity halves, with 60 closed-loop clients, from
 // a limit that followed the capacity before. The goal is in flight within
 // [0.7 C, 1.3 C] within 10 s for service times of 20 ms and 200 ms; this
-// asserts it at 20 ms and, for the other cases, what holds now (2 s:
-// within 60 s), and logs the range seen (docs/ratelimit.md gives it per
-// case and over 20 seeds: the goal is not met at every seed). In flight is the upstream's, averaged over
+// asserts what holds now over the survey's 20 seeds (2 s: within 60 s),
+// and logs the range seen (docs/ratelimit.md gives it per case
+// and over 20 seeds: the goal is not met at every seed). In flight is the upstream's, averaged over
 // spans of max(2 s, 10 service times); every span from the settling time
 // after the step to 20 s (2 s: 120 s) after it is checked, in every seed.
 // The step comes at a time that differs by seed, so it meets the periodic
@@ -69,11 +69,11 @@ type simHalvingCase struct {
 }
 
 var simHalvingCases = []simHalvingCase{
-	// 20 seeds (BenchmarkAdaptiveSimSurvey) read 1.14–1.53 C, 0.89–1.34 C,
-	// 0.67–1.38 C, 0.86–1.58 C and 0.90–1.47 C; the bounds hold for all 20
-	// but at 20 ms, where the goal itself is asserted on simSeeds.
-	{2 * ms, 40, 20, 10, 1.0, 1.6}, {20 * ms, 20, 10, 10, 0.7, 1.3}, {200 * ms, 20, 10, 10, 0.65, 1.4},
-	{200 * ms, 10, 5, 10, 0.8, 1.6}, {2 * sec, 20, 10, 60, 0.85, 1.5},
+	// 20 seeds (BenchmarkAdaptiveSimSurvey) read 1.19–1.43 C, 1.07–1.25 C,
+	// 0.72–1.35 C, 0.86–1.66 C and 0.99–1.39 C; the bounds hold for all
+	// 20, and at 20 ms they are the goal.
+	{2 * ms, 40, 20, 10, 1.1, 1.5}, {20 * ms, 20, 10, 10, 0.7, 1.3}, {200 * ms, 20, 10, 10, 0.7, 1.4},
+	{200 * ms, 10, 5, 10, 0.8, 1.7}, {2 * sec, 20, 10, 60, 0.95, 1.45},
 }
 
 // simHalving runs c for seed and returns in flight (in C after the step)
@@ -105,17 +105,17 @@ func mean(x []float64) float64 {
 
 // In front of a healthy upstream (no capacity limit), the share of the
 // requests of 60 closed-loop clients refused over the whole run from a
-// fresh start (the first minRTT measurement at min_limit and slow start
-// included; a refused client comes back after a service time): 8 s for 2
-// to 200 ms, 120 s for 2 s. The goal is <= 3 %; it holds at 2 ms, 20 ms is
-// at 3.03 % at most, all of it in the start-up. At 200 ms and 2 s the
-// start-up (25 requests at min_limit, then doubling per round trip) is
-// most of the refusals; the bounds are what holds now.
+// fresh start (the first minRTT measurement at initial_limit and slow
+// start included; a refused client comes back after a service time, not
+// at once): 8 s for 2 to 200 ms, 120 s for 2 s. The goal, <= 3 %, holds in
+// every case here, and in all of the survey's 20 seeds but one at 20 ms
+// (3.0 %) and one at 2 s (3.8 %); what is refused is mostly the first round trip at
+// initial_limit.
 func TestAdaptiveSimHealthyUpstreamRefusesLittle(t *testing.T) {
 	for _, c := range []struct {
 		service int64
 		most    float64
-	}{{2 * ms, 0.03}, {20 * ms, 0.035}, {200 * ms, 0.32}, {2 * sec, 0.2}} {
+	}{{2 * ms, 0.03}, {20 * ms, 0.03}, {200 * ms, 0.03}, {2 * sec, 0.03}} {
 		worst := 0.0
 		for seed := int64(1); seed <= simSeeds; seed++ {
 			res := simHealthy(c.service, seed)

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand"
 	"testing"
+	"time"
 )
 
 // A minRTT measured high (the measurement ran while the CPU was taken by
@@ -70,14 +71,22 @@ func TestGradientCutIgnoresRequestsAdmittedBefore(t *testing.T) {
 // measured is a new controller after its first minRTT measurement, every
 // request at rtt, and the time it ended.
 func measured(cfg AdaptiveConfig, rtt int64) (*gradient, int64) {
-	now := sec
-	g := newGradient(cfg, now)
-	now += rtt + 10*ms // the measurement's requests are admitted after it started
-	for i := 0; i < minRTTSamples; i++ {
-		now += ms
-		g.observe(now-rtt, now, 3, false)
+	g := newGradient(cfg, sec)
+	return g, answerFirstProbe(g, sec, rtt, 3)
+}
+
+// answerFirstProbe answers the first minRTT probe of g, started at start:
+// its requests admitted 10 µs apart from start with inflight in flight,
+// each answered rtt later (all admitted before the first answer). It
+// returns the time of the last answer.
+func answerFirstProbe(g *gradient, start, rtt, inflight int64) int64 {
+	end := start
+	for i := 0; i < g.probeSamples; i++ {
+		s := start + int64(i)*10*int64(time.Microsecond)
+		end = s + rtt
+		g.observe(s, end, inflight, false)
 	}
-	return g, now
+	return end
 }
 
 // A minRTT measured high is lowered by windows without a queue, but never

@@ -167,6 +167,7 @@ func simulate(g *gradient, m simModel, seed, now int64) simResult {
 				}
 				if gwIn >= g.Limit() {
 					res.refused++
+					g.refuse()
 					due[i] = now + m.service // a refusal costs the client an answer's time
 					continue
 				}

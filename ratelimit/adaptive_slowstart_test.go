@@ -15,8 +15,9 @@ func TestGradientSlowStart(t *testing.T) {
 		SampleWindow: 250 * ms, MinRTTInterval: 30 * sec}
 	now := sec
 	g := newGradient(cfg, now)
-	// minRTT at 3 in flight: 25 samples, 9 round trips of 10 ms; then
-	// 20, 40, ..., 640, 1000: 6 round trips.
+	// minRTT from the first 20 admitted at initial_limit: one round trip
+	// of 10 ms; then 20, 40, ..., 640, 1000: 6 round trips (runGradient
+	// refuses nothing, so there is no demand to count beyond doubling).
 	_, _, now = runGradient(g, &simUpstream{capacity: 10000, base: 10 * ms}, now, 200*ms)
 	if l := g.Limit(); l != 1000 {
 		t.Fatalf("capacity to spare, 200 ms in: limit %d (%+v), want max_limit 1000", l, g.state())

@@ -49,6 +49,7 @@ func runClosedLoop(g *gradient, rng *rand.Rand, clients int, lat, now, dur int64
 			}
 			if inflight >= g.Limit() {
 				refused, lastRefused = refused+1, now
+				g.refuse()
 				c.due = now + lat + rng.Int63n(ms)
 				continue
 			}
@@ -120,11 +121,7 @@ func TestGradientSlowStartOutlivesAWindowNotFull(t *testing.T) {
 		SampleWindow: 250 * ms, MinRTTInterval: 30 * sec}
 	now := sec
 	g := newGradient(cfg, now)
-	now += 10 * ms
-	for i := 0; i < minRTTSamples; i++ {
-		now += ms
-		g.observe(now-10*ms, now, 3, false)
-	}
+	now = answerFirstProbe(g, now, 10*ms, 3)
 	if g.Limit() != 20 || g.state().Measuring {
 		t.Fatalf("after measuring minRTT: %+v, want limit 20", g.state())
 	}

@@ -44,6 +44,7 @@ func (e *localEngine) admitAdaptive(r *Rule, d *Decision) bool {
 	}
 	if n > g.Limit() {
 		e.inflight.Add(-1)
+		g.refuse()
 		d.Reason = OverAdaptiveLimit
 		return false
 	}

@@ -91,14 +91,14 @@ func TestEngineAdaptiveLimitCountsInFlight(t *testing.T) {
 	defer l.Destruct()
 	e := l.engine(r).(*localEngine)
 	var held []Decision
-	for i := 0; i < 2; i++ { // measuring minRTT: min_limit in flight
+	for i := 0; i < 4; i++ { // measuring the first minRTT: initial_limit in flight
 		d := e.Take(r, []byte("global"), 5*sec)
 		if !d.OK() || d.adaptive == nil {
 			t.Fatalf("take %d: %+v", i, d)
 		}
 		held = append(held, d)
 	}
-	if d := e.Take(r, []byte("global"), 5*sec); d.Reason != OverAdaptiveLimit || e.InFlight() != 2 {
+	if d := e.Take(r, []byte("global"), 5*sec); d.Reason != OverAdaptiveLimit || e.InFlight() != 4 {
 		t.Fatalf("3rd while measuring: %v in flight %d", d.Reason, e.InFlight())
 	}
 	for i := range held {
