@@ -139,10 +139,11 @@ func BenchmarkSettleCharge(b *testing.B) {
 			e.settle(r, keys[i%len(keys)], 1e9, 2)
 		}
 	})
+	clock := func() int64 { return 1e9 }
 	b.Run("entry", func(b *testing.B) {
 		for i := 0; b.Loop(); i++ {
 			k := i % len(keys)
-			e.settleAt(r, keys[k], refs[k], 1e9, 2)
+			e.settleAt(r, keys[k], refs[k], clock, 2)
 		}
 	})
 }

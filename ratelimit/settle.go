@@ -146,7 +146,7 @@ func settleResponse(rule *Rule, lim *limiter, eng Engine, key []byte, ref entryR
 	}
 	var applied, debt bool
 	if le, ok := eng.(*localEngine); ok && ref.shard != nil {
-		applied, debt = true, le.settleAt(rule, key, ref, lim.now(), charge)
+		applied, debt = true, le.settleAt(rule, key, ref, lim.now, charge)
 	} else {
 		applied, debt = settle(eng, rule, key, lim.now(), charge)
 	}
@@ -248,22 +248,36 @@ func (e *localEngine) settle(r *Rule, key []byte, now, n int64) (debt bool) {
 
 // settleAt is settle for the entry the request was admitted on: index at
 // in shard s, whose gen was gen then. While the shard has removed no entry
-// since, the entry still holds the key and is charged without a lookup;
-// else the key is looked up again.
-func (e *localEngine) settleAt(r *Rule, key []byte, ref entryRef, now, n int64) (debt bool) {
+// since, the entry still holds the key and is charged without a lookup
+// (a token bucket as of its last update, without reading the clock: see
+// chargeAsOfLast); else the key is looked up again.
+func (e *localEngine) settleAt(r *Rule, key []byte, ref entryRef, clock func() int64, n int64) (debt bool) {
 	s := ref.shard
+	if e.typ != TokenBucket {
+		now := clock()
+		s.mu.Lock()
+		if s.gen != ref.gen {
+			s.mu.Unlock()
+			return e.settle(r, key, now, n)
+		}
+		ent := s.at(ref.at)
+		ent.seen = now // as a lookup does
+		if s.head != ref.at {
+			s.unlink(ref.at, ent)
+			s.pushFront(ref.at, ent)
+		}
+		debt = e.charge(ent, r, r.limitsFor(key), now, n)
+		s.mu.Unlock()
+		return debt
+	}
 	s.mu.Lock()
 	if s.gen != ref.gen {
 		s.mu.Unlock()
-		return e.settle(r, key, now, n)
+		return e.settle(r, key, clock(), n)
 	}
-	ent := s.at(ref.at)
-	ent.seen = now // as a lookup does
-	if s.head != ref.at {
-		s.unlink(ref.at, ent)
-		s.pushFront(ref.at, ent)
-	}
-	debt = e.charge(ent, r, r.limitsFor(key), now, n)
+	// The entry keeps its decision's seen and place in the shard's
+	// recency list (ordered by seen): idle time counts from the decision.
+	debt = s.at(ref.at).tb.chargeAsOfLast(r.limitsFor(key).Burst, float64(n))
 	s.mu.Unlock()
 	return debt
 }

@@ -14,6 +14,7 @@ func TestSettleChargesTheAdmittedEntryOnly(t *testing.T) {
 	r := mustRule(t, rulestore.Fields{"qps": "0.001", "burst": "10", "max_keys": "2",
 		"response_cost": "{http.response.header.X-Cost}", "reserve": "1", "max_cost": "10"})
 	const now = int64(1e9)
+	clock := func() int64 { return now }
 	left := func(e *localEngine, key string) int64 { // what a request of the key is told
 		d := e.take(r, []byte(key), now, r.Cost)
 		return d.Remaining
@@ -25,7 +26,7 @@ func TestSettleChargesTheAdmittedEntryOnly(t *testing.T) {
 	if !d.OK() || ref.shard == nil {
 		t.Fatalf("decision %+v, ref %+v: want admitted with its entry", d, ref)
 	}
-	if debt := e.settleAt(r, []byte("alice"), ref, now, 4); debt {
+	if debt := e.settleAt(r, []byte("alice"), ref, clock, 4); debt {
 		t.Fatal("charge of 4 on 9 tokens: debt")
 	}
 	if got := left(e, "alice"); got != 10-1-4-1 {
@@ -44,11 +45,48 @@ func TestSettleChargesTheAdmittedEntryOnly(t *testing.T) {
 	if !reused {
 		t.Fatal("carol did not take alice's entry: the case is not set up")
 	}
-	e.settleAt(r, []byte("alice"), ref, now, 4)
+	e.settleAt(r, []byte("alice"), ref, clock, 4)
 	if got := left(e, "carol"); got != 10-1-1 {
 		t.Fatalf("carol after alice's charge: %d left, want 8 (not charged)", got)
 	}
 	if got := left(e, "alice"); got != 10-4-1 {
 		t.Fatalf("alice, evicted, then charged 4: %d left, want 5 (fresh, charged, this request)", got)
+	}
+}
+
+// A token bucket's settlement on the admitted entry reads no clock: the
+// cost is spent as of the key's last decision, as if it had been known
+// then. A key that stays under its limit is charged exactly; only refill
+// that the full bucket would have thrown away pays part of the charge.
+func TestSettleTokenBucketAsOfTheDecision(t *testing.T) {
+	r := mustRule(t, rulestore.Fields{"qps": "1", "burst": "10",
+		"response_cost": "{http.response.header.X-Cost}", "reserve": "1", "max_cost": "10"})
+	const t0 = int64(1e9)
+	noClock := func() int64 { t.Fatal("the settlement read the clock"); return 0 }
+	e := newLocalEngine(r)
+	d := e.take(r, []byte("alice"), t0, r.Cost) // full 10, reserve 1: 9 left
+	if debt := e.settleAt(r, []byte("alice"), refOf(&d), noClock, 6); debt {
+		t.Fatal("a charge of 6 on 9 tokens: debt")
+	}
+	// 3 tokens at t0; 2 s later 5 are back, and the next request spends 1.
+	if got := e.take(r, []byte("alice"), t0+2e9, r.Cost).Remaining; got != 4 {
+		t.Fatalf("2 s after a cost of 7: %d left, want 4", got)
+	}
+	// A refund as of t0 ends where a refund 2 s later would: at burst.
+	d = e.take(r, []byte("bob"), t0, r.Cost)
+	e.settleAt(r, []byte("bob"), refOf(&d), noClock, -1)
+	if got := e.take(r, []byte("bob"), t0+2e9, r.Cost).Remaining; got != 9 {
+		t.Fatalf("bob, refunded, 2 s later: %d left, want 9", got)
+	}
+	// Into debt: 10 more on 9 tokens owes 1 as of t0, repaid by t0+1 s.
+	d = e.take(r, []byte("carol"), t0, r.Cost)
+	if debt := e.settleAt(r, []byte("carol"), refOf(&d), noClock, 10); !debt {
+		t.Fatal("a charge of 10 on 9 tokens: no debt reported")
+	}
+	if got := e.take(r, []byte("carol"), t0+1e9, r.Cost); got.OK() {
+		t.Fatalf("carol 1 s after owing 1: admitted (%d left), want refused until the debt is paid and a token is back", got.Remaining)
+	}
+	if got := e.take(r, []byte("carol"), t0+2e9, r.Cost); !got.OK() || got.Remaining != 0 {
+		t.Fatalf("carol 2 s after owing 1: %+v, want admitted with 0 left", got)
 	}
 }

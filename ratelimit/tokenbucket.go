@@ -38,6 +38,16 @@ func (b *tokenBucket) admit(now int64, rate, burst, need, spend float64) (ok boo
 // bucket below zero from zero or above.
 func (b *tokenBucket) charge(now int64, rate, burst, n float64) (debt bool) {
 	b.refill(now, rate, burst)
+	return b.chargeAsOfLast(burst, n)
+}
+
+// chargeAsOfLast is charge at the bucket's last update (a decision on it,
+// never later than now), so it needs no clock: the cost is spent as if it
+// had been known at that decision. It differs from charge at a later now
+// only when the bucket would have filled meanwhile: the refill charge
+// would throw away over burst then pays part of the charge. The bucket
+// must not be new (its key was admitted on it).
+func (b *tokenBucket) chargeAsOfLast(burst, n float64) (debt bool) {
 	before := b.tokens
 	b.tokens = min(b.tokens-n, burst)
 	return before >= 0 && b.tokens < 0
