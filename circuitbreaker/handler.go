@@ -145,7 +145,8 @@ func (h *Handler) rule() *Rule {
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
-	handlerkit.EmptyPlaceholders(handlerkit.PlaceholdersOf(r, repl))
+	pub := handlerkit.PlaceholdersOf(r, repl)
+	handlerkit.EmptyPlaceholders(pub)
 	rule := h.rule()
 	if rule == nil {
 		if err := h.sel.Refusal("circuitbreaker"); err != nil {
@@ -173,10 +174,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	ticket, ok, retryAfter := b.Allow()
 	if !ok {
 		st.metrics.rejected.Inc()
-		return h.reject(w, r, rule, b, retryAfter)
+		return h.reject(w, r, pub, rule, b, retryAfter)
 	}
 
-	if span := handlerkit.Span(r.Context()); span != nil {
+	if span := pub.Span(r.Context()); span != nil {
 		traceState(span, rule.ID, b.State().String())
 	}
 
@@ -262,13 +263,13 @@ func failureUnlessCanceled(r *http.Request) Outcome {
 }
 
 // reject writes the open response, or hands the request to handle_errors.
-func (h *Handler) reject(w http.ResponseWriter, r *http.Request, rule *Rule, b *Breaker, retryAfter time.Duration) error {
+func (h *Handler) reject(w http.ResponseWriter, r *http.Request, pub handlerkit.Placeholders, rule *Rule, b *Breaker, retryAfter time.Duration) error {
 	state := b.State().String()
 	if state == "closed" {
 		state = "ramping"
 	}
 	caddyhttp.SetVar(r.Context(), rejectedVar, rule.ID)
-	traceDecision(r.Context(), rule.ID, state)
+	traceDecision(r.Context(), pub, rule.ID, state)
 	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	if repl != nil {
 		repl.Set("http.circuitbreaker.state", state)

@@ -13,8 +13,8 @@ import (
 // records: sluice.circuitbreaker.rule and .state (the state the request
 // met: closed or half_open when admitted; open, half_open, forced_open or
 // ramping when refused).
-func traceDecision(ctx context.Context, rule, state string) {
-	if span := handlerkit.Span(ctx); span != nil {
+func traceDecision(ctx context.Context, pub handlerkit.Placeholders, rule, state string) {
+	if span := pub.Span(ctx); span != nil {
 		traceState(span, rule, state)
 	}
 }

@@ -6,19 +6,21 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/sluicegw/sluice/internal/handlerkit"
 )
 
 // TestTraceDecision: without a recording span the decision costs no
 // allocation; with one, the span gets the rule and the state.
 func TestTraceDecision(t *testing.T) {
 	ctx := context.Background()
-	if n := testing.AllocsPerRun(1000, func() { traceDecision(ctx, "orders", StateClosed.String()) }); n != 0 {
+	if n := testing.AllocsPerRun(1000, func() { traceDecision(ctx, handlerkit.Placeholders{}, "orders", StateClosed.String()) }); n != 0 {
 		t.Errorf("untraced: %v allocations, want 0", n)
 	}
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	ctx, span := tp.Tracer("test").Start(ctx, "request")
-	traceDecision(ctx, "orders", StateOpen.String())
+	traceDecision(ctx, handlerkit.Placeholders{}, "orders", StateOpen.String())
 	span.End()
 	got := map[string]string{}
 	for _, kv := range rec.Ended()[0].Attributes() {

@@ -56,9 +56,9 @@ type Handler struct {
 
 	store      *rulestore.App
 	logger     *zap.Logger
-	header     string // canonical, "" when off
-	defaultAny any
-	inline     []*Rule // parallel to Rules; nil for store references
+	header     string    // canonical, "" when off
+	noMatch    *decision // a request no rule matched: DefaultVersion
+	inline     []*Rule   // parallel to Rules; nil for store references
 	defaultCtr *metrickit.Counter
 	now        func() time.Time
 	isOpen     func(ruleID, key string) bool
@@ -125,7 +125,7 @@ func (h *Handler) setup(store *rulestore.App, reg *prometheus.Registry, logger *
 	if h.Header != "off" {
 		h.header = textproto.CanonicalMIMEHeaderKey(h.Header)
 	}
-	h.defaultAny = h.DefaultVersion
+	h.noMatch = newDecision(h.DefaultVersion, "")
 
 	inline, err := handlerkit.ProvisionList(store, rulestore.Gray, h.listRefs(), h.Route,
 		func(b *rulestore.RouteBinding) []string { return b.Gray })
@@ -177,18 +177,22 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			return handlerkit.RefuseMissing("grayroute", held.missing.kind, held.missing.id)
 		}
 	}
-	version, versionAny, ruleAny, cohort := h.decide(r)
-	caddyhttp.SetVar(r.Context(), VarName, versionAny)
-	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
-		handlerkit.Publish(handlerkit.PlaceholdersOf(r, repl), handlerkit.GrayRoute, placeholders{versionAny, ruleAny}, placeholderNames)
+	d, cohort := h.decide(r)
+	ctx := r.Context()
+	vars, _ := ctx.Value(caddyhttp.VarsCtxKey).(map[string]any)
+	if vars != nil {
+		vars[VarName] = d.versionAny // as caddyhttp.SetVar, without a second lookup
 	}
-	if span := handlerkit.Span(r.Context()); span != nil {
-		handlerkit.AddDecision(span, placeholders{versionAny, ruleAny}, spanAttrs)
+	repl, _ := ctx.Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	pub := handlerkit.PlaceholdersIn(repl, vars)
+	handlerkit.Publish(pub, handlerkit.GrayRoute, d, placeholderNames)
+	if span := pub.Span(ctx); span != nil {
+		handlerkit.AddDecision(span, d, spanAttrs)
 	}
 	if h.header != "" {
 		// Overwrites whatever the client sent: the version is never trusted
 		// from the request, in its headers or its trailers.
-		r.Header[h.header] = []string{version}
+		r.Header[h.header] = []string{d.version}
 		stripTrailer(r, h.header)
 	}
 	if cohort != nil {
@@ -197,10 +201,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	return next.ServeHTTP(w, r)
 }
 
-// placeholders are a decision's {http.grayroute.*} values (boxed once per
-// rule), published by handlerkit.Publish: as the request's one Sluice
-// provider when no other Sluice handler ran first, else set.
-type placeholders struct{ version, rule any }
+// decision is what a request is told: its version, and the values of its
+// {http.grayroute.*} placeholders (the version and the deciding rule's id,
+// "" when none matched), boxed for Caddy once per rule and outcome, so
+// handing them to the vars, the replacer (handlerkit.Publish: as a
+// pointer, it goes into the replacer's slot without allocating) and a span
+// allocates nothing per request.
+type decision struct {
+	version             string
+	versionAny, ruleAny any
+}
+
+func newDecision(version, rule string) *decision {
+	return &decision{version: version, versionAny: version, ruleAny: rule}
+}
 
 var placeholderNames = []string{"http.grayroute.version", "http.grayroute.rule"}
 
@@ -208,30 +222,29 @@ var placeholderNames = []string{"http.grayroute.version", "http.grayroute.rule"}
 var spanAttrs = handlerkit.SpanAttrs(placeholderNames...)
 
 // Placeholder answers one {http.grayroute.*} placeholder.
-func (p placeholders) Placeholder(name string) (any, bool) {
+func (d *decision) Placeholder(name string) (any, bool) {
 	switch name {
 	case "http.grayroute.version":
-		return p.version, true
+		return d.versionAny, true
 	case "http.grayroute.rule":
-		return p.rule, true
+		return d.ruleAny, true
 	}
 	return nil, false
 }
 
-// decide returns the version for r, boxed for Caddy, the deciding rule
-// id ("" when no rule matched) and, for a request of a canary analysis, the
-// counters of its cohort.
-func (h *Handler) decide(r *http.Request) (version string, versionAny, ruleAny any, cohort *cohortCounts) {
+// decide returns the decision for r and, for a request of a canary
+// analysis, the counters of its cohort.
+func (h *Handler) decide(r *http.Request) (*decision, *cohortCounts) {
 	q := request{Request: r}
 	if g := h.match(&q); g != nil {
 		return h.apply(g, r)
 	}
 	h.defaultCtr.Inc()
-	return h.DefaultVersion, h.defaultAny, "", nil
+	return h.noMatch, nil
 }
 
 // apply splits a matching request between the rule's target and fallback.
-func (h *Handler) apply(g *Rule, r *http.Request) (string, any, any, *cohortCounts) {
+func (h *Handler) apply(g *Rule, r *http.Request) (*decision, *cohortCounts) {
 	canary, random := g.Canary(r, h.now)
 	forced := false
 	if random {
@@ -243,17 +256,17 @@ func (h *Handler) apply(g *Rule, r *http.Request) (string, any, any, *cohortCoun
 	if canary && g.FallbackOnOpen != "" && h.isOpen(g.FallbackOnOpen, g.Target) {
 		canary, forced = false, true
 	}
-	fallback, fallbackAny := g.Fallback, g.fallbackAny
-	if fallback == "" {
-		fallback, fallbackAny = h.DefaultVersion, h.defaultAny
+	fallback := g.toFallback
+	if fallback == nil {
+		fallback = g.fallbackTo(h.DefaultVersion)
 	}
-	ctrs := g.countersFor(fallback)
+	ctrs := g.countersFor(fallback.version)
 	if canary {
 		ctrs.target.Inc()
-		return g.Target, g.targetAny, g.idAny, h.cohort(g, true, forced)
+		return g.toTarget, h.cohort(g, true, forced)
 	}
 	ctrs.fallback.Inc()
-	return fallback, fallbackAny, g.idAny, h.cohort(g, false, forced)
+	return fallback, h.cohort(g, false, forced)
 }
 
 var (

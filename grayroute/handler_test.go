@@ -36,15 +36,15 @@ func TestFallbackOnOpenAsksTheBreakerForTheTargetVersion(t *testing.T) {
 	h.isOpen = func(rule, key string) bool { asked = [2]string{rule, key}; return open }
 
 	r := httptest.NewRequest("GET", "/", nil)
-	if v, _, _, _ := h.decide(r); v != "v2" {
+	if v, _ := h.decide(r); v.version != "v2" {
 		t.Fatalf("breaker closed: got %s, want v2", v)
 	}
 	if asked != [2]string{"v2-breaker", "v2"} {
 		t.Errorf("asked IsOpen%v, want (v2-breaker, v2)", asked)
 	}
 	open = true
-	if v, _, rule, _ := h.decide(r); v != "v1" || rule != "canary" {
-		t.Fatalf("breaker open: got %s by %v, want v1 by canary", v, rule)
+	if d, _ := h.decide(r); d.version != "v1" || d.ruleAny != "canary" {
+		t.Fatalf("breaker open: got %s by %v, want v1 by canary", d.version, d.ruleAny)
 	}
 }
 
@@ -55,10 +55,10 @@ func TestFallbackDefaultsToDefaultVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := httptest.NewRequest("GET", "/", nil)
-	if v, _, _, _ := h.decide(r); v != "v1" {
+	if v, _ := h.decide(r); v.version != "v1" {
 		t.Errorf("got %s, want v1", v)
 	}
-	if v, _, _, _ := h2.decide(r); v != "stable" {
+	if v, _ := h2.decide(r); v.version != "stable" {
 		t.Errorf("got %s, want stable", v)
 	}
 }
@@ -85,8 +85,8 @@ func benchmarkDecide(b *testing.B, n int) {
 	r := httptest.NewRequest("GET", "/", nil)
 	r.Header.Set("X-Beta", "yes")
 	r.Header.Set("X-User-Id", "user-1234567")
-	if v, _, _, _ := h.decide(r); v != "v1" && v != "v2" {
-		b.Fatalf("decided %q", v)
+	if v, _ := h.decide(r); v.version != "v1" && v.version != "v2" {
+		b.Fatalf("decided %q", v.version)
 	}
 	b.Run("serial", func(b *testing.B) {
 		b.ReportAllocs()
@@ -181,8 +181,8 @@ func testTagMask(t *testing.T, absent int) {
 		case c.url == "/":
 			r.Header.Set("X-Beta", "yes")
 		}
-		if v, _, rule, _ := h.decide(r); v != "v2" || rule != "beta" {
-			t.Errorf("%s: decided %s by %v, want v2 by beta", c.name, v, rule)
+		if d, _ := h.decide(r); d.version != "v2" || d.ruleAny != "beta" {
+			t.Errorf("%s: decided %s by %v, want v2 by beta", c.name, d.version, d.ruleAny)
 		}
 	}
 }

@@ -32,8 +32,8 @@ func TestHeldRulesFollowEveryChange(t *testing.T) {
 	r.Header.Set("X-User-Id", "u1")
 	want := func(step, version string) {
 		t.Helper()
-		if v, _, rule, _ := h.decide(r); v != version || rule != "beta" {
-			t.Fatalf("%s: decided %s by %v, want %s by beta", step, v, rule, version)
+		if d, _ := h.decide(r); d.version != version || d.ruleAny != "beta" {
+			t.Fatalf("%s: decided %s by %v, want %s by beta", step, d.version, d.ruleAny, version)
 		}
 	}
 	want("static, weight 0", "v1")

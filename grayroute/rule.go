@@ -43,9 +43,11 @@ type Rule struct {
 	State      CanaryState
 	analysisOn bool
 
-	// Boxed once here, so handing a version to Caddy's vars and replacer on
-	// the request path does not allocate.
-	idAny, targetAny, fallbackAny any
+	// The decisions of a request this rule matched: to the target, and
+	// to the fallback (nil without one: then the handler's default
+	// version, the last one asked for kept in toDefault).
+	toTarget, toFallback *decision
+	toDefault            atomic.Pointer[decision]
 	// counters caches this rule's metric series; a changed rule is a new *Rule.
 	counters atomic.Pointer[ruleCounters]
 }
@@ -73,8 +75,23 @@ func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
 	}
 	g.tagHeader = textproto.CanonicalMIMEHeaderKey(g.Tag)
 	g.tagBit, g.idHash = headerBit(g.tagHeader), idHash(g.ID)
-	g.idAny, g.targetAny, g.fallbackAny = g.ID, g.Target, g.Fallback
+	g.toTarget = newDecision(g.Target, g.ID)
+	if g.Fallback != "" {
+		g.toFallback = newDecision(g.Fallback, g.ID)
+	}
 	return g, nil
+}
+
+// fallbackTo is the decision to the handler's default version, for a rule
+// without a fallback: built once per default (handlers sharing the rule
+// usually share their default too).
+func (g *Rule) fallbackTo(version string) *decision {
+	if d := g.toDefault.Load(); d != nil && d.version == version {
+		return d
+	}
+	d := newDecision(version, g.ID)
+	g.toDefault.Store(d)
+	return d
 }
 
 // MaxVersionLength bounds a version name.

@@ -10,6 +10,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicegw/sluice/rulestore"
 )
@@ -24,8 +25,12 @@ func TestDecisionOnSpan(t *testing.T) {
 		r := httptest.NewRequest("GET", "/", nil).WithContext(ctx)
 		r.Header.Set("X-Beta", "yes")
 		r.Header.Set("X-User-Id", "user-1234567")
+		vars := map[string]any{}
+		if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+			vars["span_id"] = sc.SpanID().String() // as Caddy's tracing handler notes its span
+		}
 		ctx = context.WithValue(r.Context(), caddy.ReplacerCtxKey, caddy.NewReplacer())
-		ctx = context.WithValue(ctx, caddyhttp.VarsCtxKey, map[string]any{})
+		ctx = context.WithValue(ctx, caddyhttp.VarsCtxKey, vars)
 		return r.WithContext(ctx)
 	}
 	next := caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil })

@@ -222,7 +222,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return next.ServeHTTP(w, r)
 	}
 	ph := placeholders{rule: rule}
-	if span := handlerkit.Span(r.Context()); span != nil {
+	if span := pub.Span(r.Context()); span != nil {
 		defer ph.trace(span)
 	}
 	var buf [160]byte

@@ -76,7 +76,7 @@ func (h *Handler) serveMulti(w http.ResponseWriter, r *http.Request, next caddyh
 	}
 	kb := keyBuf[:0]
 	ph := &placeholders{rule: set.members[0].rule}
-	if span := handlerkit.Span(r.Context()); span != nil {
+	if span := pub.Span(r.Context()); span != nil {
 		defer func() { ph.trace(span) }()
 	}
 	shadowed := false

@@ -21,6 +21,24 @@ func Span(ctx context.Context) trace.Span {
 	return span
 }
 
+// tracingSpanVar is the var Caddy's `tracing` handler sets to the id of
+// the span it opens for a request ({http.vars.span_id}).
+const tracingSpanVar = "span_id"
+
+// Span is the package's Span for the request p belongs to. Caddy's
+// tracing handler notes each span it opens in the request's vars, so with
+// the vars map known and no span noted in it there is no span to find, and
+// the context is not walked (a lookup that finds nothing compares every
+// value the server and net/http put in it).
+func (p Placeholders) Span(ctx context.Context) trace.Span {
+	if p.vars != nil {
+		if _, ok := p.vars[tracingSpanVar]; !ok {
+			return nil
+		}
+	}
+	return Span(ctx)
+}
+
 // SpanAttr is a placeholder recorded on a span as the attribute Key.
 type SpanAttr struct {
 	Placeholder string

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/caddyserver/caddy/v2"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -22,5 +24,29 @@ func TestSpanUntracedAllocatesNothing(t *testing.T) {
 		if n := testing.AllocsPerRun(1000, func() { _ = Span(ctx) }); n != 0 {
 			t.Errorf("%s: %v allocations, want 0", name, n)
 		}
+	}
+}
+
+// TestSpanOfARequestLooksWhereCaddysTracingNotedOne: with the request's
+// vars map known, the span is looked up only when Caddy's tracing handler
+// noted one there (span_id); without the map, the context is asked.
+func TestSpanOfARequestLooksWhereCaddysTracingNotedOne(t *testing.T) {
+	tp := sdktrace.NewTracerProvider()
+	ctx, span := tp.Tracer("test").Start(context.Background(), "request")
+	defer span.End()
+	repl := caddy.NewReplacer()
+	noted := map[string]any{"span_id": span.SpanContext().SpanID().String()}
+	if PlaceholdersIn(repl, noted).Span(ctx) != span {
+		t.Error("span noted in the vars: not found")
+	}
+	if PlaceholdersIn(nil, nil).Span(ctx) != span {
+		t.Error("outside a server (no replacer, no vars): the context's span not found")
+	}
+	if got := PlaceholdersIn(repl, map[string]any{}).Span(ctx); got != nil {
+		t.Error("no span noted in the vars: a span returned")
+	}
+	unnoted := PlaceholdersIn(repl, map[string]any{"client_ip": "10.0.0.1"})
+	if n := testing.AllocsPerRun(1000, func() { _ = unnoted.Span(ctx) }); n != 0 {
+		t.Errorf("no span noted: %v allocations, want 0", n)
 	}
 }

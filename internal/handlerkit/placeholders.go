@@ -64,6 +64,15 @@ func PlaceholdersOf(r *http.Request, repl *caddy.Replacer) Placeholders {
 	return Placeholders{repl: repl, vars: vars}
 }
 
+// PlaceholdersIn is PlaceholdersOf for a handler that looked up the
+// request's vars map already.
+func PlaceholdersIn(repl *caddy.Replacer, vars map[string]any) Placeholders {
+	if repl == nil {
+		return Placeholders{}
+	}
+	return Placeholders{repl: repl, vars: vars}
+}
+
 // provider says which Sluice provider the request's replacer has.
 type provider uint8
 
