@@ -42,10 +42,15 @@ type shard struct {
 	zombies []int32          // removed with requests in flight (see remove)
 	zpos    int
 	leases  map[int32]*leaseState // cluster lease mode only
+	// oldest is no later than the tail's seen (entries are listed by seen:
+	// a tail that goes is followed by a newer one), so while now-oldest is
+	// within the idle time no entry has been idle that long, and expire
+	// does not read the tail, the shard's coldest entry.
+	oldest int64
 	// gen counts removals (and resets): an entry index taken at gen still
 	// holds its key while gen is unchanged (settleLocal).
 	gen uint32
-	_   [12]byte
+	_   [4]byte
 }
 
 // entry is one key's state; the engine fields are used by one rule kind.
@@ -270,12 +275,20 @@ func (s *shard) compact() {
 
 // expire drops up to max entries idle for longer than idle ns.
 func (t *table) expire(s *shard, now, idle int64, max int) {
+	if now-s.oldest <= idle {
+		return
+	}
 	for n := 0; n < max; n++ {
 		i := s.tail
 		if i == 0 {
 			return
 		}
-		if e := s.at(i); now-e.seen <= idle || e.inflight > 0 {
+		e := s.at(i)
+		if now-e.seen <= idle {
+			s.oldest = e.seen
+			return
+		}
+		if e.inflight > 0 {
 			return
 		}
 		t.remove(s, i)

@@ -213,3 +213,29 @@ func TestTableLeaseOf(t *testing.T) {
 		t.Fatalf("leaseOf(c) = %v with %d keys; a is most recent: %v", ls, s.live, s.head == ia)
 	}
 }
+
+// Lookups drop keys idle longer than the idle time, also after the shard
+// noted a tail that was not idle yet (it skips reading the tail until
+// then), after that tail was touched again, and with a shorter idle time
+// (a changed rule).
+func TestTableLookupsExpireIdleKeys(t *testing.T) {
+	tab := newTable(1)
+	s := &tab.shards[0]
+	const idle = 10 * sec
+	tab.get(s, []byte("a"), 1*sec, idle, 100)
+	tab.get(s, []byte("b"), 2*sec, idle, 100)
+	tab.get(s, []byte("c"), 5*sec, idle, 100) // a is the tail, not idle: noted
+	tab.get(s, []byte("a"), 6*sec, idle, 100) // touched: b is the tail now
+	tab.get(s, []byte("c"), 11*sec+sec/2, idle, 100)
+	if s.live != 3 {
+		t.Fatalf("at 11.5 s: %d keys, want 3 (b, seen at 2 s, is idle for 9.5 s only)", s.live)
+	}
+	tab.get(s, []byte("c"), 13*sec, idle, 100) // b idle 11 s: dropped; a (6 s) stays
+	if s.live != 2 || tab.lookupHashed(s, []byte("b"), tab.hash([]byte("b"))) != 0 {
+		t.Fatalf("at 13 s: %d keys (b held: %v), want 2 without b", s.live, tab.lookupHashed(s, []byte("b"), tab.hash([]byte("b"))) != 0)
+	}
+	tab.get(s, []byte("c"), 14*sec, 5*sec, 100) // a idle 8 s > a rule's new 5 s
+	if s.live != 1 {
+		t.Fatalf("idle time lowered to 5 s at 14 s: %d keys, want 1 (c)", s.live)
+	}
+}
