@@ -7,9 +7,10 @@ import (
 // settleLua charges a settlement to one key's state in Redis (the same
 // packed state as the decision scripts, redisscript.go): ARGV the engine
 // ('tb' or 'sw'), its two numbers (rate and burst, or window µs and
-// limit) and the tokens to charge (negative: a refund). A token bucket may
-// go below zero (debt) and never above burst; its TTL covers the time to
-// refill the debt too. A sliding window's count may go over its limit and
+// limit) and the tokens to charge (negative: a refund). A token bucket is
+// charged as of its last decision (chargeAsOfLast), may go below zero
+// (debt) and never above burst; its TTL covers the time to refill the debt
+// too (counted from now, so a little longer than needed). A sliding window's count may go over its limit and
 // never below zero. It answers like a decision, {0, remaining, debt, 0},
 // with debt 1 when this charge took the key into debt (a bucket below
 // zero from zero or above, a window's estimate over its limit from at or
@@ -24,9 +25,8 @@ if ARGV[1] == 'tb' then
   if v and #v ~= 16 then v = nil end -- unreadable: fresh state, as the decisions do
   local rate, burst, tokens = a, b, b
   if v then
-    local last
-    last, tokens = struct.unpack('<dd', v)
-    if now > last then tokens = tokens + (now - last) * rate / 1000000 else now = last end
+    -- as of the key's last decision, as the local engine charges
+    now, tokens = struct.unpack('<dd', v)
     if tokens > burst then tokens = burst end
   end
   local before = tokens

@@ -1,6 +1,9 @@
 package ratelimit
 
 import (
+	"context"
+	"encoding/binary"
+	"math"
 	"testing"
 	"time"
 
@@ -78,5 +81,49 @@ func TestSettleDebtClusterEngines(t *testing.T) {
 				t.Errorf("debt entered %v then %v, want [false true] then false", debts, again)
 			}
 		})
+	}
+}
+
+// A cluster token bucket is charged as of the key's last decision, as the
+// local engine charges it: the state's time stays the decision's, and the
+// refill since then is not added before the charge.
+func TestSettleClusterTokenBucketAsOfTheDecision(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newTestClient(t, srv.Addr)
+	be := &testBackend{c: c, instances: 1}
+	r := clusterRule(t, rulestore.Fields{"qps": "1", "burst": "10",
+		"response_cost": "{http.response.header.X-Tokens-Used}", "reserve": "1", "max_cost": "10"})
+	l := instance(t, be, "settle-as-of")
+	e := l.engine(r).(*clusterEngine)
+	key := []byte("user:a")
+	if d := e.take(r, key, l.now(), r.Cost); !d.OK() || d.Unknown {
+		t.Fatalf("first request refused: %+v", d)
+	}
+	ctx := context.Background()
+	keys, err := c.Keys(ctx, "*ratelimit:tb2*").Result()
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("the key's state in Redis: %v, %v", keys, err)
+	}
+	// The decision moved 10 s into the past: 9 tokens then.
+	v, err := c.Get(ctx, keys[0]).Bytes()
+	if err != nil || len(v) != 16 {
+		t.Fatalf("state %q, %v", v, err)
+	}
+	last := math.Float64frombits(binary.LittleEndian.Uint64(v[:8])) - 10e6
+	binary.LittleEndian.PutUint64(v[:8], math.Float64bits(last))
+	if err := c.Set(ctx, keys[0], v, time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if applied, _ := e.settle(r, key, l.now(), 4); !applied {
+		t.Fatal("settlement not applied")
+	}
+	v, err = c.Get(ctx, keys[0]).Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := math.Float64frombits(binary.LittleEndian.Uint64(v[:8]))
+	tokens := math.Float64frombits(binary.LittleEndian.Uint64(v[8:]))
+	if at != last || tokens != 5 {
+		t.Fatalf("after a charge of 4 on 9 tokens at the decision: %v tokens at %v µs, want 5 at the decision's %v (refilled first, it would be 6 now)", tokens, at, last)
 	}
 }
