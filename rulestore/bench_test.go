@@ -28,7 +28,7 @@ func BenchmarkLookup(b *testing.B) {
 		l[RateLimit][id] = newSlot(&Rule{Kind: RateLimit, ID: id})
 	}
 	src.snap.Store(&l)
-	app := &App{source: src}
+	app := &App{source: src, static: make([]map[string]*Rule, numKinds()), overlays: make([]map[string]*overlaySlot, numKinds())}
 	app.static[RateLimit] = map[string]*Rule{"static": {ID: "static"}}
 	// rule_7 is declared statically and overlaid by one field in Redis
 	// (a kill switch): resolved once, then cached.
