@@ -3,6 +3,7 @@ package rulestore
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 )
 
 // KindRules are static rules of any registered kind, by kind name, then id,
@@ -70,7 +71,8 @@ func registeredKind(name string) (Kind, error) {
 	k, ok := ParseKind(name)
 	if !ok {
 		known := kindNames()
-		return 0, fmt.Errorf("unknown rule kind %q%s (no module registers it; known: %v)", name, DidYouMean(name, known...), known)
+		return 0, fmt.Errorf("unknown rule kind %q%s (known: %s; a kind comes with the module that registers it)",
+			name, DidYouMean(name, known...), strings.Join(known, ", "))
 	}
 	return k, nil
 }

@@ -19,6 +19,7 @@ import (
 	_ "github.com/sluicegw/sluice/clicmd"    // caddy sluice export/apply
 	"github.com/sluicegw/sluice/internal/redistest"
 	"github.com/sluicegw/sluice/internal/testcaddy"
+	"github.com/sluicegw/sluice/rulestore"
 )
 
 // node is one in-process Caddy whose store follows Redis and declares a
@@ -182,4 +183,28 @@ func (n *node) sluice(t *testing.T, args ...string) string {
 		t.Fatalf("caddy sluice %s: %v\n%s%s", strings.Join(args, " "), err, out.String(), errOut.String())
 	}
 	return out.String()
+}
+
+// In a JSON config the kind's rules go in the app's rules field, typed by
+// the kind's Spec; a misspelled kind or field gets a hint, and a built-in
+// kind is sent to its own field.
+func TestRegisteredKindInJSONConfig(t *testing.T) {
+	var app rulestore.App
+	if err := json.Unmarshal([]byte(`{"rules": {"quota_note": {"x": {"limit": "4"}}}}`), &app); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := json.Marshal(&app); err != nil || !strings.Contains(string(out), `"rules":{"quota_note":{"x":{"limit":4}}}`) {
+		t.Fatalf("round trip: %s %v", out, err)
+	}
+	for _, tc := range []struct{ config, want string }{
+		{`{"rules": {"quota_nte": {"x": {"limit": 1}}}}`, "did you mean quota_note"},
+		{`{"rules": {"quota_note": {"x": {"limt": 1}}}}`, "did you mean limit"},
+		{`{"rules": {"quota_note": {"x": {"limit": "many"}}}}`, "limit"},
+		{`{"rules": {"rate_limit": {"x": {"qps": 1}}}}`, "app's rate_limit field"},
+	} {
+		err := json.Unmarshal([]byte(tc.config), new(rulestore.App))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want an error with %q", tc.config, err, tc.want)
+		}
+	}
 }
