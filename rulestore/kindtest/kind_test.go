@@ -130,8 +130,8 @@ func TestRegisteredKindFromConfigAndRedis(t *testing.T) {
 }
 
 // The admin API writes a rule of the registered kind to its Redis key
-// (refusing a bad one, field named), and caddy sluice export then apply
-// brings back a deleted rule exactly.
+// (refusing a bad one, field named), caddy sluice export then apply
+// brings back a deleted rule exactly, and its history records the apply.
 func TestRegisteredKindAdminExportApply(t *testing.T) {
 	n := start(t)
 	c := n.redis.Client()
@@ -166,6 +166,11 @@ func TestRegisteredKindAdminExportApply(t *testing.T) {
 	}
 	if out := n.sluice(t, "apply", "-f", exported); !strings.Contains(out, "0 to write, 0 to delete") {
 		t.Fatalf("second apply:\n%s", out)
+	}
+	_, body := n.do(t, http.MethodGet, "/sluice/rules/quota_note/note_b/history", "")
+	var history []struct{ Op, Via string }
+	if err := json.Unmarshal([]byte(body), &history); err != nil || len(history) == 0 || history[0].Via != "apply" || history[0].Op != "upsert" {
+		t.Fatalf("history, newest first, should start with the apply: %s", body)
 	}
 }
 
