@@ -142,6 +142,10 @@ func TestRegisteredKindAdminExportApply(t *testing.T) {
 	if got := c.HGet(ctx, "quota_note:rule:note_b", "limit").Val(); got != "7" {
 		t.Fatalf("Redis holds limit %q, want 7", got)
 	}
+	testcaddy.Eventually(t, 10*time.Second, "the written rule in force here", func() bool { // export lists the rules in force
+		v, ok := n.rule(t, "note_b")
+		return ok && v.Fields["limit"] == "7"
+	})
 	if code, body := n.do(t, http.MethodPut, "/sluice/rules/quota_note/note_b", `{"limit": "none"}`); code != http.StatusBadRequest || !strings.Contains(body, "limit") {
 		t.Fatalf("bad PUT: %d %s", code, body)
 	}
