@@ -18,7 +18,7 @@ import (
 //			tls [{ ca <file>...; client_auth <cert_file> <key_file>; server_name <name>; insecure_skip_verify }] }
 //		prefix <string>
 //		resync <duration>
-//		rate_limit|circuit_breaker|gray|binding <id> { <field> <value...> ... }
+//		rate_limit|circuit_breaker|gray|binding|<registered kind> <id> { <field> <value...> ... }
 //	}
 func parseRulestore(d *caddyfile.Dispenser, _ any) (any, error) {
 	app := new(rulestore.App)
@@ -55,7 +55,11 @@ func parseRulestore(d *caddyfile.Dispenser, _ any) (any, error) {
 		default:
 			kind, ok := rulestore.ParseKind(opt)
 			if !ok {
-				return nil, rulestore.UnknownField(d, "rulestore", opt, "redis", "prefix", "resync", "rate_limit", "circuit_breaker", "gray", "binding")
+				known := []string{"redis", "prefix", "resync"}
+				for _, k := range rulestore.Kinds() {
+					known = append(known, k.String())
+				}
+				return nil, rulestore.UnknownField(d, "rulestore", opt, known...)
 			}
 			if !d.NextArg() {
 				return nil, d.Errf("%s needs an id", opt)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 
@@ -24,8 +25,20 @@ import (
 // fields that differ); for any other id they must be a complete rule.
 type ruleSet map[string]map[string]map[string]string
 
-// kindOrder is the order of writes: rules before the bindings that name them.
-var kindOrder = []string{"rate_limit", "circuit_breaker", "gray", "binding"}
+// serverKinds are the rule kinds the addressed Caddy knows (GET
+// /sluice/rules lists them), sorted: a kind a plugin registers is applied
+// and exported like the built-in ones.
+func serverKinds(c *cobra.Command) ([]string, error) {
+	body, err := request(c, "GET", "/sluice/rules", nil)
+	if err != nil {
+		return nil, err
+	}
+	var index map[string]json.RawMessage
+	if err := json.Unmarshal(body, &index); err != nil {
+		return nil, err
+	}
+	return sortedKeys(index), nil
+}
 
 func applyCommands() []*cobra.Command {
 	apply := &cobra.Command{Use: "apply -f <rules.json|rules.yaml>", Short: "Make the rules in Redis (or memory) match a file: print the diff, then write through the admin API", Args: cobra.NoArgs,
@@ -39,7 +52,7 @@ func applyCommands() []*cobra.Command {
 	return []*cobra.Command{apply, export}
 }
 
-func readRuleSet(path string) (ruleSet, error) {
+func readRuleSet(path string, kinds []string) (ruleSet, error) {
 	var b []byte
 	var err error
 	if path == "-" {
@@ -75,8 +88,8 @@ func readRuleSet(path string) (ruleSet, error) {
 		}
 	}
 	for kind := range set {
-		if !knownKind(kind) {
-			return nil, fmt.Errorf("%s: unknown rule kind %q (want %s)", path, kind, strings.Join(kindOrder, ", "))
+		if !slices.Contains(kinds, kind) {
+			return nil, fmt.Errorf("%s: unknown rule kind %q (want %s)", path, kind, strings.Join(kinds, ", "))
 		}
 	}
 	return set, nil
@@ -84,15 +97,6 @@ func readRuleSet(path string) (ruleSet, error) {
 
 func isYAML(path string) bool {
 	return strings.HasSuffix(path, ".yaml") || strings.HasSuffix(path, ".yml")
-}
-
-func knownKind(k string) bool {
-	for _, n := range kindOrder {
-		if n == k {
-			return true
-		}
-	}
-	return false
 }
 
 // heldRule is a rule as GET /sluice/rules/{kind} lists it.
@@ -176,7 +180,11 @@ func runApply(c *cobra.Command, _ []string) error {
 	if path == "" {
 		return fmt.Errorf("give the rule set with -f <file>")
 	}
-	set, err := readRuleSet(path)
+	kinds, err := serverKinds(c)
+	if err != nil {
+		return err
+	}
+	set, err := readRuleSet(path, kinds)
 	if err != nil {
 		return err
 	}
@@ -252,8 +260,12 @@ func runApply(c *cobra.Command, _ []string) error {
 }
 
 func runExport(c *cobra.Command, _ []string) error {
+	kinds, err := serverKinds(c)
+	if err != nil {
+		return err
+	}
 	set := ruleSet{}
-	for _, kind := range kindOrder {
+	for _, kind := range kinds {
 		cur, err := held(c, kind)
 		if err != nil {
 			return err

@@ -32,7 +32,8 @@ it with --address) to read and write Sluice rules and route bindings, print
 the live state of the rate limits, breakers and gray routes, show a key's
 use of its quota, and override a breaker on that instance.
 
-Rule kinds: rate_limit, circuit_breaker, gray, binding. Fields are given as
+Rule kinds: rate_limit, circuit_breaker, gray, binding, and any a plugin
+registers (GET /sluice/rules on the admin API lists them). Fields are given as
 name=value arguments (the names of the Redis hash and the Caddyfile), or as a
 JSON object with --json (use --json - to read it from stdin).
 

@@ -41,10 +41,15 @@ type App struct {
 	// Binding are static route bindings, by route name: the rules each of
 	// the three handlers applies on a route, like RateLimit.
 	Binding RuleSet[*BindingSpec] `json:"binding,omitempty"`
+	// OtherKinds are static rules of the kinds other packages register
+	// (RegisterKind), by kind name, then id: {"<kind>": {"<id>": {...}}}.
+	// Each rule is typed by its kind's Spec, like RateLimit's. The kinds
+	// above are declared in their own fields, not here.
+	OtherKinds KindRules `json:"rules,omitempty"`
 
-	static   [numKinds]map[string]*Rule
-	overlays [numKinds]map[string]*overlaySlot // one per static id (overlay.go)
-	source   *redisSource                      // nil without Redis
+	static   []map[string]*Rule        // by kind, then id
+	overlays []map[string]*overlaySlot // one per static id (overlay.go)
+	source   *redisSource              // nil without Redis
 	ctx      caddy.Context
 	events   *caddyevents.App // nil if unavailable
 	poolKey  string
@@ -93,7 +98,13 @@ type Rule struct {
 // layer's maps are never mutated: a new rule id means a new map. Changing an
 // existing rule only swaps the pointer in its slot, so an update costs O(1)
 // however many rules are loaded.
-type layer [numKinds]map[string]*slot
+type layer []map[string]*slot
+
+// newLayer is an empty layer with a place for every registered kind.
+func newLayer() *layer {
+	l := make(layer, numKinds())
+	return &l
+}
 
 type slot struct{ rule atomic.Pointer[Rule] }
 
@@ -103,11 +114,11 @@ func newSlot(r *Rule) *slot {
 	return s
 }
 
+// of is the map of kind k's rules (nil if none).
+func (l *layer) of(k Kind) map[string]*slot { return byKind(*l, k) }
+
 func (l *layer) get(k Kind, id string) *Rule {
-	if k >= numKinds {
-		return nil
-	}
-	if s := l[k][id]; s != nil {
+	if s := l.of(k)[id]; s != nil {
 		return s.rule.Load()
 	}
 	return nil
@@ -115,8 +126,8 @@ func (l *layer) get(k Kind, id string) *Rule {
 
 // copy is a deep copy with slots of its own, for a new source to start from.
 func (l *layer) copy() *layer {
-	var n layer
-	for k, m := range l {
+	n := make(layer, numKinds())
+	for k, m := range *l {
 		n[k] = make(map[string]*slot, len(m))
 		for id, s := range m {
 			n[k][id] = newSlot(s.rule.Load())
@@ -128,9 +139,10 @@ func (l *layer) copy() *layer {
 // clone copies the top level and the map of kind k, ready for a new or
 // deleted id of kind k.
 func (l *layer) clone(k Kind) *layer {
-	n := *l
-	m := make(map[string]*slot, len(l[k])+1)
-	for id, s := range l[k] {
+	n := make(layer, max(len(*l), numKinds()))
+	copy(n, *l)
+	m := make(map[string]*slot, len(l.of(k))+1)
+	for id, s := range l.of(k) {
 		m[id] = s
 	}
 	n[k] = m
@@ -152,6 +164,8 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if ev, err := ctx.AppIfConfigured("events"); err == nil { // events has subscribers only if configured
 		a.events, _ = ev.(*caddyevents.App)
 	}
+	a.static = make([]map[string]*Rule, numKinds())
+	a.overlays = make([]map[string]*overlaySlot, numKinds())
 	for _, k := range Kinds() {
 		a.static[k] = make(map[string]*Rule)
 		a.overlays[k] = make(map[string]*overlaySlot)
@@ -191,19 +205,6 @@ func (a *App) Provision(ctx caddy.Context) error {
 	}
 	a.source, a.poolKey = src, key
 	return nil
-}
-
-func (a *App) staticFields(k Kind) map[string]Fields {
-	switch k {
-	case RateLimit:
-		return a.RateLimit.fields()
-	case CircuitBreaker:
-		return a.CircuitBreaker.fields()
-	case Gray:
-		return a.Gray.fields()
-	default:
-		return a.Binding.fields()
-	}
 }
 
 // Start begins following Redis. It never blocks on Redis: until the first
@@ -248,15 +249,12 @@ func (a *App) Cleanup() error {
 // exists (see overlay.go). It reads local memory only, takes no lock and
 // does not allocate.
 func (a *App) Lookup(k Kind, id string) *Rule {
-	if k >= numKinds {
-		return nil
-	}
 	if r := a.overlayLayer().get(k, id); r != nil {
 		if e := a.effective(k, id, r); e != nil {
 			return e
 		}
 	}
-	return a.static[k][id]
+	return byKind(a.static, k)[id]
 }
 
 // Route returns the binding of a route, or nil.
@@ -335,10 +333,10 @@ func (a *App) Require(k Kind, id string) error {
 // Redis, rules written through the admin API) overlaying static.
 func (a *App) Rules(k Kind) map[string]*Rule {
 	out := make(map[string]*Rule)
-	for id, r := range a.static[k] {
+	for id, r := range byKind(a.static, k) {
 		out[id] = r
 	}
-	for id, s := range a.overlayLayer()[k] {
+	for id, s := range byKind(*a.overlayLayer(), k) {
 		if e := a.effective(k, id, s.rule.Load()); e != nil {
 			out[id] = e
 		}
@@ -348,10 +346,10 @@ func (a *App) Rules(k Kind) map[string]*Rule {
 
 // Count is len(Rules(k)) without building the map: O(static rules).
 func (a *App) Count(k Kind) int {
-	over := a.overlayLayer()
-	n := len(over[k])
-	for id := range a.static[k] {
-		if over[k][id] == nil {
+	over := byKind(*a.overlayLayer(), k)
+	n := len(over)
+	for id := range byKind(a.static, k) {
+		if over[id] == nil {
 			n++
 		}
 	}

@@ -103,7 +103,7 @@ func (a *App) planApply(req ApplyRequest) (*applyPlan, error) {
 	for name, rules := range req.Rules {
 		k, ok := ParseKind(name)
 		if !ok {
-			return nil, fmt.Errorf("unknown rule kind %q (want %s)", name, strings.Join(kindNames[:], ", "))
+			return nil, fmt.Errorf("unknown rule kind %q (want %s)", name, strings.Join(kindNames(), ", "))
 		}
 		for id, f := range rules {
 			if err := ValidID(id); err != nil {
@@ -468,7 +468,7 @@ func (m *memoryLayer) applySet(a *App, refs map[ruleRef]bool, decide func(map[ru
 		return err
 	}
 	next := *cur
-	cloned := [numKinds]bool{}
+	cloned := make([]bool, numKinds())
 	for _, o := range objs {
 		if o.Result == applyUnchanged {
 			continue

@@ -19,7 +19,7 @@ import (
 // loaded from Redis and static rules beside them.
 func BenchmarkLookup(b *testing.B) {
 	src := &redisSource{}
-	var l layer
+	l := *newLayer()
 	for _, k := range Kinds() {
 		l[k] = map[string]*slot{}
 	}
@@ -28,7 +28,7 @@ func BenchmarkLookup(b *testing.B) {
 		l[RateLimit][id] = newSlot(&Rule{Kind: RateLimit, ID: id})
 	}
 	src.snap.Store(&l)
-	app := &App{source: src}
+	app := &App{source: src, static: make([]map[string]*Rule, numKinds()), overlays: make([]map[string]*overlaySlot, numKinds())}
 	app.static[RateLimit] = map[string]*Rule{"static": {ID: "static"}}
 	// rule_7 is declared statically and overlaid by one field in Redis
 	// (a kill switch): resolved once, then cached.
@@ -127,7 +127,7 @@ func BenchmarkFullResync(b *testing.B) {
 	var cmds int
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		src.snap.Store(new(layer)) // a cold resync: every rule is parsed
+		src.snap.Store(newLayer()) // a cold resync: every rule is parsed
 		before := commands(b, c)
 		b.StartTimer()
 		if err := src.fullResync(ctx, "bench"); err != nil {
@@ -138,7 +138,7 @@ func BenchmarkFullResync(b *testing.B) {
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(cmds)/float64(b.N), "redis-cmds")
-	if n := len(src.snapshot()[RateLimit]); n != 10000 {
+	if n := len(src.snapshot().of(RateLimit)); n != 10000 {
 		b.Fatalf("loaded %d rules", n)
 	}
 }

@@ -12,7 +12,7 @@ import (
 // adapted, where an error can still name the file and line.
 type CaddyfileRules struct {
 	redis bool
-	rules [numKinds]map[string]Fields
+	rules []map[string]Fields // by kind
 }
 
 // DeclaredIn reads the rulestore global option of the Caddyfile being
@@ -33,6 +33,7 @@ func DeclaredIn(h httpcaddyfile.Helper) *CaddyfileRules {
 // DeclaredBy is what an App's config declares, before it is provisioned.
 func DeclaredBy(a *App) *CaddyfileRules {
 	c := &CaddyfileRules{redis: a.Redis != nil}
+	c.rules = make([]map[string]Fields, numKinds())
 	for _, k := range Kinds() {
 		c.rules[k] = a.staticFields(k)
 	}
@@ -44,10 +45,7 @@ func (c *CaddyfileRules) HasRedis() bool { return c.redis }
 
 // Fields returns the declared fields of a rule, or nil.
 func (c *CaddyfileRules) Fields(k Kind, id string) Fields {
-	if k >= numKinds {
-		return nil
-	}
-	return c.rules[k][id]
+	return byKind(c.rules, k)[id]
 }
 
 // Has reports whether the rule is declared.
@@ -55,10 +53,7 @@ func (c *CaddyfileRules) Has(k Kind, id string) bool { return c.Fields(k, id) !=
 
 // IDs lists the declared ids of a kind.
 func (c *CaddyfileRules) IDs(k Kind) []string {
-	if k >= numKinds {
-		return nil
-	}
-	return sortedIDs(c.rules[k])
+	return sortedIDs(byKind(c.rules, k))
 }
 
 // Require fails, at tok's file and line, a reference to a rule that is not

@@ -68,10 +68,8 @@ func (a *App) Changes() uint64 {
 
 func (h *Handle) resolve(cur *layer) *resolution {
 	res := &resolution{layer: cur}
-	if h.k < numKinds {
-		res.slot = cur[h.k][h.id]
-		res.static = h.a.static[h.k][h.id]
-	}
+	res.slot = byKind(*cur, h.k)[h.id]
+	res.static = byKind(h.a.static, h.k)[h.id]
 	h.res.Store(res)
 	return res
 }

@@ -32,7 +32,8 @@ func (n keyNames) HistoryKey(k Kind, id string) string {
 // HistoryEntry is one recorded change. Fields are the raw fields held in
 // Redis (or memory): the overlay of a static rule, or a whole rule.
 type HistoryEntry struct {
-	// Kind is the rule's kind: rate_limit, circuit_breaker, gray or binding.
+	// Kind is the rule's kind: rate_limit, circuit_breaker, gray, binding or
+	// one another module registers.
 	Kind string `json:"kind"`
 	// ID is the rule's id (a route name for a binding).
 	ID string `json:"id"`

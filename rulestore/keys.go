@@ -15,10 +15,8 @@ type keyNames struct{ prefix string }
 
 // RuleKey is the Redis hash that holds rule id of kind k.
 func (n keyNames) RuleKey(k Kind, id string) string {
-	if k == Binding {
-		return n.prefix + bindingKeyPrefix + id
-	}
-	return n.prefix + k.String() + ":rule:" + id
+	info, _ := k.info()
+	return n.prefix + info.KeyPrefix + id
 }
 
 // Channel is where changes of kind k are published.

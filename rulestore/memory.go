@@ -28,7 +28,7 @@ const memoryKey = "memory"
 
 func newMemoryLayer() (caddy.Destructor, error) {
 	m := new(memoryLayer)
-	m.snap.Store(new(layer))
+	m.snap.Store(newLayer())
 	return m, nil
 }
 
@@ -46,12 +46,12 @@ func (m *memoryLayer) put(r *Rule) {
 func (m *memoryLayer) putLocked(r *Rule) {
 	cur := m.snap.Load()
 	defer m.changes.Add(1)
-	if s := cur[r.Kind][r.ID]; s != nil {
+	if s := cur.of(r.Kind)[r.ID]; s != nil {
 		s.rule.Store(r)
 		return
 	}
 	next := cur.clone(r.Kind)
-	next[r.Kind][r.ID] = newSlot(r)
+	next.of(r.Kind)[r.ID] = newSlot(r)
 	m.snap.Store(next)
 }
 
@@ -73,16 +73,16 @@ func (m *memoryLayer) apply(k Kind, id string, build func(cur Fields) (*Rule, er
 		return prev, nil // nothing changes: nothing to record
 	}
 	var next Fields
-	switch s := cur[k][id]; {
+	switch s := cur.of(k)[id]; {
 	case r != nil && s != nil:
 		s.rule.Store(r)
 	case r != nil:
 		n := cur.clone(k)
-		n[k][id] = newSlot(r)
+		n.of(k)[id] = newSlot(r)
 		m.snap.Store(n)
 	case s != nil:
 		n := cur.clone(k)
-		delete(n[k], id)
+		delete(n.of(k), id)
 		m.snap.Store(n)
 	}
 	m.changes.Add(1)
@@ -102,7 +102,7 @@ func (m *memoryLayer) remove(k Kind, id string) bool {
 		return false
 	}
 	next := cur.clone(k)
-	delete(next[k], id)
+	delete(next.of(k), id)
 	m.snap.Store(next)
 	m.changes.Add(1)
 	return true

@@ -85,11 +85,11 @@ func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, k := range Kinds() {
 		ch <- prometheus.MustNewConstMetric(descInvalid, prometheus.GaugeValue, float64(invalid[k.String()]), k.String())
-		ch <- prometheus.MustNewConstMetric(descRules, prometheus.GaugeValue, float64(len(a.static[k])), k.String(), "static")
+		ch <- prometheus.MustNewConstMetric(descRules, prometheus.GaugeValue, float64(len(byKind(a.static, k))), k.String(), "static")
 		if a.source != nil {
-			ch <- prometheus.MustNewConstMetric(descRules, prometheus.GaugeValue, float64(len(a.source.snapshot()[k])), k.String(), "redis")
+			ch <- prometheus.MustNewConstMetric(descRules, prometheus.GaugeValue, float64(len(a.source.snapshot().of(k))), k.String(), "redis")
 		} else {
-			ch <- prometheus.MustNewConstMetric(descRules, prometheus.GaugeValue, float64(len(a.memory.snap.Load()[k])), k.String(), "memory")
+			ch <- prometheus.MustNewConstMetric(descRules, prometheus.GaugeValue, float64(len(a.memory.snap.Load().of(k))), k.String(), "memory")
 		}
 	}
 	if a.source == nil {

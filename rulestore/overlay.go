@@ -55,10 +55,10 @@ func parseOver(k Kind, id string, st *Rule, raw Fields) (any, Fields, error) {
 // the Redis source validates an overlay against it.
 func (s *redisSource) staticRule(k Kind, id string) *Rule {
 	a := s.app.Load()
-	if a == nil || k >= numKinds {
+	if a == nil {
 		return nil
 	}
-	return a.static[k][id]
+	return byKind(a.static, k)[id]
 }
 
 // effective resolves a raw overlay rule r (from Redis or memory) against
@@ -91,15 +91,12 @@ func (a *App) overlayLayer() *layer {
 		return a.source.snapshot()
 	}
 	if a.memory == nil { // an App built without Provision (tests)
-		return &layer{}
+		return newLayer()
 	}
 	return a.memory.snap.Load()
 }
 
 // Static returns the rule of kind k declared in the config, or nil.
 func (a *App) Static(k Kind, id string) *Rule {
-	if k >= numKinds {
-		return nil
-	}
-	return a.static[k][id]
+	return byKind(a.static, k)[id]
 }

@@ -60,10 +60,10 @@ type redisSource struct {
 	// refreshed is when each rule was last re-read, for the propagation
 	// delay of admin API writes (see observeDelay).
 	refreshed map[ruleRef]int64
-	loaded    bool      // the first full load is done (it emits no per-rule events)
-	noGood    []ruleRef // rejected with no version held here: read the fleet's last good
-	editing   *layer    // the batch's copy of the layer, unpublished (update.go)
-	edited    [numKinds]bool
+	loaded    bool         // the first full load is done (it emits no per-rule events)
+	noGood    []ruleRef    // rejected with no version held here: read the fleet's last good
+	editing   *layer       // the batch's copy of the layer, unpublished (update.go)
+	edited    []bool       // by kind: its map in editing is the batch's copy
 	queue     refreshQueue // ids named on the rule channels, to re-read
 
 	// Where and how waitToReconnect probes for Redis coming back.
@@ -115,7 +115,7 @@ func acquireSource(cfg *RedisConfig, prefix string, resync time.Duration, logger
 		s.instanceID = hex.EncodeToString(b[:])
 		s.feedback.heartbeat = s.instanceID
 		s.instances.Store(1)
-		s.snap.Store(new(layer))
+		s.snap.Store(newLayer())
 		// A reload that changes the Redis settings gets a new source: until
 		// its first load completes, it serves the rules the running one
 		// holds, so a Redis-only rule never lapses during the reload.
@@ -190,7 +190,7 @@ func (s *redisSource) run(ctx context.Context) {
 // connection fails. Subscribing first means no change made during the load
 // is missed. connected reports whether the session got that far.
 func (s *redisSource) session(ctx context.Context) (connected bool, err error) {
-	channels := make([]string, 0, numKinds)
+	channels := make([]string, 0, numKinds())
 	for _, k := range Kinds() {
 		channels = append(channels, s.names.Channel(k))
 	}

@@ -51,7 +51,7 @@ func (s *redisSource) resyncAttempt(ctx context.Context, reason string, attempt 
 		return s.resyncAttempt(ctx, reason, attempt+1)
 	}
 	cur := s.snap.Load()
-	var next layer
+	next := *newLayer()
 	var added, updated, removed, rejected int
 	var noGood []ruleRef
 	for _, k := range Kinds() {
@@ -88,7 +88,7 @@ func (s *redisSource) resyncAttempt(ctx context.Context, reason string, attempt 
 				}
 			}
 		}
-		for id, old := range cur[k] {
+		for id, old := range cur.of(k) {
 			if _, ok := next[k][id]; ok {
 				continue
 			}
@@ -152,7 +152,7 @@ func (s *redisSource) checkEpoch(ctx context.Context) error {
 	if s.epoch != "" && marker != s.epoch {
 		held := 0
 		for _, k := range Kinds() {
-			for id := range s.snap.Load()[k] {
+			for id := range byKind(*s.snap.Load(), k) {
 				s.retained[ruleRef{k, id}] = true
 				held++
 			}
@@ -198,8 +198,8 @@ func (s *redisSource) scanRuleKeys(ctx context.Context) ([]string, error) {
 }
 
 // readHashes reads rule hashes in pipelined batches, by kind and id.
-func (s *redisSource) readHashes(ctx context.Context, keys []string) ([numKinds]map[string]Fields, error) {
-	var out [numKinds]map[string]Fields
+func (s *redisSource) readHashes(ctx context.Context, keys []string) ([]map[string]Fields, error) {
+	out := make([]map[string]Fields, numKinds())
 	for k := range out {
 		out[k] = map[string]Fields{}
 	}

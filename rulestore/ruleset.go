@@ -55,28 +55,5 @@ func newSpec[S Spec]() S { return reflect.New(reflect.TypeFor[S]().Elem()).Inter
 
 func specKind[S Spec]() Kind { return newSpec[S]().Kind() }
 
-// fields returns the rules' Fields.
-func (r RuleSet[S]) fields() map[string]Fields { return r }
-
-// Declare adds a static rule given by its Redis fields (what the
-// Caddyfile's rulestore block does), replacing one of the same id. An
-// unknown field or a value of the wrong type is an error; the rule itself
-// is validated when the app is provisioned.
-func (a *App) Declare(k Kind, id string, f Fields) error {
-	if _, err := SpecFromFields(k, f); err != nil {
-		return err
-	}
-	m := map[Kind]*map[string]Fields{RateLimit: (*map[string]Fields)(&a.RateLimit),
-		CircuitBreaker: (*map[string]Fields)(&a.CircuitBreaker), Gray: (*map[string]Fields)(&a.Gray), Binding: (*map[string]Fields)(&a.Binding)}[k]
-	if m == nil {
-		return fmt.Errorf("unknown rule kind %d", k)
-	}
-	if *m == nil {
-		*m = map[string]Fields{}
-	}
-	(*m)[id] = f
-	return nil
-}
-
 // Declared reports whether the app declares a static rule of kind k and id.
 func (a *App) Declared(k Kind, id string) bool { return a.staticFields(k)[id] != nil }

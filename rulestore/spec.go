@@ -47,17 +47,11 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 
 // NewSpec returns an empty Spec of kind k.
 func NewSpec(k Kind) (Spec, error) {
-	switch k {
-	case RateLimit:
-		return new(RateLimitSpec), nil
-	case CircuitBreaker:
-		return new(CircuitBreakerSpec), nil
-	case Gray:
-		return new(GraySpec), nil
-	case Binding:
-		return new(BindingSpec), nil
+	info, ok := k.info()
+	if !ok {
+		return nil, fmt.Errorf("unknown rule kind %d", k)
 	}
-	return nil, fmt.Errorf("unknown rule kind %d", k)
+	return info.NewSpec(), nil
 }
 
 // SpecFromFields converts Redis-syntax fields into kind k's Spec. An

@@ -206,7 +206,8 @@ func (s *redisSource) flushFeedback(ctx context.Context) {
 // expects: rejected (the last version in Redis failed validation) or missing
 // (a handler refers to it but the store holds no such rule).
 type InvalidRule struct {
-	// Kind is the rule's kind: rate_limit, circuit_breaker, gray or binding.
+	// Kind is the rule's kind: rate_limit, circuit_breaker, gray, binding or
+	// one another module registers.
 	Kind string `json:"kind"`
 	// ID is the rule's id (a route name for a binding).
 	ID string `json:"id"`

@@ -20,7 +20,8 @@ const changesShown = 50
 
 // RecentChange is one rule change in the feed.
 type RecentChange struct {
-	// Kind is the rule's kind: rate_limit, circuit_breaker, gray or binding.
+	// Kind is the rule's kind: rate_limit, circuit_breaker, gray, binding or
+	// one another module registers.
 	Kind string `json:"kind"`
 	// ID is the rule's id (a route name for a binding).
 	ID string `json:"id"`

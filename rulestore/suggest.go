@@ -75,19 +75,20 @@ func UnknownField(d *caddyfile.Dispenser, what, name string, known ...string) er
 // RegisterFieldNames lists the fields of a kind's rules, so an unknown field
 // (in the Caddyfile, JSON, Redis or the admin API) gets a suggestion.
 func RegisterFieldNames(k Kind, names ...string) {
-	parsersMu.Lock()
-	defer parsersMu.Unlock()
-	fieldNames[k] = names
+	registeredKinds.update(k, func(info *KindInfo) { info.FieldNames = names })
 }
 
-// FieldNames returns the fields registered for a kind.
+// FieldNames returns the fields registered for a kind: those given to
+// RegisterKind or RegisterFieldNames, else its Spec's.
 func FieldNames(k Kind) []string {
-	if k >= numKinds {
+	info, ok := k.info()
+	if !ok {
 		return nil
 	}
-	parsersMu.RLock()
-	defer parsersMu.RUnlock()
-	return fieldNames[k]
+	if len(info.FieldNames) > 0 {
+		return info.FieldNames
+	}
+	return SpecFieldNames(k)
 }
 
 // suggestField adds "did you mean" to a parser's unknown-field error.

@@ -33,10 +33,10 @@ func (s *redisSource) upsert(k Kind, id string, f Fields) {
 // the batch is published).
 func (s *redisSource) install(k Kind, id string, r, old *Rule) {
 	if old != nil {
-		s.current()[k][id].rule.Store(r)
+		s.current().of(k)[id].rule.Store(r)
 		s.changes.Add(1)
 	} else {
-		s.edit(k)[k][id] = newSlot(r)
+		s.edit(k).of(k)[id] = newSlot(r)
 	}
 	s.status.updates.Add(1)
 }
@@ -57,10 +57,9 @@ func (s *redisSource) current() *layer {
 // batch, ready for new and deleted ids.
 func (s *redisSource) edit(k Kind) *layer {
 	if s.editing == nil {
-		next := *s.snap.Load()
-		s.editing, s.edited = &next, [numKinds]bool{}
+		s.editing, s.edited = s.snap.Load(), make([]bool, numKinds())
 	}
-	if !s.edited[k] {
+	if !byKind(s.edited, k) {
 		s.editing = s.editing.clone(k)
 		s.edited[k] = true
 	}
@@ -94,7 +93,7 @@ func (s *redisSource) remove(k Kind, id string) {
 		s.feedback.forget(k, id)
 		return
 	}
-	delete(s.edit(k)[k], id)
+	delete(s.edit(k).of(k), id)
 	s.status.updates.Add(1)
 	s.logger.Info("rule deleted", zap.String("key", s.names.RuleKey(k, id)))
 	s.applied(k, id, old, nil)

@@ -13,7 +13,10 @@
   const KEY_PAGE = 50;
   // Rate-limit results that refused the request; every other result let it through.
   const REFUSING = ['rejected', 'concurrency_rejected', 'empty_key_rejected', 'redis_unavailable'];
-  const KINDS = ['rate_limit', 'circuit_breaker', 'gray', 'binding'];
+  const BUILTIN_KINDS = ['rate_limit', 'circuit_breaker', 'gray', 'binding'];
+  // kinds are the built-in kinds, then any other the store counts (a kind a
+  // plugin registers), updated with each state read.
+  let kinds = BUILTIN_KINDS;
   // The API lives beside the page: /sluice/ui/ -> /sluice/ (also under a
   // handle_path prefix of a sluice_status site).
   const API = location.pathname.replace(/ui\/[^/]*$/, '');
@@ -194,9 +197,11 @@
     const versions = state && state.rulestore && state.rulestore.versions;
     const sig = versions ? JSON.stringify(versions) : '';
     if (sig === model.rulesSig && Date.now() - model.rulesAt < RULES_REFRESH_MS) return;
-    const lists = await Promise.all(KINDS.map((k) => getJSON(`${API}rules/${k}`).catch(() => [])));
+    const counted = Object.keys((state && state.rulestore && state.rulestore.rules) || {});
+    kinds = BUILTIN_KINDS.concat(counted.filter((k) => !BUILTIN_KINDS.includes(k)).sort());
+    const lists = await Promise.all(kinds.map((k) => getJSON(`${API}rules/${k}`).catch(() => [])));
     const rules = {};
-    KINDS.forEach((k, i) => {
+    kinds.forEach((k, i) => {
       rules[k] = {};
       for (const r of lists[i] || []) rules[k][r.id] = r;
     });
@@ -351,7 +356,7 @@
       bySource[kind] = {};
       for (const v of Object.values(ids)) bySource[kind][v.source] = (bySource[kind][v.source] || 0) + 1;
     }
-    patchRows(table('kinds', ['Kind', '#In force', 'By source', '#Invalid or missing']), KINDS.map((kind) => {
+    patchRows(table('kinds', ['Kind', '#In force', 'By source', '#Invalid or missing']), kinds.map((kind) => {
       const bad = probs.filter((p) => p.kind === kind).length;
       const src = Object.entries(bySource[kind] || {}).map(([s, n]) => `${esc(s)} ${n}`).join(', ');
       return { key: kind, attrs: { 'data-kind': kind }, cells: [cell(esc(kind)), cell(num((rs.rules || {})[kind] ?? 0), 'num'), cell(src || '<span class="muted">—</span>'), cell(bad, `num ${bad ? 'bad' : ''}`)] };
@@ -749,7 +754,7 @@
           cell(`<code>${esc(fields.length > 140 ? `${fields.slice(0, 137)}…` : fields)}</code>`, 'fields')],
       });
     };
-    for (const kind of KINDS) {
+    for (const kind of kinds) {
       for (const id of Object.keys(model.rules[kind] || {}).sort()) {
         n++;
         row(kind, id, model.rules[kind][id], problemOf(kind, id));
