@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -50,12 +51,32 @@ type Handler struct {
 	store  *rulestore.App
 	inline *Rule
 	holder *handlerkit.Holder[*ruleState]
+	// last is the state of the rule the last request ran under, so a
+	// request under the same rule finds it without the holder's lookup.
+	last   atomic.Pointer[heldState]
 	logger *zap.Logger
 	refs   []rulestore.CaddyfileRef              // rules named in the Caddyfile, checked when parsed
 	sel    *handlerkit.Selector[*Rule, struct{}] // for Rule and Route
 	// writers are the requests' status writers, reused: one allocation
 	// per request fewer than a new writer each.
 	writers sync.Pool
+}
+
+// heldState is a rule and its breakers' state.
+type heldState struct {
+	rule *Rule
+	st   *ruleState
+}
+
+// stateOf is the held state of rule's id: the last request's while the
+// rule is the same, else looked up (by id) and kept for the next.
+func (h *Handler) stateOf(rule *Rule) *ruleState {
+	if l := h.last.Load(); l != nil && l.rule == rule {
+		return l.st
+	}
+	st := h.holder.Get(rule.ID)
+	h.last.Store(&heldState{rule: rule, st: st})
+	return st
 }
 
 // CaddyModule returns the Caddy module information.
@@ -154,7 +175,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		}
 		return next.ServeHTTP(w, r)
 	}
-	st := h.holder.Get(rule.ID)
+	st := h.stateOf(rule)
 	st.use(rule)
 	if st.mode(rule) == ModeDisabled {
 		return next.ServeHTTP(w, r)
