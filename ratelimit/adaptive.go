@@ -45,14 +45,6 @@ const slowStartJump = 8
 // never becomes minRTT this way.
 const lowerErrs = 3
 
-// windowSamples: outside slow start a sample window lasts until it holds
-// this many requests (at most 4 sample_windows), as many as a probe: at
-// long service times and small limits a window of a dozen requests is
-// noisy enough that a limit one request above the capacity plus the
-// headroom often missed two windows over the tolerance in a row, and one
-// below it grew on a window that read low.
-const windowSamples = minRTTSamples
-
 // maxWindowSamples bounds the latencies kept per sample window; beyond it
 // later ones overwrite earlier ones (memory stays fixed).
 const maxWindowSamples = 1024
@@ -146,10 +138,8 @@ const sameLatency = 0.125
 // not below the last limit that served without a queue. Each
 // window's new limit is averaged with the old one (smoothing), since its
 // latencies come from requests admitted up to one RTT earlier, but for a
-// cut, which two windows confirmed. Outside slow start a window lasts
-// until it holds windowSamples requests; the first window after a probe
-// does not grow the limit, and a probe that replaced minRTT is repeated
-// soon. The limit
+// cut, which two windows confirmed. The first window after a probe does
+// not grow the limit, and a probe that replaced minRTT is repeated soon. The limit
 // grows only while the window's requests found it full, so an idle rule
 // does not drift to max_limit. Plain Go: times are ns passed in by the
 // caller.
@@ -320,9 +310,7 @@ func (g *gradient) observe(start, now, inflight int64, drop bool) {
 	}
 	// In slow start a window ends early only once its requests found the
 	// limit full: until then they say nothing of a doubled limit.
-	// Outside it a window lasts until it holds windowSamples requests.
-	enough := g.slowStart || g.seen+g.drops >= windowSamples || now >= g.windowEnd+3*g.cfg.SampleWindow
-	if now >= g.windowEnd && enough || g.slowStart && g.peak >= int64(g.est) && int64(g.seen+g.drops) >= max(int64(g.est), slowStartRound) {
+	if now >= g.windowEnd || g.slowStart && g.peak >= int64(g.est) && int64(g.seen+g.drops) >= max(int64(g.est), slowStartRound) {
 		g.update(now)
 	}
 }

@@ -40,21 +40,6 @@ func TestGradientConfirmedCutIsTakenWhole(t *testing.T) {
 	}
 }
 
-// Outside slow start a window lasts until it holds 25 requests: a window
-// of 12 (± 9 % at a coefficient of variation of 0.3) that read low grew a
-// limit that already had its queue.
-func TestGradientWindowWaitsForEnoughRequests(t *testing.T) {
-	g, now := smallLimit(6)
-	now = feed(g, now, 12, 50*ms, 160*ms, 6) // 600 ms: past sample_window
-	if st := g.state(); st.Estimate != 6 {
-		t.Fatalf("after 12 requests in 600 ms: estimate %v, want 6 still (%+v)", st.Estimate, st)
-	}
-	feed(g, now, minRTTSamples-12, 50*ms, 160*ms, 6)
-	if st := g.state(); st.Estimate <= 6 {
-		t.Fatalf("after 25 requests at 0.8 × minRTT, the limit full: estimate %v, want growth (%+v)", st.Estimate, st)
-	}
-}
-
 // A periodic probe that disagrees with the pooled minRTT and replaces it
 // is measured again within 10 windows, not min_rtt_interval later; and
 // the window after any probe does not grow the limit (the probe drained

@@ -326,9 +326,8 @@ func TestGradientBacksOffOnDropsAndIgnoresIdleness(t *testing.T) {
 	if g.Limit() != 50 {
 		t.Fatalf("idle rule grew to %d", g.Limit())
 	}
-	// Two windows of 5xx with fast latency: each backs off by 10% (the
-	// second, out of slow start, ends once it holds 25 requests).
-	for i := 0; i < 40; i++ {
+	// Two windows of 5xx with fast latency: each backs off by 10%.
+	for i := 0; i < 20; i++ {
 		now += 10 * ms
 		g.observe(now-ms, now, 40, true)
 	}
