@@ -137,9 +137,7 @@ const sameLatency = 0.125
 // queue sets the limit to the served concurrency plus the headroom at once,
 // not below the last limit that served without a queue. Each
 // window's new limit is averaged with the old one (smoothing), since its
-// latencies come from requests admitted up to one RTT earlier, but for a
-// cut, which two windows confirmed. The first window after a probe does
-// not grow the limit, and a probe that replaced minRTT is repeated soon. The limit
+// latencies come from requests admitted up to one RTT earlier. The limit
 // grows only while the window's requests found it full, so an idle rule
 // does not drift to max_limit. Plain Go: times are ns passed in by the
 // caller.
@@ -321,23 +319,11 @@ func (g *gradient) endMeasure(now int64) {
 	// soon (at half the estimate, once the limit binds within the
 	// tolerance): where min_rtt_interval is long it was kept, with its
 	// ± 11 %, for all that time.
-	soon := len(g.samples) < minRTTSamples
-	// A probe that disagreed with the probes before and replaced them
-	// is measured again soon too: one read high by a stall or its own
-	// noise held the limit a request above the capacity plus the
-	// headroom until the next probe.
-	pooled := g.minRTTN
+	few := len(g.samples) < minRTTSamples
 	g.poolMinRTT()
-	soon = soon || pooled > 0 && g.minRTTN < min(pooled+len(g.samples), maxPooled)
 	g.measuring = false
-	if !g.slowStart {
-		// The first window after a probe does not grow the limit: the
-		// probe drained the upstream's queue, and that window's
-		// requests met less of it than the restored limit makes.
-		g.lastR = 1 + g.cfg.Tolerance*probeShare
-	}
 	g.nextMeasure = now + g.cfg.MinRTTInterval
-	if soon {
+	if few {
 		g.nextMeasure = now + min(g.cfg.MinRTTInterval, 10*g.cfg.SampleWindow)
 	}
 	g.epoch, g.windowEnd = now, now+g.cfg.SampleWindow
@@ -460,14 +446,7 @@ func (g *gradient) update(now int64) {
 		case r < probe && full:
 			next = g.est * probe / r
 		}
-		if cut {
-			// A cut is confirmed by two windows: taken whole. Averaged
-			// with the old limit it stopped a fraction of a request
-			// short at small limits, and the next growth took it back.
-			g.est = next
-		} else {
-			g.est = g.est*(1-smoothing) + next*smoothing
-		}
+		g.est = g.est*(1-smoothing) + next*smoothing
 	}
 	g.est = math.Min(math.Max(g.est, float64(c.MinLimit)), float64(c.MaxLimit))
 	if g.slowStart && int64(g.est) != before || cut {
