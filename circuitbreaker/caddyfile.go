@@ -15,7 +15,7 @@ import (
 // ParseCaddyfile parses the circuitbreaker directive.
 func ParseCaddyfile(hp httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	h := new(Handler)
-	return handlerkit.ParseDirective(hp, "circuitbreaker", h, &h.refs)
+	return handlerkit.ParseDirective(hp, "circuitbreaker", h, &h.adapted)
 }
 
 // UnmarshalCaddyfile reads:
@@ -47,7 +47,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if err != nil {
 		return err
 	}
-	h.refs = p.Refs
+	h.adapted.Take(p)
 	src, err := handlerkit.ToRuleSource[*rulestore.CircuitBreakerSpec](p)
 	h.Rule, h.Route, h.Inline, h.OnMissingRule = src.Rule, src.Route, src.Inline, src.OnMissingRule
 	return err

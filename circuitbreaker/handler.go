@@ -22,10 +22,6 @@ import (
 	"github.com/sluicegw/sluice/rulestore"
 )
 
-func init() {
-	caddy.RegisterModule(new(Handler))
-}
-
 // Handler guards the rest of the route with a circuit breaker: exactly one
 // of rule, route and inline names the rule.
 type Handler struct {
@@ -37,11 +33,10 @@ type Handler struct {
 	Route string `json:"route,omitempty"`
 	// Inline declares the rule in place, with the rule store's field
 	// names. Its optional "id" names it (labels, events, the breaker's
-	// state), and handlers giving the same id share one breaker; without
-	// one its id is inline:<hash of the fields>, with -2, -3... for later
-	// blocks with the same fields, so each block has its own breaker
-	// (in the order Caddy provisions them: fixed within a server, not
-	// across servers; give identical blocks of different sites ids).
+	// state); handlers giving the same id share one breaker. Without one
+	// its id is inline:<hash of the fields>; the Caddyfile adapter writes
+	// inline:<hash>-2, -3... into later identical blocks, and in JSON two
+	// identical blocks without an id are an error.
 	Inline *rulestore.CircuitBreakerSpec `json:"inline,omitempty"`
 	// OnMissingRule is pass (the default: while a named rule or route
 	// binding does not exist, requests go on unguarded and it is warned
@@ -53,10 +48,10 @@ type Handler struct {
 	holder *handlerkit.Holder[*ruleState]
 	// last is the state of the rule the last request ran under, so a
 	// request under the same rule finds it without the holder's lookup.
-	last   atomic.Pointer[heldState]
-	logger *zap.Logger
-	refs   []rulestore.CaddyfileRef              // rules named in the Caddyfile, checked when parsed
-	sel    *handlerkit.Selector[*Rule, struct{}] // for Rule and Route
+	last    atomic.Pointer[heldState]
+	logger  *zap.Logger
+	adapted handlerkit.Adapted                    // while the Caddyfile is adapted
+	sel     *handlerkit.Selector[*Rule, struct{}] // for Rule and Route
 	// writers are the requests' status writers, reused: one allocation
 	// per request fewer than a new writer each.
 	writers sync.Pool
@@ -77,6 +72,10 @@ func (h *Handler) stateOf(rule *Rule) *ruleState {
 	st := h.holder.Get(rule.ID)
 	h.last.Store(&heldState{rule: rule, st: st})
 	return st
+}
+
+func init() {
+	caddy.RegisterModule(new(Handler))
 }
 
 // CaddyModule returns the Caddy module information.
@@ -104,7 +103,10 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	if src.HasInline() {
-		id, _ := src.StateID(store, rulestore.CircuitBreaker)
+		id, err := src.StateID(store, rulestore.CircuitBreaker, "circuitbreaker")
+		if err != nil {
+			return err
+		}
 		v, err := src.ParseInline(store, rulestore.CircuitBreaker, "circuitbreaker", id)
 		if err != nil {
 			return err

@@ -653,8 +653,9 @@ func TestMetrics(t *testing.T) {
 	)
 }
 
-// Two routes with the same inline fields still have separate breakers, and
-// each keeps its own across a reload.
+// Two routes with the same inline fields still have separate breakers (the
+// adapter names the second block inline:<hash>-2), and each keeps its own
+// across a reload.
 func TestIdenticalInlineRulesAreSeparate(t *testing.T) {
 	u := newUpstream(t)
 	url, cf := site(t, "", fmt.Sprintf(`
@@ -679,6 +680,19 @@ func TestIdenticalInlineRulesAreSeparate(t *testing.T) {
 	expectOpen(t, u, url+"/a")
 	if code, _, _ := get(t, url+"/b"); code != 200 {
 		t.Fatalf("/b got %d after reload", code)
+	}
+}
+
+// A JSON config has no adapter to name its blocks: two identical inline
+// breakers without an id are refused, saying what to do.
+func TestIdenticalInlineBreakersWithoutIDsInJSON(t *testing.T) {
+	handler := `{"handler":"circuitbreaker","inline":{"failure_threshold":2}}`
+	cfg := fmt.Sprintf(`{"apps":{"http":{"servers":{"s":{"listen":["127.0.0.1:%d"],"routes":[
+		{"match":[{"path":["/a"]}],"handle":[%[2]s]},{"match":[{"path":["/b"]}],"handle":[%[2]s]}]}}}}}`,
+		testcaddy.FreePort(t), handler)
+	err := testcaddy.ValidateJSON([]byte(cfg))
+	if err == nil || !strings.Contains(err.Error(), "two inline circuit_breaker rules without an id have the same fields") {
+		t.Fatalf("identical id-less inline breakers: %v, want refused", err)
 	}
 }
 

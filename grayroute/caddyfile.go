@@ -20,7 +20,7 @@ import (
 //	}]
 func ParseCaddyfile(hp httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	h := new(Handler)
-	return handlerkit.ParseDirective(hp, "grayroute", h, &h.refs)
+	return handlerkit.ParseDirective(hp, "grayroute", h, &h.adapted)
 }
 
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens; the rule
@@ -42,7 +42,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if err != nil {
 		return err
 	}
-	h.Route, h.refs = p.Route, p.Refs
+	h.Route, h.adapted.Refs = p.Route, p.Refs
 	for _, r := range p.Rules {
 		ref := RuleRef{ID: r.ID}
 		if r.Inline != nil {

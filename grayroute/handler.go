@@ -21,10 +21,6 @@ import (
 	"github.com/sluicegw/sluice/rulestore"
 )
 
-func init() {
-	caddy.RegisterModule(new(Handler))
-}
-
 // VarName is the Caddy variable holding the decided version, readable as
 // {http.vars.gray_version} and by the vars matcher.
 const VarName = "gray_version"
@@ -62,9 +58,9 @@ type Handler struct {
 	defaultCtr *metrickit.Counter
 	now        func() time.Time
 	isOpen     func(ruleID, key string) bool
-	hub        *analysisHub             // canary analysis (analysis_hub.go)
-	refs       []rulestore.CaddyfileRef // rules named in the Caddyfile, checked when parsed
-	handles    ruleHandles              // the rules, held (handles.go)
+	hub        *analysisHub       // canary analysis (analysis_hub.go)
+	adapted    handlerkit.Adapted // while the Caddyfile is adapted
+	handles    ruleHandles        // the rules, held (handles.go)
 }
 
 // RuleRef is one entry of a handler's rule list.
@@ -77,6 +73,10 @@ type RuleRef struct {
 	// of the same id in the rule store (from Redis) replaces it while it
 	// exists.
 	Inline *rulestore.GraySpec `json:"inline,omitempty"`
+}
+
+func init() {
+	caddy.RegisterModule(new(Handler))
 }
 
 // CaddyModule returns the Caddy module information.

@@ -27,7 +27,7 @@ import (
 // only when every one admits it (multi.go).
 func ParseCaddyfile(hp httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	h := new(Handler)
-	if err := handlerkit.UnmarshalDirective(hp, "ratelimit", h, &h.refs); err != nil {
+	if err := handlerkit.UnmarshalDirective(hp, "ratelimit", h, &h.adapted); err != nil {
 		return nil, err
 	}
 	return h, h.checkClusterHasRedis(hp)
@@ -66,7 +66,8 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if err != nil {
 		return err
 	}
-	h.refs, h.ruleTok, h.scopeTok = p.Refs, p.RuleTok, p.Lines["scope"]
+	h.adapted.Take(p)
+	h.ruleTok, h.scopeTok = p.RuleTok, p.Lines["scope"]
 	src, err := handlerkit.ToRuleSource[*rulestore.RateLimitSpec](p)
 	if err != nil {
 		return err

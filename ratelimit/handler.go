@@ -20,15 +20,11 @@ import (
 	"github.com/sluicegw/sluice/rulestore"
 )
 
-func init() {
-	caddy.RegisterModule(new(Handler))
-}
-
 // Handler limits requests by a rate_limit rule: exactly one of rule, route
 // and inline says which, or by several rules (rules and inlines, or a
 // route binding listing several), all of which must admit a request
-// (multi.go). Identical inline rules share one quota (their id is a hash
-// of them), as do inline rules of the same explicit id.
+// (multi.go). Each inline block is its own rule with its own quota;
+// blocks giving the same id share one.
 type Handler struct {
 	// Rule is the id of the rate_limit rule, in the rule store, that this
 	// handler applies.
@@ -38,7 +34,11 @@ type Handler struct {
 	Route string `json:"route,omitempty"`
 	// Inline declares the rule in place, with the rule store's field
 	// names. Its optional "id" names it (labels, error bodies,
-	// RateLimit-Policy); without one its id is inline:<hash of the fields>.
+	// RateLimit-Policy, the quota's state); handlers giving the same id
+	// share one quota. Without one its id is inline:<hash of the fields>;
+	// the Caddyfile adapter writes inline:<hash>-2, -3... into later
+	// identical blocks, and in JSON two identical blocks without an id
+	// are an error.
 	Inline *rulestore.RateLimitSpec `json:"inline,omitempty"`
 	// OnMissingRule is pass (the default: while a named rule or route
 	// binding does not exist, requests go on unchecked and it is warned
@@ -60,13 +60,17 @@ type Handler struct {
 	list   *ruleList                             // for Route, Rules and Inlines
 	logger *zap.Logger
 
-	ruleTok, scopeTok caddyfile.Token // for errors pointing at the line
-	listToks          listTokens      // the same for Rules and Inlines
-	refs              []rulestore.CaddyfileRef
+	ruleTok, scopeTok caddyfile.Token    // for errors pointing at the line
+	listToks          listTokens         // the same for Rules and Inlines
+	adapted           handlerkit.Adapted // while the Caddyfile is adapted
 }
 
 // limiters holds every rule id's state across config generations.
 var limiters = handlerkit.NewShared[*limiter]()
+
+func init() {
+	caddy.RegisterModule(new(Handler))
+}
 
 // CaddyModule returns the Caddy module information.
 func (*Handler) CaddyModule() caddy.ModuleInfo {
@@ -114,7 +118,10 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		h.list = h.newRuleList(nil)
 		return nil
 	default:
-		id, _ := h.source().InlineRule()
+		id, err := h.source().StateID(app, rulestore.RateLimit, "ratelimit")
+		if err != nil {
+			return err
+		}
 		v, err := h.source().ParseInline(app, rulestore.RateLimit, "ratelimit", id)
 		if err != nil {
 			return err

@@ -100,7 +100,10 @@ func (h *Handler) provisionList() error {
 	}
 	for _, s := range h.Inlines {
 		b := inlineSource(s)
-		id, _ := b.InlineRule()
+		id, err := b.StateID(h.app, rulestore.RateLimit, "ratelimit")
+		if err != nil {
+			return err
+		}
 		v, err := b.ParseInline(h.app, rulestore.RateLimit, "ratelimit", id)
 		if err != nil {
 			return err

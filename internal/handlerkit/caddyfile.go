@@ -234,13 +234,15 @@ func ToRuleSource[S rulestore.Spec](p *Parsed) (RuleSource[S], error) {
 }
 
 // UnmarshalDirective reads a directive into h, then checks the rules and
-// routes it named (refs, filled by h) against the Caddyfile's rulestore
-// block, where an error can still name the line.
-func UnmarshalDirective(hp httpcaddyfile.Helper, name string, h caddyfile.Unmarshaler, refs *[]rulestore.CaddyfileRef) error {
+// routes it named (a.Refs, filled by h) against the Caddyfile's rulestore
+// block, where an error can still name the line. h names its inline rules
+// with a (Adapted.Take).
+func UnmarshalDirective(hp httpcaddyfile.Helper, name string, h caddyfile.Unmarshaler, a *Adapted) error {
+	a.names = inlineNamesIn(hp)
 	if err := h.UnmarshalCaddyfile(hp.Dispenser); err != nil {
 		return err
 	}
-	return rulestore.DeclaredIn(hp).RequireAll(name, *refs)
+	return rulestore.DeclaredIn(hp).RequireAll(name, a.Refs)
 }
 
 // DirectiveHandler is a handler that reads its own directive.
@@ -251,8 +253,8 @@ type DirectiveHandler interface {
 
 // ParseDirective is the httpcaddyfile parser of a handler directive:
 // UnmarshalDirective, giving back h when it succeeds.
-func ParseDirective(hp httpcaddyfile.Helper, name string, h DirectiveHandler, refs *[]rulestore.CaddyfileRef) (caddyhttp.MiddlewareHandler, error) {
-	if err := UnmarshalDirective(hp, name, h, refs); err != nil {
+func ParseDirective(hp httpcaddyfile.Helper, name string, h DirectiveHandler, a *Adapted) (caddyhttp.MiddlewareHandler, error) {
+	if err := UnmarshalDirective(hp, name, h, a); err != nil {
 		return nil, err
 	}
 	return h, nil

@@ -21,7 +21,7 @@ type RuleSource[S rulestore.Spec] struct {
 	Route string `json:"route,omitempty"`
 	// Inline declares the rule in place, with the rule store's field names.
 	// Its optional "id" names it (labels, error bodies, RateLimit-Policy);
-	// without one its id is inline:<hash of the fields>.
+	// without one its id is inline:<hash of the fields> (StateID).
 	Inline S `json:"inline,omitempty"`
 
 	OnMissing
@@ -74,22 +74,21 @@ func (b *RuleSource[S]) InlineRule() (id string, f rulestore.Fields) {
 	return id, f
 }
 
-// StateID names an inline rule's state: an explicit id is shared by every
-// block that gives it; without one, the n-th block with identical fields
-// in the config gets "-n" after its hash, so each block has state of its
-// own (the first keeps the plain hash). n is the block's occurrence (1
-// with an explicit id). The names follow the order Caddy provisions
-// handlers in: the config's within one server, none fixed across servers
-// (docs/rulestore.md, "Which inline rules share state").
-func (b *RuleSource[S]) StateID(app *rulestore.App, k rulestore.Kind) (id string, n int) {
-	id, _ = b.InlineRule()
+// StateID is the id an inline rule's state is found by: its id, explicit
+// or the hash of its fields. An explicit id is shared by every block that
+// gives it. A Caddyfile names every block (inlineNames); in JSON two
+// blocks of a kind with identical fields and no id are an error, since
+// Caddy provisions servers in no fixed order and a number would not stay
+// with its block (docs/rulestore.md, "Which inline rules share state").
+func (b *RuleSource[S]) StateID(app *rulestore.App, k rulestore.Kind, directive string) (string, error) {
+	id, _ := b.InlineRule()
 	if b.ExplicitID() {
-		return id, 1
+		return id, nil
 	}
-	if n = app.Occurrence(k.String() + " inline " + id); n > 1 {
-		id = fmt.Sprintf("%s-%d", id, n)
+	if app.Occurrence(k.String()+" inline "+id) > 1 {
+		return "", fmt.Errorf("%s: two inline %s rules without an id have the same fields (%s): give each an id (the same id to share one state)", directive, k, id)
 	}
-	return id, n
+	return id, nil
 }
 
 // ExplicitID reports whether the inline rule names itself.

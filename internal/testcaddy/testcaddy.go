@@ -48,6 +48,12 @@ func Validate(caddyfile string) error {
 	if err != nil {
 		return err
 	}
+	return ValidateJSON(cfgJSON)
+}
+
+// ValidateJSON provisions a JSON config without starting it, as
+// `caddy validate` does, and returns the error a user would see.
+func ValidateJSON(cfgJSON []byte) error {
 	var cfg caddy.Config
 	if err := caddy.StrictUnmarshalJSON(cfgJSON, &cfg); err != nil {
 		return err
