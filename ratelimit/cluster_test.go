@@ -439,17 +439,29 @@ func TestClusterLocalShareAcrossTwoCaddysWhenRedisDies(t *testing.T) {
 	fromShare := map[string]int{} // key b, by instance
 	var slowest time.Duration
 	var killed atomic.Bool
-	killAt := time.Now().Add(500 * time.Millisecond)
-	stop := killAt.Add(time.Second)
+	refused := map[string]int{} // by key, then key b by instance
+	// Each client sends key a until Redis is killed, then key b until this
+	// instance refuses it (its share spent), or the deadline.
+	deadline := time.Now().Add(60 * time.Second)
 	var wg sync.WaitGroup
 	for _, u := range []string{url(p[0]), url(q[0])} {
 		wg.Add(1)
 		go func(u string) {
 			defer wg.Done()
-			for time.Now().Before(stop) {
+			for {
 				key := "a"
 				if killed.Load() {
 					key = "b"
+				}
+				mu.Lock()
+				done := refused["b "+u] > 0
+				mu.Unlock()
+				if done {
+					return
+				}
+				if time.Now().After(deadline) {
+					t.Errorf("%s: key b was not refused before the deadline", u)
+					return
 				}
 				req, _ := http.NewRequest("GET", u, nil)
 				req.Header.Set("X-K", key)
@@ -470,6 +482,10 @@ func TestClusterLocalShareAcrossTwoCaddysWhenRedisDies(t *testing.T) {
 						fromShare[u]++
 					}
 				case 429:
+					refused[key]++
+					if key == "b" {
+						refused["b "+u]++
+					}
 				default:
 					t.Errorf("%s: status %d", u, resp.StatusCode)
 				}
@@ -478,7 +494,11 @@ func TestClusterLocalShareAcrossTwoCaddysWhenRedisDies(t *testing.T) {
 			}
 		}(u)
 	}
-	time.Sleep(time.Until(killAt)) // sleep: Redis is killed at a set point of the load
+	testcaddy.Eventually(t, 30*time.Second, "key a spent across both instances", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return admitted["a"] >= 10 && refused["a"] > 0
+	})
 	rd.Kill()
 	killed.Store(true)
 	wg.Wait()
