@@ -9,4 +9,5 @@ import (
 	_ "github.com/sluicegw/sluice/grayroute"
 	_ "github.com/sluicegw/sluice/ratelimit"
 	_ "github.com/sluicegw/sluice/rulestore"
+	_ "github.com/sluicegw/sluice/rulestore/admin"
 )

@@ -9,14 +9,14 @@ import (
 	"github.com/sluicegw/sluice/circuitbreaker"
 	"github.com/sluicegw/sluice/grayroute"
 	"github.com/sluicegw/sluice/ratelimit"
-	"github.com/sluicegw/sluice/rulestore"
+	"github.com/sluicegw/sluice/rulestore/admin"
 )
 
 func init() {
 	httpcaddyfile.RegisterHandlerDirective("ratelimit", ratelimit.ParseCaddyfile)
 	httpcaddyfile.RegisterHandlerDirective("circuitbreaker", circuitbreaker.ParseCaddyfile)
 	httpcaddyfile.RegisterHandlerDirective("grayroute", grayroute.ParseCaddyfile)
-	httpcaddyfile.RegisterHandlerDirective("sluice_status", rulestore.ParseStatusCaddyfile)
+	httpcaddyfile.RegisterHandlerDirective("sluice_status", admin.ParseStatusCaddyfile)
 
 	// rate limit -> circuit breaker -> gray route, after authentication (so
 	// a user id is known) and before handle/route blocks and reverse_proxy,

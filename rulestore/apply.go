@@ -2,10 +2,8 @@ package rulestore
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
 	"slices"
@@ -21,9 +19,6 @@ import (
 // rule and every reference is checked against the set plus what the store
 // holds, then every change is written in one Redis transaction watched on
 // every key the set names (or under the memory layer's lock), or none is.
-
-// maxApplyBody bounds the body of POST /sluice/apply.
-const maxApplyBody = 16 << 20
 
 // ApplyRequest is the body of POST /sluice/apply.
 type ApplyRequest struct {
@@ -76,6 +71,22 @@ type ApplyResult struct {
 	// Error says why nothing was written.
 	Error string `json:"error,omitempty"`
 	Note  string `json:"note,omitempty"`
+}
+
+// Status is the HTTP status of the answer: 200 when the set is (or would
+// be) written; else 400, or 412 when a rule changed from its expected
+// version.
+func (r ApplyResult) Status() int {
+	if r.Error == "" {
+		return http.StatusOK
+	}
+	status := http.StatusBadRequest
+	for _, o := range r.Objects {
+		if o.status == http.StatusPreconditionFailed {
+			status = o.status
+		}
+	}
+	return status
 }
 
 // Apply results.
@@ -217,7 +228,7 @@ func (a *App) decide(p *applyPlan, held map[ruleRef]Fields) ([]ApplyObject, bool
 			for _, r := range rr.Refs() {
 				if !final(ruleRef{r.Kind, r.ID}) {
 					fail(http.StatusBadRequest, "field %s: no %s rule %q, neither in the set nor in %s%s",
-						r.Field, r.Kind, r.ID, a.writesTo(), DidYouMean(r.ID, a.knownAfter(p, held, r.Kind)...))
+						r.Field, r.Kind, r.ID, a.WritesTo(), DidYouMean(r.ID, a.knownAfter(p, held, r.Kind)...))
 				}
 			}
 		}
@@ -312,7 +323,7 @@ var errApplyFailed = errors.New("apply failed")
 // Apply checks a rule set and, unless dryRun or any rule fails, writes
 // every change (history, change log and publish for each) at once.
 func (a *App) Apply(ctx context.Context, req ApplyRequest, dryRun bool) (ApplyResult, error) {
-	res := ApplyResult{DryRun: dryRun, Stored: a.writesTo()}
+	res := ApplyResult{DryRun: dryRun, Stored: a.WritesTo()}
 	p, err := a.planApply(req)
 	if err != nil {
 		return res, caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: err}
@@ -490,43 +501,4 @@ func (m *memoryLayer) applySet(a *App, refs map[ruleRef]bool, decide func(map[ru
 	m.snap.Store(&next)
 	m.changes.Add(1)
 	return nil
-}
-
-// serveApply handles POST /sluice/apply[?dry_run=true]: 200 with every
-// object's verdict when the set is (or would be) written; 400, or 412 when
-// a rule changed from its expected version, with the verdicts when nothing
-// is written.
-func (a *App) serveApply(w http.ResponseWriter, r *http.Request) error {
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		return notAllowed(r)
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxApplyBody+1))
-	if err != nil || len(body) > maxApplyBody {
-		return apiError(http.StatusRequestEntityTooLarge, "rule set unreadable or over %d bytes", maxApplyBody)
-	}
-	var req ApplyRequest
-	if err := json.Unmarshal(body, &req); err != nil {
-		return apiError(http.StatusBadRequest, `rule set: want {"rules": {"<kind>": {"<id>": {"<field>": value}}}}: %v`, err)
-	}
-	res, err := a.Apply(r.Context(), req, boolParam(r.URL.Query().Get("dry_run")))
-	if err != nil {
-		var ae caddy.APIError
-		if !errors.As(err, &ae) {
-			err = caddy.APIError{HTTPStatus: http.StatusBadGateway, Err: fmt.Errorf("applying in redis: %w", err)}
-		}
-		return err
-	}
-	status := http.StatusOK
-	if res.Error != "" {
-		status = http.StatusBadRequest
-		for _, o := range res.Objects {
-			if o.status == http.StatusPreconditionFailed {
-				status = o.status
-			}
-		}
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	return json.NewEncoder(w).Encode(res)
 }

@@ -1,35 +1,13 @@
 package rulestore
 
-import (
-	"errors"
-	"fmt"
-
-	"github.com/caddyserver/caddy/v2"
-)
-
-// maxErrorText bounds an admin API error message: values from a request or
-// from Redis are echoed clipped, never whole.
-const maxErrorText = 1024
-
-// clipAPIError cuts an admin API error's message to maxErrorText.
-func clipAPIError(err error) error {
-	if err == nil || len(err.Error()) <= maxErrorText {
-		return err
-	}
-	status := 500
-	var ae caddy.APIError
-	if errors.As(err, &ae) {
-		status = ae.HTTPStatus
-	}
-	return caddy.APIError{HTTPStatus: status, Err: errors.New(clipN(err.Error(), maxErrorText))}
-}
+import "fmt"
 
 // checkSize holds a rule written through Redis to the admin API's limit:
 // a huge hash would be copied into every instance's memory, verdicts and
 // history.
 func checkSize(f Fields) error {
-	if n := ruleSize(f); n > maxRuleBody {
-		return fmt.Errorf("rule of %d bytes: over the limit of %d bytes", n, maxRuleBody)
+	if n := ruleSize(f); n > MaxRuleBody {
+		return fmt.Errorf("rule of %d bytes: over the limit of %d bytes", n, MaxRuleBody)
 	}
 	return nil
 }

@@ -129,7 +129,7 @@ func (s *redisSource) recoverLastGood(ctx context.Context, refs []ruleRef) map[r
 			continue // none recorded (or unreadable): nothing to serve
 		}
 		var lg LastGood
-		if json.Unmarshal([]byte(raw), &lg) != nil || len(lg.Fields) == 0 || ruleSize(lg.Fields) > maxRuleBody {
+		if json.Unmarshal([]byte(raw), &lg) != nil || len(lg.Fields) == 0 || ruleSize(lg.Fields) > MaxRuleBody {
 			continue
 		}
 		st := s.staticRule(ref.kind, ref.id)

@@ -18,8 +18,9 @@ type RejectedView struct {
 	Since time.Time `json:"since"`
 }
 
-// rejectedOf returns the rejected stored value of a rule, or nil.
-func (a *App) rejectedOf(k Kind, id string) *RejectedView {
+// Rejected returns the stored value of a rule that this instance rejected
+// (the rule in force, if any, is the last good version), or nil.
+func (a *App) Rejected(k Kind, id string) *RejectedView {
 	if a.source == nil {
 		return nil
 	}

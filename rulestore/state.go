@@ -37,7 +37,8 @@ var actions registry[ActionFunc]
 // e.g. resource "breakers". Handler packages call it from init.
 func RegisterAction(resource string, fn ActionFunc) { actions.put(resource, fn) }
 
-func action(resource string) ActionFunc { return actions.get(resource) }
+// LookupAction returns the action registered for resource, or nil.
+func LookupAction(resource string) ActionFunc { return actions.get(resource) }
 
 // StoreState is the rule store's part of GET /sluice/state.
 type StoreState struct {

@@ -99,7 +99,7 @@ func (fb *feedback) verdict(k Kind, id string, f Fields, err error) {
 			since = prev.Since
 		}
 		var stored Fields
-		if ruleSize(f) <= maxRuleBody {
+		if ruleSize(f) <= MaxRuleBody {
 			stored = f
 		}
 		fb.invalid[ref] = InvalidRule{Kind: k.String(), ID: id, Problem: "rejected", Version: v.Version,

@@ -15,4 +15,5 @@ var statusQueries registry[StatusQuery]
 // *ActionError to choose the status of a failure. Call it from init.
 func RegisterStatusQuery(name string, fn StatusQuery) { statusQueries.put(name, fn) }
 
-func statusQuery(name string) StatusQuery { return statusQueries.get(name) }
+// LookupStatusQuery returns the query registered under name, or nil.
+func LookupStatusQuery(name string) StatusQuery { return statusQueries.get(name) }

@@ -8,8 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -48,125 +46,55 @@ func init() {
 	})
 }
 
-// instance is an in-process Caddy running only the rulestore app, with its
-// log written to a file the test can read.
-type instance struct {
-	t       *testing.T
-	admin   int
-	logPath string
-	cfg     map[string]any
-}
+// instance is an in-process Caddy running only the rulestore app
+// (testcaddy.StoreInstance); the store's tests read the running store
+// itself, not its admin API (package admin).
+type instance struct{ *testcaddy.StoreInstance }
 
 func runStore(t *testing.T, store map[string]any) *instance {
 	t.Helper()
-	in := &instance{t: t, admin: testcaddy.FreePort(t), logPath: filepath.Join(t.TempDir(), "caddy.log")}
-	in.cfg = store
-	testcaddy.RunJSON(t, in.json(store))
-	return in
+	return &instance{testcaddy.RunStore(t, store)}
 }
 
-func (in *instance) json(store map[string]any) []byte {
-	cfg := map[string]any{
-		"admin": map[string]any{"listen": fmt.Sprintf("localhost:%d", in.admin), "config": map[string]any{"persist": false}},
-		"logging": map[string]any{"logs": map[string]any{"default": map[string]any{
-			"level":   "DEBUG",
-			"writer":  map[string]any{"output": "file", "filename": in.logPath},
-			"encoder": map[string]any{"format": "json"},
-		}}},
-		"apps": map[string]any{"rulestore": store},
-	}
-	b, err := json.Marshal(cfg)
+// app is the running config's store.
+func (in *instance) app() *App {
+	in.T.Helper()
+	v, err := caddy.ActiveContext().AppIfConfigured("rulestore")
 	if err != nil {
-		in.t.Fatal(err)
+		in.T.Fatal(err)
 	}
-	return b
+	return v.(*App)
 }
 
-func (in *instance) reload(store map[string]any) {
-	in.t.Helper()
-	testcaddy.ReloadJSON(in.t, in.json(store))
+// ruleSeen is what the running store holds for a rule.
+type ruleSeen struct {
+	Fields Fields
+	Source string
 }
 
-// rule asks the admin API for a rule; ok is false on 404.
-func (in *instance) rule(kind, id string) (v ruleView, ok bool) {
-	in.t.Helper()
-	resp, err := http.Get(fmt.Sprintf("http://localhost:%d/sluice/rules/%s/%s", in.admin, kind, id))
-	if err != nil {
-		in.t.Fatal(err)
+// rule reads a rule from the running store; ok is false when none is in
+// force.
+func (in *instance) rule(kind, id string) (v ruleSeen, ok bool) {
+	in.T.Helper()
+	k, known := ParseKind(kind)
+	if !known {
+		in.T.Fatalf("unknown kind %q", kind)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusNotFound {
-		return v, false
+	if r := in.app().Lookup(k, id); r != nil {
+		return ruleSeen{Fields: r.Fields, Source: r.Source}, true
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
-		in.t.Fatal(err)
-	}
-	return v, true
+	return v, false
 }
 
-func (in *instance) status() Status {
-	in.t.Helper()
-	resp, err := http.Get(fmt.Sprintf("http://localhost:%d/sluice/store", in.admin))
-	if err != nil {
-		in.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var st Status
-	json.NewDecoder(resp.Body).Decode(&st)
-	return st
-}
+func (in *instance) status() Status { return in.app().Status() }
 
 // waitQPS waits until the rule is in force with this qps ("" = absent).
 func (in *instance) waitQPS(id, qps string) {
-	in.t.Helper()
-	testcaddy.Eventually(in.t, 10*time.Second, fmt.Sprintf("rule %s qps=%q", id, qps), func() bool {
-		v, ok := in.rule("rate_limit", id)
-		if qps == "" {
-			return !ok
-		}
-		return ok && v.Fields["qps"] == qps
+	in.T.Helper()
+	testcaddy.Eventually(in.T, 10*time.Second, fmt.Sprintf("rule %s qps=%q", id, qps), func() bool {
+		r := in.app().Lookup(RateLimit, id)
+		return (r == nil && qps == "") || (r != nil && r.Fields["qps"] == qps)
 	})
-}
-
-func (in *instance) logs() string {
-	b, _ := os.ReadFile(in.logPath)
-	return string(b)
-}
-
-func (in *instance) waitLog(substrs ...string) {
-	in.t.Helper()
-	// 30 s: after a Redis restart the store's reconnect backoff alone may
-	// wait up to 5 s, after a restart that takes seconds on a busy 2-core
-	// machine; 10 s was seen to time out there. A wait, not a delay.
-	found := func() bool {
-		for _, line := range strings.Split(in.logs(), "\n") {
-			all := true
-			for _, s := range substrs {
-				all = all && strings.Contains(line, s)
-			}
-			if all {
-				return true
-			}
-		}
-		return false
-	}
-	for deadline := time.Now().Add(30 * time.Second); !found(); {
-		if time.Now().After(deadline) {
-			in.t.Fatalf("timed out after 30s waiting for a log line with %q; the store's log:\n%s", substrs, in.storeLogs())
-		}
-		time.Sleep(10 * time.Millisecond) // sleep: poll interval of the wait
-	}
-}
-
-// storeLogs is the rulestore's part of the log, for failure messages.
-func (in *instance) storeLogs() string {
-	var out []string
-	for _, line := range strings.Split(in.logs(), "\n") {
-		if strings.Contains(line, `"logger":"rulestore`) {
-			out = append(out, line)
-		}
-	}
-	return strings.Join(out, "\n")
 }
 
 func redisStore(url string) map[string]any {
@@ -187,7 +115,7 @@ func TestStaticRulesWithoutRedis(t *testing.T) {
 	if st := in.status(); st.Redis || st.Rules["rate_limit"] != 1 {
 		t.Fatalf("status = %+v", st)
 	}
-	if !strings.Contains(in.logs(), "no redis configured") {
+	if !strings.Contains(in.Logs(), "no redis configured") {
 		t.Fatal("no log line saying redis is not in use")
 	}
 }
@@ -238,7 +166,7 @@ func TestBadRuleKeepsLastGood(t *testing.T) {
 	in.waitQPS("order_api", "5")
 
 	push(t, c, "order_api", "qps", "-3")
-	in.waitLog("rule rejected", "rate_limit:rule:order_api", `"field":"qps"`)
+	in.WaitLog("rule rejected", "rate_limit:rule:order_api", `"field":"qps"`)
 	if v, _ := in.rule("rate_limit", "order_api"); v.Fields["qps"] != "5" {
 		t.Fatalf("bad update replaced the rule: %+v", v)
 	}
@@ -257,7 +185,7 @@ func TestGarbageOnChannelChangesNothing(t *testing.T) {
 	c.Publish(ctx, "gateway:rules:rate_limit", strings.Repeat("x", 1<<20))
 	c.Publish(ctx, "gateway:rules:rate_limit", "\x00\xff binary")
 	c.Publish(ctx, "gateway:rules:rate_limit", "no_such_rule")
-	in.waitLog("ignoring message")
+	in.WaitLog("ignoring message")
 	push(t, c, "b", "qps", "2")
 	in.waitQPS("b", "2")
 	if v, ok := in.rule("rate_limit", "a"); !ok || v.Fields["qps"] != "1" {
@@ -273,7 +201,7 @@ func TestRedisDownAtStartup(t *testing.T) {
 	st["rate_limit"] = map[string]any{"static_api": map[string]any{"qps": 9}}
 	in := runStore(t, st)
 	in.waitQPS("static_api", "9")
-	in.waitLog("redis unavailable")
+	in.WaitLog("redis unavailable")
 	r.Restart()
 	// Written without PUBLISH: found by the first load or the periodic resync.
 	r.Client().HSet(context.Background(), "rate_limit:rule:late", "qps", "4")
@@ -295,7 +223,7 @@ func TestRedisHungAtStartup(t *testing.T) {
 		"rate_limit": map[string]any{"static_api": map[string]any{"qps": 9}},
 	})
 	in.waitQPS("static_api", "9") // serving at once, not blocked on Redis
-	in.waitLog("redis unavailable")
+	in.WaitLog("redis unavailable")
 	if _, ok := in.rule("rate_limit", "waiting"); ok {
 		t.Fatal("rule loaded from a paused Redis")
 	}
@@ -376,7 +304,7 @@ func TestChangesWhileDisconnectedAreApplied(t *testing.T) {
 	in.waitQPS("gone", "1")
 
 	p.cut()
-	in.waitLog("redis unavailable")
+	in.WaitLog("redis unavailable")
 	// Published while this instance cannot hear it: the messages are lost.
 	push(t, c, "a", "qps", "2")
 	push(t, c, "b", "qps", "3")
@@ -399,8 +327,8 @@ func TestRedisRestartedEmptyKeepsRules(t *testing.T) {
 	in.waitQPS("b", "2")
 
 	r.Restart() // no persistence: comes back empty
-	in.waitLog("redis lost its data")
-	in.waitLog("resynced rules from redis", `"retained":2`)
+	in.WaitLog("redis lost its data")
+	in.WaitLog("resynced rules from redis", `"retained":2`)
 	if _, ok := in.rule("rate_limit", "a"); !ok {
 		t.Fatal("rule a dropped after Redis lost its data")
 	}
@@ -431,14 +359,14 @@ func TestRefreshAfterDataLossRetains(t *testing.T) {
 
 	r.Flush()
 	c.Publish(context.Background(), "gateway:rules:rate_limit", "a")
-	in.waitLog("resynced rules from redis", `"reason":"epoch changed"`, `"retained":2`)
+	in.WaitLog("resynced rules from redis", `"reason":"epoch changed"`, `"retained":2`)
 	for _, id := range []string{"a", "b"} {
 		if _, ok := in.rule("rate_limit", id); !ok {
 			t.Fatalf("rule %s dropped after Redis lost its data", id)
 		}
 	}
-	if strings.Contains(in.logs(), `"msg":"rule deleted"`) {
-		t.Fatalf("a rule was deleted after Redis lost its data:\n%s", in.storeLogs())
+	if strings.Contains(in.Logs(), `"msg":"rule deleted"`) {
+		t.Fatalf("a rule was deleted after Redis lost its data:\n%s", in.StoreLogs())
 	}
 	// Once the loss is known, a deliberate delete (DEL + PUBLISH) deletes.
 	c.Publish(context.Background(), "gateway:rules:rate_limit", "b")
@@ -452,7 +380,7 @@ func TestChangeLogCatchesMissedPublish(t *testing.T) {
 	r := redistest.Start(t)
 	c := r.Client()
 	in := runStore(t, redisStore(r.URL()))
-	in.waitLog("resynced rules from redis")
+	in.WaitLog("resynced rules from redis")
 	ctx := context.Background()
 	// A writer that appends to the change log but whose PUBLISH was lost.
 	c.HSet(ctx, "rate_limit:rule:via_stream", "qps", "8")
@@ -471,12 +399,12 @@ func TestReloadKeepsFollowingAndMovesOnAddressChange(t *testing.T) {
 	// Same settings, other static rules: the subscription carries on.
 	same := redisStore(r1.URL())
 	same["rate_limit"] = map[string]any{"s": map[string]any{"qps": 5}}
-	in.reload(same)
+	in.Reload(same)
 	push(t, r1.Client(), "a", "qps", "2")
 	in.waitQPS("a", "2")
 	in.waitQPS("s", "5")
 
-	in.reload(redisStore(r2.URL()))
+	in.Reload(redisStore(r2.URL()))
 	push(t, r2.Client(), "b", "qps", "3")
 	in.waitQPS("b", "3")
 	in.waitQPS("a", "") // r2 has no rule a
@@ -529,7 +457,7 @@ func TestCluster(t *testing.T) {
 	in := runStore(t, map[string]any{"redis": map[string]any{"addrs": cl.Addrs(), "cluster": true}})
 	defer func() {
 		if t.Failed() {
-			t.Log(in.logs())
+			t.Log(in.Logs())
 		}
 	}()
 	testcaddy.Eventually(t, 15*time.Second, "30 rules loaded from every master", func() bool {
@@ -613,8 +541,8 @@ func TestMetrics(t *testing.T) {
 	push(t, r.Client(), "a", "qps", "1")
 	push(t, r.Client(), "bad", "qps", "zero")
 	in.waitQPS("a", "1")
-	in.waitLog("rule rejected")
-	resp, err := http.Get(fmt.Sprintf("http://localhost:%d/metrics", in.admin))
+	in.WaitLog("rule rejected")
+	resp, err := http.Get(fmt.Sprintf("http://localhost:%d/metrics", in.Admin))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -633,78 +561,6 @@ func TestMetrics(t *testing.T) {
 	if strings.Contains(string(body), "sluice_rulestore_rejected_total 0") ||
 		!strings.Contains(string(body), "sluice_rulestore_rejected_total ") {
 		t.Errorf("rejected_total missing or 0")
-	}
-}
-
-func adminDo(t *testing.T, in *instance, method, path, body string) (int, string) {
-	t.Helper()
-	req, _ := http.NewRequest(method, fmt.Sprintf("http://localhost:%d%s", in.admin, path), strings.NewReader(body))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
-
-func TestAdminWritesGoThroughRedis(t *testing.T) {
-	r := redistest.Start(t)
-	in := runStore(t, redisStore(r.URL()))
-	code, body := adminDo(t, in, "PUT", "/sluice/rules/rate_limit/order_api", `{"qps": 12, "limit_type": "TOKEN_BUCKET"}`)
-	if code != 200 {
-		t.Fatalf("PUT: %d %s", code, body)
-	}
-	in.waitQPS("order_api", "12")
-	ctx := context.Background()
-	c := r.Client()
-	if v, _ := c.HGet(ctx, "rate_limit:rule:order_api", "qps").Result(); v != "12" {
-		t.Fatalf("hash qps = %q", v)
-	}
-	if n, _ := c.XLen(ctx, "gateway:rules").Result(); n != 1 {
-		t.Fatalf("change log has %d entries, want 1", n)
-	}
-
-	code, body = adminDo(t, in, "PUT", "/sluice/rules/rate_limit/order_api", `{"qps": "lots"}`)
-	if code != 400 || !strings.Contains(body, "qps") {
-		t.Fatalf("bad PUT: %d %s, want 400 naming qps", code, body)
-	}
-	if v, _ := c.HGet(ctx, "rate_limit:rule:order_api", "qps").Result(); v != "12" {
-		t.Fatalf("a rejected PUT changed Redis: qps = %q", v)
-	}
-	if code, _ := adminDo(t, in, "PUT", "/sluice/rules/rate_limit/bad%20id", `{"qps": 1}`); code != 400 {
-		t.Fatalf("bad id: %d", code)
-	}
-
-	if code, body := adminDo(t, in, "DELETE", "/sluice/rules/rate_limit/order_api", ""); code != 200 {
-		t.Fatalf("DELETE: %d %s", code, body)
-	}
-	in.waitQPS("order_api", "")
-}
-
-func TestAdminWriteWithoutRedisSaysSo(t *testing.T) {
-	in := runStore(t, map[string]any{"rate_limit": map[string]any{"a": map[string]any{"qps": 5}}})
-	code, body := adminDo(t, in, "PUT", "/sluice/rules/rate_limit/a", `{"qps": 1}`)
-	if code != http.StatusOK || !strings.Contains(body, `"stored":"memory"`) || !strings.Contains(body, "no redis configured") {
-		t.Fatalf("PUT without redis: %d %s", code, body)
-	}
-	if v, ok := in.rule("rate_limit", "a"); !ok || v.Fields["qps"] != "1" || v.Source != "memory" {
-		t.Fatalf("after PUT: %+v", v)
-	}
-	// A reload keeps the in-memory rule over the static one.
-	in.reload(in.cfg)
-	if v, _ := in.rule("rate_limit", "a"); v.Fields["qps"] != "1" {
-		t.Fatalf("after reload: %+v", v)
-	}
-	// Deleting it brings the static rule back; a second delete is a 404.
-	if code, body := adminDo(t, in, "DELETE", "/sluice/rules/rate_limit/a", ""); code != 200 {
-		t.Fatalf("DELETE: %d %s", code, body)
-	}
-	if v, _ := in.rule("rate_limit", "a"); v.Fields["qps"] != "5" || v.Source != "static" {
-		t.Fatalf("after DELETE: %+v", v)
-	}
-	if code, _ := adminDo(t, in, "DELETE", "/sluice/rules/rate_limit/a", ""); code != http.StatusNotFound {
-		t.Fatalf("second DELETE: %d", code)
 	}
 }
 
@@ -737,9 +593,9 @@ func TestReloadsLeakNothing(t *testing.T) {
 		}
 		st := redisStore(url)
 		st["rate_limit"] = map[string]any{fmt.Sprintf("s%d", i): map[string]any{"qps": 1}}
-		in.reload(st)
+		in.Reload(st)
 	}
-	in.reload(redisStore(r1.URL()))
+	in.Reload(redisStore(r1.URL()))
 	push(t, c1, "a", "qps", "2")
 	in.waitQPS("a", "2")
 

@@ -3,7 +3,6 @@ package rulestore
 import (
 	"context"
 	"encoding/json"
-	"net/http"
 	"sort"
 )
 
@@ -83,12 +82,4 @@ func (a *App) Verdicts(ctx context.Context, k Kind, id string) (VerdictsView, er
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Instance < out[j].Instance })
 	return VerdictsView{Version: storedVersion(a.Static(k, id), cur), Verdicts: out}, nil
-}
-
-func (a *App) serveVerdicts(w http.ResponseWriter, r *http.Request, k Kind, id string) error {
-	v, err := a.Verdicts(r.Context(), k, id)
-	if err != nil {
-		return apiError(http.StatusBadGateway, "reading verdicts from redis: %v", err)
-	}
-	return writeJSON(w, v)
 }

@@ -1,10 +1,6 @@
 package rulestore
 
-import (
-	"context"
-	"net/http"
-	"strings"
-)
+import "context"
 
 // A View answers GET /sluice/{resource}/{rest} for a handler package: a
 // read-only look at live state that takes a path, such as
@@ -20,21 +16,5 @@ var views registry[View]
 // get 405. Call it from init.
 func RegisterView(resource string, fn View) { views.put(resource, fn) }
 
-// serveView answers a request for a registered view, or reports false
-// when the path names none.
-func (a *App) serveView(w http.ResponseWriter, r *http.Request) (bool, error) {
-	escaped := strings.TrimPrefix(r.URL.EscapedPath(), "/sluice/")
-	resource, rest, _ := strings.Cut(escaped, "/")
-	fn := views.get(resource)
-	if fn == nil {
-		return false, nil
-	}
-	if r.Method != http.MethodGet {
-		return true, methodNotAllowed(w, r, http.MethodGet)
-	}
-	out, err := fn(r.Context(), a, rest)
-	if err != nil {
-		return true, actionAPIError(err)
-	}
-	return true, writeJSON(w, out)
-}
+// LookupView returns the view registered for resource, or nil.
+func LookupView(resource string) View { return views.get(resource) }

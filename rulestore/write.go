@@ -2,12 +2,9 @@ package rulestore
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
@@ -15,11 +12,11 @@ import (
 	"go.uber.org/zap"
 )
 
-// maxRuleBody bounds a rule written through the admin API.
-const maxRuleBody = 64 << 10
+// MaxRuleBody bounds a rule written through the admin API, in bytes.
+const MaxRuleBody = 64 << 10
 
-// writeResult is the answer to a PUT, PATCH, DELETE or rollback.
-type writeResult struct {
+// WriteResult is the answer to a PUT, PATCH, DELETE or rollback.
+type WriteResult struct {
 	Kind string `json:"kind"`
 	ID   string `json:"id"`
 	Op   string `json:"op"` // upsert or delete
@@ -74,22 +71,30 @@ func DiffFields(a, b Fields) []FieldChange {
 const memoryNote = "no redis configured: the change is held in this process's memory only " +
 	"(kept across caddy reload, lost on restart, not shared with other instances)"
 
-// writeRequest is one write through the admin API.
-type writeRequest struct {
-	kind         Kind
-	id           string
-	op           string // upsert or delete
-	ifMatch      string
-	dryRun       bool
-	allowMissing bool
-	via          string
-	histOp       string // "rollback" for a rollback, else ""
-	// patched names the fields a PATCH sets or unsets, to tell them from
+// WriteRequest is one write of one rule through the admin API.
+type WriteRequest struct {
+	// Kind and ID name the rule.
+	Kind Kind
+	ID   string
+	// Op is upsert or delete.
+	Op string
+	// IfMatch is the request's If-Match header ("": unconditional).
+	IfMatch string
+	// DryRun validates and fills the result without writing.
+	DryRun bool
+	// AllowMissing accepts a binding to rules that do not exist yet.
+	AllowMissing bool
+	// Via names who made the change, for the history (see HistoryEntry).
+	Via string
+	// HistoryOp is "rollback" for a rollback, else "".
+	HistoryOp string
+	// Patched names the fields a PATCH sets or unsets, to tell them from
 	// the stored ones in an error.
-	patched map[string]bool
-	// next returns the new raw fields from the current ones (nil: none);
-	// nil means delete.
-	next func(cur Fields) (Fields, error)
+	Patched map[string]bool
+	// Next returns the new raw fields from the ones held now (cur nil:
+	// none); nil fields mean delete. An error (a caddy.APIError carries its
+	// status) writes nothing.
+	Next func(cur Fields) (Fields, error)
 }
 
 // errDryRun stops a write after validation.
@@ -117,19 +122,6 @@ func storedVersion(st *Rule, raw Fields) string {
 	return ""
 }
 
-// checkIfMatch parses an If-Match header (a list of quoted entity tags, or
-// *): a malformed one is a 400, as Caddy's /config answers.
-func checkIfMatch(header string) error {
-	for _, tag := range strings.Split(header, ",") {
-		tag = strings.TrimPrefix(strings.TrimSpace(tag), "W/")
-		if tag != "*" && (len(tag) < 2 || tag[0] != '"' || tag[len(tag)-1] != '"') {
-			return apiError(http.StatusBadRequest, "malformed If-Match %s: want a quoted entity tag, e.g. If-Match: \"%s\" (the ETag of a GET)",
-				clip(strconv.Quote(header)), "9f2c51d0e4a7")
-		}
-	}
-	return nil
-}
-
 // Version is the version of the rule's stored state (see storedVersion).
 func (r *Rule) Version() string {
 	if r.Overlay != nil {
@@ -141,9 +133,9 @@ func (r *Rule) Version() string {
 // storedFieldError says so when a PATCH fails on a field it does not
 // change: the value stored in Redis (or memory) is at fault, not the
 // request.
-func storedFieldError(req *writeRequest, cur Fields, err error) error {
+func storedFieldError(req *WriteRequest, cur Fields, err error) error {
 	var fe *FieldError
-	if req.patched == nil || !errors.As(err, &fe) || req.patched[fe.Field] {
+	if req.Patched == nil || !errors.As(err, &fe) || req.Patched[fe.Field] {
 		return err
 	}
 	if _, stored := cur[fe.Field]; !stored {
@@ -168,8 +160,8 @@ func matchETag(header, version string) bool {
 
 // plan validates one write against the raw fields held now and fills the
 // result. It returns the new raw fields and their parsed value.
-func (a *App) plan(ctx context.Context, req *writeRequest, cur Fields, res *writeResult) (Fields, any, error) {
-	k, id := req.kind, req.id
+func (a *App) plan(ctx context.Context, req *WriteRequest, cur Fields, res *WriteResult) (Fields, any, error) {
+	k, id := req.Kind, req.ID
 	st := a.Static(k, id)
 	var before Fields
 	switch {
@@ -182,11 +174,11 @@ func (a *App) plan(ctx context.Context, req *writeRequest, cur Fields, res *writ
 		before = st.Fields
 	}
 	res.PrevVersion = storedVersion(st, cur)
-	if req.ifMatch != "" && !matchETag(req.ifMatch, res.PrevVersion) {
+	if req.IfMatch != "" && !matchETag(req.IfMatch, res.PrevVersion) {
 		return nil, nil, apiError(http.StatusPreconditionFailed,
-			"If-Match %s does not match the current version %s of %s rule %q", clip(req.ifMatch), ETag(res.PrevVersion), k, id)
+			"If-Match %s does not match the current version %s of %s rule %q", clip(req.IfMatch), ETag(res.PrevVersion), k, id)
 	}
-	raw, err := req.next(cur)
+	raw, err := req.Next(cur)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -199,14 +191,14 @@ func (a *App) plan(ctx context.Context, req *writeRequest, cur Fields, res *writ
 		}
 		if perr != nil {
 			perr = storedFieldError(req, cur, perr)
-			adminWrites.WithLabelValues(k.String(), req.op, "invalid").Inc()
+			adminWrites.WithLabelValues(k.String(), req.Op, "invalid").Inc()
 			emitRejected(k, id, "admin_api", perr)
 			if st == nil && cur == nil {
 				perr = fmt.Errorf("%w (a rule that is not declared in the config must be complete)", perr)
 			}
 			return nil, nil, caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: perr}
 		}
-		if b, ok := value.(*RouteBinding); ok && !req.allowMissing {
+		if b, ok := value.(*RouteBinding); ok && !req.AllowMissing {
 			if missing := a.missingRefs(ctx, b); len(missing) > 0 {
 				return nil, nil, apiError(http.StatusConflict, "binding %q refers to rules that do not exist: %s "+
 					"(write them first, or add ?allow_missing=true)", id, strings.Join(missing, ", "))
@@ -222,7 +214,7 @@ func (a *App) plan(ctx context.Context, req *writeRequest, cur Fields, res *writ
 	if after != nil {
 		res.Version = storedVersion(st, raw)
 	}
-	if req.dryRun && after != nil {
+	if req.DryRun && after != nil {
 		res.Value, _ = SpecFromFields(k, after)
 	}
 	return raw, value, nil
@@ -258,32 +250,33 @@ func (a *App) missingRefs(ctx context.Context, b *RouteBinding) []string {
 	return missing
 }
 
-// commit runs a planned write: in memory, or in Redis where the current
-// fields are read and the new ones written in one WATCH/MULTI/EXEC, so an
-// If-Match holds against concurrent writers.
-func (a *App) commit(ctx context.Context, req *writeRequest) (writeResult, error) {
-	res := writeResult{Kind: req.kind.String(), ID: req.id, Op: req.op, DryRun: req.dryRun, Stored: "redis"}
+// Write validates one write and runs it: in memory, or in Redis where the
+// current fields are read and the new ones written in one
+// WATCH/MULTI/EXEC, so an If-Match holds against concurrent writers. A
+// failed write is a caddy.APIError with the status the admin API answers.
+func (a *App) Write(ctx context.Context, req *WriteRequest) (WriteResult, error) {
+	res := WriteResult{Kind: req.Kind.String(), ID: req.ID, Op: req.Op, DryRun: req.DryRun, Stored: "redis"}
 	var err error
 	if a.source == nil {
 		res.Stored, res.Note = "memory", memoryNote
-		_, err = a.memory.apply(req.kind, req.id, func(cur Fields) (*Rule, error) {
+		_, err = a.memory.apply(req.Kind, req.ID, func(cur Fields) (*Rule, error) {
 			raw, value, err := a.plan(ctx, req, cur, &res)
 			if err != nil {
 				return nil, err
 			}
-			if req.dryRun {
+			if req.DryRun {
 				return nil, errDryRun
 			}
 			if raw == nil {
 				return nil, nil
 			}
-			return &Rule{Kind: req.kind, ID: req.id, Fields: raw, Value: value, Source: "memory", Overlay: raw,
-				partial: a.Static(req.kind, req.id) != nil}, nil
-		}, req.via, req.histOp)
+			return &Rule{Kind: req.Kind, ID: req.ID, Fields: raw, Value: value, Source: "memory", Overlay: raw,
+				partial: a.Static(req.Kind, req.ID) != nil}, nil
+		}, req.Via, req.HistoryOp)
 	} else {
-		err = a.source.apply(ctx, req.kind, req.id, req.via, req.histOp, func(cur Fields) (Fields, error) {
+		err = a.source.apply(ctx, req.Kind, req.ID, req.Via, req.HistoryOp, func(cur Fields) (Fields, error) {
 			raw, _, err := a.plan(ctx, req, cur, &res)
-			if err == nil && req.dryRun {
+			if err == nil && req.DryRun {
 				err = errDryRun
 			}
 			return raw, err
@@ -295,18 +288,18 @@ func (a *App) commit(ctx context.Context, req *writeRequest) (writeResult, error
 	if err != nil {
 		var ae caddy.APIError
 		if !errors.As(err, &ae) {
-			adminWrites.WithLabelValues(req.kind.String(), req.op, "redis_error").Inc()
+			adminWrites.WithLabelValues(req.Kind.String(), req.Op, "redis_error").Inc()
 			err = caddy.APIError{HTTPStatus: http.StatusBadGateway, Err: fmt.Errorf("writing to redis: %w", err)}
 		} else if ae.HTTPStatus == http.StatusNotFound {
-			adminWrites.WithLabelValues(req.kind.String(), req.op, "not_found").Inc()
+			adminWrites.WithLabelValues(req.Kind.String(), req.Op, "not_found").Inc()
 		}
 		return res, err
 	}
-	adminWrites.WithLabelValues(req.kind.String(), req.op, "ok").Inc()
+	adminWrites.WithLabelValues(req.Kind.String(), req.Op, "ok").Inc()
 	a.logger.Info("rule written through the admin API", zap.String("kind", res.Kind), zap.String("id", res.ID),
-		zap.String("op", res.Op), zap.String("stored", res.Stored), zap.String("via", req.via))
+		zap.String("op", res.Op), zap.String("stored", res.Stored), zap.String("via", req.Via))
 	if a.source == nil {
-		emitUpdated(req.kind, req.id, res.Op, "memory", res.Overlay)
+		emitUpdated(req.Kind, req.ID, res.Op, "memory", res.Overlay)
 	}
 	return res, nil
 }
@@ -390,124 +383,12 @@ func (s *redisSource) apply(ctx context.Context, k Kind, id, via, op string, bui
 	return errWriteConflict
 }
 
-// readBody reads a JSON object of fields. With patch, a null value unsets
-// the field; unset lists them.
-func readBody(r *http.Request, patch bool) (f Fields, unset []string, err error) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxRuleBody+1))
-	if err != nil || len(body) > maxRuleBody {
-		return nil, nil, apiError(http.StatusBadRequest, "rule body unreadable or over %d bytes", maxRuleBody)
-	}
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(body, &raw); err != nil {
-		return nil, nil, apiError(http.StatusBadRequest, "rule body: want a JSON object of fields: %v", err)
-	}
-	if raw == nil { // null: an empty rule, rejected below with the field it lacks
-		raw = map[string]json.RawMessage{}
-	}
-	if patch {
-		for name, v := range raw {
-			if string(v) == "null" {
-				unset = append(unset, name)
-				delete(raw, name)
-			}
-		}
-	}
-	b, _ := json.Marshal(raw)
-	if err := json.Unmarshal(b, &f); err != nil {
-		return nil, nil, apiError(http.StatusBadRequest, "rule body: %v", err)
-	}
-	return f, unset, nil
-}
-
-// serveWrite handles PUT, PATCH and DELETE of one rule through the admin
-// API. PUT replaces the raw fields held for the id (the overlay of a static
-// rule, or a whole rule); PATCH changes single fields of it (null unsets
-// one); DELETE removes it (a static rule comes back as declared).
-// If-Match makes the write conditional on the current ETag (412 else);
-// ?dry_run=true validates and answers the diff without writing;
-// ?allow_missing=true accepts a binding to rules that do not exist yet.
-func (a *App) serveWrite(w http.ResponseWriter, r *http.Request, k Kind, id string) error {
-	if err := ValidID(id); err != nil {
-		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: err}
-	}
-	if err := checkIfMatch(r.Header.Get("If-Match")); r.Header.Get("If-Match") != "" && err != nil {
-		return err
-	}
-	q := r.URL.Query()
-	req := &writeRequest{kind: k, id: id, op: "upsert", ifMatch: r.Header.Get("If-Match"),
-		dryRun: boolParam(q.Get("dry_run")), allowMissing: boolParam(q.Get("allow_missing")), via: via(r)}
-	switch r.Method {
-	case http.MethodPut:
-		f, _, err := readBody(r, false)
-		if err != nil {
-			return err
-		}
-		req.next = func(Fields) (Fields, error) { return f, nil }
-	case http.MethodPatch:
-		f, unset, err := readBody(r, true)
-		if err != nil {
-			return err
-		}
-		req.patched = map[string]bool{}
-		for name := range f {
-			req.patched[name] = true
-		}
-		for _, name := range unset {
-			req.patched[name] = true
-		}
-		req.next = func(cur Fields) (Fields, error) {
-			if cur == nil && a.Static(k, id) == nil {
-				return nil, apiError(http.StatusNotFound, "no %s rule %q to patch (create it with PUT)", k, id)
-			}
-			out := mergeFields(cur, f)
-			for _, name := range unset {
-				delete(out, name)
-			}
-			if len(out) == 0 {
-				return nil, nil // every overlay field unset: back to the static rule
-			}
-			return out, nil
-		}
-	case http.MethodDelete:
-		req.op = "delete"
-		req.next = func(cur Fields) (Fields, error) {
-			if cur != nil {
-				return nil, nil
-			}
-			if a.Static(k, id) != nil {
-				return nil, apiError(http.StatusNotFound, "%s rule %q is declared in the config and has no overlay "+
-					"in %s to delete (it changes with the config)", k, id, a.writesTo())
-			}
-			return nil, apiError(http.StatusNotFound, "no %s rule %q", k, id)
-		}
-	}
-	res, err := a.commit(r.Context(), req)
-	if err != nil {
-		return err
-	}
-	if res.Version != "" {
-		w.Header().Set("ETag", ETag(res.Version))
-	}
-	return writeJSON(w, res)
-}
-
-func (a *App) writesTo() string {
+// WritesTo names where writes go: redis, or memory without Redis.
+func (a *App) WritesTo() string {
 	if a.source == nil {
 		return "memory"
 	}
 	return "redis"
-}
-
-func boolParam(v string) bool { b, _ := strconv.ParseBool(v); return b }
-
-// via names who made a change for the history: the CLI says so in a
-// header, anything else is the admin API.
-func via(r *http.Request) string {
-	switch v := r.Header.Get("X-Sluice-Via"); v {
-	case "cli", "apply", "rollback":
-		return v
-	}
-	return "admin_api"
 }
 
 // emitUpdated sends rule_updated for an applied change (f nil: a delete).

@@ -1,4 +1,4 @@
-package rulestore
+package admin
 
 import (
 	"net/http"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicegw/sluice/internal/redistest"
 	"github.com/sluicegw/sluice/internal/testcaddy"
+	"github.com/sluicegw/sluice/rulestore"
 )
 
 // The admin API follows Caddy's /config conventions: a malformed If-Match
@@ -47,7 +48,7 @@ func TestAdminAPIConventions(t *testing.T) {
 		t.Fatalf("PUT: %d %s", code, body)
 	}
 	logLen, histLen := c.XLen(t.Context(), "gateway:rules").Val(), c.LLen(t.Context(), "gateway:history:rate_limit:s").Val()
-	if code, body, h := adminReq(t, in, "PUT", "/sluice/rules/rate_limit/s", `{"qps": 1}`); code != 200 || h.Get("ETag") != ETag(Version(Fields{"qps": "1"})) {
+	if code, body, h := adminReq(t, in, "PUT", "/sluice/rules/rate_limit/s", `{"qps": 1}`); code != 200 || h.Get("ETag") != rulestore.ETag(rulestore.Version(rulestore.Fields{"qps": "1"})) {
 		t.Fatalf("PUT of the same fields: %d %s", code, body)
 	}
 	if l, hl := c.XLen(t.Context(), "gateway:rules").Val(), c.LLen(t.Context(), "gateway:history:rate_limit:s").Val(); l != logLen || hl != histLen {
@@ -77,7 +78,7 @@ func TestAdminAPIConventions(t *testing.T) {
 // written with such an id in Redis is ignored.
 func TestDotIDsRefused(t *testing.T) {
 	for _, id := range []string{".", ".."} {
-		if err := ValidID(id); err == nil {
+		if err := rulestore.ValidID(id); err == nil {
 			t.Errorf("ValidID(%q) accepted", id)
 		}
 	}

@@ -1,4 +1,4 @@
-package rulestore
+package admin
 
 import (
 	"encoding/json"
@@ -10,14 +10,15 @@ import (
 
 	"github.com/sluicegw/sluice/internal/redistest"
 	"github.com/sluicegw/sluice/internal/testcaddy"
+	"github.com/sluicegw/sluice/rulestore"
 )
 
 // uiGet sends a GET to the admin listener with optional headers.
 func (in *instance) uiGet(path string, headers ...string) (*http.Response, string) {
-	in.t.Helper()
-	req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("http://localhost:%d%s", in.admin, path), nil)
+	in.T.Helper()
+	req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("http://localhost:%d%s", in.Admin, path), nil)
 	if err != nil {
-		in.t.Fatal(err)
+		in.T.Fatal(err)
 	}
 	for _, h := range headers {
 		name, value, _ := strings.Cut(h, ":")
@@ -27,7 +28,7 @@ func (in *instance) uiGet(path string, headers ...string) (*http.Response, strin
 		}
 		req.Header.Set(name, strings.TrimSpace(value))
 	}
-	return testcaddy.Do(in.t, req)
+	return testcaddy.Do(in.T, req)
 }
 
 func TestStatusPageServesEmbeddedFiles(t *testing.T) {
@@ -56,7 +57,7 @@ func TestStatusPageServesEmbeddedFiles(t *testing.T) {
 			t.Errorf("GET %s: %d %s, want 404", path, resp.StatusCode, body)
 		}
 	}
-	req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("http://localhost:%d/sluice/ui/", in.admin), nil)
+	req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("http://localhost:%d/sluice/ui/", in.Admin), nil)
 	if resp, body := testcaddy.Do(t, req); resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("POST /sluice/ui/: %d %s, want 405", resp.StatusCode, body)
 	}
@@ -70,7 +71,7 @@ func TestStatusPageServesEmbeddedFiles(t *testing.T) {
 // checks run before it, as before every admin route.
 func TestStatusPageHasTheAdminAPIsExposure(t *testing.T) {
 	in := runStore(t, map[string]any{})
-	self := fmt.Sprintf("http://localhost:%d", in.admin)
+	self := fmt.Sprintf("http://localhost:%d", in.Admin)
 	for _, c := range []struct {
 		name    string
 		headers []string
@@ -98,13 +99,13 @@ func TestStatusPageOverviewJSON(t *testing.T) {
 	testcaddy.Eventually(t, 10*time.Second, "store connected", func() bool { return in.status().Connected })
 	before := readOverview(t, in)
 	// A write through the admin API is applied here and its delay observed.
-	req, _ := http.NewRequest(http.MethodPut, fmt.Sprintf("http://localhost:%d/sluice/rules/rate_limit/ui_api", in.admin),
+	req, _ := http.NewRequest(http.MethodPut, fmt.Sprintf("http://localhost:%d/sluice/rules/rate_limit/ui_api", in.Admin),
 		strings.NewReader(`{"qps": 5, "key_resolver": "global"}`))
 	if resp, body := testcaddy.Do(t, req); resp.StatusCode != 200 {
 		t.Fatalf("PUT: %d %s", resp.StatusCode, body)
 	}
 	in.waitQPS("ui_api", "5")
-	var after Overview
+	var after rulestore.Overview
 	testcaddy.Eventually(t, 10*time.Second, "propagation delay observed", func() bool {
 		after = readOverview(t, in)
 		return after.Propagation.Count > before.Propagation.Count
@@ -125,10 +126,10 @@ func TestStatusPageOverviewJSON(t *testing.T) {
 	}
 }
 
-func readOverview(t *testing.T, in *instance) Overview {
+func readOverview(t *testing.T, in *instance) rulestore.Overview {
 	t.Helper()
 	resp, body := in.uiGet("/sluice/ui/overview.json")
-	var o Overview
+	var o rulestore.Overview
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" || json.Unmarshal([]byte(body), &o) != nil {
 		t.Fatalf("GET overview.json: %d %s", resp.StatusCode, body)
 	}
@@ -147,10 +148,10 @@ func TestStatusPageNavigationNeedsTheEmptyOrigin(t *testing.T) {
 		t.Fatalf("typed navigation with Caddy's default origins: %d %s, want 403", resp.StatusCode, body)
 	}
 
-	self := fmt.Sprintf("localhost:%d", in.admin)
+	self := fmt.Sprintf("localhost:%d", in.Admin)
 	var cfg map[string]any
-	json.Unmarshal(in.json(map[string]any{}), &cfg)
-	cfg["admin"].(map[string]any)["origins"] = []string{self, fmt.Sprintf("127.0.0.1:%d", in.admin), ""}
+	json.Unmarshal(in.JSON(map[string]any{}), &cfg)
+	cfg["admin"].(map[string]any)["origins"] = []string{self, fmt.Sprintf("127.0.0.1:%d", in.Admin), ""}
 	b, _ := json.Marshal(cfg)
 	// ReloadJSON waits until the old admin endpoint, on the same port, has
 	// closed (a request sent at once got EOF from it on a busy box).

@@ -1,4 +1,4 @@
-package rulestore
+package admin
 
 import (
 	"encoding/json"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicegw/sluice/internal/redistest"
 	"github.com/sluicegw/sluice/internal/testcaddy"
+	"github.com/sluicegw/sluice/rulestore"
 )
 
 // A rule's history stays within historyBytes however large its versions:
@@ -27,7 +28,7 @@ func TestHistoryStaysWithinItsByteBudget(t *testing.T) {
 	for i := range versions - 1 {
 		body, _ := json.Marshal(map[string]string{"qps": "5", "key_resolver": value(i)})
 		if code, answer, _ := adminReq(t, in, "PUT", "/sluice/rules/rate_limit/big", string(body)); code != 200 && code != 201 {
-			t.Fatalf("PUT version %d: %d %s", i, code, clip(answer))
+			t.Fatalf("PUT version %d: %d %s", i, code, rulestore.Clip(answer, 64))
 		}
 	}
 	// The last version is a raw write, recorded by the instance that sees it.
@@ -39,7 +40,7 @@ func TestHistoryStaysWithinItsByteBudget(t *testing.T) {
 		if err != nil {
 			return ""
 		}
-		var e HistoryEntry
+		var e rulestore.HistoryEntry
 		json.Unmarshal([]byte(raw), &e)
 		return e.Fields["key_resolver"]
 	}
@@ -60,17 +61,17 @@ func TestHistoryStaysWithinItsByteBudget(t *testing.T) {
 	}
 	// The entries kept are the newest ones, newest first, without a gap.
 	for i, raw := range entries {
-		var e HistoryEntry
+		var e rulestore.HistoryEntry
 		if err := json.Unmarshal([]byte(raw), &e); err != nil {
 			t.Fatalf("entry %d: %v", i, err)
 		}
 		if want := value(versions - 1 - i); e.Fields["key_resolver"] != want {
-			t.Fatalf("entry %d holds %s, want %s", i, clip(e.Fields["key_resolver"]), clip(want))
+			t.Fatalf("entry %d holds %s, want %s", i, rulestore.Clip(e.Fields["key_resolver"], 64), rulestore.Clip(want, 64))
 		}
 	}
 	// What a user reads through the admin API is the same, newest first.
 	code, answer, _ := adminReq(t, in, "GET", "/sluice/rules/rate_limit/big/history", "")
-	var h []HistoryEntry
+	var h []rulestore.HistoryEntry
 	if code != 200 || json.Unmarshal([]byte(answer), &h) != nil || len(h) != len(entries) || h[0].Via != "redis" ||
 		h[1].Via != "admin_api" {
 		t.Fatalf("GET history: %d, %d entries, want %d (newest via redis, then admin_api)", code, len(h), len(entries))

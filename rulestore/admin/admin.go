@@ -1,4 +1,10 @@
-package rulestore
+// Package admin is the rule store's admin surface: the Caddy admin API
+// module (admin.api.sluice) with the /sluice/... endpoints (rules and
+// bindings with ETag, If-Match and dry runs, history, rollback, verdicts,
+// all-or-nothing apply, state, actions and views), and the status page,
+// served on the admin listener and by the sluice_status HTTP handler. The
+// store itself, its state and its records, stay in package rulestore.
+package admin
 
 import (
 	"encoding/json"
@@ -7,9 +13,10 @@ import (
 	"net/http"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/caddyserver/caddy/v2"
+
+	"github.com/sluicegw/sluice/rulestore"
 )
 
 func init() {
@@ -61,12 +68,12 @@ type ruleView struct {
 	Version string `json:"version"`
 	// Fields are the effective fields; Overlay the raw fields held in
 	// Redis (or memory); Static tells a rule declared in the config.
-	Fields  Fields `json:"fields"`
-	Overlay Fields `json:"overlay,omitempty"`
-	Static  bool   `json:"static"`
+	Fields  rulestore.Fields `json:"fields"`
+	Overlay rulestore.Fields `json:"overlay,omitempty"`
+	Static  bool             `json:"static"`
 	// Rejected is the value stored in Redis that this instance rejected,
 	// if any: the rule above is the last good version, kept in force.
-	Rejected *RejectedView `json:"rejected,omitempty"`
+	Rejected *rulestore.RejectedView `json:"rejected,omitempty"`
 }
 
 func notFound(format string, args ...any) error {
@@ -84,22 +91,30 @@ func methodNotAllowed(w http.ResponseWriter, r *http.Request, allow ...string) e
 		Err: fmt.Errorf("method %s not allowed on %s (allowed: %s)", r.Method, r.URL.Path, strings.Join(allow, ", "))}
 }
 
-func serveAdmin(w http.ResponseWriter, r *http.Request) error {
+// runningStore is the rulestore app of the running config.
+func runningStore() (*rulestore.App, error) {
 	v, err := caddy.ActiveContext().AppIfConfigured("rulestore")
 	if err != nil {
-		return notFound("no rulestore in the running config")
+		return nil, notFound("no rulestore in the running config")
 	}
-	app := v.(*App)
-	if ok, err := app.serveView(w, r); ok {
+	return v.(*rulestore.App), nil
+}
+
+func serveAdmin(w http.ResponseWriter, r *http.Request) error {
+	app, err := runningStore()
+	if err != nil {
+		return err
+	}
+	if ok, err := serveView(w, r, app); ok {
 		return err
 	}
 	parts := strings.Split(strings.Trim(strings.TrimPrefix(r.URL.Path, "/sluice/"), "/"), "/")
 	if parts[0] == "bindings" { // /sluice/bindings/{route} = /sluice/rules/binding/{route}
-		parts = append([]string{"rules", Binding.String()}, parts[1:]...)
+		parts = append([]string{"rules", rulestore.Binding.String()}, parts[1:]...)
 	}
 	switch {
 	case len(parts) == 1 && parts[0] == "apply":
-		return app.serveApply(w, r)
+		return serveApply(w, r, app)
 	case len(parts) == 1 && (parts[0] == "store" || parts[0] == "state"):
 		if r.Method != http.MethodGet {
 			return methodNotAllowed(w, r, http.MethodGet)
@@ -112,20 +127,20 @@ func serveAdmin(w http.ResponseWriter, r *http.Request) error {
 		if r.Method != http.MethodGet {
 			return methodNotAllowed(w, r, http.MethodGet)
 		}
-		return writeJSON(w, app.index())
+		return writeJSON(w, index(app))
 	case len(parts) == 4 && parts[0] == "rules":
-		kind, ok := ParseKind(parts[1])
+		kind, ok := rulestore.ParseKind(parts[1])
 		if !ok {
 			return notFound("unknown rule kind %q", parts[1])
 		}
-		return app.serveHistory(w, r, kind, parts[2], parts[3])
+		return serveHistory(w, r, app, kind, parts[2], parts[3])
 	case len(parts) >= 2 && len(parts) <= 3 && parts[0] == "rules":
-		kind, ok := ParseKind(parts[1])
+		kind, ok := rulestore.ParseKind(parts[1])
 		if !ok {
 			return notFound("unknown rule kind %q", parts[1])
 		}
 		if len(parts) == 3 && (r.Method == http.MethodPut || r.Method == http.MethodPatch || r.Method == http.MethodDelete) {
-			return app.serveWrite(w, r, kind, parts[2])
+			return serveWrite(w, r, app, kind, parts[2])
 		}
 		if r.Method != http.MethodGet && len(parts) == 2 {
 			return methodNotAllowed(w, r, http.MethodGet)
@@ -136,34 +151,34 @@ func serveAdmin(w http.ResponseWriter, r *http.Request) error {
 		if len(parts) == 2 {
 			out := []ruleView{}
 			for _, rule := range app.Rules(kind) {
-				out = append(out, app.view(rule))
+				out = append(out, viewOf(app, rule))
 			}
 			sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 			return writeJSON(w, out)
 		}
 		if rule := app.Lookup(kind, parts[2]); rule != nil {
-			v := app.view(rule)
+			v := viewOf(app, rule)
 			etag := v.Version
 			if v.Rejected != nil { // a write replaces the stored value
 				etag = v.Rejected.Version
 			}
-			w.Header().Set("ETag", ETag(etag))
+			w.Header().Set("ETag", rulestore.ETag(etag))
 			return writeJSON(w, v)
 		}
-		if rej := app.rejectedOf(kind, parts[2]); rej != nil {
+		if rej := app.Rejected(kind, parts[2]); rej != nil {
 			return notFound("no %s rule %q in force: the stored version %s is rejected (%s) and no version was accepted before",
 				kind, parts[2], rej.Version, rej.Reason)
 		}
 		return notFound("no %s rule %q", kind, parts[2])
 	case len(parts) == 3:
-		fn := action(parts[0])
+		fn := rulestore.LookupAction(parts[0])
 		if fn == nil {
 			break
 		}
 		if r.Method != http.MethodPost {
 			return methodNotAllowed(w, r, http.MethodPost)
 		}
-		if err := ValidID(parts[1]); err != nil {
+		if err := rulestore.ValidID(parts[1]); err != nil {
 			return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: err}
 		}
 		out, err := fn(r.Context(), app, parts[1], parts[2])
@@ -175,9 +190,9 @@ func serveAdmin(w http.ResponseWriter, r *http.Request) error {
 	return notFound("not found: %s", r.URL.Path)
 }
 
-func (a *App) view(r *Rule) ruleView {
+func viewOf(a *rulestore.App, r *rulestore.Rule) ruleView {
 	return ruleView{Kind: r.Kind.String(), ID: r.ID, Source: r.Source, Version: r.Version(), Fields: r.Fields,
-		Overlay: r.Overlay, Static: a.Static(r.Kind, r.ID) != nil, Rejected: a.rejectedOf(r.Kind, r.ID)}
+		Overlay: r.Overlay, Static: a.Static(r.Kind, r.ID) != nil, Rejected: a.Rejected(r.Kind, r.ID)}
 }
 
 // kindIndex is one kind in GET /sluice/rules.
@@ -186,9 +201,9 @@ type kindIndex struct {
 	Path  string `json:"path"`
 }
 
-func (a *App) index() map[string]kindIndex {
+func index(a *rulestore.App) map[string]kindIndex {
 	out := map[string]kindIndex{}
-	for _, k := range Kinds() {
+	for _, k := range rulestore.Kinds() {
 		out[k.String()] = kindIndex{Count: a.Count(k), Path: "/sluice/rules/" + k.String()}
 	}
 	return out
@@ -199,71 +214,13 @@ func writeJSON(w http.ResponseWriter, v any) error {
 	return json.NewEncoder(w).Encode(v)
 }
 
-// Status describes the store: where rules come from and how fresh they are.
-type Status struct {
-	// Redis: the store follows Redis (false: the config's rules only).
-	Redis bool `json:"redis"`
-	// Connected: the last call to Redis succeeded.
-	Connected bool `json:"connected"`
-	// LastResync is when the last full reconciliation with Redis ended.
-	LastResync *time.Time `json:"last_resync,omitempty"`
-	// Resyncs counts the full reconciliations so far.
-	Resyncs int64 `json:"resyncs"`
-	// Rejected counts the rule versions from Redis that failed validation.
-	Rejected int64 `json:"rejected"`
-	// Rules counts the rules in force, by kind.
-	Rules map[string]int `json:"rules"`
-	// Pool is the Redis client's connection pool, present with Redis.
-	Pool *PoolStatus `json:"pool,omitempty"`
-}
-
-// PoolStatus counts the connections the store's Redis client holds. Every
-// connection Redis sees from this instance is one of Open or PubSub: a
-// difference is a leak.
-type PoolStatus struct {
-	// Open is the number of pooled command and pipeline connections, busy
-	// or idle.
-	Open uint32 `json:"open"`
-	// Idle is how many of Open wait unused in the pool.
-	Idle uint32 `json:"idle"`
-	// PubSub is the number of open subscriber connections.
-	PubSub uint32 `json:"pubsub"`
-	// Timeouts counts waits for a free connection that timed out.
-	Timeouts uint32 `json:"timeouts"`
-}
-
-// Status reports the store's state.
-func (a *App) Status() Status {
-	st := Status{Redis: a.source != nil, Rules: map[string]int{}}
-	for _, k := range Kinds() {
-		st.Rules[k.String()] = a.Count(k)
-	}
-	if a.source != nil {
-		st.Connected = a.source.status.connected.Load()
-		st.Resyncs = a.source.status.resyncs.Load()
-		st.Rejected = a.source.status.rejected.Load()
-		if ns := a.source.status.lastResync.Load(); ns != 0 {
-			t := time.Unix(0, ns).UTC()
-			st.LastResync = &t
-		}
-		ps := a.source.client.PoolStats()
-		st.Pool = &PoolStatus{Open: ps.TotalConns, Idle: ps.IdleConns, PubSub: ps.PubSubStats.Active, Timeouts: ps.Timeouts}
-		if pp := ps.PipelineStats; pp != nil { // go-redis pipelines on a pool of their own
-			st.Pool.Open += pp.TotalConns
-			st.Pool.Idle += pp.IdleConns
-			st.Pool.Timeouts += pp.Timeouts
-		}
-	}
-	return st
-}
-
 var _ caddy.AdminRouter = adminAPI{}
 
 // actionAPIError is the admin API's answer to a failed action or view: the
 // status an ActionError carries, else 400.
 func actionAPIError(err error) error {
 	status := http.StatusBadRequest
-	var ae *ActionError
+	var ae *rulestore.ActionError
 	if errors.As(err, &ae) {
 		status = ae.Status
 	}

@@ -1,4 +1,4 @@
-package rulestore
+package admin
 
 // The status page: GET /sluice/ui/ on Caddy's admin listener. Static files
 // embedded in the binary; the page polls the admin API's JSON endpoints
@@ -22,6 +22,8 @@ import (
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
+
+	"github.com/sluicegw/sluice/rulestore"
 )
 
 //go:embed ui
@@ -80,48 +82,15 @@ func uiContentType(name string) string {
 	return "application/octet-stream"
 }
 
-// Overview is GET /sluice/ui/overview.json: what the overview shows beyond
-// /sluice/state.
-type Overview struct {
-	// LiveInstances counts the Caddy instances following the same Redis and
-	// prefix, from their heartbeats (1 without Redis).
-	LiveInstances int `json:"live_instances"`
-	// Propagation holds the totals of
-	// sluice_rulestore_propagation_delay_seconds; the page shows the mean
-	// delay of the changes applied between two polls.
-	Propagation PropagationTotals `json:"propagation"`
-	// Skipped lists the rule keys the last resync ignored because their
-	// id is not valid (at most 100).
-	Skipped []InvalidRule `json:"skipped"`
-}
-
-// PropagationTotals are a histogram's count and sum since the process started.
-type PropagationTotals struct {
-	// Count counts the rule changes whose propagation was measured.
-	Count uint64 `json:"count"`
-	// SumSeconds adds up their propagation times, in seconds.
-	SumSeconds float64 `json:"sum_seconds"`
-}
-
-func serveOverview(w http.ResponseWriter, a *App) error {
-	out := Overview{LiveInstances: a.LiveInstances(), Skipped: []InvalidRule{}}
-	out.Propagation.Count, out.Propagation.SumSeconds = propagationDelay.totals()
-	if a.source != nil {
-		out.Skipped = append(out.Skipped, a.source.feedback.skipped.list()...)
-	}
-	return writeJSON(w, out)
-}
-
 // serveStatusJSON serves the page's own JSON views.
 func serveStatusJSON(w http.ResponseWriter, r *http.Request, name string) error {
-	v, err := caddy.ActiveContext().AppIfConfigured("rulestore")
+	a, err := runningStore()
 	if err != nil {
-		return notFound("no rulestore in the running config")
+		return err
 	}
-	a := v.(*App)
 	switch name {
 	case "overview":
-		return serveOverview(w, a)
+		return writeJSON(w, a.Overview())
 	case "changes":
 		changes, err := a.RecentChanges(r.Context())
 		if err != nil {
@@ -129,7 +98,7 @@ func serveStatusJSON(w http.ResponseWriter, r *http.Request, name string) error 
 		}
 		return writeJSON(w, changes)
 	}
-	fn := statusQuery(name)
+	fn := rulestore.LookupStatusQuery(name)
 	if fn == nil {
 		return notFound("no status page view %q", name)
 	}

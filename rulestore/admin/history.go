@@ -1,15 +1,17 @@
-package rulestore
+package admin
 
 import (
 	"net/http"
 
 	"github.com/caddyserver/caddy/v2"
+
+	"github.com/sluicegw/sluice/rulestore"
 )
 
 // serveHistory serves GET .../{kind}/{id}/history, GET
 // .../{kind}/{id}/verdicts and POST .../{kind}/{id}/rollback?version=<version>.
-func (a *App) serveHistory(w http.ResponseWriter, r *http.Request, k Kind, id, what string) error {
-	if err := ValidID(id); err != nil {
+func serveHistory(w http.ResponseWriter, r *http.Request, a *rulestore.App, k rulestore.Kind, id, what string) error {
+	if err := rulestore.ValidID(id); err != nil {
 		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: err}
 	}
 	switch {
@@ -18,14 +20,14 @@ func (a *App) serveHistory(w http.ResponseWriter, r *http.Request, k Kind, id, w
 		if err != nil {
 			return apiError(http.StatusBadGateway, "reading history from redis: %v", err)
 		}
-		if len(h) == 0 && a.Lookup(k, id) == nil && a.rejectedOf(k, id) == nil {
+		if len(h) == 0 && a.Lookup(k, id) == nil && a.Rejected(k, id) == nil {
 			return notFound("no %s rule %q and no recorded change of it", k, id)
 		}
 		return writeJSON(w, h)
 	case what == "rollback" && r.Method == http.MethodPost:
-		return a.serveRollback(w, r, k, id)
+		return serveRollback(w, r, a, k, id)
 	case what == "verdicts" && r.Method == http.MethodGet:
-		return a.serveVerdicts(w, r, k, id)
+		return serveVerdicts(w, r, a, k, id)
 	case what == "verdicts":
 		return methodNotAllowed(w, r, http.MethodGet)
 	case what == "history":
@@ -39,7 +41,7 @@ func (a *App) serveHistory(w http.ResponseWriter, r *http.Request, k Kind, id, w
 // serveRollback writes back the raw fields a rule had at a recorded
 // version (the new fields of an entry, or the previous fields of one),
 // through the same validated, recorded path as a PUT.
-func (a *App) serveRollback(w http.ResponseWriter, r *http.Request, k Kind, id string) error {
+func serveRollback(w http.ResponseWriter, r *http.Request, a *rulestore.App, k rulestore.Kind, id string) error {
 	version := r.URL.Query().Get("version")
 	if version == "" {
 		return apiError(http.StatusBadRequest, "rollback needs ?version=<version> (see the rule's history)")
@@ -48,7 +50,7 @@ func (a *App) serveRollback(w http.ResponseWriter, r *http.Request, k Kind, id s
 	if err != nil {
 		return apiError(http.StatusBadGateway, "reading history from redis: %v", err)
 	}
-	var target Fields
+	var target rulestore.Fields
 	for _, e := range h {
 		if e.Version == version && e.Fields != nil {
 			target = e.Fields
@@ -66,15 +68,23 @@ func (a *App) serveRollback(w http.ResponseWriter, r *http.Request, k Kind, id s
 		return err
 	}
 	q := r.URL.Query()
-	req := &writeRequest{kind: k, id: id, op: "upsert", ifMatch: r.Header.Get("If-Match"),
-		dryRun: boolParam(q.Get("dry_run")), allowMissing: boolParam(q.Get("allow_missing")), via: via(r), histOp: "rollback",
-		next: func(Fields) (Fields, error) { return target, nil }}
-	res, err := a.commit(r.Context(), req)
+	req := &rulestore.WriteRequest{Kind: k, ID: id, Op: "upsert", IfMatch: r.Header.Get("If-Match"),
+		DryRun: boolParam(q.Get("dry_run")), AllowMissing: boolParam(q.Get("allow_missing")), Via: via(r), HistoryOp: "rollback",
+		Next: func(rulestore.Fields) (rulestore.Fields, error) { return target, nil }}
+	res, err := a.Write(r.Context(), req)
 	if err != nil {
 		return err
 	}
 	if res.Version != "" {
-		w.Header().Set("ETag", ETag(res.Version))
+		w.Header().Set("ETag", rulestore.ETag(res.Version))
 	}
 	return writeJSON(w, res)
+}
+
+func serveVerdicts(w http.ResponseWriter, r *http.Request, a *rulestore.App, k rulestore.Kind, id string) error {
+	v, err := a.Verdicts(r.Context(), k, id)
+	if err != nil {
+		return apiError(http.StatusBadGateway, "reading verdicts from redis: %v", err)
+	}
+	return writeJSON(w, v)
 }

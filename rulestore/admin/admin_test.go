@@ -1,4 +1,4 @@
-package rulestore
+package admin
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicegw/sluice/internal/redistest"
 	"github.com/sluicegw/sluice/internal/testcaddy"
+	"github.com/sluicegw/sluice/rulestore"
 )
 
 // recordEvents is an events handler that keeps what it sees.
@@ -48,8 +49,8 @@ func runStoreWithEvents(t *testing.T, store map[string]any) *instance {
 	seenEvents.Lock()
 	seenEvents.list = nil
 	seenEvents.Unlock()
-	in := &instance{t: t, admin: testcaddy.FreePort(t), logPath: t.TempDir() + "/caddy.log", cfg: store}
-	testcaddy.RunJSON(t, testcaddy.SubscribeEvents(t, in.json(store), "rstest_record", EventRuleUpdated, EventRuleRejected))
+	in := &instance{testcaddy.NewStoreInstance(t, store)}
+	testcaddy.RunJSON(t, testcaddy.SubscribeEvents(t, in.JSON(store), "rstest_record", rulestore.EventRuleUpdated, rulestore.EventRuleRejected))
 	return in
 }
 
@@ -156,8 +157,8 @@ func TestInvalidWritesLeaveRedisUntouched(t *testing.T) {
 		return c.Exists(context.Background(), "gateway:status:rate_limit:keep").Val() == 1
 	})
 	before := redisContents(t, c)
-	long := strings.Repeat("a", MaxIDLength+1)
-	huge := `{"qps": "` + strings.Repeat("9", maxRuleBody) + `"}`
+	long := strings.Repeat("a", rulestore.MaxIDLength+1)
+	huge := `{"qps": "` + strings.Repeat("9", rulestore.MaxRuleBody) + `"}`
 	for _, bad := range []struct {
 		method, path, body string
 		code               int
@@ -221,18 +222,18 @@ func TestConcurrentWritersKeepHashAndLogInStep(t *testing.T) {
 			}(w)
 		}
 		wg.Wait()
-		hash := Fields(c.HGetAll(ctx, "rate_limit:rule:hot").Val())
+		hash := rulestore.Fields(c.HGetAll(ctx, "rate_limit:rule:hot").Val())
 		entries := c.XRevRangeN(ctx, "gateway:rules", "+", "-", 1).Val()
 		if len(entries) != 1 {
 			t.Fatalf("no change-log entry")
 		}
-		if v := entries[0].Values["version"]; v != Version(hash) {
-			t.Fatalf("round %d: hash %v has version %s, newest change-log entry says %v", round, hash, Version(hash), v)
+		if v := entries[0].Values["version"]; v != rulestore.Version(hash) {
+			t.Fatalf("round %d: hash %v has version %s, newest change-log entry says %v", round, hash, rulestore.Version(hash), v)
 		}
 		// Every instance converges on that version.
 		testcaddy.Eventually(t, 10*time.Second, "store holds the newest version", func() bool {
 			v, ok := in.rule("rate_limit", "hot")
-			return ok && v.Version == Version(hash)
+			return ok && v.Version == rulestore.Version(hash)
 		})
 	}
 	if n := c.XLen(ctx, "gateway:rules").Val(); n != 5*writers*writes {
@@ -270,19 +271,19 @@ func TestPropagationDelayIsMeasured(t *testing.T) {
 	r := redistest.Start(t)
 	in := runStore(t, redisStore(r.URL()))
 	testcaddy.Eventually(t, 10*time.Second, "connected", func() bool { return in.status().Connected })
-	before := metricValue(scrape(t, in.admin), "sluice_rulestore_propagation_delay_seconds_count")
+	before := metricValue(scrape(t, in.Admin), "sluice_rulestore_propagation_delay_seconds_count")
 	code, body := adminDo(t, in, "PUT", "/sluice/rules/rate_limit/delay", `{"qps": 7}`)
 	if code != 200 {
 		t.Fatalf("PUT: %d %s", code, body)
 	}
 	e := r.Client().XRevRangeN(context.Background(), "gateway:rules", "+", "-", 1).Val()
-	if len(e) != 1 || e[0].Values["published_at"] == nil || e[0].Values["version"] != Version(Fields{"qps": "7"}) {
+	if len(e) != 1 || e[0].Values["published_at"] == nil || e[0].Values["version"] != rulestore.Version(rulestore.Fields{"qps": "7"}) {
 		t.Fatalf("change-log entry %v lacks published_at or version", e)
 	}
 	testcaddy.Eventually(t, 10*time.Second, "propagation delay observed", func() bool {
-		return metricValue(scrape(t, in.admin), "sluice_rulestore_propagation_delay_seconds_count") == before+1
+		return metricValue(scrape(t, in.Admin), "sluice_rulestore_propagation_delay_seconds_count") == before+1
 	})
-	m := scrape(t, in.admin)
+	m := scrape(t, in.Admin)
 	if !strings.Contains(m, `sluice_rulestore_admin_writes_total{kind="rate_limit",op="upsert",result="ok"} `) {
 		t.Fatalf("admin writes metric missing:\n%s", m)
 	}
@@ -322,14 +323,14 @@ func TestStateHasStoreSection(t *testing.T) {
 		t.Fatalf("GET /sluice/state: %d %s", code, body)
 	}
 	var st struct {
-		Rulestore StoreState `json:"rulestore"`
+		Rulestore rulestore.StoreState `json:"rulestore"`
 	}
 	if err := json.Unmarshal([]byte(body), &st); err != nil {
 		t.Fatal(err)
 	}
 	rs := st.Rulestore
 	if rs.Redis || rs.Writes != "memory" || rs.Rules["rate_limit"] != 1 ||
-		rs.Versions["rate_limit"]["s"] != (RuleVersion{Version: Version(Fields{"qps": "4"}), Source: "static"}) {
+		rs.Versions["rate_limit"]["s"] != (rulestore.RuleVersion{Version: rulestore.Version(rulestore.Fields{"qps": "4"}), Source: "static"}) {
 		t.Fatalf("state: %s", body)
 	}
 }
@@ -353,7 +354,7 @@ func TestAdminWritesOnCluster(t *testing.T) {
 		}
 	}
 	entries := c.XRange(ctx, "gateway:rules", "-", "+").Val()
-	if len(entries) != 3 || entries[2].Values["id"] != "c3" || entries[2].Values["version"] != Version(Fields{"qps": "3"}) {
+	if len(entries) != 3 || entries[2].Values["id"] != "c3" || entries[2].Values["version"] != rulestore.Version(rulestore.Fields{"qps": "3"}) {
 		t.Fatalf("change log: %v", entries)
 	}
 	if code, _ := adminDo(t, in, "DELETE", "/sluice/rules/rate_limit/c2", ""); code != 200 {

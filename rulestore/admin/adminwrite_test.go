@@ -1,4 +1,4 @@
-package rulestore
+package admin
 
 import (
 	"context"
@@ -12,12 +12,13 @@ import (
 
 	"github.com/sluicegw/sluice/internal/redistest"
 	"github.com/sluicegw/sluice/internal/testcaddy"
+	"github.com/sluicegw/sluice/rulestore"
 )
 
 // adminReq sends one admin API request with headers "Name: value".
 func adminReq(t *testing.T, in *instance, method, path, body string, headers ...string) (int, string, http.Header) {
 	t.Helper()
-	req, _ := http.NewRequest(method, fmt.Sprintf("http://localhost:%d%s", in.admin, path), strings.NewReader(body))
+	req, _ := http.NewRequest(method, fmt.Sprintf("http://localhost:%d%s", in.Admin, path), strings.NewReader(body))
 	for _, h := range headers {
 		name, value, _ := strings.Cut(h, ":")
 		req.Header.Set(strings.TrimSpace(name), strings.TrimSpace(value))
@@ -68,21 +69,21 @@ func TestAdminWriteSemantics(t *testing.T) {
 			// GET has an ETag: the version of the stored state, here the
 			// rule as declared (nothing stored).
 			code, body, h := adminReq(t, in, "GET", "/sluice/rules/rate_limit/s", "")
-			v0 := Version(Fields{"qps": "5", "burst": "9"})
-			if code != 200 || h.Get("ETag") != ETag(v0) || !strings.Contains(body, `"static":true`) {
+			v0 := rulestore.Version(rulestore.Fields{"qps": "5", "burst": "9"})
+			if code != 200 || h.Get("ETag") != rulestore.ETag(v0) || !strings.Contains(body, `"static":true`) {
 				t.Fatalf("GET: %d %s ETag=%s", code, body, h.Get("ETag"))
 			}
 
 			// A partial PUT overlays the static rule: a kill switch.
-			code, body, _ = adminReq(t, in, "PUT", "/sluice/rules/rate_limit/s", `{"qps": 1}`, "If-Match: "+ETag(v0))
+			code, body, _ = adminReq(t, in, "PUT", "/sluice/rules/rate_limit/s", `{"qps": 1}`, "If-Match: "+rulestore.ETag(v0))
 			if code != 200 || !strings.Contains(body, `"diff":[{"field":"qps","change":"changed","old":"5","new":"1"}]`) {
 				t.Fatalf("overlay PUT: %d %s", code, body)
 			}
 			waitFields(`{"burst":"9","qps":"1"}`)
-			v1 := Version(Fields{"qps": "1"}) // the stored overlay's version
+			v1 := rulestore.Version(rulestore.Fields{"qps": "1"}) // the stored overlay's version
 
 			// A stale If-Match is refused and changes nothing.
-			code, body, _ = adminReq(t, in, "PATCH", "/sluice/rules/rate_limit/s", `{"qps": 2}`, "If-Match: "+ETag(v0))
+			code, body, _ = adminReq(t, in, "PATCH", "/sluice/rules/rate_limit/s", `{"qps": 2}`, "If-Match: "+rulestore.ETag(v0))
 			if code != http.StatusPreconditionFailed || !strings.Contains(body, v1) {
 				t.Fatalf("stale If-Match: %d %s", code, body)
 			}
@@ -94,8 +95,8 @@ func TestAdminWriteSemantics(t *testing.T) {
 				t.Fatalf("dry run: %d %s", code, body)
 			}
 			// PATCH of one field, with the right If-Match.
-			code, body, h = adminReq(t, in, "PATCH", "/sluice/rules/rate_limit/s", `{"burst": 3}`, "If-Match: "+ETag(v1))
-			if code != 200 || h.Get("ETag") != ETag(Version(Fields{"qps": "1", "burst": "3"})) {
+			code, body, h = adminReq(t, in, "PATCH", "/sluice/rules/rate_limit/s", `{"burst": 3}`, "If-Match: "+rulestore.ETag(v1))
+			if code != 200 || h.Get("ETag") != rulestore.ETag(rulestore.Version(rulestore.Fields{"qps": "1", "burst": "3"})) {
 				t.Fatalf("PATCH: %d %s", code, body)
 			}
 			waitFields(`{"burst":"3","qps":"1"}`)
@@ -138,10 +139,10 @@ func TestAdminWriteSemantics(t *testing.T) {
 			// Every change of s was recorded, newest first, with the
 			// fields before and after: PUT, PATCH, DELETE.
 			code, body, _ = adminReq(t, in, "GET", "/sluice/rules/rate_limit/s/history", "")
-			var hist []HistoryEntry
+			var hist []rulestore.HistoryEntry
 			json.Unmarshal([]byte(body), &hist)
-			if code != 200 || len(hist) != 3 || hist[0].Op != "delete" || !hist[0].Prev.Equal(Fields{"qps": "1", "burst": "3"}) ||
-				!hist[1].Fields.Equal(Fields{"qps": "1", "burst": "3"}) || !hist[2].Fields.Equal(Fields{"qps": "1"}) || hist[2].Prev != nil {
+			if code != 200 || len(hist) != 3 || hist[0].Op != "delete" || !hist[0].Prev.Equal(rulestore.Fields{"qps": "1", "burst": "3"}) ||
+				!hist[1].Fields.Equal(rulestore.Fields{"qps": "1", "burst": "3"}) || !hist[2].Fields.Equal(rulestore.Fields{"qps": "1"}) || hist[2].Prev != nil {
 				t.Fatalf("history: %d %s", code, body)
 			}
 			// A rollback to the first overlay writes it back.
@@ -172,8 +173,8 @@ func TestRejectedRuleIsReportedToWriter(t *testing.T) {
 
 	push(t, c, "fresh", "burst", "3") // Redis-only and incomplete
 	push(t, c, "s", "qps", "-1")      // overlay with a bad value
-	verdict := func(id string) Verdict {
-		var v Verdict
+	verdict := func(id string) rulestore.Verdict {
+		var v rulestore.Verdict
 		for _, js := range c.HGetAll(ctx, "gateway:status:rate_limit:"+id).Val() {
 			json.Unmarshal([]byte(js), &v)
 		}
@@ -182,7 +183,7 @@ func TestRejectedRuleIsReportedToWriter(t *testing.T) {
 	testcaddy.Eventually(t, 10*time.Second, "verdicts", func() bool {
 		return verdict("fresh").State == "rejected" && verdict("s").State == "rejected"
 	})
-	if v := verdict("s"); v.Field != "qps" || !strings.Contains(v.Error, "want a number") || v.Version != Version(Fields{"qps": "-1"}) {
+	if v := verdict("s"); v.Field != "qps" || !strings.Contains(v.Error, "want a number") || v.Version != rulestore.Version(rulestore.Fields{"qps": "-1"}) {
 		t.Fatalf("verdict on s: %+v", v)
 	}
 	if ttl := c.TTL(ctx, "gateway:status:rate_limit:s").Val(); ttl <= 0 || ttl > statusTTL {
@@ -193,7 +194,7 @@ func TestRejectedRuleIsReportedToWriter(t *testing.T) {
 		!strings.Contains(body, `"id":"s","problem":"rejected"`) || !strings.Contains(body, `"since":"`) {
 		t.Fatalf("state: %s", body)
 	}
-	if got := metricValue(scrape(t, in.admin), `sluice_rules_invalid{kind="rate_limit"}`); got != 2 {
+	if got := metricValue(scrape(t, in.Admin), `sluice_rules_invalid{kind="rate_limit"}`); got != 2 {
 		t.Fatalf("sluice_rules_invalid = %v, want 2", got)
 	}
 	// The static rule stayed in force.
@@ -205,7 +206,7 @@ func TestRejectedRuleIsReportedToWriter(t *testing.T) {
 	c.Del(ctx, "rate_limit:rule:fresh")
 	c.Publish(ctx, "gateway:rules:rate_limit", "fresh")
 	testcaddy.Eventually(t, 10*time.Second, "fixed", func() bool {
-		return verdict("s").State == "accepted" && metricValue(scrape(t, in.admin), `sluice_rules_invalid{kind="rate_limit"}`) == 0
+		return verdict("s").State == "accepted" && metricValue(scrape(t, in.Admin), `sluice_rules_invalid{kind="rate_limit"}`) == 0
 	})
 }
 
@@ -216,19 +217,19 @@ func TestMissingRuleListedAndWarnedOnce(t *testing.T) {
 	r := redistest.Start(t)
 	in := runStore(t, staticStore(r.URL()))
 	testcaddy.Eventually(t, 10*time.Second, "connected", func() bool { return in.status().Connected })
-	app := active()
+	app := rulestore.Active()
 	for range 100 {
-		app.WarnMissing(RateLimit, "order_apj")
+		app.WarnMissing(rulestore.RateLimit, "order_apj")
 	}
 	code, body := adminDo(t, in, "GET", "/sluice/state", "")
 	if code != 200 || !strings.Contains(body, `"id":"order_apj","problem":"missing"`) {
 		t.Fatalf("state: %s", body)
 	}
-	if got := metricValue(scrape(t, in.admin), `sluice_rules_invalid{kind="rate_limit"}`); got != 1 {
+	if got := metricValue(scrape(t, in.Admin), `sluice_rules_invalid{kind="rate_limit"}`); got != 1 {
 		t.Fatalf("sluice_rules_invalid = %v, want 1", got)
 	}
-	in.waitLog("rule not found", "order_apj")
-	if n := strings.Count(in.logs(), `"id":"order_apj"`); n != 1 {
+	in.WaitLog("rule not found", "order_apj")
+	if n := strings.Count(in.Logs(), `"id":"order_apj"`); n != 1 {
 		t.Fatalf("%d warnings for 100 lookups of a missing rule, want 1 a minute", n)
 	}
 	push(t, r.Client(), "order_apj", "qps", "3")
@@ -263,7 +264,7 @@ func TestHistoryKeepsTheLastChanges(t *testing.T) {
 				}
 			}
 			code, body, _ := adminReq(t, in, "GET", "/sluice/rules/rate_limit/s/history", "")
-			var hist []HistoryEntry
+			var hist []rulestore.HistoryEntry
 			if err := json.Unmarshal([]byte(body), &hist); code != 200 || err != nil {
 				t.Fatalf("history: %d %v %s", code, err, body)
 			}
@@ -287,10 +288,70 @@ func TestHistoryKeepsTheLastChanges(t *testing.T) {
 }
 
 // historySummary is one line per entry: new qps, previous qps, via.
-func historySummary(h []HistoryEntry) string {
+func historySummary(h []rulestore.HistoryEntry) string {
 	var b strings.Builder
 	for _, e := range h {
 		fmt.Fprintf(&b, "%s %s %s %s\n", e.Fields["qps"], e.Prev["qps"], e.Via, e.At.Format("15:04:05.000000"))
 	}
 	return b.String()
+}
+
+func TestAdminWritesGoThroughRedis(t *testing.T) {
+	r := redistest.Start(t)
+	in := runStore(t, redisStore(r.URL()))
+	code, body := adminDo(t, in, "PUT", "/sluice/rules/rate_limit/order_api", `{"qps": 12, "limit_type": "TOKEN_BUCKET"}`)
+	if code != 200 {
+		t.Fatalf("PUT: %d %s", code, body)
+	}
+	in.waitQPS("order_api", "12")
+	ctx := context.Background()
+	c := r.Client()
+	if v, _ := c.HGet(ctx, "rate_limit:rule:order_api", "qps").Result(); v != "12" {
+		t.Fatalf("hash qps = %q", v)
+	}
+	if n, _ := c.XLen(ctx, "gateway:rules").Result(); n != 1 {
+		t.Fatalf("change log has %d entries, want 1", n)
+	}
+
+	code, body = adminDo(t, in, "PUT", "/sluice/rules/rate_limit/order_api", `{"qps": "lots"}`)
+	if code != 400 || !strings.Contains(body, "qps") {
+		t.Fatalf("bad PUT: %d %s, want 400 naming qps", code, body)
+	}
+	if v, _ := c.HGet(ctx, "rate_limit:rule:order_api", "qps").Result(); v != "12" {
+		t.Fatalf("a rejected PUT changed Redis: qps = %q", v)
+	}
+	if code, _ := adminDo(t, in, "PUT", "/sluice/rules/rate_limit/bad%20id", `{"qps": 1}`); code != 400 {
+		t.Fatalf("bad id: %d", code)
+	}
+
+	if code, body := adminDo(t, in, "DELETE", "/sluice/rules/rate_limit/order_api", ""); code != 200 {
+		t.Fatalf("DELETE: %d %s", code, body)
+	}
+	in.waitQPS("order_api", "")
+}
+
+func TestAdminWriteWithoutRedisSaysSo(t *testing.T) {
+	in := runStore(t, map[string]any{"rate_limit": map[string]any{"a": map[string]any{"qps": 5}}})
+	code, body := adminDo(t, in, "PUT", "/sluice/rules/rate_limit/a", `{"qps": 1}`)
+	if code != http.StatusOK || !strings.Contains(body, `"stored":"memory"`) || !strings.Contains(body, "no redis configured") {
+		t.Fatalf("PUT without redis: %d %s", code, body)
+	}
+	if v, ok := in.rule("rate_limit", "a"); !ok || v.Fields["qps"] != "1" || v.Source != "memory" {
+		t.Fatalf("after PUT: %+v", v)
+	}
+	// A reload keeps the in-memory rule over the static one.
+	in.Reload(in.Store)
+	if v, _ := in.rule("rate_limit", "a"); v.Fields["qps"] != "1" {
+		t.Fatalf("after reload: %+v", v)
+	}
+	// Deleting it brings the static rule back; a second delete is a 404.
+	if code, body := adminDo(t, in, "DELETE", "/sluice/rules/rate_limit/a", ""); code != 200 {
+		t.Fatalf("DELETE: %d %s", code, body)
+	}
+	if v, _ := in.rule("rate_limit", "a"); v.Fields["qps"] != "5" || v.Source != "static" {
+		t.Fatalf("after DELETE: %+v", v)
+	}
+	if code, _ := adminDo(t, in, "DELETE", "/sluice/rules/rate_limit/a", ""); code != http.StatusNotFound {
+		t.Fatalf("second DELETE: %d", code)
+	}
 }

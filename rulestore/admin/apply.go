@@ -1,0 +1,46 @@
+package admin
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/sluicegw/sluice/rulestore"
+)
+
+// maxApplyBody bounds the body of POST /sluice/apply.
+const maxApplyBody = 16 << 20
+
+// serveApply handles POST /sluice/apply[?dry_run=true]: 200 with every
+// object's verdict when the set is (or would be) written; 400, or 412 when
+// a rule changed from its expected version, with the verdicts when nothing
+// is written.
+func serveApply(w http.ResponseWriter, r *http.Request, a *rulestore.App) error {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		return notAllowed(r)
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxApplyBody+1))
+	if err != nil || len(body) > maxApplyBody {
+		return apiError(http.StatusRequestEntityTooLarge, "rule set unreadable or over %d bytes", maxApplyBody)
+	}
+	var req rulestore.ApplyRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return apiError(http.StatusBadRequest, `rule set: want {"rules": {"<kind>": {"<id>": {"<field>": value}}}}: %v`, err)
+	}
+	res, err := a.Apply(r.Context(), req, boolParam(r.URL.Query().Get("dry_run")))
+	if err != nil {
+		var ae caddy.APIError
+		if !errors.As(err, &ae) {
+			err = caddy.APIError{HTTPStatus: http.StatusBadGateway, Err: fmt.Errorf("applying in redis: %w", err)}
+		}
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(res.Status())
+	return json.NewEncoder(w).Encode(res)
+}
