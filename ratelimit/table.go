@@ -15,8 +15,8 @@ import (
 // It is plain Go with no Caddy imports; time is passed in.
 //
 // The table holds no pointers per key: entries are fixed-size structs in a
-// few large chunks, linked by int32 indices, found through a map from the
-// key's 64-bit hash, with the key's bytes inline or in a byte arena. The GC
+// few large chunks, linked by int32 indices, found through an index of the
+// key's 64-bit hash (keyindex.go), with the key's bytes inline or in a byte arena. The GC
 // has nothing in them to mark however many keys there are (a
 // pointer-linked table was a large part of the rate limit's GC cost; see
 // docs/performance.md).
@@ -29,17 +29,17 @@ type table struct {
 
 type shard struct {
 	mu      sync.Mutex
-	idx     map[uint64]int32 // key hash → the first entry with it
-	chunks  [][]entry        // entry i is at(i); index 0 means none
-	head    int32            // most recently used entry
-	tail    int32            // least recently used entry
-	next    int32            // the next index never handed out
-	free    int32            // a free entry; free ones link through next
-	cap     int32            // entries in the chunks
-	live    int              // entries holding a key
-	arena   []byte           // keys longer than inlineKey
-	dead    int              // arena bytes of removed keys
-	zombies []int32          // removed with requests in flight (see remove)
+	idx     keyIndex  // key hash → entry
+	chunks  [][]entry // entry i is at(i); index 0 means none
+	head    int32     // most recently used entry
+	tail    int32     // least recently used entry
+	next    int32     // the next index never handed out
+	free    int32     // a free entry; free ones link through next
+	cap     int32     // entries in the chunks
+	live    int       // entries holding a key
+	arena   []byte    // keys longer than inlineKey
+	dead    int       // arena bytes of removed keys
+	zombies []int32   // removed with requests in flight (see remove)
 	zpos    int
 	leases  map[int32]*leaseState // cluster lease mode only
 	// oldest is no later than the tail's seen (entries are listed by seen:
@@ -66,7 +66,6 @@ type entry struct {
 	inflight int32 // requests admitted and not finished (max_concurrent)
 	hash     uint64
 	koff     int32 // the key's offset in the arena when longer than kbuf
-	hnext    int32 // the next entry with the same hash
 	sw       slidingWindow
 	pace     pacer      // control_behavior pace
 	warm     warmBucket // control_behavior warm_up, warm_up_pace
@@ -111,7 +110,7 @@ func newTable(nshards int) *table {
 // reset empties s (all but its mutex); nothing may point into its entries.
 func (s *shard) reset() {
 	s.gen++
-	s.idx, s.chunks, s.arena, s.zombies, s.leases = make(map[uint64]int32), nil, nil, nil, nil
+	s.idx, s.chunks, s.arena, s.zombies, s.leases = keyIndex{}, nil, nil, nil, nil
 	s.head, s.tail, s.next, s.free, s.cap = 0, 0, 1, 0, 0
 	s.live, s.dead, s.zpos = 0, 0, 0
 }
@@ -185,12 +184,12 @@ func (t *table) findHashed(s *shard, key []byte, h uint64, now, idle int64, perS
 
 // lookupHashed returns the index of key, whose hash is h, or 0.
 func (t *table) lookupHashed(s *shard, key []byte, h uint64) int32 {
-	for i := s.idx[h]; i != 0; {
-		e := s.at(i)
-		if string(s.keyOf(e)) == string(key) {
+	for i, p := s.idx.candidate(h, s.idx.start(h)); i != 0; i, p = s.idx.candidate(h, p) {
+		// The tag matched; the key's bytes decide (the entry's hash is
+		// in its second cache line, not read on a lookup).
+		if e := s.at(i); string(s.keyOf(e)) == string(key) {
 			return i
 		}
-		i = e.hnext
 	}
 	return 0
 }
@@ -206,8 +205,7 @@ func (t *table) insertHashed(s *shard, key []byte, h uint64, now int64) int32 {
 	} else {
 		e.koff = s.store(key)
 	}
-	e.hnext = s.idx[h] // 0 unless two keys share the hash
-	s.idx[h] = i
+	s.idx.insert(h, i)
 	s.pushFront(i, e)
 	s.live++
 	t.keys.Add(1)
@@ -320,21 +318,7 @@ func (t *table) remove(s *shard, i int32) {
 	s.gen++
 	e := s.at(i)
 	s.unlink(i, e)
-	if p := s.idx[e.hash]; p == i {
-		if e.hnext == 0 {
-			delete(s.idx, e.hash)
-		} else {
-			s.idx[e.hash] = e.hnext
-		}
-	} else {
-		for pe := s.at(p); ; pe = s.at(p) {
-			if pe.hnext == i {
-				pe.hnext = e.hnext
-				break
-			}
-			p = pe.hnext
-		}
-	}
+	s.idx.remove(e.hash, i)
 	if e.klen > inlineKey {
 		s.dead += int(e.klen)
 	}
@@ -352,7 +336,7 @@ func (t *table) remove(s *shard, i int32) {
 
 // sweep drops every idle entry; the janitor calls it now and then so memory
 // is returned even for keys never seen again: a shard left empty lets go of
-// its chunks and map, and a long-key arena of mostly removed keys shrinks.
+// its chunks and index, and a long-key arena of mostly removed keys shrinks.
 func (t *table) sweep(now, idle int64) {
 	for i := range t.shards {
 		s := &t.shards[i]

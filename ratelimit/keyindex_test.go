@@ -1,0 +1,144 @@
+package ratelimit
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// indexHolds reports the entries x lists under hash h.
+func indexHolds(x *keyIndex, h uint64) map[int32]bool {
+	got := map[int32]bool{}
+	for i, p := x.candidate(h, x.start(h)); i != 0; i, p = x.candidate(h, p) {
+		got[i] = true
+	}
+	return got
+}
+
+// checkIndex compares x with the reference ref (entry → hash): every entry
+// is found under its hash, no other entry of that hash is (tags are the
+// high 32 bits: entries of another hash with the same tag count too), and
+// the count of used slots matches.
+func checkIndex(t *testing.T, x *keyIndex, ref map[int32]uint64) {
+	t.Helper()
+	if x.n != len(ref) {
+		t.Fatalf("%d slots used, want %d", x.n, len(ref))
+	}
+	used := 0
+	for _, v := range x.slots {
+		if v != 0 {
+			used++
+		}
+	}
+	if used != len(ref) {
+		t.Fatalf("%d nonzero slots, want %d", used, len(ref))
+	}
+	for i, h := range ref {
+		got := indexHolds(x, h)
+		if !got[i] {
+			t.Fatalf("entry %d lost under hash %#x", i, h)
+		}
+		for j := range got {
+			if h2, ok := ref[j]; !ok || h2>>32 != h>>32 {
+				t.Fatalf("hash %#x lists entry %d (hash %#x, held %v)", h, j, h2, ok)
+			}
+		}
+	}
+}
+
+// Random inserts and removals match a reference map, through growth and
+// with hashes drawn from a few homes and tags (long probe runs that wrap
+// around the end of the slots, equal tags and equal hashes).
+func TestKeyIndexMatchesReference(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		hash func(r *rand.Rand) uint64
+	}{
+		{"spread", func(r *rand.Rand) uint64 { return r.Uint64() }},
+		{"few-homes", func(r *rand.Rand) uint64 { return uint64(r.IntN(3))<<62 | uint64(r.IntN(1<<20))<<32 }},
+		{"last-home", func(r *rand.Rand) uint64 { return ^uint64(0) - uint64(r.IntN(4))<<32 }},
+		{"few-hashes", func(r *rand.Rand) uint64 { return uint64(r.IntN(5)) << 61 }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(1, 2))
+			var x keyIndex
+			ref := map[int32]uint64{}
+			var live []int32
+			next := int32(1)
+			for step := range 20_000 {
+				if len(live) > 0 && (r.IntN(3) == 0 || len(live) > 600) {
+					k := r.IntN(len(live))
+					i := live[k]
+					x.remove(ref[i], i)
+					delete(ref, i)
+					live[k] = live[len(live)-1]
+					live = live[:len(live)-1]
+				} else {
+					h := c.hash(r)
+					x.insert(h, next)
+					ref[next] = h
+					live = append(live, next)
+					next++
+				}
+				if step%97 == 0 || len(live) < 20 {
+					checkIndex(t, &x, ref)
+				}
+			}
+			checkIndex(t, &x, ref)
+			if x.n*4 > len(x.slots)*3 {
+				t.Fatalf("%d of %d slots used", x.n, len(x.slots))
+			}
+		})
+	}
+}
+
+// An empty index, never grown, finds nothing.
+func TestKeyIndexEmpty(t *testing.T) {
+	var x keyIndex
+	if i, _ := x.candidate(42, x.start(42)); i != 0 {
+		t.Fatalf("found %d in an empty index", i)
+	}
+}
+
+// A table of many keys over several shards, with keys coming and going
+// (max_keys evictions, idle expiry), keeps every live key's own state and
+// its index in step with its entries.
+func TestTableIndexThroughChurn(t *testing.T) {
+	tab := newTable(4)
+	const perShard = 50
+	r := rand.New(rand.NewPCG(3, 4))
+	mark := map[string]float64{}
+	now := sec
+	for step := range 50_000 {
+		now += int64(r.IntN(1000))
+		k := []byte{byte('a' + r.IntN(26)), byte('a' + r.IntN(26)), byte('a' + r.IntN(26))}
+		s := tab.shard(k)
+		e := tab.get(s, k, now, 30_000, perShard)
+		if want, ok := mark[string(k)]; ok && e.tb.tokens != 0 && e.tb.tokens != want {
+			t.Fatalf("step %d: key %s holds %v, want %v", step, k, e.tb.tokens, want)
+		}
+		e.tb.tokens = float64(step + 1)
+		mark[string(k)] = e.tb.tokens
+	}
+	total := 0
+	for si := range tab.shards {
+		s := &tab.shards[si]
+		if s.live > perShard || s.idx.n != s.live {
+			t.Fatalf("shard %d: %d live, %d indexed, at most %d", si, s.live, s.idx.n, perShard)
+		}
+		total += s.live
+	}
+	n := 0
+	tab.scan(func(e *entry, key []byte) {
+		n++
+		s := tab.shard(key)
+		if got := tab.lookupHashed(s, key, tab.hash(key)); s.at(got) != e {
+			t.Fatalf("key %s: lookup finds entry %d, not its own", key, got)
+		}
+		if e.tb.tokens != mark[string(key)] {
+			t.Fatalf("key %s holds %v, want %v", key, e.tb.tokens, mark[string(key)])
+		}
+	})
+	if n != total || int64(total) != tab.keys.Load() {
+		t.Fatalf("scan saw %d keys, shards hold %d, count %d", n, total, tab.keys.Load())
+	}
+}
