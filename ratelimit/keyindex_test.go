@@ -100,8 +100,8 @@ func TestKeyIndexEmpty(t *testing.T) {
 }
 
 // A table of many keys over several shards, with keys coming and going
-// (max_keys evictions, idle expiry), keeps every live key's own state and
-// its index in step with its entries.
+// (max_keys evictions, idle expiry), keeps every live key's own state, its
+// index and its recency list in step with its entries.
 func TestTableIndexThroughChurn(t *testing.T) {
 	tab := newTable(4)
 	const perShard = 50
@@ -125,6 +125,7 @@ func TestTableIndexThroughChurn(t *testing.T) {
 		if s.live > perShard || s.idx.n != s.live {
 			t.Fatalf("shard %d: %d live, %d indexed, at most %d", si, s.live, s.idx.n, perShard)
 		}
+		checkRecencyList(t, s)
 		total += s.live
 	}
 	n := 0
@@ -140,5 +141,28 @@ func TestTableIndexThroughChurn(t *testing.T) {
 	})
 	if n != total || int64(total) != tab.keys.Load() {
 		t.Fatalf("scan saw %d keys, shards hold %d, count %d", n, total, tab.keys.Load())
+	}
+}
+
+// checkRecencyList walks s's recency list from the head: it holds every
+// live entry once, linked both ways, ordered by seen (most recent first),
+// and ends at the tail.
+func checkRecencyList(t *testing.T, s *shard) {
+	t.Helper()
+	n, prev := 0, int32(0)
+	for i := s.head; i != 0; i = s.links[i].next {
+		if s.links[i].prev != prev {
+			t.Fatalf("entry %d links back to %d, not %d", i, s.links[i].prev, prev)
+		}
+		if prev != 0 && s.at(i).seen > s.at(prev).seen {
+			t.Fatalf("entry %d (seen %d) after entry %d (seen %d)", i, s.at(i).seen, prev, s.at(prev).seen)
+		}
+		if n++; n > s.live {
+			t.Fatalf("the list is longer than the %d live entries", s.live)
+		}
+		prev = i
+	}
+	if n != s.live || s.tail != prev {
+		t.Fatalf("the list holds %d of %d live entries, ends at %d, tail %d", n, s.live, prev, s.tail)
 	}
 }

@@ -31,10 +31,11 @@ type shard struct {
 	mu      sync.Mutex
 	idx     keyIndex  // key hash → entry
 	chunks  [][]entry // entry i is at(i); index 0 means none
+	links   []link    // entry i's place in the recency list
 	head    int32     // most recently used entry
 	tail    int32     // least recently used entry
 	next    int32     // the next index never handed out
-	free    int32     // a free entry; free ones link through next
+	free    int32     // a free entry; free ones link through links' next
 	cap     int32     // entries in the chunks
 	live    int       // entries holding a key
 	arena   []byte    // keys longer than inlineKey
@@ -61,8 +62,6 @@ type entry struct {
 	tb       tokenBucket
 	seen     int64 // ns of the last request
 	klen     int32
-	prev     int32
-	next     int32 // LRU toward the tail; the free list's link
 	inflight int32 // requests admitted and not finished (max_concurrent)
 	hash     uint64
 	koff     int32 // the key's offset in the arena when longer than kbuf
@@ -73,7 +72,14 @@ type entry struct {
 
 // inlineKey is the longest key held in the entry: with it the entry is 128
 // bytes, two cache lines.
-const inlineKey = 24
+const inlineKey = 32
+
+// link is an entry's neighbours in the recency list, toward the head
+// (prev) and the tail (next); a free entry's next is the free list's. The
+// links are kept apart from the entries, in one small array per shard:
+// moving a key to the front writes its neighbours' links, which are then
+// likely in cache where their entries would not be.
+type link struct{ prev, next int32 }
 
 // Chunks of entries double from firstChunk up to maxChunk entries, then
 // stay at maxChunk: a shard with few keys holds a small chunk, one with
@@ -110,7 +116,7 @@ func newTable(nshards int) *table {
 // reset empties s (all but its mutex); nothing may point into its entries.
 func (s *shard) reset() {
 	s.gen++
-	s.idx, s.chunks, s.arena, s.zombies, s.leases = keyIndex{}, nil, nil, nil, nil
+	s.idx, s.chunks, s.links, s.arena, s.zombies, s.leases = keyIndex{}, nil, nil, nil, nil, nil
 	s.head, s.tail, s.next, s.free, s.cap = 0, 0, 1, 0, 0
 	s.live, s.dead, s.zpos = 0, 0, 0
 }
@@ -169,10 +175,7 @@ func (t *table) findHashed(s *shard, key []byte, h uint64, now, idle int64, perS
 	if i := t.lookupHashed(s, key, h); i != 0 {
 		e := s.at(i)
 		e.seen = now
-		if s.head != i {
-			s.unlink(i, e)
-			s.pushFront(i, e)
-		}
+		s.toFront(i)
 		t.expire(s, now, idle, 2)
 		return i
 	}
@@ -206,7 +209,7 @@ func (t *table) insertHashed(s *shard, key []byte, h uint64, now int64) int32 {
 		e.koff = s.store(key)
 	}
 	s.idx.insert(h, i)
-	s.pushFront(i, e)
+	s.pushFront(i)
 	s.live++
 	t.keys.Add(1)
 	return i
@@ -216,7 +219,7 @@ func (t *table) insertHashed(s *shard, key []byte, h uint64, now int64) int32 {
 func (s *shard) alloc() int32 {
 	s.reclaim()
 	if i := s.free; i != 0 {
-		s.free = s.at(i).next
+		s.free = s.links[i].next
 		return i
 	}
 	if s.next >= s.cap {
@@ -225,6 +228,10 @@ func (s *shard) alloc() int32 {
 			n = firstChunk << len(s.chunks)
 		}
 		s.chunks = append(s.chunks, make([]entry, n))
+		if s.links == nil {
+			s.links = make([]link, 1, 1+n) // index 0 is none
+		}
+		s.links = append(s.links, make([]link, n)...)
 		s.cap += int32(n)
 	}
 	s.next++
@@ -243,7 +250,7 @@ func (s *shard) reclaim() {
 		last := len(s.zombies) - 1
 		s.zombies[s.zpos] = s.zombies[last]
 		s.zombies = s.zombies[:last]
-		s.at(i).next, s.free = s.free, i
+		s.links[i].next, s.free = s.free, i
 	}
 }
 
@@ -266,7 +273,7 @@ func (s *shard) compact() {
 			a = append(a, s.keyOf(e)...)
 			e.koff = int32(len(a)) - e.klen
 		}
-		i = e.next
+		i = s.links[i].next
 	}
 	s.arena, s.dead = a, 0
 }
@@ -299,7 +306,7 @@ func (t *table) expire(s *shard, now, idle int64, max int) {
 func (t *table) evictOldest(s *shard) bool {
 	i := s.tail
 	for n := 0; n < 8 && i != 0 && s.at(i).inflight > 0; n++ {
-		i = s.at(i).prev
+		i = s.links[i].prev
 	}
 	if i == 0 {
 		i = s.tail
@@ -317,7 +324,7 @@ func (t *table) evictOldest(s *shard) bool {
 func (t *table) remove(s *shard, i int32) {
 	s.gen++
 	e := s.at(i)
-	s.unlink(i, e)
+	s.unlink(i)
 	s.idx.remove(e.hash, i)
 	if e.klen > inlineKey {
 		s.dead += int(e.klen)
@@ -330,7 +337,7 @@ func (t *table) remove(s *shard, i int32) {
 	if e.inflight > 0 {
 		s.zombies = append(s.zombies, i)
 	} else {
-		e.next, s.free = s.free, i
+		s.links[i].next, s.free = s.free, i
 	}
 }
 
@@ -360,7 +367,7 @@ func (t *table) scan(fn func(e *entry, key []byte)) {
 		for j := s.head; j != 0; {
 			e := s.at(j)
 			fn(e, s.keyOf(e))
-			j = e.next
+			j = s.links[j].next
 		}
 		s.mu.Unlock()
 	}
@@ -393,26 +400,35 @@ func (t *table) leaseOf(s *shard, key []byte) *leaseState {
 	return nil
 }
 
-func (s *shard) pushFront(i int32, e *entry) {
-	e.prev, e.next = 0, s.head
+// toFront makes entry i, in the list, the most recently used.
+func (s *shard) toFront(i int32) {
+	if s.head != i {
+		s.unlink(i)
+		s.pushFront(i)
+	}
+}
+
+func (s *shard) pushFront(i int32) {
+	s.links[i] = link{next: s.head}
 	if s.head != 0 {
-		s.at(s.head).prev = i
+		s.links[s.head].prev = i
 	} else {
 		s.tail = i
 	}
 	s.head = i
 }
 
-func (s *shard) unlink(i int32, e *entry) {
-	if e.prev != 0 {
-		s.at(e.prev).next = e.next
+func (s *shard) unlink(i int32) {
+	l := s.links[i]
+	if l.prev != 0 {
+		s.links[l.prev].next = l.next
 	} else {
-		s.head = e.next
+		s.head = l.next
 	}
-	if e.next != 0 {
-		s.at(e.next).prev = e.prev
+	if l.next != 0 {
+		s.links[l.next].prev = l.prev
 	} else {
-		s.tail = e.prev
+		s.tail = l.prev
 	}
-	e.prev, e.next = 0, 0
+	s.links[i] = link{}
 }
