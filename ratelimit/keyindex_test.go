@@ -1,8 +1,13 @@
 package ratelimit
 
 import (
+	"fmt"
 	"math/rand/v2"
+	"strings"
+	"sync"
 	"testing"
+
+	"github.com/sluicegw/sluice/rulestore"
 )
 
 // indexHolds reports the entries x lists under hash h.
@@ -64,7 +69,7 @@ func TestKeyIndexMatchesReference(t *testing.T) {
 			ref := map[int32]uint64{}
 			var live []int32
 			next := int32(1)
-			for step := range 20_000 {
+			for step := range 10_000 {
 				if len(live) > 0 && (r.IntN(3) == 0 || len(live) > 600) {
 					k := r.IntN(len(live))
 					i := live[k]
@@ -79,7 +84,7 @@ func TestKeyIndexMatchesReference(t *testing.T) {
 					live = append(live, next)
 					next++
 				}
-				if step%97 == 0 || len(live) < 20 {
+				if step%199 == 0 || len(live) < 20 {
 					checkIndex(t, &x, ref)
 				}
 			}
@@ -164,5 +169,80 @@ func checkRecencyList(t *testing.T, s *shard) {
 	}
 	if n != s.live || s.tail != prev {
 		t.Fatalf("the list holds %d of %d live entries, ends at %d, tail %d", n, s.live, prev, s.tail)
+	}
+}
+
+// Callers on several goroutines take and release slots over more keys than
+// max_keys holds, so keys are evicted with requests in flight (their
+// entries wait for them) while others are looked up: afterwards every
+// shard's index, recency list and free entries agree, and every in-flight
+// count is back to 0. Run with -race it also checks the shards' locking.
+func TestTableConcurrentChurn(t *testing.T) {
+	r := mustRule(t, rulestore.Fields{"qps": "1e9", "max_keys": "256", "max_concurrent": "2"})
+	e := newLocalEngine(r)
+	const callers, perCaller = 4, 5000
+	var wg sync.WaitGroup
+	for c := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(c), 9))
+			var held []Decision
+			for n := range perCaller {
+				key := fmt.Appendf(nil, "user:%d", rng.IntN(1000))
+				if n%3 == 0 {
+					key = fmt.Appendf(key, "-%s", strings.Repeat("x", 40)) // a long key, in the arena
+				}
+				d := e.Take(r, key, sec+int64(n))
+				if d.OK() {
+					held = append(held, d)
+				}
+				if len(held) > 8 || (len(held) > 0 && rng.IntN(2) == 0) {
+					e.Release(&held[0])
+					held = held[1:]
+				}
+			}
+			for i := range held {
+				e.Release(&held[i])
+			}
+		}()
+	}
+	wg.Wait()
+	live := 0
+	for si := range e.tab.shards {
+		s := &e.tab.shards[si]
+		s.mu.Lock()
+		checkRecencyList(t, s)
+		if s.idx.n != s.live {
+			t.Fatalf("shard %d: %d indexed, %d live", si, s.idx.n, s.live)
+		}
+		for i := s.head; i != 0; i = s.links[i].next {
+			if got := e.tab.lookupHashed(s, s.keyOf(s.at(i)), s.at(i).hash); got != i {
+				t.Fatalf("shard %d: entry %d's key finds entry %d", si, i, got)
+			}
+			if n := s.at(i).inflight; n != 0 {
+				t.Fatalf("shard %d: entry %d has %d in flight after every release", si, i, n)
+			}
+		}
+		for _, z := range s.zombies {
+			if n := s.at(z).inflight; n != 0 {
+				t.Fatalf("shard %d: removed entry %d has %d in flight after every release", si, z, n)
+			}
+		}
+		free := 0
+		for i := s.free; i != 0; i = s.links[i].next {
+			if free++; free > int(s.cap) {
+				t.Fatalf("shard %d: the free list loops", si)
+			}
+		}
+		// Every entry handed out is live, free or waiting on its requests.
+		if handed := int(s.next) - 1; s.live+free+len(s.zombies) != handed {
+			t.Fatalf("shard %d: %d live + %d free + %d removed in flight, %d handed out", si, s.live, free, len(s.zombies), handed)
+		}
+		live += s.live
+		s.mu.Unlock()
+	}
+	if live > 256 || int64(live) != e.tab.keys.Load() {
+		t.Fatalf("%d live keys (count %d), want at most 256", live, e.tab.keys.Load())
 	}
 }
