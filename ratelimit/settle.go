@@ -262,10 +262,7 @@ func (e *localEngine) settleAt(r *Rule, key []byte, ref entryRef, clock func() i
 		}
 		ent := s.at(ref.at)
 		ent.seen = now // as a lookup does
-		if s.head != ref.at {
-			s.unlink(ref.at, ent)
-			s.pushFront(ref.at, ent)
-		}
+		s.toFront(ref.at)
 		debt = e.charge(ent, r, r.limitsFor(key), now, n)
 		s.mu.Unlock()
 		return debt

@@ -15,8 +15,8 @@ import (
 // It is plain Go with no Caddy imports; time is passed in.
 //
 // The table holds no pointers per key: entries are fixed-size structs in a
-// few large chunks, linked by int32 indices, found through a map from the
-// key's 64-bit hash, with the key's bytes inline or in a byte arena. The GC
+// few large chunks, linked by int32 indices, found through an index of the
+// key's 64-bit hash (keyindex.go), with the key's bytes inline or in a byte arena. The GC
 // has nothing in them to mark however many keys there are (a
 // pointer-linked table was a large part of the rate limit's GC cost; see
 // docs/performance.md).
@@ -29,17 +29,18 @@ type table struct {
 
 type shard struct {
 	mu      sync.Mutex
-	idx     map[uint64]int32 // key hash → the first entry with it
-	chunks  [][]entry        // entry i is at(i); index 0 means none
-	head    int32            // most recently used entry
-	tail    int32            // least recently used entry
-	next    int32            // the next index never handed out
-	free    int32            // a free entry; free ones link through next
-	cap     int32            // entries in the chunks
-	live    int              // entries holding a key
-	arena   []byte           // keys longer than inlineKey
-	dead    int              // arena bytes of removed keys
-	zombies []int32          // removed with requests in flight (see remove)
+	idx     keyIndex  // key hash → entry
+	chunks  [][]entry // entry i is at(i); index 0 means none
+	links   []link    // entry i's place in the recency list
+	head    int32     // most recently used entry
+	tail    int32     // least recently used entry
+	next    int32     // the next index never handed out
+	free    int32     // a free entry; free ones link through links' next
+	cap     int32     // entries in the chunks
+	live    int       // entries holding a key
+	arena   []byte    // keys longer than inlineKey
+	dead    int       // arena bytes of removed keys
+	zombies []int32   // removed with requests in flight (see remove)
 	zpos    int
 	leases  map[int32]*leaseState // cluster lease mode only
 	// oldest is no later than the tail's seen (entries are listed by seen:
@@ -61,12 +62,9 @@ type entry struct {
 	tb       tokenBucket
 	seen     int64 // ns of the last request
 	klen     int32
-	prev     int32
-	next     int32 // LRU toward the tail; the free list's link
 	inflight int32 // requests admitted and not finished (max_concurrent)
 	hash     uint64
 	koff     int32 // the key's offset in the arena when longer than kbuf
-	hnext    int32 // the next entry with the same hash
 	sw       slidingWindow
 	pace     pacer      // control_behavior pace
 	warm     warmBucket // control_behavior warm_up, warm_up_pace
@@ -74,7 +72,14 @@ type entry struct {
 
 // inlineKey is the longest key held in the entry: with it the entry is 128
 // bytes, two cache lines.
-const inlineKey = 24
+const inlineKey = 32
+
+// link is an entry's neighbours in the recency list, toward the head
+// (prev) and the tail (next); a free entry's next is the free list's. The
+// links are kept apart from the entries, in one small array per shard:
+// moving a key to the front writes its neighbours' links, which are then
+// likely in cache where their entries would not be.
+type link struct{ prev, next int32 }
 
 // Chunks of entries double from firstChunk up to maxChunk entries, then
 // stay at maxChunk: a shard with few keys holds a small chunk, one with
@@ -111,7 +116,7 @@ func newTable(nshards int) *table {
 // reset empties s (all but its mutex); nothing may point into its entries.
 func (s *shard) reset() {
 	s.gen++
-	s.idx, s.chunks, s.arena, s.zombies, s.leases = make(map[uint64]int32), nil, nil, nil, nil
+	s.idx, s.chunks, s.links, s.arena, s.zombies, s.leases = keyIndex{}, nil, nil, nil, nil, nil
 	s.head, s.tail, s.next, s.free, s.cap = 0, 0, 1, 0, 0
 	s.live, s.dead, s.zpos = 0, 0, 0
 }
@@ -170,10 +175,7 @@ func (t *table) findHashed(s *shard, key []byte, h uint64, now, idle int64, perS
 	if i := t.lookupHashed(s, key, h); i != 0 {
 		e := s.at(i)
 		e.seen = now
-		if s.head != i {
-			s.unlink(i, e)
-			s.pushFront(i, e)
-		}
+		s.toFront(i)
 		t.expire(s, now, idle, 2)
 		return i
 	}
@@ -185,12 +187,12 @@ func (t *table) findHashed(s *shard, key []byte, h uint64, now, idle int64, perS
 
 // lookupHashed returns the index of key, whose hash is h, or 0.
 func (t *table) lookupHashed(s *shard, key []byte, h uint64) int32 {
-	for i := s.idx[h]; i != 0; {
-		e := s.at(i)
-		if string(s.keyOf(e)) == string(key) {
+	for i, p := s.idx.candidate(h, s.idx.start(h)); i != 0; i, p = s.idx.candidate(h, p) {
+		// The tag matched; the key's bytes decide (the entry's hash is
+		// in its second cache line, not read on a lookup).
+		if e := s.at(i); string(s.keyOf(e)) == string(key) {
 			return i
 		}
-		i = e.hnext
 	}
 	return 0
 }
@@ -206,9 +208,8 @@ func (t *table) insertHashed(s *shard, key []byte, h uint64, now int64) int32 {
 	} else {
 		e.koff = s.store(key)
 	}
-	e.hnext = s.idx[h] // 0 unless two keys share the hash
-	s.idx[h] = i
-	s.pushFront(i, e)
+	s.idx.insert(h, i)
+	s.pushFront(i)
 	s.live++
 	t.keys.Add(1)
 	return i
@@ -218,7 +219,7 @@ func (t *table) insertHashed(s *shard, key []byte, h uint64, now int64) int32 {
 func (s *shard) alloc() int32 {
 	s.reclaim()
 	if i := s.free; i != 0 {
-		s.free = s.at(i).next
+		s.free = s.links[i].next
 		return i
 	}
 	if s.next >= s.cap {
@@ -227,6 +228,10 @@ func (s *shard) alloc() int32 {
 			n = firstChunk << len(s.chunks)
 		}
 		s.chunks = append(s.chunks, make([]entry, n))
+		if s.links == nil {
+			s.links = make([]link, 1, 1+n) // index 0 is none
+		}
+		s.links = append(s.links, make([]link, n)...)
 		s.cap += int32(n)
 	}
 	s.next++
@@ -245,7 +250,7 @@ func (s *shard) reclaim() {
 		last := len(s.zombies) - 1
 		s.zombies[s.zpos] = s.zombies[last]
 		s.zombies = s.zombies[:last]
-		s.at(i).next, s.free = s.free, i
+		s.links[i].next, s.free = s.free, i
 	}
 }
 
@@ -268,7 +273,7 @@ func (s *shard) compact() {
 			a = append(a, s.keyOf(e)...)
 			e.koff = int32(len(a)) - e.klen
 		}
-		i = e.next
+		i = s.links[i].next
 	}
 	s.arena, s.dead = a, 0
 }
@@ -301,7 +306,7 @@ func (t *table) expire(s *shard, now, idle int64, max int) {
 func (t *table) evictOldest(s *shard) bool {
 	i := s.tail
 	for n := 0; n < 8 && i != 0 && s.at(i).inflight > 0; n++ {
-		i = s.at(i).prev
+		i = s.links[i].prev
 	}
 	if i == 0 {
 		i = s.tail
@@ -319,22 +324,8 @@ func (t *table) evictOldest(s *shard) bool {
 func (t *table) remove(s *shard, i int32) {
 	s.gen++
 	e := s.at(i)
-	s.unlink(i, e)
-	if p := s.idx[e.hash]; p == i {
-		if e.hnext == 0 {
-			delete(s.idx, e.hash)
-		} else {
-			s.idx[e.hash] = e.hnext
-		}
-	} else {
-		for pe := s.at(p); ; pe = s.at(p) {
-			if pe.hnext == i {
-				pe.hnext = e.hnext
-				break
-			}
-			p = pe.hnext
-		}
-	}
+	s.unlink(i)
+	s.idx.remove(e.hash, i)
 	if e.klen > inlineKey {
 		s.dead += int(e.klen)
 	}
@@ -346,13 +337,13 @@ func (t *table) remove(s *shard, i int32) {
 	if e.inflight > 0 {
 		s.zombies = append(s.zombies, i)
 	} else {
-		e.next, s.free = s.free, i
+		s.links[i].next, s.free = s.free, i
 	}
 }
 
 // sweep drops every idle entry; the janitor calls it now and then so memory
 // is returned even for keys never seen again: a shard left empty lets go of
-// its chunks and map, and a long-key arena of mostly removed keys shrinks.
+// its chunks and index, and a long-key arena of mostly removed keys shrinks.
 func (t *table) sweep(now, idle int64) {
 	for i := range t.shards {
 		s := &t.shards[i]
@@ -376,7 +367,7 @@ func (t *table) scan(fn func(e *entry, key []byte)) {
 		for j := s.head; j != 0; {
 			e := s.at(j)
 			fn(e, s.keyOf(e))
-			j = e.next
+			j = s.links[j].next
 		}
 		s.mu.Unlock()
 	}
@@ -409,26 +400,35 @@ func (t *table) leaseOf(s *shard, key []byte) *leaseState {
 	return nil
 }
 
-func (s *shard) pushFront(i int32, e *entry) {
-	e.prev, e.next = 0, s.head
+// toFront makes entry i, in the list, the most recently used.
+func (s *shard) toFront(i int32) {
+	if s.head != i {
+		s.unlink(i)
+		s.pushFront(i)
+	}
+}
+
+func (s *shard) pushFront(i int32) {
+	s.links[i] = link{next: s.head}
 	if s.head != 0 {
-		s.at(s.head).prev = i
+		s.links[s.head].prev = i
 	} else {
 		s.tail = i
 	}
 	s.head = i
 }
 
-func (s *shard) unlink(i int32, e *entry) {
-	if e.prev != 0 {
-		s.at(e.prev).next = e.next
+func (s *shard) unlink(i int32) {
+	l := s.links[i]
+	if l.prev != 0 {
+		s.links[l.prev].next = l.next
 	} else {
-		s.head = e.next
+		s.head = l.next
 	}
-	if e.next != 0 {
-		s.at(e.next).prev = e.prev
+	if l.next != 0 {
+		s.links[l.next].prev = l.prev
 	} else {
-		s.tail = e.prev
+		s.tail = l.prev
 	}
-	e.prev, e.next = 0, 0
+	s.links[i] = link{}
 }

@@ -83,7 +83,7 @@ func TestTableLongKeys(t *testing.T) {
 }
 
 // Keys whose hashes are equal are told apart by their bytes, and removing
-// one from the head, middle or end of the chain keeps the others.
+// one from the start, middle or end of their probe run keeps the others.
 func TestTableHashCollisions(t *testing.T) {
 	tab := newTable(1)
 	s := &tab.shards[0]
@@ -96,11 +96,11 @@ func TestTableHashCollisions(t *testing.T) {
 	check := func(want ...string) {
 		t.Helper()
 		n := 0
-		for i := s.idx[h]; i != 0; i = s.at(i).hnext {
+		for i, p := s.idx.candidate(h, s.idx.start(h)); i != 0; i, p = s.idx.candidate(h, p) {
 			n++
 		}
-		if n != len(want) || s.live != len(want) {
-			t.Fatalf("chain of %d, %d live, want %d", n, s.live, len(want))
+		if n != len(want) || s.live != len(want) || s.idx.n != len(want) {
+			t.Fatalf("%d indexed under the hash, %d live, %d slots used, want %d", n, s.live, s.idx.n, len(want))
 		}
 		for _, k := range want {
 			i := tab.lookupHashed(s, []byte(k), h)
@@ -120,8 +120,8 @@ func TestTableHashCollisions(t *testing.T) {
 		}
 		check(rest...)
 	}
-	if _, ok := s.idx[h]; ok {
-		t.Fatal("the hash stays indexed with no key")
+	if i, _ := s.idx.candidate(h, s.idx.start(h)); i != 0 || s.idx.n != 0 {
+		t.Fatalf("the hash stays indexed with no key (%d slots used)", s.idx.n)
 	}
 }
 
@@ -182,8 +182,8 @@ func TestTableSweepReturnsChunks(t *testing.T) {
 		s.mu.Unlock()
 	}
 	tab.sweep(3*sec, sec)
-	if tab.keys.Load() != 0 || s.chunks != nil || len(s.idx) != 0 {
-		t.Fatalf("after the sweep: %d keys, %d chunks, %d indexed", tab.keys.Load(), len(s.chunks), len(s.idx))
+	if tab.keys.Load() != 0 || s.chunks != nil || s.idx.n != 0 || s.idx.slots != nil {
+		t.Fatalf("after the sweep: %d keys, %d chunks, %d indexed", tab.keys.Load(), len(s.chunks), s.idx.n)
 	}
 	e := tab.get(s, []byte("again"), 4*sec, sec, 10_000)
 	e.tb.tokens = 7
