@@ -144,13 +144,16 @@ func settleResponse(rule *Rule, lim *limiter, eng Engine, key []byte, ref entryR
 	if charge == 0 {
 		return
 	}
-	var applied, debt bool
 	if le, ok := eng.(*localEngine); ok && ref.shard != nil {
-		applied, debt = true, le.settleAt(rule, key, ref, lim.now, charge)
-	} else {
-		applied, debt = settle(eng, rule, key, lim.now(), charge)
+		debt, counted := le.settleAt(rule, key, ref, lim.now, charge)
+		if !counted {
+			lim.counted(charge, debt, key, stripeOf(key, ref))
+		} else if debt {
+			lim.enteredDebt(key)
+		}
+		return
 	}
-	if applied {
+	if applied, debt := settle(eng, rule, key, lim.now(), charge); applied {
 		lim.counted(charge, debt, key, stripeOf(key, ref))
 	}
 }
@@ -250,15 +253,16 @@ func (e *localEngine) settle(r *Rule, key []byte, now, n int64) (debt bool) {
 // in shard s, whose gen was gen then. While the shard has removed no entry
 // since, the entry still holds the key and is charged without a lookup
 // (a token bucket as of its last update, without reading the clock: see
-// chargeAsOfLast); else the key is looked up again.
-func (e *localEngine) settleAt(r *Rule, key []byte, ref entryRef, clock func() int64, n int64) (debt bool) {
+// chargeAsOfLast), and the charge is counted in the shard (counted);
+// else the key is looked up again, and the caller counts the charge.
+func (e *localEngine) settleAt(r *Rule, key []byte, ref entryRef, clock func() int64, n int64) (debt, counted bool) {
 	s := ref.shard
 	if e.typ != TokenBucket {
 		now := clock()
 		s.mu.Lock()
 		if s.gen != ref.gen {
 			s.mu.Unlock()
-			return e.settle(r, key, now, n)
+			return e.settle(r, key, now, n), false
 		}
 		ent := s.at(ref.at)
 		ent.seen = now // as a lookup does
@@ -267,19 +271,21 @@ func (e *localEngine) settleAt(r *Rule, key []byte, ref entryRef, clock func() i
 			s.pushFront(ref.at, ent)
 		}
 		debt = e.charge(ent, r, r.limitsFor(key), now, n)
+		counted = s.count(n)
 		s.mu.Unlock()
-		return debt
+		return debt, counted
 	}
 	s.mu.Lock()
 	if s.gen != ref.gen {
 		s.mu.Unlock()
-		return e.settle(r, key, clock(), n)
+		return e.settle(r, key, clock(), n), false
 	}
 	// The entry keeps its decision's seen and place in the shard's
 	// recency list (ordered by seen): idle time counts from the decision.
 	debt = s.at(ref.at).tb.chargeAsOfLast(r.limitsFor(key).Burst, float64(n))
+	counted = s.count(n)
 	s.mu.Unlock()
-	return debt
+	return debt, counted
 }
 
 // charge charges n tokens to ent under quota l; the caller holds its
