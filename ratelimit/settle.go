@@ -139,22 +139,37 @@ func (w *settleWriter) settle() {
 
 // settleResponse charges key the settlement of its response (negative: a
 // refund), at the entry its decision found (ref) while that still holds
-// it, and counts the charge in the rule's metrics.
+// it, and counts the charge in the rule's metrics. Small enough to be
+// inlined: the usual charge, counted in its shard and not into debt, is
+// one call.
 func settleResponse(rule *Rule, lim *limiter, eng Engine, key []byte, ref entryRef, charge int64) {
-	if charge == 0 {
+	if le, ok := eng.(*localEngine); ok && ref.shard != nil && charge != 0 {
+		if debt, counted := le.settleAt(rule, key, ref, lim.now, charge); debt || !counted {
+			lim.countedAt(charge, debt, counted, key, ref)
+		}
 		return
 	}
-	if le, ok := eng.(*localEngine); ok && ref.shard != nil {
-		debt, counted := le.settleAt(rule, key, ref, lim.now, charge)
-		if !counted {
-			lim.counted(charge, debt, key, stripeOf(key, ref))
-		} else if debt {
-			lim.enteredDebt(key)
-		}
+	settleLookup(rule, lim, eng, key, ref, charge)
+}
+
+// settleLookup is settleResponse without the key's entry (a cluster rule,
+// or a decision that found none).
+func settleLookup(rule *Rule, lim *limiter, eng Engine, key []byte, ref entryRef, charge int64) {
+	if charge == 0 {
 		return
 	}
 	if applied, debt := settle(eng, rule, key, lim.now(), charge); applied {
 		lim.counted(charge, debt, key, stripeOf(key, ref))
+	}
+}
+
+// countedAt counts what a settlement at key's entry took into debt, and
+// the charge itself when its shard did not count it.
+func (l *limiter) countedAt(charge int64, debt, counted bool, key []byte, ref entryRef) {
+	if !counted {
+		l.counted(charge, debt, key, stripeOf(key, ref))
+	} else if debt {
+		l.enteredDebt(key)
 	}
 }
 
@@ -258,22 +273,7 @@ func (e *localEngine) settle(r *Rule, key []byte, now, n int64) (debt bool) {
 func (e *localEngine) settleAt(r *Rule, key []byte, ref entryRef, clock func() int64, n int64) (debt, counted bool) {
 	s := ref.shard
 	if e.typ != TokenBucket {
-		now := clock()
-		s.mu.Lock()
-		if s.gen != ref.gen {
-			s.mu.Unlock()
-			return e.settle(r, key, now, n), false
-		}
-		ent := s.at(ref.at)
-		ent.seen = now // as a lookup does
-		if s.head != ref.at {
-			s.unlink(ref.at, ent)
-			s.pushFront(ref.at, ent)
-		}
-		debt = e.charge(ent, r, r.limitsFor(key), now, n)
-		counted = s.count(n)
-		s.mu.Unlock()
-		return debt, counted
+		return e.settleWindowAt(r, key, ref, clock(), n)
 	}
 	s.mu.Lock()
 	if s.gen != ref.gen {
@@ -283,6 +283,27 @@ func (e *localEngine) settleAt(r *Rule, key []byte, ref entryRef, clock func() i
 	// The entry keeps its decision's seen and place in the shard's
 	// recency list (ordered by seen): idle time counts from the decision.
 	debt = s.at(ref.at).tb.chargeAsOfLast(r.limitsFor(key).Burst, float64(n))
+	counted = s.count(n)
+	s.mu.Unlock()
+	return debt, counted
+}
+
+// settleWindowAt is settleAt for a sliding window or a calendar quota,
+// charged at now: the entry is marked used then, as a lookup does.
+func (e *localEngine) settleWindowAt(r *Rule, key []byte, ref entryRef, now, n int64) (debt, counted bool) {
+	s := ref.shard
+	s.mu.Lock()
+	if s.gen != ref.gen {
+		s.mu.Unlock()
+		return e.settle(r, key, now, n), false
+	}
+	ent := s.at(ref.at)
+	ent.seen = now
+	if s.head != ref.at {
+		s.unlink(ref.at, ent)
+		s.pushFront(ref.at, ent)
+	}
+	debt = e.charge(ent, r, r.limitsFor(key), now, n)
 	counted = s.count(n)
 	s.mu.Unlock()
 	return debt, counted
