@@ -60,10 +60,16 @@ func (l *limiter) counted(charge int64, debt bool, key []byte, stripe int) {
 		c.refunded.Add(stripe, uint64(-charge))
 	}
 	if debt {
-		c.debtEntered.Inc()
-		k := string(key)
-		l.debt.keys[l.debt.next.Add(1)%debtKeysKept].Store(&k)
+		l.enteredDebt(key)
 	}
+}
+
+// enteredDebt counts a settlement that took key into debt and keeps a
+// copy of key for the next event.
+func (l *limiter) enteredDebt(key []byte) {
+	l.counters.debtEntered.Inc()
+	k := string(key)
+	l.debt.keys[l.debt.next.Add(1)%debtKeysKept].Store(&k)
 }
 
 func sampleDebt(now time.Time) {

@@ -86,6 +86,11 @@ func (l *limiter) adopt(r *Rule) Engine {
 		e = newLocalEngine(r)
 	}
 	l.store(r, e)
+	if s != nil {
+		if old, ok := s.engine.(*localEngine); ok {
+			old.tab.settlementsTo(l.counters)
+		}
+	}
 	return e
 }
 

@@ -101,12 +101,6 @@ func (c *ruleCounters) usedRedis() bool {
 	return c.redisCalls.Load()|c.redisErrors.Load()|c.fallbackAllow.Load()|c.fallbackDeny.Load()|c.fallbackLocal.Load() != 0
 }
 
-// settled reports whether any settlement was counted, so a rule edited to
-// settle no more keeps its (monotonic) settlement series.
-func (c *ruleCounters) settled() bool {
-	return c.charged.Load()|c.refunded.Load()|c.debtEntered.Load() != 0
-}
-
 // collector reports the live limiters' counters, key and in-flight counts
 // when scraped, so the request path does no metric bookkeeping.
 type collector struct{}
@@ -171,8 +165,11 @@ func (*collector) Collect(ch chan<- prometheus.Metric) {
 				ch <- m.c.Metric(m.d, l.id, m.label)
 			}
 		}
-		if c := l.counters; c.settled() || (r != nil && r.settles) {
-			collectSettled(ch, l, s, r)
+		// A rule edited to settle no more keeps its (monotonic) settlement
+		// series once it has any.
+		charged, refunded := l.settledTokens()
+		if charged|refunded|l.counters.debtEntered.Load() != 0 || (r != nil && r.settles) {
+			collectSettled(ch, l, s, r, charged, refunded)
 		}
 		if s != nil {
 			collectFlow(ch, l, s.engine)
@@ -183,10 +180,10 @@ func (*collector) Collect(ch chan<- prometheus.Metric) {
 
 // collectSettled reports a settling rule's settlement counters and, for a
 // local rule, its keys in debt read from the table now.
-func collectSettled(ch chan<- prometheus.Metric, l *limiter, s *limiterState, r *Rule) {
+func collectSettled(ch chan<- prometheus.Metric, l *limiter, s *limiterState, r *Rule, charged, refunded uint64) {
 	c := l.counters
-	ch <- c.charged.Metric(costTokensDesc, l.id, "charged")
-	ch <- c.refunded.Metric(costTokensDesc, l.id, "refunded")
+	ch <- prometheus.MustNewConstMetric(costTokensDesc, prometheus.CounterValue, float64(charged), l.id, "charged")
+	ch <- prometheus.MustNewConstMetric(costTokensDesc, prometheus.CounterValue, float64(refunded), l.id, "refunded")
 	ch <- c.debtEntered.Metric(debtEnteredDesc, l.id)
 	if r != nil && r.Cluster() {
 		return

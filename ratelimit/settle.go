@@ -139,19 +139,37 @@ func (w *settleWriter) settle() {
 
 // settleResponse charges key the settlement of its response (negative: a
 // refund), at the entry its decision found (ref) while that still holds
-// it, and counts the charge in the rule's metrics.
+// it, and counts the charge in the rule's metrics. Small enough to be
+// inlined: the usual charge, counted in its shard and not into debt, is
+// one call.
 func settleResponse(rule *Rule, lim *limiter, eng Engine, key []byte, ref entryRef, charge int64) {
+	if le, ok := eng.(*localEngine); ok && ref.shard != nil && charge != 0 {
+		if debt, counted := le.settleAt(rule, key, ref, lim.now, charge); debt || !counted {
+			lim.countedAt(charge, debt, counted, key, ref)
+		}
+		return
+	}
+	settleLookup(rule, lim, eng, key, ref, charge)
+}
+
+// settleLookup is settleResponse without the key's entry (a cluster rule,
+// or a decision that found none).
+func settleLookup(rule *Rule, lim *limiter, eng Engine, key []byte, ref entryRef, charge int64) {
 	if charge == 0 {
 		return
 	}
-	var applied, debt bool
-	if le, ok := eng.(*localEngine); ok && ref.shard != nil {
-		applied, debt = true, le.settleAt(rule, key, ref, lim.now, charge)
-	} else {
-		applied, debt = settle(eng, rule, key, lim.now(), charge)
-	}
-	if applied {
+	if applied, debt := settle(eng, rule, key, lim.now(), charge); applied {
 		lim.counted(charge, debt, key, stripeOf(key, ref))
+	}
+}
+
+// countedAt counts what a settlement at key's entry took into debt, and
+// the charge itself when its shard did not count it.
+func (l *limiter) countedAt(charge int64, debt, counted bool, key []byte, ref entryRef) {
+	if !counted {
+		l.counted(charge, debt, key, stripeOf(key, ref))
+	} else if debt {
+		l.enteredDebt(key)
 	}
 }
 
@@ -250,33 +268,42 @@ func (e *localEngine) settle(r *Rule, key []byte, now, n int64) (debt bool) {
 // in shard s, whose gen was gen then. While the shard has removed no entry
 // since, the entry still holds the key and is charged without a lookup
 // (a token bucket as of its last update, without reading the clock: see
-// chargeAsOfLast); else the key is looked up again.
-func (e *localEngine) settleAt(r *Rule, key []byte, ref entryRef, clock func() int64, n int64) (debt bool) {
+// chargeAsOfLast), and the charge is counted in the shard (counted);
+// else the key is looked up again, and the caller counts the charge.
+func (e *localEngine) settleAt(r *Rule, key []byte, ref entryRef, clock func() int64, n int64) (debt, counted bool) {
 	s := ref.shard
 	if e.typ != TokenBucket {
-		now := clock()
-		s.mu.Lock()
-		if s.gen != ref.gen {
-			s.mu.Unlock()
-			return e.settle(r, key, now, n)
-		}
-		ent := s.at(ref.at)
-		ent.seen = now // as a lookup does
-		s.toFront(ref.at)
-		debt = e.charge(ent, r, r.limitsFor(key), now, n)
-		s.mu.Unlock()
-		return debt
+		return e.settleWindowAt(r, key, ref, clock(), n)
 	}
 	s.mu.Lock()
 	if s.gen != ref.gen {
 		s.mu.Unlock()
-		return e.settle(r, key, clock(), n)
+		return e.settle(r, key, clock(), n), false
 	}
 	// The entry keeps its decision's seen and place in the shard's
 	// recency list (ordered by seen): idle time counts from the decision.
 	debt = s.at(ref.at).tb.chargeAsOfLast(r.limitsFor(key).Burst, float64(n))
+	counted = s.count(n)
 	s.mu.Unlock()
-	return debt
+	return debt, counted
+}
+
+// settleWindowAt is settleAt for a sliding window or a calendar quota,
+// charged at now: the entry is marked used then, as a lookup does.
+func (e *localEngine) settleWindowAt(r *Rule, key []byte, ref entryRef, now, n int64) (debt, counted bool) {
+	s := ref.shard
+	s.mu.Lock()
+	if s.gen != ref.gen {
+		s.mu.Unlock()
+		return e.settle(r, key, now, n), false
+	}
+	ent := s.at(ref.at)
+	ent.seen = now
+	s.toFront(ref.at)
+	debt = e.charge(ent, r, r.limitsFor(key), now, n)
+	counted = s.count(n)
+	s.mu.Unlock()
+	return debt, counted
 }
 
 // charge charges n tokens to ent under quota l; the caller holds its

@@ -55,10 +55,9 @@ func TestSettleByHeaderWithoutWriter(t *testing.T) {
 			t.Fatalf("%s: remaining %q at admission, want %s", st.name, got, st.left)
 		}
 	}
-	c := h.fixed.counters
-	if c.charged.Load() != 20 || c.refunded.Load() != 5 || c.debtEntered.Load() != 0 {
-		t.Fatalf("charged %d, refunded %d, debt entered %d; want 20, 5, 0",
-			c.charged.Load(), c.refunded.Load(), c.debtEntered.Load())
+	charged, refunded := h.fixed.settledTokens()
+	if entered := h.fixed.counters.debtEntered.Load(); charged != 20 || refunded != 5 || entered != 0 {
+		t.Fatalf("charged %d, refunded %d, debt entered %d; want 20, 5, 0", charged, refunded, entered)
 	}
 }
 

@@ -26,7 +26,7 @@ func TestSettleChargesTheAdmittedEntryOnly(t *testing.T) {
 	if !d.OK() || ref.shard == nil {
 		t.Fatalf("decision %+v, ref %+v: want admitted with its entry", d, ref)
 	}
-	if debt := e.settleAt(r, []byte("alice"), ref, clock, 4); debt {
+	if debt, _ := e.settleAt(r, []byte("alice"), ref, clock, 4); debt {
 		t.Fatal("charge of 4 on 9 tokens: debt")
 	}
 	if got := left(e, "alice"); got != 10-1-4-1 {
@@ -65,7 +65,7 @@ func TestSettleTokenBucketAsOfTheDecision(t *testing.T) {
 	noClock := func() int64 { t.Fatal("the settlement read the clock"); return 0 }
 	e := newLocalEngine(r)
 	d := e.take(r, []byte("alice"), t0, r.Cost) // full 10, reserve 1: 9 left
-	if debt := e.settleAt(r, []byte("alice"), refOf(&d), noClock, 6); debt {
+	if debt, _ := e.settleAt(r, []byte("alice"), refOf(&d), noClock, 6); debt {
 		t.Fatal("a charge of 6 on 9 tokens: debt")
 	}
 	// 3 tokens at t0; 2 s later 5 are back, and the next request spends 1.
@@ -80,7 +80,7 @@ func TestSettleTokenBucketAsOfTheDecision(t *testing.T) {
 	}
 	// Into debt: 10 more on 9 tokens owes 1 as of t0, repaid by t0+1 s.
 	d = e.take(r, []byte("carol"), t0, r.Cost)
-	if debt := e.settleAt(r, []byte("carol"), refOf(&d), noClock, 10); !debt {
+	if debt, _ := e.settleAt(r, []byte("carol"), refOf(&d), noClock, 10); !debt {
 		t.Fatal("a charge of 10 on 9 tokens: no debt reported")
 	}
 	if got := e.take(r, []byte("carol"), t0+1e9, r.Cost); got.OK() {

@@ -49,9 +49,16 @@ type shard struct {
 	// does not read the tail, the shard's coldest entry.
 	oldest int64
 	// gen counts removals (and resets): an entry index taken at gen still
-	// holds its key while gen is unchanged (settleLocal).
+	// holds its key while gen is unchanged (settleAt).
 	gen uint32
-	_   [4]byte
+	// retired: the engine is no longer its limiter's, whose counters now
+	// hold charged and refunded (settlementsTo).
+	retired bool
+	// charged and refunded count the tokens the settlements at entries of
+	// this shard charged and refunded, under mu, which the settlement holds
+	// anyway: an atomic add of its own would be one more locked
+	// instruction per request.
+	charged, refunded uint64
 }
 
 // entry is one key's state; the engine fields are used by one rule kind.
