@@ -21,8 +21,8 @@ type AdaptiveConfig struct {
 }
 
 // minRTTSamples is how many requests, admitted at min_limit concurrency,
-// make one minRTT measurement (their mean, each at most 3× the median:
-// clippedMean).
+// make one minRTT measurement (their mean, each at most clipMedians times
+// the median: clippedMean).
 const minRTTSamples = 25
 
 // slowStartJump bounds how far one round trip of slow start may take the
@@ -44,6 +44,24 @@ const slowStartJump = 8
 // ever lowers minRTT, and a queue only raises latency, so queued latency
 // never becomes minRTT this way.
 const lowerErrs = 3
+
+// clipMedians: a latency counts at most this many times its sample's
+// median (clippedMean). A stall of the gateway delays the answers in flight
+// across it by tens of milliseconds, several service times at 20 ms: at 3
+// medians such samples counted nearly in full, and a probe that met one
+// read minRTT up to 1.24 × the service time, which let 1.3-1.45 C wait
+// after the capacity halved. A queue delays a request in proportion to the
+// median, so it still counts.
+const clipMedians = 2
+
+// growErrs: growth by the gradient plus the headroom (the window showed
+// no queue) needs the window's latency under the probe share even this
+// many of its standard errors above its mean. A window of a dozen
+// requests (a standard error of about 9 %) in front of a queue of one
+// request read no queue often enough that at C = 5 the limit jumped from
+// 6 to 8 every few seconds; the gentle growth (probe share / r) stays for
+// windows that read low by their noise alone.
+const growErrs = 2
 
 // maxWindowSamples bounds the latencies kept per sample window; beyond it
 // later ones overwrite earlier ones (memory stays fixed).
@@ -111,8 +129,9 @@ const sameLatency = 0.125
 //     needs two windows under it in a row: a window of a dozen requests
 //     reads low by its noise often enough to grow a limit that has its
 //     queue already);
-//   - a queue under half the headroom: the limit grows by the gradient
-//     (1+tolerance)/r (1 to 2) plus the headroom;
+//   - a queue under half the headroom, and latency under the probe share
+//     even growErrs standard errors above the window's mean: the limit
+//     grows by the gradient (1+tolerance)/r (1 to 2) plus the headroom;
 //   - r under 1+tolerance×probeShare: it grows by (1+tolerance×probeShare)/r,
 //     which tends to 1 as latency approaches that;
 //   - otherwise (a queue of about the headroom, latency within the
@@ -358,6 +377,7 @@ func (g *gradient) update(now int64) {
 		g.slowStart = false
 	case len(g.samples) > 0:
 		g.sampleRTT = clippedMean(g.samples)
+		se := relativeError(g.samples, g.sampleRTT) // its standard error, relative to it
 		if g.slowStart && g.seen >= slowStartRound && g.minRTTN < minRTTSamples {
 			// Until minRTT has a probe's worth of samples, a slow-start
 			// window that slow start takes for no queue (under the
@@ -370,13 +390,13 @@ func (g *gradient) update(now int64) {
 			if float64(g.sampleRTT) < float64(g.minRTT)*(1+g.cfg.Tolerance*probeShare) {
 				errs = math.Inf(1)
 			}
-			g.pool(g.sampleRTT, relativeError(g.samples, g.sampleRTT), len(g.samples), errs, false)
+			g.pool(g.sampleRTT, se, len(g.samples), errs, false)
 		}
 		// A window's mean is at least the uncontended latency but for
 		// its noise: below minRTT by more than lowerErrs of its standard
 		// errors, it shows minRTT was measured high, and that bound
 		// becomes minRTT.
-		if bound := float64(g.sampleRTT) * (1 + lowerErrs*relativeError(g.samples, g.sampleRTT)); g.seen >= slowStartRound && bound < float64(g.minRTT) {
+		if bound := float64(g.sampleRTT) * (1 + lowerErrs*se); g.seen >= slowStartRound && bound < float64(g.minRTT) {
 			g.minRTT, g.minRTTN = int64(bound), 0
 		}
 		r := float64(g.sampleRTT) / float64(g.minRTT) // latency in minRTTs
@@ -441,7 +461,7 @@ func (g *gradient) update(now int64) {
 			// window of few requests (a dozen at long service times)
 			// reads low by its own noise often enough to grow a limit
 			// that already has its queue.
-		case n-served < headroom/2 && full:
+		case n-served < headroom/2 && full && r*(1+growErrs*se) < probe:
 			next = g.est*math.Min(math.Max((1+c.Tolerance)/r, 1), 2) + headroom
 		case r < probe && full:
 			next = g.est * probe / r
@@ -525,12 +545,12 @@ func (g *gradient) state() AdaptiveState {
 		MinRTT: float64(g.minRTT) / 1e9, SampleRTT: float64(g.sampleRTT) / 1e9, Measuring: g.measuring}
 }
 
-// clippedMean is the mean of s with each value taken at most 3× the median,
-// so that one straggler (a stuck connection, a slow disk) moves it little
-// while a queue, which delays a share of the requests by up to a few
-// service times, counts in full. It sorts s in place.
+// clippedMean is the mean of s with each value taken at most clipMedians
+// times the median, so that one straggler (a stuck connection, a slow disk,
+// a stall of the gateway) moves it little while a queue, which delays the
+// requests in proportion to the median, counts. It sorts s in place.
 func clippedMean(s []int64) int64 {
-	ceil := 3 * median(s)
+	ceil := clipMedians * median(s)
 	var sum int64
 	for _, v := range s {
 		sum += min(v, ceil)
@@ -544,7 +564,7 @@ func relativeError(s []int64, m int64) float64 {
 	if len(s) < 2 || m <= 0 {
 		return 0
 	}
-	ceil := 3 * s[len(s)/2]
+	ceil := clipMedians * s[len(s)/2]
 	var sq float64
 	for _, v := range s {
 		d := float64(min(v, ceil) - m)
