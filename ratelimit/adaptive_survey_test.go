@@ -20,9 +20,10 @@ import (
 // how soon in flight follows a capacity that doubles. It is the survey
 // docs/ratelimit.md quotes: seeds 1-20 by default; SLUICE_SURVEY_SEEDS
 // and SLUICE_SURVEY_FIRST choose others (a change is judged on seeds it
-// was not tuned on). Cases run in parallel. Run it with
+// was not tuned on). Cases run in parallel. Run it with -v (without it Go
+// prints only the first ten lines of a benchmark's log):
 //
-//	go test -run '^$' -bench AdaptiveSimSurvey -benchtime 1x ./ratelimit/
+//	go test -v -run '^$' -bench AdaptiveSimSurvey -benchtime 1x ./ratelimit/
 func BenchmarkAdaptiveSimSurvey(b *testing.B) {
 	seeds, first := surveyEnv(b, "SLUICE_SURVEY_SEEDS", 20), surveyEnv(b, "SLUICE_SURVEY_FIRST", 1)
 	seedRange := func(f func(seed int64)) {
