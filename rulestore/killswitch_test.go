@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -166,34 +168,47 @@ func TestKillSwitchesOverlayCaddyfileRulesOnEveryInstance(t *testing.T) {
 	}
 	untilAll(t, paths("/gray"), "X-Beta: yes", restore, func(status int, body string) bool { return body == "v2" })
 	untilAll(t, paths("/cb"), "", func() {}, func(status int, body string) bool { return status == 200 })
-	// qps back to 1000: once the emptied bucket refills (a second at most),
-	// a burst of requests passes again.
+	// qps back to 1000: the bucket the kill switch emptied refills at
+	// 1000 a second. The wait sends one request at a time, so that it does
+	// not drain what it waits for (20 requests per poll, 5 ms apart, took
+	// every token refilled between polls on a quiet machine, where a
+	// request takes well under a millisecond, and never saw 20 in a row),
+	// until the declared rule is in force with 20 tokens left; then 20
+	// requests in a row must pass.
 	for _, b := range base {
-		var last string // what the last refused request saw, logged if the wait fails
+		var last string // what the last request of the wait saw, logged if it fails
 		t.Cleanup(func() {
 			if t.Failed() && last != "" {
-				t.Logf("%s: the last refused request after the DEL saw %s", b, last)
+				t.Logf("%s: the last request of the wait after the DEL saw %s", b, last)
 			}
 		})
-		testcaddy.Eventually(t, 10*time.Second, b+": 20 requests in a row pass after DEL", func() bool {
-			for range 20 {
-				resp, err := pollClient.Get(b + "/rl")
-				if err != nil {
-					last = err.Error()
-					return false
-				}
-				body, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != 200 {
-					last = fmt.Sprintf("%d %q RateLimit-Policy=%q RateLimit=%q", resp.StatusCode, body,
-						resp.Header.Get("RateLimit-Policy"), resp.Header.Get("RateLimit"))
-					return false
-				}
+		testcaddy.Eventually(t, 10*time.Second, b+": the declared qps 1000 in force with 20 tokens left after DEL", func() bool {
+			resp, err := pollClient.Get(b + "/rl")
+			if err != nil {
+				last = err.Error()
+				return false
 			}
-			return true
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			policy, state := resp.Header.Get("RateLimit-Policy"), resp.Header.Get("RateLimit")
+			last = fmt.Sprintf("%d %q RateLimit-Policy=%q RateLimit=%q", resp.StatusCode, body, policy, state)
+			m := remainingRe.FindStringSubmatch(state)
+			if !strings.Contains(policy, "q=1000;") || m == nil {
+				return false
+			}
+			left, _ := strconv.Atoi(m[1])
+			return left >= 20
 		})
+		for i := range 20 {
+			if status, _ := getQuiet(b+"/rl", ""); status != 200 {
+				t.Fatalf("%s: request %d of 20 in a row after DEL answered %d, want 200 (qps 1000, 20 tokens left before them)", b, i+1, status)
+			}
+		}
 	}
 }
+
+// remainingRe reads the tokens left from a RateLimit header.
+var remainingRe = regexp.MustCompile(`;r=(\d+)`)
 
 // getQuiet is a GET that reports a failed request as status 0 (the caller
 // polls until a deadline).
