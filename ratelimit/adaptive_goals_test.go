@@ -70,7 +70,7 @@ type simHalvingCase struct {
 
 var simHalvingCases = []simHalvingCase{
 	// 20 seeds (BenchmarkAdaptiveSimSurvey) read 1.20–1.44 C, 1.03–1.25 C,
-	// 0.72–1.31 C, 0.82–1.47 C and 0.62–1.39 C; the bounds hold for all
+	// 0.72–1.28 C, 0.82–1.47 C and 0.62–1.43 C; the bounds hold for all
 	// 20, and at 20 ms they are the goal.
 	{2 * ms, 40, 20, 10, 1.1, 1.5}, {20 * ms, 20, 10, 10, 0.7, 1.3}, {200 * ms, 20, 10, 10, 0.7, 1.35},
 	{200 * ms, 10, 5, 10, 0.8, 1.5}, {2 * sec, 20, 10, 60, 0.6, 1.45},

@@ -117,3 +117,40 @@ func TestGradientLowersMinRTTNotBelowTheUncontendedLatency(t *testing.T) {
 		t.Fatalf("after 200 windows at 20 ms from a minRTT of 26 ms: minRTT %v, lowest %.3f × 20 ms; want at most 23 ms and never below 0.95 × 20 ms", st.MinRTT, lowest)
 	}
 }
+
+// A probe started because latency looked like no queue (the same latency
+// with fewer in flight after a cut) pools with the probes before it when it
+// agrees with them: after a capacity halving that latency is mostly the
+// queue still draining, and the probe that followed replaced a minRTT
+// pooled from 100 samples (± 3 %) with its own 25 (± 6 %). In the
+// simulation, 200 ms with C 10 → 5, minRTT then read 13 % high in seeds
+// 61 and 89 and the limit stayed at 7 (1.4 C) for the 20 s checked. A
+// probe that disagrees still replaces it (TestGradientRemeasuresWhenLatencyIsNoQueue).
+func TestGradientRemeasurePoolsWhenItAgrees(t *testing.T) {
+	cfg := AdaptiveConfig{MinLimit: 4, MaxLimit: 200, InitialLimit: 8, Tolerance: 0.25,
+		SampleWindow: 500 * ms, MinRTTInterval: 30 * sec}
+	g, now := measured(cfg, 200*ms)
+	g.minRTTMean, g.minRTTErr, g.minRTTN = 200*ms, 0.03, maxPooled // four probes that agreed
+	g.slowStart = false
+	g.startMeasure(now, true)
+	// 25 answers around 220 ms with log-normal noise of a coefficient of
+	// variation of 0.3; this draw's mean is 226 ms, 13 % high, as in those
+	// seeds, and within 2 standard errors of the difference.
+	rng := rand.New(rand.NewSource(3))
+	sigma := math.Sqrt(math.Log(1 + 0.3*0.3))
+	var sum int64
+	for i := range minRTTSamples {
+		start := now + int64(i)*ms
+		rtt := int64(float64(220*ms) * math.Exp(sigma*rng.NormFloat64()-sigma*sigma/2))
+		sum += rtt
+		g.observe(start, start+rtt, 4, false)
+	}
+	st := g.state()
+	if st.Measuring {
+		t.Fatalf("the probe did not end after %d answers: %+v", minRTTSamples, st)
+	}
+	if st.MinRTT < 0.2 || st.MinRTT > 0.21 {
+		t.Fatalf("minRTT %v s after a probe reading %v ms on average; want pooled with the 200 ms of 100 samples (within [0.2, 0.21])",
+			st.MinRTT, sum/minRTTSamples/ms)
+	}
+}
