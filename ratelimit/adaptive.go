@@ -63,6 +63,14 @@ const clipMedians = 2
 // windows that read low by their noise alone.
 const growErrs = 2
 
+// trialShare: a raise on trial (trial) is undone by a window whose latency
+// is above this share of the tolerance over minRTT, not only above the
+// tolerance. At C = 10 a raise to 13 reads 1.3 minRTT; a minRTT 4 % high
+// put that under the tolerance, and 1.3 C held. A limit whose latency sits
+// in the upper quarter of the tolerance has more queue than the headroom
+// that growth aims at, so a raise into it is taken back.
+const trialShare = 0.75
+
 // maxWindowSamples bounds the latencies kept per sample window; beyond it
 // later ones overwrite earlier ones (memory stays fixed).
 const maxWindowSamples = 1024
@@ -114,6 +122,8 @@ const sameLatency = 0.125
 // served plus a headroom (log10 of the limit, at least 1) that lets it see
 // the capacity rise:
 //
+//   - a raise of the whole limit on trial (trial) met latency above
+//     1+tolerance×trialShare: it is undone at once (no confirmation);
 //   - r above 1+tolerance in two windows in a row: overload; the limit
 //     goes to the served concurrency plus the headroom (never below half
 //     of itself). One such window alone holds the limit: a stall of the
@@ -186,6 +196,7 @@ type gradient struct {
 	seen, drops  int
 	peak         int64   // most requests in flight seen in this window
 	inflightSum  int64   // the in-flight counts of this window's samples
+	raisedFrom   int64   // the limit before the last raise while that raise is on trial (0: none)
 	cutN, cutR   float64 // in flight and latency (in minRTTs) of the last window if it cut the limit, else 0
 	lastR        float64 // latency (in minRTTs) of the last window, 0 if it had none
 	slowStart    bool    // no queue seen yet: the limit grows per round trip while full
@@ -440,6 +451,15 @@ func (g *gradient) update(now int64) {
 			}
 		}
 		switch {
+		case r > 1+c.Tolerance*trialShare && g.raisedFrom > 0:
+			// A raise on trial met a queue: it is undone at once, no
+			// confirmation. A stall of the gateway would at worst undo
+			// a raise, never cut below the limit that held before it;
+			// waiting for a second window kept a limit of 1.4 C for
+			// seconds at C = 5.
+			g.est = math.Max(served+headroom, float64(g.raisedFrom))
+			next = g.est
+			g.cutN, g.cutR, cut = n, r, true
 		case r > over && lastR <= over:
 			// One window over the tolerance: a stall of the gateway (a GC
 			// pause, the CPU taken by others) inflates every latency in
@@ -468,7 +488,8 @@ func (g *gradient) update(now int64) {
 		g.est = g.est*(1-smoothing) + next*smoothing
 	}
 	g.est = math.Min(math.Max(g.est, float64(c.MinLimit)), float64(c.MaxLimit))
-	if g.slowStart && int64(g.est) != before || cut {
+	g.trial(before, cut)
+	if int64(g.est) != before || cut {
 		// The next window counts only requests admitted under the new
 		// limit: those admitted before tell of the old one. A limit
 		// held keeps them: after a jump into a queue, requests admitted
@@ -484,6 +505,24 @@ func (g *gradient) update(now int64) {
 		return
 	}
 	g.limit.Store(int64(g.est))
+}
+
+// trial keeps a raise of the whole limit (outside slow start) on trial:
+// from the window after it, latency over the tolerance undoes it (update)
+// until a window at the raised limit reads under the probe share. At a
+// small capacity one request more is a large share of it (at C = 5, 7 in
+// flight are 1.4 C against 6's 1.2 C), and a raise that noise made (a
+// window of a dozen requests reads 1.2 minRTT as 1.1 often enough) was
+// kept until two windows in a row confirmed the queue, half of a 2 s span.
+func (g *gradient) trial(before int64, cut bool) {
+	switch {
+	case g.slowStart || cut:
+		g.raisedFrom = 0
+	case int64(g.est) > before:
+		g.raisedFrom = before
+	case int64(g.est) < before || g.lastR < 1+g.cfg.Tolerance*probeShare:
+		g.raisedFrom = 0 // lowered, or no queue at the raised limit: it passed
+	}
 }
 
 // maxPooled bounds the probe samples minRTT pools: older probes tell less
