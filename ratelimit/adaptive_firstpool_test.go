@@ -1,0 +1,50 @@
+package ratelimit
+
+import (
+	"slices"
+	"testing"
+)
+
+// A first minRTT of 8 samples (initial_limit 8: a standard error of about
+// 10 % at a coefficient of variation of 0.3) that read 20 % low is pooled
+// with slow start's first window, which is 3 standard errors of the
+// difference wide while minRTT rests on fewer than 10 samples, not 2.
+// Before, the window (1.25 × that minRTT, 24 % away against 2 standard
+// errors of 22 %) was left out, latency without any queue read as one,
+// slow start stopped, and in front of a healthy 200 ms service the
+// simulation refused 15–73 % of the requests in 5 seeds of 400 (the
+// first minRTT 0.78–0.84 × the service time).
+func TestGradientFirstMinRTTOfFewSamplesPoolsWithSlowStart(t *testing.T) {
+	cfg := AdaptiveConfig{MinLimit: 4, MaxLimit: 200, InitialLimit: 8, Tolerance: 0.25,
+		SampleWindow: 500 * ms, MinRTTInterval: 30 * sec}
+	g := newGradient(cfg, sec)
+	now := int64(sec)
+	// The first probe: 8 requests admitted at once, answered around 160 ms.
+	var ends []int64
+	for _, f := range []float64{0.6, 0.75, 0.9, 1.0, 1.0, 1.1, 1.25, 1.4} {
+		ends = append(ends, now+int64(f*float64(160*ms)))
+	}
+	slices.Sort(ends)
+	for _, end := range ends {
+		g.observe(now, end, 8, false)
+	}
+	if st := g.state(); st.Measuring || st.MinRTT < 0.155 || st.MinRTT > 0.165 {
+		t.Fatalf("after the first probe: %+v; want minRTT of about 0.16 s", st)
+	}
+	limit := g.Limit()
+	// Slow start's first window: the limit's worth of requests around
+	// 200 ms (no queue: the service is healthy), each finding it full.
+	now = ends[len(ends)-1]
+	factors := []float64{0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0, 1.0, 1.05, 1.1, 1.15, 1.2, 1.25, 1.3, 1.4}
+	for i := int64(0); i < limit; i++ {
+		f := factors[i%int64(len(factors))]
+		g.observe(now+i*ms, now+i*ms+int64(f*float64(200*ms)), limit, false)
+	}
+	st := g.state()
+	if st.MinRTT < 0.175 {
+		t.Errorf("after slow start's first window at 200 ms: minRTT %v s; want it pooled with the window (above 0.175 s)", st.MinRTT)
+	}
+	if got := g.Limit(); got <= limit {
+		t.Errorf("after slow start's first window without a queue: limit %d, want above %d (slow start goes on)", got, limit)
+	}
+}
