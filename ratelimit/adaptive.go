@@ -517,7 +517,8 @@ func (g *gradient) update(now int64) {
 }
 
 // trial keeps a raise of the whole limit (outside slow start) on trial:
-// from the window after it, latency over the tolerance undoes it (update)
+// from the window after it, latency over trialShare of the tolerance
+// undoes it (update)
 // until a window at the raised limit reads under the probe share. At a
 // small capacity one request more is a large share of it (at C = 5, 7 in
 // flight are 1.4 C against 6's 1.2 C), and a raise that noise made (a
