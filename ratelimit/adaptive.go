@@ -112,8 +112,7 @@ const sameLatency = 0.125
 // latency (minRTT) first from the requests a fresh instance admits at
 // InitialLimit, then now and then by a probe that lets only MinLimit
 // requests in flight (after a window within the tolerance: half the
-// estimate; probes that agree are pooled, and one that replaced the
-// pool is checked by the next, 10 windows later), and every sample window
+// estimate; probes that agree are pooled), and every sample window
 // compares the window's mean latency
 // (sampleRTT) with it (r = sampleRTT/minRTT; both are the same statistic,
 // so a skewed latency is no queue). By Little's law the window's requests,
@@ -182,7 +181,6 @@ type gradient struct {
 	minRTTMean   int64   // the probes' pooled mean latency (minRTT but when a window lowered it)
 	minRTTErr    float64 // minRTTMean's standard error, relative to it
 	minRTTN      int     // how many probe samples minRTT pools (0: none)
-	replaced     rttPool // the pool the last probe replaced, until the next probe says which was right (n 0: none)
 	probeAt      int64   // the running minRTT probe's limit
 	probeSamples int     // how many samples end the running probe
 	firstAnswer  int64   // the first probe: when its first request was answered (0: not yet)
@@ -352,7 +350,6 @@ func (g *gradient) endMeasure(now int64) {
 	// ± 11 %, for all that time.
 	few := len(g.samples) < minRTTSamples
 	g.poolMinRTT()
-	few = few || g.replaced.n > 0 // a probe that replaced minRTT is checked by the next
 	g.measuring = false
 	g.nextMeasure = now + g.cfg.MinRTTInterval
 	if few {
@@ -556,43 +553,9 @@ const maxPooled = 100
 // halving that latency was mostly the queue still draining, and a probe
 // that always replaced swapped minRTT's ± 3 % for its own ± 6 % (in the
 // simulation, 13 % high: a limit of 1.4 C held for 20 s at C = 5).
-//
-// A probe that replaced the pool is checked by the next probe, due after
-// 10 sample windows rather than min_rtt_interval: if that one is nearer
-// the pool it replaced (in standard errors), the pool comes back and takes
-// it in. One probe in a few hundred reads 20 % or more off by its noise
-// alone (in the simulation, 253 ms for a 200 ms service, which held 1.5 C
-// at C = 5 until the next probe 30 s later); a latency that really moved
-// is confirmed at the cost of one probe more.
 func (g *gradient) poolMinRTT() {
 	m := max(clippedMean(g.samples), 1) // ns; never 0, r divides by it
-	e := relativeError(g.samples, m)
-	if old := g.replaced; old.n > 0 {
-		g.replaced = rttPool{}
-		now := rttPool{g.minRTTMean, g.minRTTErr, g.minRTTN}
-		if now.n > 0 && old.distance(m, e) < now.distance(m, e) {
-			g.minRTTMean, g.minRTTErr, g.minRTTN, g.minRTT = old.mean, old.err, old.n, old.mean
-		}
-	} else if g.minRTTN > 0 {
-		if p := (rttPool{g.minRTTMean, g.minRTTErr, g.minRTTN}); p.distance(m, e) > 2 {
-			g.replaced = p
-		}
-	}
-	g.pool(m, e, len(g.samples), 2, true)
-}
-
-// rttPool is a pooled mean latency: mean (ns), its standard error relative
-// to it, and how many samples it pools.
-type rttPool struct {
-	mean int64
-	err  float64
-	n    int
-}
-
-// distance is how far a mean m with relative standard error e is from the
-// pool's, in standard errors of the difference (as pool judges agreement).
-func (p rttPool) distance(m int64, e float64) float64 {
-	return math.Abs(float64(m)-float64(p.mean)) / float64(p.mean) / math.Hypot(e, p.err)
+	g.pool(m, relativeError(g.samples, m), len(g.samples), 2, true)
 }
 
 // pool takes a mean latency m of k samples, with relative standard error
