@@ -275,7 +275,7 @@ func drive(t *testing.T, name, gateway, upstream string) pdRun {
 	return run
 }
 
-func post(t *testing.T, url string) {
+func post(t testing.TB, url string) {
 	t.Helper()
 	resp, err := http.Post(url, "", nil)
 	if err != nil {
@@ -288,7 +288,7 @@ func post(t *testing.T, url string) {
 	}
 }
 
-func stats(t *testing.T, upstream string) map[string]float64 {
+func stats(t testing.TB, upstream string) map[string]float64 {
 	_, body := testcaddy.Get(t, upstream+"/stats")
 	var st map[string]float64
 	if err := json.Unmarshal([]byte(body), &st); err != nil {

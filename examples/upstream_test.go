@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 
 // startUpstream builds examples/upstream once per test run and runs it on
 // 127.0.0.1:<port> with args, until the test ends. It returns its URL.
-func startUpstream(t *testing.T, port int, args ...string) string {
+func startUpstream(t testing.TB, port int, args ...string) string {
 	t.Helper()
 	upstreamOnce.Do(func() {
 		upstreamDir, upstreamErr = os.MkdirTemp("", "sluice-examples-")

@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strconv"
@@ -20,7 +22,8 @@ import (
 //	curl -X POST '127.0.0.1:9001/capacity?value=5' # halve a capacity of 10
 //	curl 127.0.0.1:9001/stats                     # in flight, most per 10 ms
 type workers struct {
-	work time.Duration
+	work  time.Duration
+	sigma float64 // of the work time's logarithm (-work-cv; 0: fixed)
 
 	mu       sync.Mutex
 	capacity int
@@ -40,9 +43,19 @@ type workers struct {
 	latencies      []time.Duration
 }
 
-func newWorkers(capacity int, work time.Duration) *workers {
+func newWorkers(capacity int, work time.Duration, cv float64) *workers {
 	now := time.Now()
-	return &workers{capacity: capacity, work: work, since: now, changed: now}
+	return &workers{capacity: capacity, work: work, sigma: math.Sqrt(math.Log1p(cv * cv)), since: now, changed: now}
+}
+
+// workTime is how long one request is worked on: -work, or with -work-cv
+// a log-normal time of mean -work and that coefficient of variation (the
+// adaptive limit's simulation draws its service times so).
+func (k *workers) workTime() time.Duration {
+	if k.sigma == 0 {
+		return k.work
+	}
+	return time.Duration(float64(k.work) * math.Exp(k.sigma*rand.NormFloat64()-k.sigma*k.sigma/2))
 }
 
 func (k *workers) routes(mux *http.ServeMux) {
@@ -127,10 +140,11 @@ func (k *workers) serve(w http.ResponseWriter, r *http.Request) {
 		k.busy--
 		k.mu.Unlock()
 	}()
+	work := k.workTime()
 	select {
-	case <-time.After(k.work):
+	case <-time.After(work):
 		served = true
-		fmt.Fprintf(w, "worked %v\n", k.work)
+		fmt.Fprintf(w, "worked %v\n", work)
 	case <-r.Context().Done():
 	}
 }

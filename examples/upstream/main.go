@@ -12,6 +12,7 @@
 //	curl -X POST '127.0.0.1:9001/fail-rate?value=0'   # healthy again
 //	curl 127.0.0.1:9001/hits                   # requests answered on / and /slow so far
 //	curl 127.0.0.1:9001/work                   # a service of -capacity workers (capacity.go)
+//	                                           # (-work each; -work-cv 0.3 draws it log-normal)
 //	curl -d '{"max_tokens":5}' 127.0.0.1:9001/v1/chat/completions   # an LLM API reporting usage (llm.go)
 package main
 
@@ -34,6 +35,7 @@ func main() {
 	delay := flag.Duration("delay", 2*time.Second, "how long /slow sleeps (/slow?d=500ms overrides it)")
 	capacity := flag.Int("capacity", 10, "/work: requests worked on at once; the rest queue (change it live: POST /capacity?value=5)")
 	work := flag.Duration("work", 100*time.Millisecond, "/work: how long one request is worked on")
+	workCV := flag.Float64("work-cv", 0, "/work: the work time's coefficient of variation (log-normal, mean -work; 0: fixed)")
 	latency := flag.Duration("latency", 0, "added to every answer on / (a slower version)")
 	tokenDelay := flag.Duration("token-delay", 0, "/v1/chat/completions: pause between streamed chunks of 50 words")
 	failRate := flag.Float64("fail-rate", 0, "share of requests answered 500, 0..1 (change it live: POST /fail-rate?value=0.5)")
@@ -41,11 +43,14 @@ func main() {
 	if *name == "" {
 		*name = "upstream " + *addr
 	}
+	if *workCV < 0 {
+		log.Fatalf("-work-cv %v: want >= 0", *workCV)
+	}
 	if *failRate < 0 || *failRate > 1 {
 		log.Fatalf("-fail-rate %v: want 0..1", *failRate)
 	}
 
-	u := &upstream{version: *version, name: *name, delay: *delay, latency: *latency, workers: newWorkers(*capacity, *work), chat: &chat{tokenDelay: *tokenDelay}}
+	u := &upstream{version: *version, name: *name, delay: *delay, latency: *latency, workers: newWorkers(*capacity, *work, *workCV), chat: &chat{tokenDelay: *tokenDelay}}
 	u.setFailRate(*failRate)
 	log.SetPrefix(*version + " ")
 	log.Printf("listening on %s (delay %v, fail-rate %v)", *addr, *delay, *failRate)
