@@ -2,6 +2,7 @@ package examples_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -37,6 +38,10 @@ import (
 //     start-up included: the first round trip admits initial_limit) and
 //     after its first second.
 //
+// Each run logs the controller's state (/sluice/state) each second of a
+// healthy run and after each span of a halving, so a run that misses
+// shows why.
+//
 // With SLUICE_STRESS_NG=1 each run has `stress-ng --cpu 2` beside it (the
 // goal's busy machine). One run of every case takes about 5 minutes:
 //
@@ -70,7 +75,8 @@ func BenchmarkAdaptiveRealProcess(b *testing.B) {
 					if lo < 0.7 || hi > 1.3 {
 						out = 1
 					}
-					b.Logf("in flight per 2 s span after the step, in C: %.2f (C %d before: %.2f C)", spans, h.before, r.before)
+					b.Logf("in flight per 2 s span after the step, in C: %.2f (C %d before: %.2f C); the controller after each: %s",
+						spans, h.before, r.before, strings.Join(r.states, "; "))
 					b.ReportMetric(lo, "min-C")
 					b.ReportMetric(hi, "max-C")
 					b.ReportMetric(out, "outside-band")
@@ -89,9 +95,9 @@ func BenchmarkAdaptiveRealProcess(b *testing.B) {
 						minLimit, initial = 4, 8
 					}
 					r := startAdaptiveRig(b, service, cv, 100000, minLimit, initial)
-					whole, late := r.load(b, 8*time.Second, time.Second)
-					b.Logf("%d admitted, %d refused (%.1f %%); after the first second %d and %d (%.1f %%)",
-						whole.admitted, whole.refused, whole.share(), late.admitted, late.refused, late.share())
+					whole, late, states := r.load(b, 8*time.Second, time.Second)
+					b.Logf("%d admitted, %d refused (%.1f %%); after the first second %d and %d (%.1f %%); each second: %s",
+						whole.admitted, whole.refused, whole.share(), late.admitted, late.refused, late.share(), strings.Join(states, "; "))
 					b.ReportMetric(whole.share(), "%-refused")
 					b.ReportMetric(late.share(), "%-refused-after-1s")
 				}
@@ -104,10 +110,12 @@ func BenchmarkAdaptiveRealProcess(b *testing.B) {
 // upstream process, and the load that drives it.
 type adaptiveRig struct {
 	gateway, upstream string
+	admin             string // Caddy's admin endpoint
 	service           time.Duration
 	clients           int
 	admitted, refused atomic.Int64
-	before            float64 // in flight in C over the 4 s before a halving
+	before            float64  // in flight in C over the 4 s before a halving
+	states            []string // the controller at the end of each span after a halving
 }
 
 // startAdaptiveRig starts the upstream (capacity workers of service each)
@@ -125,7 +133,7 @@ func startAdaptiveRig(b *testing.B, service time.Duration, cv float64, capacity,
 		fmt.Fprintf(&fields, "\t\t\tmin_limit %d\n\t\t\tinitial_limit %d\n", minLimit, initial)
 	}
 	fmt.Fprintf(&fields, "\t\t\tsample_window %v\n", max(250*time.Millisecond, service*5/2))
-	testcaddy.Start(b, fmt.Sprintf(`{
+	p := testcaddy.Start(b, fmt.Sprintf(`{
 	admin localhost:{{admin}}
 	persist_config off
 	rulestore {
@@ -141,7 +149,50 @@ http://127.0.0.1:%d {
 	reverse_proxy 127.0.0.1:%d
 }
 `, fields.String(), sitePort, upPort))
+	r.admin = fmt.Sprintf("http://localhost:%d", p.AdminPort)
 	return r
+}
+
+// adaptiveState is the rule's controller as /sluice/state shows it.
+type adaptiveState struct {
+	Limit     int64   `json:"limit"`
+	MinRTT    float64 `json:"min_rtt_seconds"`
+	SampleRTT float64 `json:"sampled_rtt_seconds"`
+	Measuring bool    `json:"measuring_min_rtt"`
+}
+
+func (s adaptiveState) String() string {
+	m := ""
+	if s.Measuring {
+		m = " (measuring)"
+	}
+	return fmt.Sprintf("limit %d, minRTT %.1f ms, sampled %.1f ms%s", s.Limit, 1e3*s.MinRTT, 1e3*s.SampleRTT, m)
+}
+
+// state reads the controller's state from the admin API.
+func (r *adaptiveRig) state(b *testing.B) adaptiveState {
+	b.Helper()
+	_, body := testcaddy.Get(b, r.admin+"/sluice/state")
+	var st struct {
+		Ratelimit struct {
+			Rules []struct {
+				Rule string `json:"rule"`
+				Flow struct {
+					Adaptive adaptiveState `json:"adaptive"`
+				} `json:"flow"`
+			} `json:"rules"`
+		} `json:"ratelimit"`
+	}
+	if err := json.Unmarshal([]byte(body), &st); err != nil {
+		b.Fatalf("state: %v\n%s", err, body)
+	}
+	for _, rule := range st.Ratelimit.Rules {
+		if rule.Rule == "adaptive" {
+			return rule.Flow.Adaptive
+		}
+	}
+	b.Fatalf("state: no rule adaptive\n%s", body)
+	return adaptiveState{}
 }
 
 // answers counts the load's requests admitted (answered 200) and refused
@@ -153,20 +204,27 @@ func (a answers) share() float64 {
 	return 100 * float64(a.refused) / float64(max(a.admitted+a.refused, 1))
 }
 
-// load runs the closed-loop clients for d and returns the answers over all
-// of it and over what followed its first skip. Any other answer or a
+// load runs the closed-loop clients for d (whole seconds) and returns the
+// answers over all of it and over what followed its first skip, and the
+// controller's state at the end of each second. Any other answer or a
 // transport error fails the benchmark.
-func (r *adaptiveRig) load(b *testing.B, d, skip time.Duration) (whole, late answers) {
+func (r *adaptiveRig) load(b *testing.B, d, skip time.Duration) (whole, late answers, states []string) {
 	b.Helper()
 	stop := r.start()
-	time.Sleep(skip) // sleep: the start-up left out of late
-	early := answers{r.admitted.Load(), r.refused.Load()}
-	time.Sleep(d - skip) // sleep: the rest of the load
+	begin := time.Now()
+	var early answers
+	for s := time.Second; s <= d; s += time.Second {
+		time.Sleep(time.Until(begin.Add(s))) // sleep: the load's schedule, one second at a time
+		if s == skip {
+			early = answers{r.admitted.Load(), r.refused.Load()}
+		}
+		states = append(states, r.state(b).String())
+	}
 	if e := stop(); e != "" {
 		b.Fatalf("load: %s", e)
 	}
 	whole = answers{r.admitted.Load(), r.refused.Load()}
-	return whole, answers{whole.admitted - early.admitted, whole.refused - early.refused}
+	return whole, answers{whole.admitted - early.admitted, whole.refused - early.refused}, states
 }
 
 // start runs the clients until the returned stop is called; stop returns
@@ -229,13 +287,14 @@ func (r *adaptiveRig) halving(b *testing.B, after int) []float64 {
 		time.Sleep(d) // sleep: the span measured
 		return stats(b, r.upstream)["mean_in_flight"]
 	}
-	time.Sleep(11 * time.Second) // sleep: the limit settles
+	time.Sleep(11 * time.Second) // sleep: the run's schedule (C-before reports where the limit was)
 	capacity := stats(b, r.upstream)["capacity"]
 	r.before = span(4*time.Second) / capacity
 	post(b, r.upstream+fmt.Sprintf("/capacity?value=%d", after))
 	var spans []float64
 	for range 10 {
 		spans = append(spans, span(2*time.Second)/float64(after))
+		r.states = append(r.states, r.state(b).String())
 	}
 	if e := stop(); e != "" {
 		b.Fatalf("load: %s", e)
