@@ -268,10 +268,8 @@ func (r *adaptiveRig) start() (stop func() string) {
 		cancel()
 		wg.Wait()
 		client.CloseIdleConnections()
-		if e, _ := firstErr.Load().(string); e != "" {
-			return e
-		}
-		return ""
+		e, _ := firstErr.Load().(string)
+		return e
 	}
 }
 
