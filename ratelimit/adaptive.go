@@ -145,7 +145,9 @@ const sameLatency = 0.125
 //   - r under 1+tolerance×probeShare: it grows by (1+tolerance×probeShare)/r,
 //     which tends to 1 as latency approaches that;
 //   - otherwise (a queue of about the headroom, latency within the
-//     tolerance) it holds.
+//     tolerance) it holds; held full for a few windows of many requests,
+//     it tries a raise that the window after judges (explore: a raise
+//     that latency does not follow means minRTT was read low).
 //
 // So it settles near capacity + headroom at small limits and a little
 // above capacity (at most (1+tolerance×probeShare)×) at large ones,
@@ -174,32 +176,41 @@ type gradient struct {
 	limit   atomic.Int64 // the admission limit in force now
 	refused atomic.Int64 // requests refused since the last window ended
 
-	mu           sync.Mutex
-	cfg          AdaptiveConfig
-	est          float64 // the estimated limit (kept while minRTT is measured)
-	minRTT       int64
-	minRTTMean   int64   // the probes' pooled mean latency (minRTT but when a window lowered it)
-	minRTTErr    float64 // minRTTMean's standard error, relative to it
-	minRTTN      int     // how many probe samples minRTT pools (0: none)
-	probeAt      int64   // the running minRTT probe's limit
-	probeSamples int     // how many samples end the running probe
-	firstAnswer  int64   // the first probe: when its first request was answered (0: not yet)
-	jumped       bool    // the first probe: slow start took its first step
-	clearEst     float64 // in slow start, the last limit whose window showed no queue (0: none yet)
-	sampleRTT    int64   // the last window's mean latency
-	measuring    bool
-	measureStart int64 // requests admitted before it do not count
-	nextMeasure  int64
-	epoch        int64 // requests admitted before it do not count (before the last cut, doubling or measurement)
-	windowEnd    int64
-	samples      []int64
-	seen, drops  int
-	peak         int64   // most requests in flight seen in this window
-	inflightSum  int64   // the in-flight counts of this window's samples
-	raisedFrom   int64   // the limit before the last raise while that raise is on trial (0: none)
-	cutN, cutR   float64 // in flight and latency (in minRTTs) of the last window if it cut the limit, else 0
-	lastR        float64 // latency (in minRTTs) of the last window, 0 if it had none
-	slowStart    bool    // no queue seen yet: the limit grows per round trip while full
+	// The first round trip (adaptive_firstround.go): firstRound is closed
+	// at slow start's first step; until then up to maxWaiters requests
+	// over the limit wait for it.
+	firstRound chan struct{}
+	waiters    atomic.Int64
+	maxWaiters int64
+
+	mu             sync.Mutex
+	cfg            AdaptiveConfig
+	est            float64 // the estimated limit (kept while minRTT is measured)
+	minRTT         int64
+	minRTTMean     int64   // the probes' pooled mean latency (minRTT but when a window lowered it)
+	minRTTErr      float64 // minRTTMean's standard error, relative to it
+	minRTTN        int     // how many probe samples minRTT pools (0: none)
+	probeAt        int64   // the running minRTT probe's limit
+	probeSamples   int     // how many samples end the running probe
+	firstAnswer    int64   // the first probe: when its first request was answered (0: not yet)
+	jumped         bool    // the first probe: slow start took its first step
+	firstRoundOver bool    // firstRound is closed
+	clearEst       float64 // in slow start, the last limit whose window showed no queue (0: none yet)
+	sampleRTT      int64   // the last window's mean latency
+	measuring      bool
+	measureStart   int64 // requests admitted before it do not count
+	nextMeasure    int64
+	epoch          int64 // requests admitted before it do not count (before the last cut, doubling or measurement)
+	windowEnd      int64
+	samples        []int64
+	seen, drops    int
+	peak           int64   // most requests in flight seen in this window
+	inflightSum    int64   // the in-flight counts of this window's samples
+	raisedFrom     int64   // the limit before the last raise while that raise is on trial (0: none)
+	cutN, cutR     float64 // in flight and latency (in minRTTs) of the last window if it cut the limit, else 0
+	lastR          float64 // latency (in minRTTs) of the last window, 0 if it had none
+	slowStart      bool    // no queue seen yet: the limit grows per round trip while full
+	explore        explore // tries of a raise while held (adaptive_explore.go)
 }
 
 func newGradient(cfg AdaptiveConfig, now int64) *gradient {
@@ -220,6 +231,8 @@ func newGradient(cfg AdaptiveConfig, now int64) *gradient {
 	g.probeAt = max(cfg.InitialLimit, 1)
 	g.probeSamples = int(min(g.probeAt, minRTTSamples))
 	g.limit.Store(g.probeAt)
+	g.firstRound = make(chan struct{})
+	g.maxWaiters = min(slowStartJump*g.probeAt, max(cfg.MaxLimit, g.probeAt)) - g.probeAt
 	return g
 }
 
@@ -264,6 +277,10 @@ func (g *gradient) probeLimit(fresh bool) int64 {
 }
 
 func (g *gradient) startMeasure(now int64, fresh bool) {
+	if g.explore.from > 0 { // a raise not yet judged is undone
+		g.est = math.Min(g.est, float64(g.explore.from))
+	}
+	g.explore.reset()
 	g.probeAt, g.probeSamples = g.probeLimit(fresh), minRTTSamples
 	g.measuring, g.measureStart = true, now
 	g.samples, g.seen, g.drops, g.peak, g.inflightSum = g.samples[:0], 0, 0, 0, 0
@@ -305,6 +322,7 @@ func (g *gradient) observe(start, now, inflight int64, drop bool) {
 					g.est = math.Min(math.Max(g.est, float64(g.cfg.MinLimit)), float64(g.cfg.MaxLimit))
 					g.limit.Store(int64(g.est))
 				}
+				g.endFirstRound()
 			}
 			// All of the first requests answered, or (some were
 			// cancelled and never will be) four times as long as the
@@ -359,6 +377,7 @@ func (g *gradient) endMeasure(now int64) {
 	g.refused.Store(0)
 	g.samples, g.seen, g.drops, g.peak, g.inflightSum = g.samples[:0], 0, 0, 0, 0
 	g.limit.Store(int64(g.est))
+	g.endFirstRound()
 }
 
 // slowStartGrow takes the limit, full in a round trip without a queue, to
@@ -374,7 +393,7 @@ func (g *gradient) slowStartGrow(refused int64) {
 // measurement when one is due.
 func (g *gradient) update(now int64) {
 	c := &g.cfg
-	remeasure, cut := false, false
+	remeasure, measureNow, cut, explored := false, false, false, false
 	before := int64(g.est)          // the limit in force in this window
 	binds := g.peak >= int64(g.est) // the window's requests found the limit full
 	cutN, cutR := g.cutN, g.cutR    // the window before, if it cut the limit
@@ -456,6 +475,15 @@ func (g *gradient) update(now int64) {
 				break
 			}
 		}
+		if g.explore.from > 0 {
+			// The window after an exploring raise judges it.
+			if queue, from := g.explore.judge(g.sampleRTT, n, len(g.samples)); queue {
+				g.est, cut = math.Min(g.est, float64(from)), true
+			} else {
+				measureNow = true // no queue: minRTT was read low
+			}
+			break
+		}
 		switch {
 		case r > 1+c.Tolerance*trialShare && g.raisedFrom > 0:
 			// A raise on trial met a queue: it is undone at once, no
@@ -491,10 +519,23 @@ func (g *gradient) update(now int64) {
 		case r < probe && full:
 			next = g.est * probe / r
 		}
+		if next == g.est && !cut && full && refused > 0 && r >= probe && r <= over {
+			// Held full within the tolerance: now and then a raise is
+			// tried (adaptive_explore.go).
+			if raised := g.explore.tryRaise(g.est, g.sampleRTT, n, len(g.samples), probe); raised > 0 {
+				g.est, explored = raised, true
+				break
+			}
+		} else {
+			g.explore.held = 0
+		}
 		g.est = g.est*(1-smoothing) + next*smoothing
 	}
 	g.est = math.Min(math.Max(g.est, float64(c.MinLimit)), float64(c.MaxLimit))
 	g.trial(before, cut)
+	if explored {
+		g.raisedFrom = 0 // judged by explore, not on trial
+	}
 	if int64(g.est) != before || cut {
 		// The next window counts only requests admitted under the new
 		// limit: those admitted before tell of the old one. A limit
@@ -506,7 +547,7 @@ func (g *gradient) update(now int64) {
 	g.samples, g.seen, g.drops, g.peak, g.inflightSum = g.samples[:0], 0, 0, 0, 0
 	// A due probe waits while the limit does not bind: minRTT then decides
 	// nothing, and a probe would refuse all but min_limit of the demand.
-	if now >= g.nextMeasure && binds || remeasure {
+	if now >= g.nextMeasure && binds || remeasure || measureNow {
 		g.startMeasure(now, remeasure)
 		return
 	}
@@ -586,13 +627,17 @@ type AdaptiveState struct {
 	MinRTT    float64 `json:"min_rtt_seconds"`
 	SampleRTT float64 `json:"sampled_rtt_seconds"`
 	Measuring bool    `json:"measuring_min_rtt"`
+	// Waiting: requests that found a fresh limit full and wait for its
+	// first step (at most one sample window) instead of being refused.
+	Waiting int64 `json:"waiting_first_step"`
 }
 
 func (g *gradient) state() AdaptiveState {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return AdaptiveState{Limit: g.limit.Load(), Estimate: math.Round(g.est*100) / 100,
-		MinRTT: float64(g.minRTT) / 1e9, SampleRTT: float64(g.sampleRTT) / 1e9, Measuring: g.measuring}
+		MinRTT: float64(g.minRTT) / 1e9, SampleRTT: float64(g.sampleRTT) / 1e9, Measuring: g.measuring,
+		Waiting: g.waiters.Load()}
 }
 
 // clippedMean is the mean of s with each value taken at most clipMedians

@@ -79,6 +79,10 @@ func simulate(g *gradient, m simModel, seed, now int64) simResult {
 	for i := range due {
 		due[i] = now + uniform(m.service)
 	}
+	// A client refused in the first round trip may wait for its step
+	// (firstRoundWait), until waitUntil; then it asks once more (waited).
+	waitUntil := make([]int64, m.clients)
+	waited := make([]bool, m.clients)
 	var (
 		reqs                []*simReq // at the gateway or the upstream
 		queue               []*simReq // the upstream's FIFO queue
@@ -165,12 +169,27 @@ func simulate(g *gradient, m simModel, seed, now int64) simResult {
 				if d < 0 || d > now {
 					continue
 				}
+				if waitUntil[i] > 0 {
+					if g.inFirstRound() && now < waitUntil[i] {
+						continue
+					}
+					waitUntil[i], waited[i] = 0, true
+					g.doneWaiting()
+				}
 				if gwIn >= g.Limit() {
-					res.refused++
 					g.refuse()
+					if !waited[i] {
+						if _, wait, ok := g.firstRoundWait(); ok {
+							waitUntil[i] = now + wait
+							continue
+						}
+					}
+					res.refused++
+					waited[i] = false
 					due[i] = now + m.service // a refusal costs the client an answer's time
 					continue
 				}
+				waited[i] = false
 				gwIn++
 				res.admitted++
 				r := &simReq{client: i, n: gwIn, sendAt: now + uniform(m.gatewayDelay)}

@@ -112,3 +112,47 @@ func TestGradientFirstMinRTTOfFewSamplesIsMeasuredAgainSoon(t *testing.T) {
 		t.Fatalf("2 s after a first minRTT of 8 samples: %+v, want measuring again", g.state())
 	}
 }
+
+// The first round trip's waiters (adaptive_firstround.go): up to what slow
+// start's first step can admit (initial_limit 8: the step goes at most to
+// 64, so 56 wait), the step is sized by them (they count as refused), and
+// once it is taken nobody waits.
+func TestGradientFirstRoundWaitersAreBoundedAndWokenByTheStep(t *testing.T) {
+	cfg := AdaptiveConfig{MinLimit: 4, MaxLimit: 200, InitialLimit: 8, Tolerance: 0.25,
+		SampleWindow: 500 * ms, MinRTTInterval: 30 * sec}
+	g := newGradient(cfg, sec)
+	var step <-chan struct{}
+	for i := 0; i < 56; i++ {
+		g.refuse()
+		s, wait, ok := g.firstRoundWait()
+		if !ok || wait != cfg.SampleWindow {
+			t.Fatalf("waiter %d: ok %v, wait %v; want to wait up to sample_window", i+1, ok, wait)
+		}
+		step = s
+	}
+	g.refuse()
+	if _, _, ok := g.firstRoundWait(); ok {
+		t.Fatal("waiter 57: may wait; want refused (the step admits at most 56 more)")
+	}
+	if st := g.state(); st.Waiting != 56 {
+		t.Fatalf("state: %+v, want 56 waiting", st)
+	}
+	answerFirstProbe(g, sec, 200*ms, 8)
+	select {
+	case <-step:
+	default:
+		t.Fatal("the first step was taken and the waiters not woken")
+	}
+	if l := g.Limit(); l != 64 {
+		t.Fatalf("after the first round trip with 57 refused: limit %d, want 64", l)
+	}
+	if _, _, ok := g.firstRoundWait(); ok {
+		t.Fatal("after the first step a request may still wait")
+	}
+	for i := 0; i < 56; i++ {
+		g.doneWaiting()
+	}
+	if st := g.state(); st.Waiting != 0 {
+		t.Fatalf("state after the waiters left: %+v", st)
+	}
+}

@@ -62,6 +62,9 @@ type Decision struct {
 	// admittedAt is the in-flight count its admission made.
 	adaptive   *gradient
 	admittedAt int64
+	// firstRound: refused by a fresh adaptive limit before its first step;
+	// the request may wait for that step and ask again (waitFirstRound).
+	firstRound *gradient
 }
 
 // OK reports whether the request may pass.

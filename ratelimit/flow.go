@@ -46,6 +46,9 @@ func (e *localEngine) admitAdaptive(r *Rule, d *Decision) bool {
 		e.inflight.Add(-1)
 		g.refuse()
 		d.Reason = OverAdaptiveLimit
+		if g.inFirstRound() {
+			d.firstRound = g // it may wait for the first step (waitFirstRound)
+		}
 		return false
 	}
 	d.total, d.adaptive, d.admittedAt = true, g, n

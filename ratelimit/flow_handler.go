@@ -61,6 +61,28 @@ func waitTurn(ctx context.Context, d *Decision, lim *limiter) (int64, error) {
 	return waited, err
 }
 
+// waitFirstRound lets a request refused by a fresh adaptive limit before
+// its first step wait for that step (adaptive_firstround.go), for at most
+// one sample window or until its client goes. ok false: it may not wait
+// (no room, or the step was taken meanwhile) and stays refused.
+func waitFirstRound(ctx context.Context, g *gradient, lim *limiter) (waited int64, ok bool, err error) {
+	step, wait, ok := g.firstRoundWait()
+	if !ok {
+		return 0, false, nil
+	}
+	defer g.doneWaiting()
+	start := lim.now()
+	t := time.NewTimer(time.Duration(wait))
+	defer t.Stop()
+	select {
+	case <-step:
+	case <-t.C:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	return lim.now() - start, true, err
+}
+
 // statusRecorder notes the status the next handler wrote, so a 5xx counts
 // as a drop for the adaptive limit.
 type statusRecorder struct {

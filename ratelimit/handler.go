@@ -10,6 +10,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -255,6 +256,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	eng := lim.engine(rule)
 	d := decide(eng, rule, key, lim.now(), cost)
+	if d.firstRound != nil && !rule.Shadow {
+		waited, ok, err := waitFirstRound(r.Context(), d.firstRound, lim)
+		if err != nil {
+			return caddyhttp.Error(StatusClientClosed, err)
+		}
+		if ok {
+			if repl != nil {
+				repl.Set("http.ratelimit.queue_wait", time.Duration(waited))
+			}
+			d = decide(eng, rule, key, lim.now(), cost)
+		}
+	}
 	ph.setKey(key)
 	// An in-flight cap refuses before the rate quota is consulted: the
 	// quota is untouched and unknown here, so no quota headers claim r=0.
