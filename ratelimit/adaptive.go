@@ -183,34 +183,33 @@ type gradient struct {
 	waiters    atomic.Int64
 	maxWaiters int64
 
-	mu             sync.Mutex
-	cfg            AdaptiveConfig
-	est            float64 // the estimated limit (kept while minRTT is measured)
-	minRTT         int64
-	minRTTMean     int64   // the probes' pooled mean latency (minRTT but when a window lowered it)
-	minRTTErr      float64 // minRTTMean's standard error, relative to it
-	minRTTN        int     // how many probe samples minRTT pools (0: none)
-	probeAt        int64   // the running minRTT probe's limit
-	probeSamples   int     // how many samples end the running probe
-	firstAnswer    int64   // the first probe: when its first request was answered (0: not yet)
-	jumped         bool    // the first probe: slow start took its first step
-	firstRoundOver bool    // firstRound is closed
-	clearEst       float64 // in slow start, the last limit whose window showed no queue (0: none yet)
-	sampleRTT      int64   // the last window's mean latency
-	measuring      bool
-	measureStart   int64 // requests admitted before it do not count
-	nextMeasure    int64
-	epoch          int64 // requests admitted before it do not count (before the last cut, doubling or measurement)
-	windowEnd      int64
-	samples        []int64
-	seen, drops    int
-	peak           int64   // most requests in flight seen in this window
-	inflightSum    int64   // the in-flight counts of this window's samples
-	raisedFrom     int64   // the limit before the last raise while that raise is on trial (0: none)
-	cutN, cutR     float64 // in flight and latency (in minRTTs) of the last window if it cut the limit, else 0
-	lastR          float64 // latency (in minRTTs) of the last window, 0 if it had none
-	slowStart      bool    // no queue seen yet: the limit grows per round trip while full
-	explore        explore // tries of a raise while held (adaptive_explore.go)
+	mu           sync.Mutex
+	cfg          AdaptiveConfig
+	est          float64 // the estimated limit (kept while minRTT is measured)
+	minRTT       int64
+	minRTTMean   int64   // the probes' pooled mean latency (minRTT but when a window lowered it)
+	minRTTErr    float64 // minRTTMean's standard error, relative to it
+	minRTTN      int     // how many probe samples minRTT pools (0: none)
+	probeAt      int64   // the running minRTT probe's limit
+	probeSamples int     // how many samples end the running probe
+	firstAnswer  int64   // the first probe: when its first request was answered (0: not yet)
+	jumped       bool    // the first probe: slow start took its first step
+	clearEst     float64 // in slow start, the last limit whose window showed no queue (0: none yet)
+	sampleRTT    int64   // the last window's mean latency
+	measuring    bool
+	measureStart int64 // requests admitted before it do not count
+	nextMeasure  int64
+	epoch        int64 // requests admitted before it do not count (before the last cut, doubling or measurement)
+	windowEnd    int64
+	samples      []int64
+	seen, drops  int
+	peak         int64   // most requests in flight seen in this window
+	inflightSum  int64   // the in-flight counts of this window's samples
+	raisedFrom   int64   // the limit before the last raise while that raise is on trial (0: none)
+	cutN, cutR   float64 // in flight and latency (in minRTTs) of the last window if it cut the limit, else 0
+	lastR        float64 // latency (in minRTTs) of the last window, 0 if it had none
+	slowStart    bool    // no queue seen yet: the limit grows per round trip while full
+	explore      explore // tries of a raise while held (adaptive_explore.go)
 }
 
 func newGradient(cfg AdaptiveConfig, now int64) *gradient {

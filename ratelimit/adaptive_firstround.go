@@ -51,10 +51,9 @@ func (g *gradient) inFirstRound() bool {
 }
 
 // endFirstRound wakes the waiters: the first step was taken, or the first
-// minRTT ended without one. Called with g.mu held.
+// minRTT ended without one. Called with g.mu held, so it closes once.
 func (g *gradient) endFirstRound() {
-	if !g.firstRoundOver {
-		g.firstRoundOver = true
+	if g.inFirstRound() {
 		close(g.firstRound)
 	}
 }
