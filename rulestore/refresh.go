@@ -82,6 +82,12 @@ func (q *refreshQueue) found(ref ruleRef, present bool, now time.Time) {
 	q.absent[ref] = now.Add(q.ttl)
 }
 
+// drop forgets every queued id: a full resync reads them all anyway.
+func (q *refreshQueue) drop() {
+	clear(q.pending)
+	clear(q.deferred)
+}
+
 // take returns the pending ids and empties the set.
 func (q *refreshQueue) take() []ruleRef {
 	if len(q.pending) == 0 {

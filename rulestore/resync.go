@@ -17,6 +17,12 @@ import (
 // held: new and changed rules are applied, rules gone from Redis are dropped,
 // unless Redis lost its data (see checkEpoch).
 func (s *redisSource) fullResync(ctx context.Context, reason string) error {
+	// Ids queued by messages taken before it are read by the resync too.
+	// Re-read after it, one named before Redis lost its data would read as
+	// a delete: the session that took the messages can end on the lost
+	// connection before it re-reads them, and the next one's resync
+	// retains the rule only for that re-read to drop it.
+	s.queue.drop()
 	return s.resyncAttempt(ctx, reason, 1)
 }
 

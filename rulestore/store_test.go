@@ -18,6 +18,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
 
 	"github.com/sluicegw/sluice/internal/redistest"
 	"github.com/sluicegw/sluice/internal/testcaddy"
@@ -330,7 +331,7 @@ func TestRedisRestartedEmptyKeepsRules(t *testing.T) {
 	in.WaitLog("redis lost its data")
 	in.WaitLog("resynced rules from redis", `"retained":2`)
 	if _, ok := in.rule("rate_limit", "a"); !ok {
-		t.Fatal("rule a dropped after Redis lost its data")
+		t.Fatalf("rule a dropped after Redis lost its data:\n%s", in.StoreLogs())
 	}
 	// Rules pushed after the loss apply; a deliberate delete still deletes.
 	push(t, c, "c", "qps", "3")
@@ -338,7 +339,7 @@ func TestRedisRestartedEmptyKeepsRules(t *testing.T) {
 	c.Publish(context.Background(), "gateway:rules:rate_limit", "b")
 	in.waitQPS("b", "")
 	if _, ok := in.rule("rate_limit", "a"); !ok {
-		t.Fatal("rule a dropped")
+		t.Fatalf("rule a dropped:\n%s", in.StoreLogs())
 	}
 }
 
@@ -373,6 +374,46 @@ func TestRefreshAfterDataLossRetains(t *testing.T) {
 	in.waitQPS("b", "")
 	if _, ok := in.rule("rate_limit", "a"); !ok {
 		t.Fatal("rule a dropped")
+	}
+}
+
+// TestMessagesTakenBeforeDataLossDoNotDelete covers the other race behind
+// TestRedisRestartedEmptyKeepsRules's intermittent failure: a session took
+// the messages naming held rules, then its connection died (Redis
+// restarted empty) before it re-read them. The next session's resync
+// retained the rules, and the re-read queued before it then deleted them.
+// The session's steps are run here in the order that race gives them.
+func TestMessagesTakenBeforeDataLossDoNotDelete(t *testing.T) {
+	r := redistest.Start(t)
+	c := r.Client()
+	src, key, err := acquireSource(&RedisConfig{URL: r.URL()}, "", time.Hour, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sources.Delete(key)
+	ctx := context.Background()
+	for _, id := range []string{"a", "b"} {
+		c.HSet(ctx, "rate_limit:rule:"+id, "qps", "1")
+	}
+	if err := src.fullResync(ctx, "connected"); err != nil {
+		t.Fatal(err)
+	}
+	// The messages of the writes above, taken by the session...
+	for _, id := range []string{"a", "b"} {
+		src.queue.add(ruleRef{RateLimit, id}, time.Now())
+	}
+	// ...whose connection then died: Redis came back empty.
+	r.Restart()
+	if err := src.fullResync(ctx, "connected"); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.flushPending(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"a", "b"} {
+		if src.snapshot().get(RateLimit, id) == nil {
+			t.Errorf("rule %s dropped after Redis lost its data", id)
+		}
 	}
 }
 
