@@ -8,7 +8,7 @@ import "testing"
 // third of the requests until the next probe, 30 s on. Seen on a real
 // Caddy beside stress-ng (docs/ratelimit.md). Now a held limit tries a
 // raise, the latency does not follow it, and minRTT is measured again: the
-// limit meets the demand within seconds. Over seeds 1–5 it took 1–6 s
+// limit meets the demand within seconds. Over seeds 1–5 it took 2–7 s
 // (6.7–19.8 % refused over 8 s): the probes that measure minRTT again
 // read low themselves (docs/ratelimit.md, "the probe's own bias").
 func TestGradientLowMinRTTDoesNotHoldAHealthyUpstream(t *testing.T) {
