@@ -97,7 +97,13 @@ const probeShare = 0.5
 // slowStartRound: in slow start a window ends, besides at sample_window,
 // once this many requests admitted in it (and at least the limit) have
 // finished: one round trip at the new limit, so the limit grows per round
-// trip as TCP's slow start does, not per window.
+// trip as TCP's slow start does, not per window. Nor does sample_window
+// end a slow-start window of fewer answers: after a jump into a queue
+// the answers of requests admitted under the new limit come back one by
+// one behind the queue, and under open-loop demand (a flash sale at 3×
+// the capacity) windows of one answer took a queue for a stall, then one
+// answer read with its noise alone for no queue, and jumped the limit to
+// 128 for 10 workers (TestAdaptiveSimFlashSale).
 const slowStartRound = 10
 
 // sameLatency: when a cut is followed by a window with more than this share
@@ -209,6 +215,8 @@ type gradient struct {
 	cutN, cutR   float64 // in flight and latency (in minRTTs) of the last window if it cut the limit, else 0
 	lastR        float64 // latency (in minRTTs) of the last window, 0 if it had none
 	slowStart    bool    // no queue seen yet: the limit grows per round trip while full
+	deferredN    float64 // a re-measurement's window: in flight (0: none) and latency, for the cut it deferred
+	deferredRTT  int64
 	explore      explore // tries of a raise while held (adaptive_explore.go)
 }
 
@@ -354,7 +362,9 @@ func (g *gradient) observe(start, now, inflight int64, drop bool) {
 	}
 	// In slow start a window ends early only once its requests found the
 	// limit full: until then they say nothing of a doubled limit.
-	if now >= g.windowEnd || g.slowStart && g.peak >= int64(g.est) && int64(g.seen+g.drops) >= max(int64(g.est), slowStartRound) {
+	answers := int64(g.seen + g.drops)
+	if now >= g.windowEnd && (!g.slowStart || answers >= slowStartRound) ||
+		g.slowStart && g.peak >= int64(g.est) && answers >= max(int64(g.est), slowStartRound) {
 		g.update(now)
 	}
 }
@@ -367,6 +377,7 @@ func (g *gradient) endMeasure(now int64) {
 	// ± 11 %, for all that time.
 	few := len(g.samples) < minRTTSamples
 	g.poolMinRTT()
+	g.applyDeferredCut()
 	g.measuring = false
 	g.nextMeasure = now + g.cfg.MinRTTInterval
 	if few {
@@ -377,6 +388,25 @@ func (g *gradient) endMeasure(now int64) {
 	g.samples, g.seen, g.drops, g.peak, g.inflightSum = g.samples[:0], 0, 0, 0, 0
 	g.limit.Store(int64(g.est))
 	g.endFirstRound()
+}
+
+// applyDeferredCut ends a re-measurement started because latency looked
+// like the upstream's own (update, sameLatency): if the window that
+// started it was over the tolerance by the new minRTT too, it was a queue
+// (after a capacity halving, one still draining), and the cut it deferred
+// is made now. Restoring the estimate whole kept 2.2 C in flight for
+// seconds after the probe (examples/protect-downstream, C = 5: the limit
+// 11 before and after a probe that read minRTT 200.7 → 200.9 ms).
+func (g *gradient) applyDeferredCut() {
+	n, rtt := g.deferredN, g.deferredRTT
+	g.deferredN, g.deferredRTT = 0, 0
+	if n == 0 {
+		return
+	}
+	if r := float64(rtt) / float64(g.minRTT); r > 1+g.cfg.Tolerance {
+		headroom := math.Max(1, math.Log10(g.est))
+		g.est = math.Min(g.est, math.Max(n/r+headroom, g.est/2))
+	}
 }
 
 // slowStartGrow takes the limit, full in a round trip without a queue, to
@@ -393,6 +423,7 @@ func (g *gradient) slowStartGrow(refused int64) {
 func (g *gradient) update(now int64) {
 	c := &g.cfg
 	remeasure, measureNow, cut, explored := false, false, false, false
+	pooledOver := false             // a slow-start window over the probe share, pooled into minRTT
 	before := int64(g.est)          // the limit in force in this window
 	binds := g.peak >= int64(g.est) // the window's requests found the limit full
 	cutN, cutR := g.cutN, g.cutR    // the window before, if it cut the limit
@@ -423,6 +454,8 @@ func (g *gradient) update(now int64) {
 			}
 			if float64(g.sampleRTT) < float64(g.minRTT)*(1+g.cfg.Tolerance*probeShare) {
 				errs = math.Inf(1)
+			} else {
+				pooledOver = true
 			}
 			g.pool(g.sampleRTT, se, len(g.samples), errs, false)
 		}
@@ -443,7 +476,15 @@ func (g *gradient) update(now int64) {
 		next := g.est
 		if g.slowStart {
 			if r < probe {
-				if full {
+				// A jump needs a round trip at the limit (the first
+				// answers after a change are of the requests admitted
+				// first, which met no queue: at C = 10 the first 10 of a
+				// limit of 16) read under the probe share by the minRTT
+				// it was measured against: a window over it that agreed
+				// with a first minRTT of 8 samples within their noise
+				// raised minRTT towards the queue when pooled, and read
+				// no queue after. Else it holds and stays in slow start.
+				if full && !pooledOver && int64(g.seen+g.drops) >= int64(g.est) {
 					g.slowStartGrow(refused)
 				}
 				break // not full: demand did not reach the limit; no queue either
@@ -503,8 +544,10 @@ func (g *gradient) update(now int64) {
 			// the new limit: fewer in flight, the same latency. A queue's
 			// wait shrinks with what is let in; this latency is the
 			// upstream's own (slower work, the CPU taken by others), so
-			// minRTT is measured again.
+			// minRTT is measured again. If minRTT stays, the latency was
+			// a queue after all, and the probe's end cuts (endMeasure).
 			remeasure = true
+			g.deferredN, g.deferredRTT = n, g.sampleRTT
 		case r > over:
 			next = math.Min(g.est, math.Max(served+headroom, g.est/2))
 			g.cutN, g.cutR, cut = n, r, true

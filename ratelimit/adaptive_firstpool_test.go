@@ -13,7 +13,9 @@ import (
 // errors of 22 %) was left out, latency without any queue read as one,
 // slow start stopped, and in front of a healthy 200 ms service the
 // simulation refused 15–73 % of the requests in 5 seeds of 400 (the
-// first minRTT 0.78–0.84 × the service time).
+// first minRTT 0.78–0.84 × the service time). The pooled window itself
+// holds the limit (read against the minRTT before pooling it was over the
+// probe share, as a queue's would be); the next window grows it.
 func TestGradientFirstMinRTTOfFewSamplesPoolsWithSlowStart(t *testing.T) {
 	cfg := AdaptiveConfig{MinLimit: 4, MaxLimit: 200, InitialLimit: 8, Tolerance: 0.25,
 		SampleWindow: 500 * ms, MinRTTInterval: 30 * sec}
@@ -32,19 +34,30 @@ func TestGradientFirstMinRTTOfFewSamplesPoolsWithSlowStart(t *testing.T) {
 		t.Fatalf("after the first probe: %+v; want minRTT of about 0.16 s", st)
 	}
 	limit := g.Limit()
-	// Slow start's first window: the limit's worth of requests around
-	// 200 ms (no queue: the service is healthy), each finding it full.
+	// Slow start's windows: the limit's worth of requests around 200 ms
+	// (no queue: the service is healthy), each finding it full.
 	now = ends[len(ends)-1]
 	factors := []float64{0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0, 1.0, 1.05, 1.1, 1.15, 1.2, 1.25, 1.3, 1.4}
-	for i := int64(0); i < limit; i++ {
-		f := factors[i%int64(len(factors))]
-		g.observe(now+i*ms, now+i*ms+int64(f*float64(200*ms)), limit, false)
+	window := func(limit int64) {
+		for i := int64(0); i < limit; i++ {
+			f := factors[i%int64(len(factors))]
+			g.observe(now+i*ms, now+i*ms+int64(f*float64(200*ms)), limit, false)
+		}
+		now += limit*ms + int64(1.4*float64(200*ms))
 	}
+	window(limit)
 	st := g.state()
 	if st.MinRTT < 0.175 {
 		t.Errorf("after slow start's first window at 200 ms: minRTT %v s; want it pooled with the window (above 0.175 s)", st.MinRTT)
 	}
+	// The window read over the probe share by the minRTT it was measured
+	// against: it holds (a window of a queue pooled the same way would
+	// have jumped into it) and slow start goes on.
+	if got := g.Limit(); got != limit {
+		t.Errorf("after slow start's first window, pooled: limit %d, want it held at %d", got, limit)
+	}
+	window(limit)
 	if got := g.Limit(); got <= limit {
-		t.Errorf("after slow start's first window without a queue: limit %d, want above %d (slow start goes on)", got, limit)
+		t.Errorf("after slow start's second window without a queue: limit %d, want above %d (slow start goes on)", got, limit)
 	}
 }

@@ -31,6 +31,11 @@ type simModel struct {
 	// upstream drops it from its queue but finishes it if it started.
 	cancelShare float64
 	dur         int64
+	// openRate > 0 makes the load open-loop instead of clients: openBurst
+	// requests at once, then openRate per second, each sent once whatever
+	// the others meet (a flash sale); a refused request is not sent again.
+	openRate  float64
+	openBurst int
 }
 
 type simStep struct{ at, capacity int64 }
@@ -75,9 +80,26 @@ func simulate(g *gradient, m simModel, seed, now int64) simResult {
 		return rng.Int63n(d)
 	}
 	start := now
+	if m.openRate > 0 { // one client per request, sending once
+		m.clients = m.openBurst + int(m.openRate*float64(m.dur)/float64(sec))
+	}
 	due := make([]int64, m.clients) // when each idle client sends (-1: waiting for an answer)
 	for i := range due {
-		due[i] = now + uniform(m.service)
+		switch {
+		case m.openRate == 0:
+			due[i] = now + uniform(m.service)
+		case i < m.openBurst:
+			due[i] = now
+		default:
+			due[i] = now + int64(float64(i-m.openBurst+1)*float64(sec)/m.openRate)
+		}
+	}
+	// again is when a client that was answered or refused at t sends next.
+	again := func(t int64) int64 {
+		if m.openRate > 0 {
+			return -1
+		}
+		return t
 	}
 	// A client refused in the first round trip may wait for its step
 	// (firstRoundWait), until waitUntil; then it asks once more (waited).
@@ -136,7 +158,7 @@ func simulate(g *gradient, m simModel, seed, now int64) simResult {
 				// an observation; the upstream forgets it if queued.
 				r.gone = true
 				gwIn--
-				due[r.client] = now
+				due[r.client] = again(now)
 				if !r.started && r.arrive > 0 {
 					for i, q := range queue {
 						if q == r {
@@ -157,7 +179,7 @@ func simulate(g *gradient, m simModel, seed, now int64) simResult {
 			case r.back > 0 && now >= r.back:
 				g.observe(r.arrive, now, r.n, false)
 				gwIn--
-				due[r.client] = now
+				due[r.client] = again(now)
 				r.gone = true
 				continue
 			}
@@ -186,7 +208,7 @@ func simulate(g *gradient, m simModel, seed, now int64) simResult {
 					}
 					res.refused++
 					waited[i] = false
-					due[i] = now + m.service // a refusal costs the client an answer's time
+					due[i] = again(now + m.service) // a refusal costs the client an answer's time
 					continue
 				}
 				waited[i] = false
