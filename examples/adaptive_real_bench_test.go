@@ -172,7 +172,26 @@ func (s adaptiveState) String() string {
 // state reads the controller's state from the admin API.
 func (r *adaptiveRig) state(b *testing.B) adaptiveState {
 	b.Helper()
-	_, body := testcaddy.Get(b, r.admin+"/sluice/state")
+	st, err := adaptiveStateOf(r.admin, "adaptive")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return st
+}
+
+// adaptiveStateOf reads rule's adaptive controller from the admin API at
+// admin. It does not fail the test itself: a watcher calls it from its
+// own goroutine.
+func adaptiveStateOf(admin, rule string) (adaptiveState, error) {
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(admin + "/sluice/state")
+	if err != nil {
+		return adaptiveState{}, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return adaptiveState{}, err
+	}
 	var st struct {
 		Ratelimit struct {
 			Rules []struct {
@@ -183,16 +202,15 @@ func (r *adaptiveRig) state(b *testing.B) adaptiveState {
 			} `json:"rules"`
 		} `json:"ratelimit"`
 	}
-	if err := json.Unmarshal([]byte(body), &st); err != nil {
-		b.Fatalf("state: %v\n%s", err, body)
+	if err := json.Unmarshal(body, &st); err != nil {
+		return adaptiveState{}, fmt.Errorf("state: %v\n%s", err, body)
 	}
-	for _, rule := range st.Ratelimit.Rules {
-		if rule.Rule == "adaptive" {
-			return rule.Flow.Adaptive
+	for _, r := range st.Ratelimit.Rules {
+		if r.Rule == rule {
+			return r.Flow.Adaptive, nil
 		}
 	}
-	b.Fatalf("state: no rule adaptive\n%s", body)
-	return adaptiveState{}
+	return adaptiveState{}, fmt.Errorf("state: no rule %s\n%s", rule, body)
 }
 
 // answers counts the load's requests admitted (answered 200) and refused
