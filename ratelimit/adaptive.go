@@ -118,9 +118,10 @@ const sameLatency = 0.125
 // latency (minRTT) first from the requests a fresh instance admits at
 // InitialLimit, then now and then by a probe that lets only MinLimit
 // requests in flight (after a window within the tolerance: half the
-// estimate; probes that agree are pooled), and every sample window
-// compares the window's mean latency
-// (sampleRTT) with it (r = sampleRTT/minRTT; both are the same statistic,
+// estimate; after an overloaded one: half of what it served; probes that
+// agree are pooled, and come every 10 windows while minRTT is uncertain),
+// and every sample window compares the window's mean latency (sampleRTT)
+// with it (r = sampleRTT/minRTT; both are the same statistic,
 // so a skewed latency is no queue). By Little's law the window's requests,
 // n in flight on average, are served as n/r requests at the uncontended
 // latency would be: that is the concurrency the upstream really serves,
@@ -205,6 +206,8 @@ type gradient struct {
 	measuring    bool
 	measureStart int64 // requests admitted before it do not count
 	nextMeasure  int64
+	earlyProbe   bool  // the next probe comes early to narrow minRTT (narrowErr)
+	narrowing    bool  // the running probe is such an early one
 	epoch        int64 // requests admitted before it do not count (before the last cut, doubling or measurement)
 	windowEnd    int64
 	samples      []int64
@@ -214,6 +217,7 @@ type gradient struct {
 	raisedFrom   int64   // the limit before the last raise while that raise is on trial (0: none)
 	cutN, cutR   float64 // in flight and latency (in minRTTs) of the last window if it cut the limit, else 0
 	lastR        float64 // latency (in minRTTs) of the last window, 0 if it had none
+	lastServed   float64 // the concurrency the last window's upstream served (n/r)
 	slowStart    bool    // no queue seen yet: the limit grows per round trip while full
 	deferredN    float64 // a re-measurement's window: in flight (0: none) and latency, for the cut it deferred
 	deferredRTT  int64
@@ -270,15 +274,19 @@ func (g *gradient) Limit() int64 { return g.limit.Load() }
 // probeLimit is the concurrency a minRTT probe admits: half the estimate
 // when the last window's latency was within the tolerance (the estimate is
 // then about what the upstream serves plus the headroom, so half of it
-// meets no queue), else min_limit: in slow start (the estimate is up to
-// twice the demand, not what the upstream serves), for one started
-// because the upstream looked slower, and after an overloaded window
-// (the estimate may be far above what the upstream serves). At min_limit
-// a probe of 25 requests took 25 / min_limit round trips (1.3 s at 200 ms
-// and min_limit 4), most of a 2 s span at 0.4 C in flight.
+// meets no queue); after an overloaded window, half of what that window's
+// upstream served (n/r: the estimate may be far above it); else min_limit:
+// in slow start (the estimate is up to twice the demand, not what the
+// upstream serves) and for one started because the upstream looked
+// slower (r then overstates the queue). At min_limit a probe of 25
+// requests took 25 / min_limit round trips (1.3 s at 200 ms and min_limit
+// 4), most of a 2 s span at 0.4 C in flight.
 func (g *gradient) probeLimit(fresh bool) int64 {
-	if fresh || g.slowStart || g.lastR == 0 || g.lastR > 1+g.cfg.Tolerance {
+	if fresh || g.slowStart || g.lastR == 0 {
 		return g.cfg.MinLimit
+	}
+	if g.lastR > 1+g.cfg.Tolerance {
+		return min(max(g.cfg.MinLimit, int64(g.lastServed/2)), g.cfg.MaxLimit)
 	}
 	return min(max(g.cfg.MinLimit, int64(g.est/2)), g.cfg.MaxLimit)
 }
@@ -374,13 +382,15 @@ func (g *gradient) endMeasure(now int64) {
 	// A first minRTT of fewer samples than a probe's is measured again
 	// soon (at half the estimate, once the limit binds within the
 	// tolerance): where min_rtt_interval is long it was kept, with its
-	// ± 11 %, for all that time.
+	// ± 11 %, for all that time. So is one whose standard error is still
+	// above narrowErr (earlyProbe).
 	few := len(g.samples) < minRTTSamples
 	g.poolMinRTT()
 	g.applyDeferredCut()
 	g.measuring = false
 	g.nextMeasure = now + g.cfg.MinRTTInterval
-	if few {
+	g.earlyProbe = !few && g.minRTTN < maxPooled && g.minRTTErr > narrowErr*g.cfg.Tolerance
+	if few || g.earlyProbe {
 		g.nextMeasure = now + min(g.cfg.MinRTTInterval, 10*g.cfg.SampleWindow)
 	}
 	g.epoch, g.windowEnd = now, now+g.cfg.SampleWindow
@@ -472,7 +482,7 @@ func (g *gradient) update(now int64) {
 		headroom := math.Max(1, math.Log10(g.est))
 		full := g.peak >= int64(g.est) // the window's requests found the limit full
 		probe, over := 1+c.Tolerance*probeShare, 1+c.Tolerance
-		g.lastR = r
+		g.lastR, g.lastServed = r, served
 		next := g.est
 		if g.slowStart {
 			if r < probe {
@@ -588,9 +598,14 @@ func (g *gradient) update(now int64) {
 	g.windowEnd = now + c.SampleWindow
 	g.samples, g.seen, g.drops, g.peak, g.inflightSum = g.samples[:0], 0, 0, 0, 0
 	// A due probe waits while the limit does not bind: minRTT then decides
-	// nothing, and a probe would refuse all but min_limit of the demand.
-	if now >= g.nextMeasure && binds || remeasure || measureNow {
+	// nothing, and a probe would refuse all but min_limit of the demand. An
+	// early one (narrowErr) also waits for a window within the tolerance,
+	// so that it runs at half the estimate, not at what an overloaded
+	// window served.
+	due := now >= g.nextMeasure && binds && (!g.earlyProbe || g.lastR > 0 && g.lastR <= 1+c.Tolerance)
+	if due || remeasure || measureNow {
 		g.startMeasure(now, remeasure)
+		g.narrowing = due && g.earlyProbe && !remeasure && !measureNow
 		return
 	}
 	g.limit.Store(int64(g.est))
@@ -615,6 +630,16 @@ func (g *gradient) trial(before int64, cut bool) {
 	}
 }
 
+// narrowErr: while minRTT's standard error is above this share of the
+// tolerance (3 % at the default 0.25) and it pools fewer than maxPooled
+// samples, the next probe comes after 10 sample windows, not after
+// min_rtt_interval. The limit follows minRTT's error one for one, and a
+// first minRTT of 8 samples and one probe of 25 (± 5 % at a coefficient of
+// variation of 0.3) read 13 % high often enough that at C = 5 a limit of 7
+// (1.4 C) read as within the tolerance and held until the next probe 30 s
+// on; after three more probes minRTT is within about ± 3 %.
+const narrowErr = 1.0 / 8
+
 // fewFirstSamples: a first minRTT of fewer samples (initial_limit under
 // it) is pooled with slow start's windows within 3 standard errors of the
 // difference, not 2 (update).
@@ -635,10 +660,26 @@ const maxPooled = 100
 // upstream looked slower, but only when it disagrees: after a capacity
 // halving that latency was mostly the queue still draining, and a probe
 // that always replaced swapped minRTT's ± 3 % for its own ± 6 % (in the
-// simulation, 13 % high: a limit of 1.4 C held for 20 s at C = 5).
+// simulation, 13 % high: a limit of 1.4 C held for 20 s at C = 5). An
+// early probe (narrowErr) replaces it only when lower: it comes every few
+// seconds, so it may run into a capacity that just halved (a flash sale
+// at C 10 → 5: a probe at half the estimate met the new queue, replaced
+// minRTT with it and restored a limit of 2 C); a latency that really rose
+// is taken by the next probe on min_rtt_interval or by a re-measurement.
+// Over the tolerance, it cuts the limit: in the flash sale a probe at 7
+// met C = 5 and the estimate of 14 it restored held 1.8 C for 2 s.
 func (g *gradient) poolMinRTT() {
 	m := max(clippedMean(g.samples), 1) // ns; never 0, r divides by it
-	g.pool(m, relativeError(g.samples, m), len(g.samples), 2, true)
+	replace := !g.narrowing || m < g.minRTTMean
+	if r := float64(m) / float64(g.minRTTMean); g.narrowing && r > 1+g.cfg.Tolerance {
+		// At half the estimate it met a queue: the capacity fell under
+		// that. The limit goes to what the probe's requests were served
+		// at, as a window's cut would (never below half of itself).
+		headroom := math.Max(1, math.Log10(g.est))
+		g.est = math.Min(g.est, math.Max(float64(g.probeAt)/r+headroom, g.est/2))
+	}
+	g.narrowing = false
+	g.pool(m, relativeError(g.samples, m), len(g.samples), 2, replace)
 }
 
 // pool takes a mean latency m of k samples, with relative standard error

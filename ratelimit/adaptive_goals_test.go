@@ -47,12 +47,12 @@ func TestAdaptiveSimFollowsCapacityHalving(t *testing.T) {
 	for _, c := range simHalvingCases {
 		worst := [2]float64{math.Inf(1), 0}
 		for seed := int64(1); seed <= simSeeds; seed++ {
-			ratios, at, limits := simHalving(c, seed)
+			ratios, at, res := simHalving(c, seed)
 			for i, ratio := range ratios {
 				worst[0], worst[1] = min(worst[0], ratio), max(worst[1], ratio)
 				if ratio < c.lo || ratio > c.hi {
 					t.Errorf("service %v, C %d → %d at %d s, seed %d: %.2f C in flight in span %d after settling; want within [%.1f C, %.1f C] (limits %v)",
-						time.Duration(c.service), c.before, c.after, at, seed, ratio, i, c.lo, c.hi, limits[at-2:])
+						time.Duration(c.service), c.before, c.after, at, seed, ratio, i, c.lo, c.hi, res.limits[at-2:])
 					break
 				}
 			}
@@ -69,10 +69,10 @@ type simHalvingCase struct {
 }
 
 var simHalvingCases = []simHalvingCase{
-	// These 4 seeds read 1.24–1.34 C, 1.09–1.14 C, 0.73–1.18 C,
-	// 0.91–1.23 C and 1.09–1.20 C: at 20 ms and 200 ms the bounds are the
+	// These 4 seeds read 1.20–1.35 C, 1.09–1.23 C, 0.84–1.19 C,
+	// 0.97–1.23 C and 1.09–1.23 C: at 20 ms and 200 ms the bounds are the
 	// goal. Over 20 seeds (BenchmarkAdaptiveSimSurvey) they read
-	// 1.10–1.45 C, 1.00–1.26 C, 0.69–1.31 C, 0.87–1.38 C and 1.00–1.30 C:
+	// 1.20–1.43 C, 0.99–1.23 C, 0.73–1.32 C, 0.84–1.37 C and 0.73–1.30 C:
 	// the goal is not met in every seed (docs/ratelimit.md).
 	{2 * ms, 40, 20, 10, 1.1, 1.5}, {20 * ms, 20, 10, 10, 0.7, 1.3}, {200 * ms, 20, 10, 10, 0.7, 1.3},
 	{200 * ms, 10, 5, 10, 0.7, 1.3}, {2 * sec, 20, 10, 60, 0.6, 1.45},
@@ -80,8 +80,8 @@ var simHalvingCases = []simHalvingCase{
 
 // simHalving runs c for seed and returns in flight (in C after the step)
 // over each span from the settling time to the end of the check, the
-// step's time (s) and the limit at the end of each second.
-func simHalving(c simHalvingCase, seed int64) (ratios []float64, at int64, limits []int64) {
+// step's time (s) and the whole run.
+func simHalving(c simHalvingCase, seed int64) (ratios []float64, at int64, res simResult) {
 	span, check := max(2, 10*c.service/sec), int64(20)
 	at = 12 + seed*7%20 // seconds
 	if c.service >= sec {
@@ -90,11 +90,11 @@ func simHalving(c simHalvingCase, seed int64) (ratios []float64, at int64, limit
 	runFor := at + check
 	m := simNoisy(simModel{clients: 60, service: c.service, dur: runFor * sec,
 		capacity: []simStep{{0, c.before}, {at * sec, c.after}}})
-	res := simulate(newGradient(simConfig(c.service), sec), m, seed, sec)
+	res = simulate(newGradient(simConfig(c.service), sec), m, seed, sec)
 	for s := at + c.settle; s+span <= runFor; s += span {
 		ratios = append(ratios, mean(res.inflight[s:s+span])/float64(c.after))
 	}
-	return ratios, at, res.limits
+	return ratios, at, res
 }
 
 func mean(x []float64) float64 {

@@ -47,6 +47,7 @@ type simResult struct {
 	// each simulated second.
 	inflight []float64
 	limits   []int64 // the limit at the end of each second
+	minRTTs  []int64 // minRTT at the end of each second
 }
 
 // refusedShare is the share of requests refused.
@@ -226,6 +227,7 @@ func simulate(g *gradient, m simModel, seed, now int64) simResult {
 		if (now-start+step)%sec < step {
 			res.inflight = append(res.inflight, area/float64(sec))
 			res.limits = append(res.limits, g.Limit())
+			res.minRTTs = append(res.minRTTs, g.minRTT)
 			area = 0
 		}
 	}
