@@ -41,6 +41,7 @@ func (s *redisSource) resyncAttempt(ctx context.Context, reason string, attempt 
 	if err != nil {
 		return err
 	}
+	s.feedback.skipped.begin() // the keys readHashes skips, for the status
 	hashes, err := s.readHashes(ctx, keys)
 	if err != nil {
 		return err
@@ -56,36 +57,83 @@ func (s *redisSource) resyncAttempt(ctx context.Context, reason string, attempt 
 		}
 		return s.resyncAttempt(ctx, reason, attempt+1)
 	}
-	cur := s.snap.Load()
-	next := *newLayer()
-	var added, updated, removed, rejected int
-	var noGood []ruleRef
+	b := &resyncLayer{cur: s.snap.Load(), next: *newLayer()}
 	for _, k := range Kinds() {
-		next[k] = make(map[string]*slot, len(hashes[k]))
+		b.next[k] = make(map[string]*slot, len(hashes[k]))
+	}
+	s.take(b, hashes)
+	// A failed re-read leaves the layer as the scan found it; the error
+	// then ends the session, whose successor resyncs.
+	reread, rereadErr := s.takeMissingRefs(ctx, b, hashes)
+	s.dropUnread(b)
+	// Rejected here with no version of our own: serve the fleet's.
+	for ref, r := range s.recoverLastGood(ctx, b.noGood) {
+		b.next[ref.kind][ref.id] = newSlot(r)
+	}
+	s.snap.Store(&b.next)
+	s.changes.Add(1)
+	s.loaded = true
+	s.status.updates.Add(int64(b.added + b.updated + b.removed))
+	s.status.lastResync.Store(time.Now().UnixNano())
+	s.status.resyncs.Add(1)
+	s.feedback.skipped.end()
+	total := 0
+	for _, m := range b.next {
+		total += len(m)
+	}
+	log := s.logger.Debug
+	if reason != "periodic" || b.added+b.updated+b.removed+b.rejected > 0 {
+		log = s.logger.Info
+	}
+	log("resynced rules from redis", zap.String("reason", reason), zap.Int("rules", total),
+		zap.Int("added", b.added), zap.Int("updated", b.updated), zap.Int("removed", b.removed),
+		zap.Int("rejected", b.rejected), zap.Int("retained", len(s.retained)),
+		zap.Int("reread", reread), zap.Duration("took", time.Since(start)))
+	if rereadErr != nil {
+		return rereadErr
+	}
+	s.flushFeedback(ctx)
+	return nil
+}
+
+// resyncLayer is the layer a resync builds from what it read, with what it
+// counted for its log line.
+type resyncLayer struct {
+	cur                               *layer
+	next                              layer
+	added, updated, removed, rejected int
+	noGood                            []ruleRef // rejected with no version held here
+}
+
+// take puts the rules read from Redis in the new layer: an unchanged rule
+// keeps its slot, a changed one is parsed, a bad one keeps its last good
+// version.
+func (s *redisSource) take(b *resyncLayer, hashes []map[string]Fields) {
+	for _, k := range Kinds() {
 		for id, f := range hashes[k] {
-			old := cur.get(k, id)
+			old := b.cur.get(k, id)
 			delete(s.retained, ruleRef{k, id})
 			switch {
 			case old != nil && old.Fields.Equal(f):
-				next[k][id] = newSlot(old) // same rule: handlers see no change
+				b.next[k][id] = newSlot(old) // same rule: handlers see no change
 				s.feedback.reaccepted(k, id, f)
 			default:
 				r, ok := s.parse(k, id, f, old)
 				if !ok {
-					rejected++
+					b.rejected++
 					if old != nil {
-						next[k][id] = newSlot(old)
+						b.next[k][id] = newSlot(old)
 					} else {
-						noGood = append(noGood, ruleRef{k, id})
+						b.noGood = append(b.noGood, ruleRef{k, id})
 					}
 					continue
 				}
 				if old == nil {
-					added++
+					b.added++
 				} else {
-					updated++
+					b.updated++
 				}
-				next[k][id] = newSlot(r)
+				b.next[k][id] = newSlot(r)
 				if s.loaded {
 					if old != nil { // as a published change would: one line per changed rule
 						s.logger.Info("rule updated", zap.String("key", s.names.RuleKey(k, id)), zap.String("by", "resync"))
@@ -94,45 +142,88 @@ func (s *redisSource) resyncAttempt(ctx context.Context, reason string, attempt 
 				}
 			}
 		}
-		for id, old := range cur.of(k) {
-			if _, ok := next[k][id]; ok {
+	}
+}
+
+// dropUnread drops the rules held that the resync did not read, except
+// those retained since Redis lost its data.
+func (s *redisSource) dropUnread(b *resyncLayer) {
+	for _, k := range Kinds() {
+		for id, old := range b.cur.of(k) {
+			if _, ok := b.next[k][id]; ok {
 				continue
 			}
 			if s.retained[ruleRef{k, id}] {
-				next[k][id] = old
+				b.next[k][id] = old
 				continue
 			}
-			removed++
+			b.removed++
 			if s.loaded {
 				s.applied(k, id, old.rule.Load(), nil)
 			}
 		}
 	}
-	// Rejected here with no version of our own: serve the fleet's.
-	for ref, r := range s.recoverLastGood(ctx, noGood) {
-		next[ref.kind][ref.id] = newSlot(r)
+}
+
+// takeMissingRefs re-reads the rules that rules in the new layer name but
+// the scan did not return, and takes those found. SCAN only promises the
+// keys that exist for the whole scan: a writer that creates rules, then a
+// binding naming them, while the scan runs can have the binding seen and a
+// rule missed, and the binding would be in force without it until its
+// message is taken. An id found nowhere stays missing, as before. Each
+// round follows the references of the rules the last one took (a binding
+// names a gray rule, which names a breaker); there are at most as many
+// rounds as kinds. The epoch was checked before: a Redis that restarted
+// empty since answers nothing here, and the re-read only adds rules, so the
+// layer is the scan's and the next read notices the epoch. It returns how
+// many ids it re-read.
+func (s *redisSource) takeMissingRefs(ctx context.Context, b *resyncLayer, scanned []map[string]Fields) (int, error) {
+	asked := map[ruleRef]bool{}
+	taken, n := scanned, 0
+	for range numKinds() {
+		keys := s.missingRefs(b, taken, scanned, asked)
+		if len(keys) == 0 {
+			break
+		}
+		n += len(keys)
+		hashes, err := s.readHashes(ctx, keys)
+		if err != nil {
+			return n, err
+		}
+		s.take(b, hashes)
+		taken = hashes
 	}
-	s.snap.Store(&next)
-	s.changes.Add(1)
-	s.loaded = true
-	s.status.updates.Add(int64(added + updated + removed))
-	s.status.lastResync.Store(time.Now().UnixNano())
-	s.status.resyncs.Add(1)
-	s.feedback.skipped.end()
-	total := 0
-	for _, m := range next {
-		total += len(m)
+	return n, nil
+}
+
+// missingRefs lists the keys of the rules that the rules in taken name and
+// that were not read yet, by the scan or an earlier round (asked). A rule
+// the config declares is left out: it is in force without Redis, and an
+// overlay of it written during the scan is taken with its message.
+func (s *redisSource) missingRefs(b *resyncLayer, taken, scanned []map[string]Fields, asked map[ruleRef]bool) []string {
+	var keys []string
+	for _, k := range Kinds() {
+		for id := range taken[k] {
+			r := b.next.get(k, id)
+			if r == nil {
+				continue // rejected, with no version to name anything
+			}
+			refs, ok := r.Value.(Referrer)
+			if !ok {
+				continue
+			}
+			for _, ref := range refs.Refs() {
+				rr := ruleRef{ref.Kind, ref.ID}
+				if _, read := byKind(scanned, ref.Kind)[ref.ID]; read || asked[rr] ||
+					b.next.of(ref.Kind)[ref.ID] != nil || s.staticRule(ref.Kind, ref.ID) != nil {
+					continue
+				}
+				asked[rr] = true
+				keys = append(keys, s.names.RuleKey(ref.Kind, ref.ID))
+			}
+		}
 	}
-	log := s.logger.Debug
-	if reason != "periodic" || added+updated+removed+rejected > 0 {
-		log = s.logger.Info
-	}
-	log("resynced rules from redis", zap.String("reason", reason), zap.Int("rules", total),
-		zap.Int("added", added), zap.Int("updated", updated), zap.Int("removed", removed),
-		zap.Int("rejected", rejected), zap.Int("retained", len(s.retained)),
-		zap.Duration("took", time.Since(start)))
-	s.flushFeedback(ctx)
-	return nil
+	return keys
 }
 
 // checkEpoch detects a Redis that lost its data. The store keeps a random
@@ -210,7 +301,6 @@ func (s *redisSource) readHashes(ctx context.Context, keys []string) ([]map[stri
 		out[k] = map[string]Fields{}
 	}
 	const batch = 500
-	s.feedback.skipped.begin()
 	for i := 0; i < len(keys); i += batch {
 		chunk := keys[i:min(i+batch, len(keys))]
 		pipe := s.client.Pipeline()
