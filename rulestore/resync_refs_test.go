@@ -4,12 +4,8 @@ import (
 	"context"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/zap/zaptest"
-
-	"github.com/sluicegw/sluice/internal/redistest"
 )
 
 // SCAN only promises the keys that exist for the whole scan. A writer that
@@ -23,13 +19,8 @@ import (
 // resync, every rule the binding names that exists in Redis must be in
 // force; an id that exists nowhere stays missing.
 func TestResyncTakesBoundRulesTheScanMissed(t *testing.T) {
-	r := redistest.Start(t)
+	r, src := resyncSource(t)
 	c := r.Client()
-	src, key, err := acquireSource(&RedisConfig{URL: r.URL()}, "", time.Hour, zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sources.Delete(key)
 	ctx := context.Background()
 	c.HSet(ctx, "rate_limit:rule:early", "qps", "1")
 	if err := src.fullResync(ctx, "connected"); err != nil {
@@ -76,13 +67,8 @@ func TestResyncTakesBoundRulesTheScanMissed(t *testing.T) {
 // scan's (the re-read only adds rules it finds, so it finds none), and the
 // next resync sees the epoch changed and keeps every rule held.
 func TestResyncRereadOfEmptiedRedisDeletesNothing(t *testing.T) {
-	r := redistest.Start(t)
+	r, src := resyncSource(t)
 	c := r.Client()
-	src, key, err := acquireSource(&RedisConfig{URL: r.URL()}, "", time.Hour, zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sources.Delete(key)
 	ctx := context.Background()
 	c.HSet(ctx, "rate_limit:rule:early", "qps", "1")
 	c.HSet(ctx, "gateway:binding:route", "rate_limit", "early,late")

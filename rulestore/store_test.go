@@ -384,13 +384,8 @@ func TestRefreshAfterDataLossRetains(t *testing.T) {
 // retained the rules, and the re-read queued before it then deleted them.
 // The session's steps are run here in the order that race gives them.
 func TestMessagesTakenBeforeDataLossDoNotDelete(t *testing.T) {
-	r := redistest.Start(t)
+	r, src := resyncSource(t)
 	c := r.Client()
-	src, key, err := acquireSource(&RedisConfig{URL: r.URL()}, "", time.Hour, zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sources.Delete(key)
 	ctx := context.Background()
 	for _, id := range []string{"a", "b"} {
 		c.HSet(ctx, "rate_limit:rule:"+id, "qps", "1")
@@ -662,4 +657,17 @@ func TestLiveInstancesCountsHeartbeats(t *testing.T) {
 	if c.LiveInstances() != 1 {
 		t.Fatalf("other fleet counts %d instances", c.LiveInstances())
 	}
+}
+
+// resyncSource starts a Redis and a source on it with a resync period of
+// an hour: the test runs the resyncs itself.
+func resyncSource(t *testing.T) (*redistest.Server, *redisSource) {
+	t.Helper()
+	r := redistest.Start(t)
+	src, key, err := acquireSource(&RedisConfig{URL: r.URL()}, "", time.Hour, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sources.Delete(key) })
+	return r, src
 }
