@@ -414,9 +414,15 @@ func (g *gradient) applyDeferredCut() {
 		return
 	}
 	if r := float64(rtt) / float64(g.minRTT); r > 1+g.cfg.Tolerance {
-		headroom := math.Max(1, math.Log10(g.est))
-		g.est = math.Min(g.est, math.Max(n/r+headroom, g.est/2))
+		g.est = g.cutTo(n / r)
 	}
+}
+
+// cutTo is the estimate after a queue: what the upstream served plus the
+// headroom, never above the estimate nor below half of it.
+func (g *gradient) cutTo(served float64) float64 {
+	headroom := math.Max(1, math.Log10(g.est))
+	return math.Min(g.est, math.Max(served+headroom, g.est/2))
 }
 
 // slowStartGrow takes the limit, full in a round trip without a queue, to
@@ -559,7 +565,7 @@ func (g *gradient) update(now int64) {
 			remeasure = true
 			g.deferredN, g.deferredRTT = n, g.sampleRTT
 		case r > over:
-			next = math.Min(g.est, math.Max(served+headroom, g.est/2))
+			next = g.cutTo(served)
 			g.cutN, g.cutR, cut = n, r, true
 		case lastR >= probe:
 			// Growth waits for a second window under the probe level: a
@@ -671,12 +677,13 @@ const maxPooled = 100
 func (g *gradient) poolMinRTT() {
 	m := max(clippedMean(g.samples), 1) // ns; never 0, r divides by it
 	replace := !g.narrowing || m < g.minRTTMean
-	if r := float64(m) / float64(g.minRTTMean); g.narrowing && r > 1+g.cfg.Tolerance {
-		// At half the estimate it met a queue: the capacity fell under
-		// that. The limit goes to what the probe's requests were served
-		// at, as a window's cut would (never below half of itself).
-		headroom := math.Max(1, math.Log10(g.est))
-		g.est = math.Min(g.est, math.Max(float64(g.probeAt)/r+headroom, g.est/2))
+	if g.narrowing {
+		if r := float64(m) / float64(g.minRTTMean); r > 1+g.cfg.Tolerance {
+			// At half the estimate it met a queue: the capacity fell
+			// under that. The limit goes to what the probe's requests
+			// were served at, as a window's cut would.
+			g.est = g.cutTo(float64(g.probeAt) / r)
+		}
 	}
 	g.narrowing = false
 	g.pool(m, relativeError(g.samples, m), len(g.samples), 2, replace)
