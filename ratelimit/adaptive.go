@@ -22,8 +22,18 @@ type AdaptiveConfig struct {
 
 // minRTTSamples is how many requests, admitted at min_limit concurrency,
 // make one minRTT measurement (their mean, each at most clipMedians times
-// the median: clippedMean).
+// the median: clippedMean); a probe at a higher concurrency takes
+// probeRounds round trips of it.
 const minRTTSamples = 25
+
+// probeRounds: a probe's samples are its first answers, and the first
+// answers of requests in flight together are the fast ones (a request
+// admitted later overtakes a slow one admitted before it). Over one round
+// trip that truncates the slow tail: a probe of 25 at 27 in flight read
+// 14 % low in front of a healthy 23 ms service, and probes at 200 ms read
+// 2 % low on average. Over 4 round trips only the last is truncated: the
+// bias is a quarter of it, and the samples pooled per probe are more.
+const probeRounds = 4
 
 // slowStartJump bounds how far one round trip of slow start may take the
 // limit: to twice what was asked of it (the requests in flight plus those
@@ -116,10 +126,11 @@ const sameLatency = 0.125
 // gradient is one rule's adaptive in-flight limit, after Envoy's adaptive
 // concurrency filter and Netflix's Gradient2: it measures the uncontended
 // latency (minRTT) first from the requests a fresh instance admits at
-// InitialLimit, then now and then by a probe that lets only MinLimit
-// requests in flight (after a window within the tolerance: half the
-// estimate; after an overloaded one: half of what it served; probes that
-// agree are pooled, and come every 10 windows while minRTT is uncertain),
+// InitialLimit, then now and then by a probe that lets fewer requests in
+// flight than met no queue (probeLimit: 3/4 of what the last window
+// served; MinLimit in slow start) for 4 round trips (probeRounds; probes
+// that agree are pooled, and come every 10 windows while minRTT is
+// uncertain),
 // and every sample window compares the window's mean latency (sampleRTT)
 // with it (r = sampleRTT/minRTT; both are the same statistic,
 // so a skewed latency is no queue). By Little's law the window's requests,
@@ -215,6 +226,7 @@ type gradient struct {
 	peak         int64   // most requests in flight seen in this window
 	inflightSum  int64   // the in-flight counts of this window's samples
 	raisedFrom   int64   // the limit before the last raise while that raise is on trial (0: none)
+	trialPassed  int     // windows under the probe share since that raise
 	cutN, cutR   float64 // in flight and latency (in minRTTs) of the last window if it cut the limit, else 0
 	lastR        float64 // latency (in minRTTs) of the last window, 0 if it had none
 	lastServed   float64 // the concurrency the last window's upstream served (n/r)
@@ -229,7 +241,7 @@ func newGradient(cfg AdaptiveConfig, now int64) *gradient {
 	g.cfg = cfg
 	g.est = float64(cfg.InitialLimit)
 	g.slowStart = true
-	g.startMeasure(now, false)
+	g.startMeasure(now)
 	// The first minRTT is measured at initial_limit, refusing no more
 	// than it: the requests in flight are the first this process sends,
 	// and initial_limit is taken to be within what the upstream serves,
@@ -271,32 +283,54 @@ func (g *gradient) configure(cfg AdaptiveConfig) {
 // Limit is the number of requests that may be in flight now.
 func (g *gradient) Limit() int64 { return g.limit.Load() }
 
-// probeLimit is the concurrency a minRTT probe admits: half the estimate
-// when the last window's latency was within the tolerance (the estimate is
-// then about what the upstream serves plus the headroom, so half of it
-// meets no queue); after an overloaded window, half of what that window's
-// upstream served (n/r: the estimate may be far above it); else min_limit:
-// in slow start (the estimate is up to twice the demand, not what the
-// upstream serves) and for one started because the upstream looked
-// slower (r then overstates the queue). At min_limit a probe of 25
-// requests took 25 / min_limit round trips (1.3 s at 200 ms and min_limit
-// 4), most of a 2 s span at 0.4 C in flight.
-func (g *gradient) probeLimit(fresh bool) int64 {
-	if fresh || g.slowStart || g.lastR == 0 {
+// probeLimit is the concurrency a minRTT probe admits. Once minRTT pools
+// at least a probe's worth of samples, probeServed of what the last
+// window's upstream served (n/r: the concurrency that met no queue); after
+// an overloaded window at most half the estimate too, since the capacity
+// may still be falling (the flash sale at C 10 → 5: a window over the
+// step served 8 by its earlier requests, and a probe at 6 met the new
+// queue and replaced minRTT with it). Before minRTT pools that much it
+// may be far off, and so may n/r (a first minRTT pooled with a queued
+// slow-start window read high, and n/r overstated what the upstream
+// serves): half the estimate after a window within the tolerance (the
+// estimate is then about what the upstream serves plus the headroom), half
+// of what an overloaded window served. In slow start (the estimate is up
+// to twice the demand, not what the upstream serves) and before any
+// window, min_limit.
+func (g *gradient) probeLimit() int64 {
+	over := g.lastR > 1+g.cfg.Tolerance
+	var at float64
+	switch {
+	case g.slowStart || g.lastR == 0:
 		return g.cfg.MinLimit
+	case g.minRTTN >= minRTTSamples && over:
+		at = math.Min(probeServed*g.lastServed, g.est/2)
+	case g.minRTTN >= minRTTSamples:
+		at = probeServed * g.lastServed
+	case over:
+		at = g.lastServed / 2
+	default:
+		at = g.est / 2
 	}
-	if g.lastR > 1+g.cfg.Tolerance {
-		return min(max(g.cfg.MinLimit, int64(g.lastServed/2)), g.cfg.MaxLimit)
-	}
-	return min(max(g.cfg.MinLimit, int64(g.est/2)), g.cfg.MaxLimit)
+	return min(max(g.cfg.MinLimit, int64(at)), g.cfg.MaxLimit)
 }
 
-func (g *gradient) startMeasure(now int64, fresh bool) {
+// probeServed: a probe admits this share of what the upstream served. A
+// probe of 25 requests takes 25 / its concurrency round trips: at half the
+// estimate or min_limit 1.5 s at 200 ms and C = 10, and a 2 s span after a
+// capacity halving read 0.5-0.7 C in flight in 11 of 180 seeds (200 ms,
+// C 20 → 10). At 3/4 of n/r it takes about 3 round trips and still meets
+// no queue: n/r is what was served without one, within minRTT's error
+// (pooled from a probe or more) and the window's.
+const probeServed = 0.75
+
+func (g *gradient) startMeasure(now int64) {
 	if g.explore.from > 0 { // a raise not yet judged is undone
 		g.est = math.Min(g.est, float64(g.explore.from))
 	}
 	g.explore.reset()
-	g.probeAt, g.probeSamples = g.probeLimit(fresh), minRTTSamples
+	g.probeAt = g.probeLimit()
+	g.probeSamples = int(min(max(minRTTSamples, probeRounds*g.probeAt), maxWindowSamples))
 	g.measuring, g.measureStart = true, now
 	g.samples, g.seen, g.drops, g.peak, g.inflightSum = g.samples[:0], 0, 0, 0, 0
 	g.cutN, g.cutR, g.lastR = 0, 0, 0 // latencies in the old minRTT's units
@@ -547,7 +581,7 @@ func (g *gradient) update(now int64) {
 			// a raise, never cut below the limit that held before it;
 			// waiting for a second window kept a limit of 1.4 C for
 			// seconds at C = 5.
-			g.est = math.Max(served+headroom, float64(g.raisedFrom))
+			g.est = math.Min(g.est, math.Max(served+headroom, float64(g.raisedFrom)))
 			next = g.est
 			g.cutN, g.cutR, cut = n, r, true
 		case r > over && lastR <= over:
@@ -567,6 +601,10 @@ func (g *gradient) update(now int64) {
 		case r > over:
 			next = g.cutTo(served)
 			g.cutN, g.cutR, cut = n, r, true
+		case int64(g.seen) < min(slowStartRound, int64(g.est)):
+			// Nor does a window of fewer answers than that grow it: in
+			// the flash sale at C = 5 windows of 2 answers read 0.7
+			// minRTT and took the limit from 6 to 12 in two windows.
 		case lastR >= probe:
 			// Growth waits for a second window under the probe level: a
 			// window of few requests (a dozen at long service times)
@@ -610,7 +648,7 @@ func (g *gradient) update(now int64) {
 	// window served.
 	due := now >= g.nextMeasure && binds && (!g.earlyProbe || g.lastR > 0 && g.lastR <= 1+c.Tolerance)
 	if due || remeasure || measureNow {
-		g.startMeasure(now, remeasure)
+		g.startMeasure(now)
 		g.narrowing = due && g.earlyProbe && !remeasure && !measureNow
 		return
 	}
@@ -619,9 +657,9 @@ func (g *gradient) update(now int64) {
 
 // trial keeps a raise of the whole limit (outside slow start) on trial:
 // from the window after it, latency over trialShare of the tolerance
-// undoes it (update)
-// until a window at the raised limit reads under the probe share. At a
-// small capacity one request more is a large share of it (at C = 5, 7 in
+// undoes it (update), never to more than the limit in force, until
+// trialWindows windows at the raised limit read under the probe share. At
+// a small capacity one request more is a large share of it (at C = 5, 7 in
 // flight are 1.4 C against 6's 1.2 C), and a raise that noise made (a
 // window of a dozen requests reads 1.2 minRTT as 1.1 often enough) was
 // kept until two windows in a row confirmed the queue, half of a 2 s span.
@@ -630,11 +668,25 @@ func (g *gradient) trial(before int64, cut bool) {
 	case g.slowStart || cut:
 		g.raisedFrom = 0
 	case int64(g.est) > before:
-		g.raisedFrom = before
-	case int64(g.est) < before || g.lastR < 1+g.cfg.Tolerance*probeShare:
-		g.raisedFrom = 0 // lowered, or no queue at the raised limit: it passed
+		g.raisedFrom, g.trialPassed = before, 0
+	case int64(g.est) < before:
+		g.raisedFrom = 0
+	case g.lastR < 1+g.cfg.Tolerance*probeShare:
+		// No queue at the raised limit: it passes after trialWindows
+		// such windows.
+		if g.trialPassed++; g.trialPassed >= trialWindows {
+			g.raisedFrom = 0
+		}
 	}
 }
+
+// trialWindows: a raise on trial passes after this many windows under the
+// probe share. The first window after a raise holds requests that met the
+// queue of the limit before it; with one, a window that read 1.09 minRTT
+// (its dozen answers' noise) passed a raise from 6 to 7 at C = 5, and the
+// limit went between 6 and 7 for the rest of the run: 1.3-1.4 C in 15 of
+// 180 seeds (200 ms, C 10 → 5).
+const trialWindows = 2
 
 // narrowErr: while minRTT's standard error is above this share of the
 // tolerance (3 % at the default 0.25) and it pools fewer than maxPooled
@@ -676,9 +728,14 @@ const maxPooled = 100
 // met C = 5 and the estimate of 14 it restored held 1.8 C for 2 s.
 func (g *gradient) poolMinRTT() {
 	m := max(clippedMean(g.samples), 1) // ns; never 0, r divides by it
-	replace := !g.narrowing || m < g.minRTTMean
+	replace := !g.narrowing || m < g.minRTT
 	if g.narrowing {
-		if r := float64(m) / float64(g.minRTTMean); r > 1+g.cfg.Tolerance {
+		// Against the minRTT in force: after a window lowered it
+		// (lowerErrs), the probes' pooled mean is older and higher, and
+		// a probe that met the flash sale's new queue (1.3 minRTT) read
+		// within the tolerance of that mean, cut nothing and left a
+		// limit of 2.4 C.
+		if r := float64(m) / float64(g.minRTT); r > 1+g.cfg.Tolerance {
 			// At half the estimate it met a queue: the capacity fell
 			// under that. The limit goes to what the probe's requests
 			// were served at, as a window's cut would.

@@ -25,7 +25,7 @@ func TestGradientRemeasureEndsWithTheCutItPutOff(t *testing.T) {
 		g.minRTT, g.minRTTMean, g.minRTTN, g.minRTTErr = 200*ms, 200*ms, 25, 0.01
 		g.est = 11
 		g.deferredN, g.deferredRTT = 10, 400*ms
-		g.startMeasure(sec, true)
+		g.startMeasure(sec)
 		g.mu.Unlock()
 		for i := int64(0); i < minRTTSamples; i++ {
 			g.observe(sec+i*ms, sec+i*ms+c.probeRTT, 4, false)

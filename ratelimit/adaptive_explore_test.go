@@ -8,11 +8,17 @@ import "testing"
 // third of the requests until the next probe, 30 s on. Seen on a real
 // Caddy beside stress-ng (docs/ratelimit.md). Now a held limit tries a
 // raise, the latency does not follow it, and minRTT is measured again: the
-// limit meets the demand within seconds. Over seeds 1–5 it took 2–7 s
-// (6.7–19.8 % refused over 8 s): the probes that measure minRTT again
-// read low themselves (docs/ratelimit.md, "the probe's own bias").
+// limit meets the demand within seconds. The probe that measures it again
+// has its own noise (± 6 % at two standard errors), and one that reads
+// low leaves the limit growing gently for seconds, so this asserts over
+// seeds 1-20: at least 19 meet the demand within 7 s refusing at most
+// 20 %, and none refuses more than 25 %. Over seeds 1-100, 98 did (93
+// when a probe took 25 samples whatever its concurrency: the first
+// answers of a probe at 27 in flight are the fast ones, and read up to
+// 14 % low), 9.8 % refused on average (12.2 %), the worst 27 % (46 %).
 func TestGradientLowMinRTTDoesNotHoldAHealthyUpstream(t *testing.T) {
-	for seed := int64(1); seed <= 5; seed++ {
+	met := 0
+	for seed := int64(1); seed <= 20; seed++ {
 		g, now := measured(simConfig(20*ms), 19*ms)
 		g.slowStart = false
 		g.minRTTN, g.minRTTErr = 45, 0.045 // as pooled from two probes
@@ -20,12 +26,20 @@ func TestGradientLowMinRTTDoesNotHoldAHealthyUpstream(t *testing.T) {
 		g.est = 40
 		g.limit.Store(40)
 		res := simulate(g, simModel{clients: 60, service: 23 * ms, noise: 0.3, dur: 8 * sec}, seed, now)
-		if res.limits[6] < 60 || res.refusedShare() > 0.2 {
-			t.Errorf("seed %d: limit each second %v, %.1f %% refused; want the demand (60) met within 7 s and at most 20 %% refused", seed, res.limits, 100*res.refusedShare())
+		if res.limits[6] >= 60 && res.refusedShare() <= 0.2 {
+			met++
+		} else {
+			t.Logf("seed %d: limit each second %v, %.1f %% refused", seed, res.limits, 100*res.refusedShare())
+		}
+		if res.refusedShare() > 0.25 {
+			t.Errorf("seed %d: %.1f %% refused (limit each second %v); want at most 25 %%", seed, 100*res.refusedShare(), res.limits)
 		}
 		if st := g.state(); st.MinRTT < 0.020 {
 			t.Errorf("seed %d: minRTT %v, want measured again (over 20 ms)", seed, st.MinRTT)
 		}
+	}
+	if met < 19 {
+		t.Errorf("%d of 20 seeds met the demand (60) within 7 s refusing at most 20 %%; want 19 or more", met)
 	}
 }
 

@@ -31,7 +31,10 @@ const flashSaleSeeds = 40
 // the limit to 128 (12.8 C) here: of seeds 1-300, 25 held more than 1.5 C
 // healthy and 24 a limit above 2 C; slowed, 6 more than 1.7 C and 26 a
 // limit above 2 C (adaptive.go, slowStartRound). Then: none, none, 1,
-// none; with the early probes (narrowErr), none, none, 1, 1.
+// none; with the early probes (narrowErr), none, none, 1, 1; with probes
+// at 3/4 of what was served (probeServed), a raise on trial for two
+// windows (trialWindows), a trial's undo never above the limit and no
+// growth on a window of a few answers: none in all four.
 func TestAdaptiveSimFlashSale(t *testing.T) {
 	worst := [2][2]float64{{math.Inf(1), 0}, {math.Inf(1), 0}}
 	for seed := int64(1); seed <= flashSaleSeeds; seed++ {

@@ -132,7 +132,7 @@ func TestGradientRemeasurePoolsWhenItAgrees(t *testing.T) {
 	g, now := measured(cfg, 200*ms)
 	g.minRTTMean, g.minRTTErr, g.minRTTN = 200*ms, 0.03, maxPooled // four probes that agreed
 	g.slowStart = false
-	g.startMeasure(now, true)
+	g.startMeasure(now)
 	// 25 answers around 220 ms with log-normal noise of a coefficient of
 	// variation of 0.3; this draw's mean is 226 ms, 13 % high, as in those
 	// seeds, and within 2 standard errors of the difference.

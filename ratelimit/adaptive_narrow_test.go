@@ -68,7 +68,7 @@ func TestGradientEarlyProbeNeverRaisesMinRTT(t *testing.T) {
 		}
 		// The probe reads 26 ms, 30 % over minRTT: outside its noise.
 		start, est, probeAt := now, g.est, g.probeAt
-		for i := 0; i < minRTTSamples; i++ {
+		for i := 0; i < g.probeSamples; i++ {
 			now += ms
 			rtt := int64(25*ms + 2*ms*int64(i%2))
 			g.observe(max(start, now-rtt), max(start, now-rtt)+rtt, 10, false)

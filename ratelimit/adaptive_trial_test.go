@@ -10,8 +10,8 @@ import "testing"
 // workers. Before, one window over the tolerance held the limit (it could
 // be a stall of the gateway), so 7 (1.4 C) stayed at least two windows
 // more, and in the simulation a 2 s span read up to 1.5 C. A raise whose
-// window reads no queue passes its trial: a later window over the
-// tolerance waits for confirmation as before.
+// next two windows read no queue passes its trial (trialWindows): a later
+// window over the tolerance waits for confirmation as before.
 func TestGradientRaiseMetByAQueueIsUndone(t *testing.T) {
 	cfg := AdaptiveConfig{MinLimit: 4, MaxLimit: 200, InitialLimit: 8, Tolerance: 0.25,
 		SampleWindow: 500 * ms, MinRTTInterval: 30 * sec}
@@ -38,13 +38,27 @@ func TestGradientRaiseMetByAQueueIsUndone(t *testing.T) {
 		t.Fatalf("after the raise met 1.4 minRTT: limit %d, want 6 (the raise undone)", got)
 	}
 
-	// A raise that passed its trial: one window over the tolerance holds.
+	// One window under the probe share at the raised limit does not pass
+	// the trial: its first answers met the queue of the limit before, and
+	// a dozen of them read 1.2 minRTT as 1.1 often enough.
 	g.est, g.lastR = 6, 1.05
 	g.limit.Store(6)
 	window(6, 1.0)
-	window(7, 1.1) // under the probe share at 7: the raise passed (and grew the estimate, not the limit)
+	window(7, 1.1)
+	window(7, 1.4)
+	if got := g.Limit(); got != 6 {
+		t.Fatalf("a raise to 7 after one window at 1.1 minRTT, then a window at 1.4: limit %d, want 6 (the raise undone)", got)
+	}
+
+	// A raise that passed its trial (two windows under the probe share):
+	// one window over the tolerance holds.
+	g.est, g.lastR = 6, 1.05
+	g.limit.Store(6)
+	window(6, 1.0)
+	window(7, 1.1)
+	window(7, 1.1) // the raise passed (and grew the estimate, not the limit)
 	if got := g.Limit(); got != 7 {
-		t.Fatalf("after the raise to 7 read 1.1 minRTT: limit %d, want 7", got)
+		t.Fatalf("after the raise to 7 read 1.1 minRTT twice: limit %d, want 7", got)
 	}
 	window(7, 1.4)
 	if got := g.Limit(); got != 7 {
