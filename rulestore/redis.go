@@ -63,6 +63,7 @@ type redisSource struct {
 	loaded    bool         // the first full load is done (it emits no per-rule events)
 	noGood    []ruleRef    // rejected with no version held here: read the fleet's last good
 	editing   *layer       // the batch's copy of the layer, unpublished (update.go)
+	updated   []slotUpdate // the batch's updates of rules in force, unpublished
 	edited    []bool       // by kind: its map in editing is the batch's copy
 	queue     refreshQueue // ids named on the rule channels, to re-read
 

@@ -29,16 +29,24 @@ func (s *redisSource) upsert(k Kind, id string, f Fields) {
 	s.applied(k, id, old, f)
 }
 
-// install puts r in force in place of old (nil: a new id, in force when
-// the batch is published).
+// install puts r in force in place of old (nil: a new id) when the batch
+// is published: a batch is in force at once, so a binding updated to name
+// a rule created in the same batch never names it before it is in force
+// (stored in its slot at once, it did, across the batch's round trips).
 func (s *redisSource) install(k Kind, id string, r, old *Rule) {
 	if old != nil {
-		s.current().of(k)[id].rule.Store(r)
-		s.changes.Add(1)
+		s.updated = append(s.updated, slotUpdate{k, id, r})
 	} else {
 		s.edit(k).of(k)[id] = newSlot(r)
 	}
 	s.status.updates.Add(1)
+}
+
+// slotUpdate is a rule in force updated by the batch, not yet published.
+type slotUpdate struct {
+	k  Kind
+	id string
+	r  *Rule
 }
 
 // A batch of re-read rules (refresh.go) edits one copy of the layer's maps
@@ -66,8 +74,23 @@ func (s *redisSource) edit(k Kind) *layer {
 	return s.editing
 }
 
-// publishEdit puts the batch's new and deleted ids in force.
+// publishEdit puts the batch's updated, new and deleted ids in force at
+// once. An update alone is stored in its slot (a Handle sees it without
+// looking the id up again); with others, or with new or deleted ids, each
+// updated id gets a new slot in the batch's copy of the layer, and the
+// copy is published in one store.
 func (s *redisSource) publishEdit() {
+	if len(s.updated) == 1 && s.editing == nil {
+		u := s.updated[0]
+		s.snap.Load().of(u.k)[u.id].rule.Store(u.r)
+		s.changes.Add(1)
+	} else {
+		for _, u := range s.updated {
+			s.edit(u.k).of(u.k)[u.id] = newSlot(u.r)
+		}
+	}
+	clear(s.updated)
+	s.updated = s.updated[:0]
 	if s.editing != nil {
 		s.snap.Store(s.editing)
 		s.editing = nil

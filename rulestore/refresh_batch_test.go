@@ -1,0 +1,55 @@
+package rulestore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+)
+
+// A refresh is one batch, in force at once: a binding updated to name a
+// rule created in the same batch never names it before it is in force. The
+// binding's slot was updated in place as it was read, while new rules
+// waited for the batch's publish: across the round trips of a batch of
+// more than refreshBatch ids, a request saw the binding name a rule that
+// was not in force yet.
+func TestRefreshBatchIsInForceAtOnce(t *testing.T) {
+	r, src := resyncSource(t)
+	c := r.Client()
+	ctx := context.Background()
+	c.HSet(ctx, "rate_limit:rule:a", "qps", "1")
+	c.HSet(ctx, "gateway:binding:route", "rate_limit", "a")
+	if err := src.fullResync(ctx, "connected"); err != nil {
+		t.Fatal(err)
+	}
+	c.HSet(ctx, "rate_limit:rule:new", "qps", "2")
+	c.HSet(ctx, "gateway:binding:route", "rate_limit", "a,new")
+
+	// The binding in the first round trip, the new rule in the second.
+	refs := []ruleRef{{Binding, "route"}}
+	for i := range refreshBatch - 1 {
+		refs = append(refs, ruleRef{RateLimit, fmt.Sprintf("absent%d", i)})
+	}
+	refs = append(refs, ruleRef{RateLimit, "new"})
+	checked := false
+	src.client.AddHook(beforeRead{key: "rate_limit:rule:new", do: func() {
+		checked = true
+		l := src.snapshot()
+		if b := l.get(Binding, "route"); b != nil && slices.Contains(b.Value.(*RouteBinding).RateLimits, "new") && l.get(RateLimit, "new") == nil {
+			t.Errorf("between the batch's round trips, the binding in force names rule new, which is not in force")
+		}
+	}})
+	if err := src.refreshAll(ctx, refs); err != nil {
+		t.Fatal(err)
+	}
+	if !checked {
+		t.Fatal("the batch's second round trip was never seen")
+	}
+	l := src.snapshot()
+	if b := l.get(Binding, "route"); b == nil || !slices.Equal(b.Value.(*RouteBinding).RateLimits, []string{"a", "new"}) {
+		t.Fatalf("after the batch: binding %+v, want it naming a and new", b)
+	}
+	if l.get(RateLimit, "new") == nil {
+		t.Fatal("after the batch: rule new is not in force")
+	}
+}
