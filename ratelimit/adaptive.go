@@ -317,12 +317,12 @@ func (g *gradient) probeLimit() int64 {
 }
 
 // probeServed: a probe admits this share of what the upstream served. A
-// probe of 25 requests takes 25 / its concurrency round trips: at half the
+// probe of 25 requests took 25 / its concurrency round trips: at half the
 // estimate or min_limit 1.5 s at 200 ms and C = 10, and a 2 s span after a
 // capacity halving read 0.5-0.7 C in flight in 11 of 180 seeds (200 ms,
-// C 20 → 10). At 3/4 of n/r it takes about 3 round trips and still meets
-// no queue: n/r is what was served without one, within minRTT's error
-// (pooled from a probe or more) and the window's.
+// C 20 → 10). At 3/4 of n/r it takes probeRounds round trips and still
+// meets no queue: n/r is what was served without one, within minRTT's
+// error (pooled from a probe or more) and the window's.
 const probeServed = 0.75
 
 func (g *gradient) startMeasure(now int64) {
