@@ -13,22 +13,8 @@ import "testing"
 // next two windows read no queue passes its trial (trialWindows): a later
 // window over the tolerance waits for confirmation as before.
 func TestGradientRaiseMetByAQueueIsUndone(t *testing.T) {
-	cfg := AdaptiveConfig{MinLimit: 4, MaxLimit: 200, InitialLimit: 8, Tolerance: 0.25,
-		SampleWindow: 500 * ms, MinRTTInterval: 30 * sec}
-	g, now := measured(cfg, 200*ms)
-	g.slowStart, g.est, g.lastR = false, 6, 1.05 // settled; the window before under the probe share
-	g.limit.Store(6)
-	g.nextMeasure = now + 300*sec // no minRTT probe in between
-	window := func(limit int64, factor float64) {
-		t.Helper()
-		g.windowEnd = now + sec // ended below, by hand
-		for i := range 12 {
-			start := now + int64(i)*ms
-			g.observe(start, start+int64(factor*float64(200*ms))+int64(i%3)*ms, limit, false)
-		}
-		now += sec
-		g.update(now)
-	}
+	g, windowOf := settledAt(t, 6) // the window before under the probe share
+	window := func(limit int64, factor float64) { t.Helper(); windowOf(12, factor, limit) }
 	window(6, 1.0)
 	if got := g.Limit(); got != 7 {
 		t.Fatalf("after a steady window at 1.0 minRTT: limit %d, want 7 (raised by the headroom)", got)
