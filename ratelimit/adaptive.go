@@ -231,6 +231,7 @@ type gradient struct {
 	cutN, cutR   float64 // in flight and latency (in minRTTs) of the last window if it cut the limit, else 0
 	lastR        float64 // latency (in minRTTs) of the last window, 0 if it had none
 	lastServed   float64 // the concurrency the last window's upstream served (n/r)
+	lastSeen     int     // the answers the last window had
 	slowStart    bool    // no queue seen yet: the limit grows per round trip while full
 	deferredN    float64 // a re-measurement's window: in flight (0: none) and latency, for the cut it deferred
 	deferredRTT  int64
@@ -286,7 +287,10 @@ func (g *gradient) Limit() int64 { return g.limit.Load() }
 
 // probeLimit is the concurrency a minRTT probe admits. Once minRTT pools
 // at least a probe's worth of samples, probeServed of what the last
-// window's upstream served (n/r: the concurrency that met no queue); after
+// window's upstream served (n/r: the concurrency that met no queue), if
+// that window had slowStartRound answers or more (one answer read 0.76
+// minRTT, n/r said 21 were served at C = 10, and a probe at 15 met a queue
+// and took minRTT 56 % high); after
 // an overloaded window at most half the estimate too, since the capacity
 // may still be falling (the flash sale at C 10 → 5: a window over the
 // step served 8 by its earlier requests, and a probe at 6 met the new
@@ -300,13 +304,14 @@ func (g *gradient) Limit() int64 { return g.limit.Load() }
 // window, min_limit.
 func (g *gradient) probeLimit() int64 {
 	over := g.lastR > 1+g.cfg.Tolerance
+	trusted := g.minRTTN >= minRTTSamples && g.lastSeen >= slowStartRound
 	var at float64
 	switch {
 	case g.slowStart || g.lastR == 0:
 		return g.cfg.MinLimit
-	case g.minRTTN >= minRTTSamples && over:
+	case trusted && over:
 		at = math.Min(probeServed*g.lastServed, g.est/2)
-	case g.minRTTN >= minRTTSamples:
+	case trusted:
 		at = probeServed * g.lastServed
 	case over:
 		at = g.lastServed / 2
@@ -523,7 +528,7 @@ func (g *gradient) update(now int64) {
 		headroom := math.Max(1, math.Log10(g.est))
 		full := g.peak >= int64(g.est) // the window's requests found the limit full
 		probe, over := 1+c.Tolerance*probeShare, 1+c.Tolerance
-		g.lastR, g.lastServed = r, served
+		g.lastR, g.lastServed, g.lastSeen = r, served, g.seen
 		next := g.est
 		if g.slowStart {
 			if r < probe {

@@ -17,7 +17,7 @@ func TestGradientProbeOfManyInFlightReadsTheServiceTime(t *testing.T) {
 	for seed := int64(1); seed <= seeds; seed++ {
 		g, now := measured(simConfig(service), 10*ms)
 		g.mu.Lock()
-		g.slowStart, g.est, g.lastR, g.lastServed = false, 40, 1, 36
+		g.slowStart, g.est, g.lastR, g.lastServed, g.lastSeen = false, 40, 1, 36, 100
 		g.minRTTN, g.minRTTErr = 45, 0.01 // pooled, far off and sure of it: the probe replaces it
 		g.startMeasure(now)
 		probeAt := g.probeAt
@@ -153,5 +153,19 @@ func TestGradientTwoHigherEarlyProbesReplaceMinRTT(t *testing.T) {
 		if s := simDoubling(c, seed); s > 30 {
 			t.Errorf("200 ms, C 5 → 10, seed %d: in flight did not reach 0.9 C within 30 s of the doubling", seed)
 		}
+	}
+}
+
+// A probe's concurrency comes from what the last window served (n/r) only
+// when that window had answers enough: one answer at 0.76 minRTT said 21
+// were served at C = 10, a probe at 15 met a queue, replaced minRTT with
+// it (56 % high) and held 1.8-2 C after the capacity halved.
+func TestGradientProbeAfterAWindowOfFewAnswersAtHalfTheEstimate(t *testing.T) {
+	g, window := settledAt(t, 16)
+	g.nextMeasure = 0 // due
+	window(1, 0.76, 16)
+	st := g.state()
+	if !st.Measuring || st.Limit > 8 {
+		t.Fatalf("the probe after a window of one answer at 0.76 minRTT: %+v, want measuring at half the estimate (8) at most", st)
 	}
 }
