@@ -51,12 +51,18 @@ type redisSource struct {
 	nextHeartbeat time.Time
 
 	// Owned by the run goroutine.
-	epoch      string           // the marker value this store has seen
-	retained   map[ruleRef]bool // rules kept after Redis lost its data
-	streamID   string           // last change-log entry read
-	down       bool             // last attempt failed (log transitions once)
-	junk       int              // junk messages since the last warning
-	junkLogged time.Time        // when junk was last logged
+	epoch    string           // the marker value this store has seen
+	retained map[ruleRef]bool // rules kept after Redis lost its data
+	// fence is set when a data loss is found: the payload of a PING on the
+	// subscription (sent once: fencePinged), whose pong comes after every
+	// message published before it. Until then a retained rule read absent
+	// is kept: the message that named it may predate the loss (lossfence.go).
+	fence       string
+	fencePinged bool
+	streamID    string    // last change-log entry read
+	down        bool      // last attempt failed (log transitions once)
+	junk        int       // junk messages since the last warning
+	junkLogged  time.Time // when junk was last logged
 	// refreshed is when each rule was last re-read, for the propagation
 	// delay of admin API writes (see observeDelay).
 	refreshed map[ruleRef]int64
@@ -209,7 +215,11 @@ func (s *redisSource) session(ctx context.Context) (connected bool, err error) {
 	if err := s.heartbeat(ctx, time.Now()); err != nil {
 		return false, err
 	}
+	s.fence = "" // a new subscription has no message from before it
 	if err := s.fullResync(ctx, "connected"); err != nil {
+		return false, err
+	}
+	if err := s.sendFence(ctx, ps); err != nil {
 		return false, err
 	}
 	if s.down || !s.status.connected.Load() {
@@ -245,6 +255,9 @@ func (s *redisSource) session(ctx context.Context) (connected bool, err error) {
 	lastHeard, pingSent := time.Now(), time.Time{}
 	lastFeedback, lastBulk := time.Now(), time.Time{}
 	for {
+		if err := s.sendFence(ctx, ps); err != nil {
+			return true, err
+		}
 		select {
 		case <-ctx.Done():
 			return true, ctx.Err()
@@ -414,6 +427,8 @@ func (s *redisSource) onReceived(ctx context.Context, msg any, channels int) err
 	switch m := msg.(type) {
 	case *redis.Message:
 		s.onMessage(m)
+	case *redis.Pong:
+		s.onPong(m.Payload)
 	case *redis.Subscription:
 		// go-redis resubscribed after a reconnect of its own: messages may
 		// have been missed in between.

@@ -147,7 +147,9 @@ func (s *redisSource) refreshAll(ctx context.Context, refs []ruleRef) error {
 			s.refreshed[ref] = now.UnixNano()
 			s.queue.found(ref, len(fields) > 0 || s.staticRule(ref.kind, ref.id) != nil, now)
 			if len(fields) == 0 {
-				s.remove(ref.kind, ref.id)
+				if !s.keepLost(ref) {
+					s.remove(ref.kind, ref.id)
+				}
 				continue
 			}
 			s.upsert(ref.kind, ref.id, Fields(fields))

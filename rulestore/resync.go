@@ -254,6 +254,7 @@ func (s *redisSource) checkEpoch(ctx context.Context) error {
 				held++
 			}
 		}
+		s.startFence()
 		s.logger.Error("redis lost its data (epoch marker missing or changed): keeping every rule held in memory; "+
 			"rewrite them to Redis to make them durable again, or DEL+PUBLISH to delete one",
 			zap.String("marker", key), zap.Int("retained", held))
