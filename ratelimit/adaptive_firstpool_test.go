@@ -17,26 +17,11 @@ import (
 // holds the limit (read against the minRTT before pooling it was over the
 // probe share, as a queue's would be); the next window grows it.
 func TestGradientFirstMinRTTOfFewSamplesPoolsWithSlowStart(t *testing.T) {
-	cfg := AdaptiveConfig{MinLimit: 4, MaxLimit: 200, InitialLimit: 8, Tolerance: 0.25,
-		SampleWindow: 500 * ms, MinRTTInterval: 30 * sec}
-	g := newGradient(cfg, sec)
-	now := int64(sec)
-	// The first probe: 8 requests admitted at once, answered around 160 ms.
-	var ends []int64
-	for _, f := range []float64{0.6, 0.75, 0.9, 1.0, 1.0, 1.1, 1.25, 1.4} {
-		ends = append(ends, now+int64(f*float64(160*ms)))
-	}
-	slices.Sort(ends)
-	for _, end := range ends {
-		g.observe(now, end, 8, false)
-	}
-	if st := g.state(); st.Measuring || st.MinRTT < 0.155 || st.MinRTT > 0.165 {
-		t.Fatalf("after the first probe: %+v; want minRTT of about 0.16 s", st)
-	}
+	// The first probe: answers around 160 ms.
+	g, now := firstProbeAt160ms(t, []float64{0.6, 0.75, 0.9, 1.0, 1.0, 1.1, 1.25, 1.4}, 0)
 	limit := g.Limit()
 	// Slow start's windows: the limit's worth of requests around 200 ms
 	// (no queue: the service is healthy), each finding it full.
-	now = ends[len(ends)-1]
 	factors := []float64{0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0, 1.0, 1.05, 1.1, 1.15, 1.2, 1.25, 1.3, 1.4}
 	window := func(limit int64) {
 		for i := int64(0); i < limit; i++ {
@@ -67,38 +52,21 @@ func TestGradientFirstMinRTTOfFewSamplesPoolsWithSlowStart(t *testing.T) {
 // close together and read 20 % low at once (the simulation's seed 697 at
 // 200 ms: 159.5 ms with a standard error of 6 %, where 10.6 % is the
 // service's). Judged against that spread, slow start's first window of 70
-// answers at the true 200 ms (25 % away, against 3 standard errors of
-// 21 %) was left out; latency without a queue read 1.25 minRTT, and the
+// answers at the true 200 ms (21 % away: 3.02 of their own standard
+// errors of the difference, 2.07 of the shared one) was left out; latency without a queue read 1.25 minRTT, and the
 // limit was cut step by step until a re-measurement 6 s on: 17 % of the
 // requests refused in front of a healthy upstream. While minRTT rests on
 // fewer than fewFirstSamples, the difference is judged against the spread
 // the two samples share (Student's pooled variance) when that is wider.
 func TestGradientFirstMinRTTOfCloseSamplesPoolsWithSlowStart(t *testing.T) {
-	cfg := AdaptiveConfig{MinLimit: 4, MaxLimit: 200, InitialLimit: 8, Tolerance: 0.25,
-		SampleWindow: 500 * ms, MinRTTInterval: 30 * sec}
-	g := newGradient(cfg, sec)
-	now := int64(sec)
-	var ends []int64
-	for _, f := range []float64{0.85, 0.9, 0.95, 1.0, 1.0, 1.05, 1.1, 1.15} { // 160 ms, close together
-		ends = append(ends, now+int64(f*float64(160*ms)))
-	}
-	slices.Sort(ends)
-	for range 52 { // 60 clients: the rest found the limit full
-		g.refuse()
-	}
-	for _, end := range ends {
-		g.observe(now, end, 8, false)
-	}
-	if st := g.state(); st.Measuring || st.MinRTT < 0.155 || st.MinRTT > 0.165 {
-		t.Fatalf("after the first probe: %+v; want minRTT of about 0.16 s", st)
-	}
+	// 160 ms, close together; 60 clients: the other 52 found the limit full.
+	g, now := firstProbeAt160ms(t, []float64{0.85, 0.9, 0.95, 1.0, 1.0, 1.05, 1.1, 1.15}, 52)
 	limit := g.Limit()
 	if limit != 64 {
 		t.Fatalf("after the first probe: limit %d, want slow start's jump to 64", limit)
 	}
 	// Slow start's first window: 70 answers around 200 ms at a
 	// coefficient of variation of 0.3, no queue.
-	now = ends[len(ends)-1]
 	factors := []float64{0.55, 0.6, 0.65, 0.7, 0.8, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1, 1.2, 1.3, 1.4, 1.5, 1.55}
 	for i := int64(0); i < 70; i++ {
 		g.observe(now+i*ms, now+i*ms+int64(factors[i%int64(len(factors))]*float64(200*ms)), limit, false)
@@ -112,4 +80,31 @@ func TestGradientFirstMinRTTOfCloseSamplesPoolsWithSlowStart(t *testing.T) {
 			t.Errorf("healthy 200 ms upstream, seed %d: %.1f %% refused, want <= 3 %%", seed, 100*share)
 		}
 	}
+}
+
+// firstProbeAt160ms is a fresh controller (the example's settings) after
+// its first minRTT: 8 requests admitted at once and answered at these
+// multiples of 160 ms, with refused requests found the limit full. It
+// returns the controller and the time of the last answer.
+func firstProbeAt160ms(t *testing.T, factors []float64, refused int) (*gradient, int64) {
+	t.Helper()
+	cfg := AdaptiveConfig{MinLimit: 4, MaxLimit: 200, InitialLimit: 8, Tolerance: 0.25,
+		SampleWindow: 500 * ms, MinRTTInterval: 30 * sec}
+	g := newGradient(cfg, sec)
+	now := int64(sec)
+	var ends []int64
+	for _, f := range factors {
+		ends = append(ends, now+int64(f*float64(160*ms)))
+	}
+	slices.Sort(ends)
+	for range refused {
+		g.refuse()
+	}
+	for _, end := range ends {
+		g.observe(now, end, 8, false)
+	}
+	if st := g.state(); st.Measuring || st.MinRTT < 0.155 || st.MinRTT > 0.165 {
+		t.Fatalf("after the first probe: %+v; want minRTT of about 0.16 s", st)
+	}
+	return g, ends[len(ends)-1]
 }

@@ -386,15 +386,8 @@ func TestRefreshAfterDataLossRetains(t *testing.T) {
 // retained the rules, and the re-read queued before it then deleted them.
 // The session's steps are run here in the order that race gives them.
 func TestMessagesTakenBeforeDataLossDoNotDelete(t *testing.T) {
-	r, src := resyncSource(t)
-	c := r.Client()
+	r, src := resyncedWithAB(t)
 	ctx := context.Background()
-	for _, id := range []string{"a", "b"} {
-		c.HSet(ctx, "rate_limit:rule:"+id, "qps", "1")
-	}
-	if err := src.fullResync(ctx, "connected"); err != nil {
-		t.Fatal(err)
-	}
 	// The messages of the writes above, taken by the session...
 	for _, id := range []string{"a", "b"} {
 		src.queue.add(ruleRef{RateLimit, id}, time.Now())
@@ -422,15 +415,8 @@ func TestMessagesTakenBeforeDataLossDoNotDelete(t *testing.T) {
 // fence's PING (every message published before it has then been read), a
 // retained rule read absent is kept; after it, absent is a delete.
 func TestMessagesReadAfterTheLossResyncDoNotDelete(t *testing.T) {
-	r, src := resyncSource(t)
-	c := r.Client()
+	r, src := resyncedWithAB(t)
 	ctx := context.Background()
-	for _, id := range []string{"a", "b"} {
-		c.HSet(ctx, "rate_limit:rule:"+id, "qps", "1")
-	}
-	if err := src.fullResync(ctx, "connected"); err != nil {
-		t.Fatal(err)
-	}
 	r.Flush()
 	if err := src.fullResync(ctx, "epoch changed"); err != nil {
 		t.Fatal(err)
@@ -714,6 +700,21 @@ func TestLiveInstancesCountsHeartbeats(t *testing.T) {
 
 // resyncSource starts a Redis and a source on it with a resync period of
 // an hour: the test runs the resyncs itself.
+// resyncedWithAB is resyncSource after rules a and b were written and a
+// first resync took them.
+func resyncedWithAB(t *testing.T) (*redistest.Server, *redisSource) {
+	t.Helper()
+	r, src := resyncSource(t)
+	ctx := context.Background()
+	for _, id := range []string{"a", "b"} {
+		r.Client().HSet(ctx, "rate_limit:rule:"+id, "qps", "1")
+	}
+	if err := src.fullResync(ctx, "connected"); err != nil {
+		t.Fatal(err)
+	}
+	return r, src
+}
+
 func resyncSource(t *testing.T) (*redistest.Server, *redisSource) {
 	t.Helper()
 	r := redistest.Start(t)
