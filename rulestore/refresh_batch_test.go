@@ -14,14 +14,9 @@ import (
 // more than refreshBatch ids, a request saw the binding name a rule that
 // was not in force yet.
 func TestRefreshBatchIsInForceAtOnce(t *testing.T) {
-	r, src := resyncSource(t)
+	r, src := resyncedWith(t, map[string][]any{"rate_limit:rule:a": {"qps", "1"}, "gateway:binding:route": {"rate_limit", "a"}})
 	c := r.Client()
 	ctx := context.Background()
-	c.HSet(ctx, "rate_limit:rule:a", "qps", "1")
-	c.HSet(ctx, "gateway:binding:route", "rate_limit", "a")
-	if err := src.fullResync(ctx, "connected"); err != nil {
-		t.Fatal(err)
-	}
 	c.HSet(ctx, "rate_limit:rule:new", "qps", "2")
 	c.HSet(ctx, "gateway:binding:route", "rate_limit", "a,new")
 

@@ -19,13 +19,9 @@ import (
 // resync, every rule the binding names that exists in Redis must be in
 // force; an id that exists nowhere stays missing.
 func TestResyncTakesBoundRulesTheScanMissed(t *testing.T) {
-	r, src := resyncSource(t)
+	r, src := resyncedWith(t, map[string][]any{"rate_limit:rule:early": {"qps", "1"}})
 	c := r.Client()
 	ctx := context.Background()
-	c.HSet(ctx, "rate_limit:rule:early", "qps", "1")
-	if err := src.fullResync(ctx, "connected"); err != nil {
-		t.Fatal(err)
-	}
 
 	wrote := false
 	src.client.AddHook(afterScan{pattern: "rate_limit:rule:*", do: func() {
@@ -67,14 +63,9 @@ func TestResyncTakesBoundRulesTheScanMissed(t *testing.T) {
 // scan's (the re-read only adds rules it finds, so it finds none), and the
 // next resync sees the epoch changed and keeps every rule held.
 func TestResyncRereadOfEmptiedRedisDeletesNothing(t *testing.T) {
-	r, src := resyncSource(t)
+	r, src := resyncedWith(t, map[string][]any{"rate_limit:rule:early": {"qps", "1"}, "gateway:binding:route": {"rate_limit", "early,late"}})
 	c := r.Client()
 	ctx := context.Background()
-	c.HSet(ctx, "rate_limit:rule:early", "qps", "1")
-	c.HSet(ctx, "gateway:binding:route", "rate_limit", "early,late")
-	if err := src.fullResync(ctx, "connected"); err != nil {
-		t.Fatal(err)
-	}
 	wrote, flushed := false, false
 	src.client.AddHook(afterScan{pattern: "rate_limit:rule:*", do: func() {
 		if !wrote {

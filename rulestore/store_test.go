@@ -386,7 +386,7 @@ func TestRefreshAfterDataLossRetains(t *testing.T) {
 // retained the rules, and the re-read queued before it then deleted them.
 // The session's steps are run here in the order that race gives them.
 func TestMessagesTakenBeforeDataLossDoNotDelete(t *testing.T) {
-	r, src := resyncedWithAB(t)
+	r, src := resyncedWith(t, rulesAB)
 	ctx := context.Background()
 	// The messages of the writes above, taken by the session...
 	for _, id := range []string{"a", "b"} {
@@ -415,7 +415,7 @@ func TestMessagesTakenBeforeDataLossDoNotDelete(t *testing.T) {
 // fence's PING (every message published before it has then been read), a
 // retained rule read absent is kept; after it, absent is a delete.
 func TestMessagesReadAfterTheLossResyncDoNotDelete(t *testing.T) {
-	r, src := resyncedWithAB(t)
+	r, src := resyncedWith(t, rulesAB)
 	ctx := context.Background()
 	r.Flush()
 	if err := src.fullResync(ctx, "epoch changed"); err != nil {
@@ -700,20 +700,25 @@ func TestLiveInstancesCountsHeartbeats(t *testing.T) {
 
 // resyncSource starts a Redis and a source on it with a resync period of
 // an hour: the test runs the resyncs itself.
-// resyncedWithAB is resyncSource after rules a and b were written and a
-// first resync took them.
-func resyncedWithAB(t *testing.T) (*redistest.Server, *redisSource) {
+// resyncedWith is resyncSource after these hashes (key: field, value
+// pairs) were written and a first resync took them.
+func resyncedWith(t *testing.T, hashes map[string][]any) (*redistest.Server, *redisSource) {
 	t.Helper()
 	r, src := resyncSource(t)
 	ctx := context.Background()
-	for _, id := range []string{"a", "b"} {
-		r.Client().HSet(ctx, "rate_limit:rule:"+id, "qps", "1")
+	for key, fields := range hashes {
+		if err := r.Client().HSet(ctx, key, fields...).Err(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := src.fullResync(ctx, "connected"); err != nil {
 		t.Fatal(err)
 	}
 	return r, src
 }
+
+// rulesAB are rate_limit rules a and b.
+var rulesAB = map[string][]any{"rate_limit:rule:a": {"qps", "1"}, "rate_limit:rule:b": {"qps", "1"}}
 
 func resyncSource(t *testing.T) (*redistest.Server, *redisSource) {
 	t.Helper()
