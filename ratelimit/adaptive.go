@@ -721,7 +721,7 @@ const fewFirstSamples = 10
 // together and read 20 % low at once (a standard error of 6 % for the
 // service's 10.6 %), slow start's first window at the true latency was left
 // out as a queue, and a healthy 200 ms upstream had 10-17 % of its requests
-// refused in 3 seeds of 580 (TestGradientFirstMinRTTOfCloseSamplesPoolsWithSlowStart).
+// refused in 3 seeds of 1,180 (TestGradientFirstMinRTTOfCloseSamplesPoolsWithSlowStart).
 func sharedSpreadErr(e1 float64, n1 int, e2 float64, n2 int) float64 {
 	if n1+n2 <= 2 {
 		return math.Hypot(e1, e2)

@@ -219,9 +219,6 @@ func (s *redisSource) session(ctx context.Context) (connected bool, err error) {
 	if err := s.fullResync(ctx, "connected"); err != nil {
 		return false, err
 	}
-	if err := s.sendFence(ctx, ps); err != nil {
-		return false, err
-	}
 	if s.down || !s.status.connected.Load() {
 		s.logger.Info("redis connected: following rule changes")
 	}
@@ -255,6 +252,7 @@ func (s *redisSource) session(ctx context.Context) (connected bool, err error) {
 	lastHeard, pingSent := time.Now(), time.Time{}
 	lastFeedback, lastBulk := time.Now(), time.Time{}
 	for {
+		// After a resync that found a data loss (lossfence.go).
 		if err := s.sendFence(ctx, ps); err != nil {
 			return true, err
 		}
