@@ -103,6 +103,17 @@ func (rg *rig) logs() string {
 	return string(b)
 }
 
+// storeLog is the rule store's last n log lines, for a failure message.
+func (rg *rig) storeLog(n int) string {
+	var lines []string
+	for _, l := range strings.Split(rg.logs(), "\n") {
+		if strings.Contains(l, `"logger":"rulestore"`) {
+			lines = append(lines, l)
+		}
+	}
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
 // statuses sends GETs with these headers and returns the statuses.
 func statuses(t testing.TB, n int, url string, headers ...string) []int {
 	t.Helper()
@@ -326,7 +337,7 @@ func TestHostileRulePayloads(t *testing.T) {
 		push(t, rg.c, j.kind, j.id, j.fields...)
 		if !within(10*time.Second, func() bool { return adminStore(t, rg.admin).Rejected > before }) {
 			v, _ := adminRule(t, rg.admin, j.kind, j.id)
-			t.Errorf("hostile push %d (%s %s) not rejected; rule in force now: %.200v", i, j.kind, j.id, v.Fields)
+			t.Errorf("hostile push %d (%s %s) not rejected; rule in force now: %.200v; the store's log:\n%s", i, j.kind, j.id, v.Fields, rg.storeLog(20))
 		}
 	}
 	for kind, want := range map[string][2]string{
