@@ -242,6 +242,12 @@ func Get(t testing.TB, url string, headers ...string) (*http.Response, string) {
 
 var client = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 
+// adminClient talks to a Caddy's admin endpoint on a new connection each
+// time: a load restarts the admin server, and a kept-alive connection to
+// the old one ended the next request with EOF (TestRedisTLSAndACL's
+// reload, once in a CI run beside another).
+var adminClient = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+
 // Do sends a request and reads the whole body.
 func Do(t testing.TB, req *http.Request) (*http.Response, string) {
 	t.Helper()
@@ -376,7 +382,7 @@ func (p *Process) start(caddyfile string) {
 			p.t.Fatalf("caddy exited:\n%s", p.Logs())
 		default:
 		}
-		resp, err := http.Get(fmt.Sprintf("http://localhost:%d/config/", p.AdminPort))
+		resp, err := adminClient.Get(fmt.Sprintf("http://localhost:%d/config/", p.AdminPort))
 		if err != nil {
 			return false
 		}
@@ -407,7 +413,7 @@ func (p *Process) Logs() string {
 // listening (see ReloadJSON for why).
 func (p *Process) Reload(caddyfile string) error {
 	url := fmt.Sprintf("http://localhost:%d/load", p.AdminPort)
-	resp, err := http.Post(url, "text/caddyfile", strings.NewReader(p.expand(caddyfile)))
+	resp, err := adminClient.Post(url, "text/caddyfile", strings.NewReader(p.expand(caddyfile)))
 	if err != nil {
 		return err
 	}
@@ -435,7 +441,7 @@ func (p *Process) Reload(caddyfile string) error {
 
 // config reads the running config from the process's admin API.
 func (p *Process) config() ([]byte, error) {
-	resp, err := http.Get(fmt.Sprintf("http://localhost:%d/config/", p.AdminPort))
+	resp, err := adminClient.Get(fmt.Sprintf("http://localhost:%d/config/", p.AdminPort))
 	if err != nil {
 		return nil, err
 	}
