@@ -422,6 +422,12 @@ func (p *Process) Reload(caddyfile string) error {
 		body, _ := io.ReadAll(resp.Body)
 		return fmt.Errorf("reload: %s: %s", resp.Status, body)
 	}
+	// The load replaced the admin endpoint (the new one starts before the
+	// old one stops): read the config once the old one is gone.
+	Eventually(p.t, 10*time.Second, "one admin endpoint listening", func() bool {
+		n, ok := kernelListeners(p.AdminPort)
+		return !ok || n <= 1
+	})
 	cfg, err := p.config()
 	if err != nil {
 		return err
@@ -436,6 +442,7 @@ func (p *Process) Reload(caddyfile string) error {
 		return true
 	})
 	client.CloseIdleConnections()
+	http.DefaultClient.CloseIdleConnections() // tests' own admin clients on the default transport
 	return nil
 }
 
