@@ -33,7 +33,7 @@ func BenchmarkSettleStep(b *testing.B) {
 		key := keys[i%len(keys)]
 		d := decide(eng, r, key, lim.now(), r.Cost)
 		if cur == 1 {
-			settleResponse(r, lim, eng, key, refOf(&d), r.settlement(0, r.responseCost(h, r.Cost)))
+			settleResponse(r, lim, eng, key, refOf(&d), r.charge(finished, 0, r.Cost, h))
 		}
 		if (i+1)%settleBlock == 0 {
 			now := time.Now()

@@ -79,7 +79,6 @@ func (r *Rule) parseCost(f rulestore.Fields, get func(string) (string, bool)) er
 		r.settles = true
 	}
 	r.countsAll = r.CountStatus == (handlerkit.StatusSet{})
-	r.settlesByHeader = r.respCost != "" && r.countsAll
 	if v, ok := get("reserve"); ok {
 		if r.respCost == "" {
 			return f.Errorf("reserve", "applies with response_cost only")

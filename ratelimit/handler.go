@@ -299,9 +299,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	ph.paces = rule.Flow.Behavior.paces()
 	ph.publish(pub)
 	if rule.settles {
-		if rule.settlesByHeader && d.slot == nil && !d.total {
-			return serveCosted(w, r, next, rule, lim, eng, key, cost, refOf(&d)) // one call less
-		}
 		return serveSettled(w, r, next, rule, lim, eng, key, cost, &d)
 	}
 	if d.slot != nil || d.total {

@@ -202,48 +202,33 @@ func refund(ts []taken, kb []byte) {
 
 // serveAdmitted serves a request every rule admitted: it holds each rule's
 // in-flight slots until the request ends and settles each settling rule
-// (count_status, response_cost) by the response, as a single rule does: a
-// rule charged by response_cost alone from the response's header once the
-// handlers are done, the others through a settle writer noting the status.
-func serveAdmitted(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, ts []taken, kb []byte) error {
+// (count_status, response_cost) by the response through a settle writer of
+// its own, however the request ends, as a single rule does (settle.go).
+func serveAdmitted(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, ts []taken, kb []byte) (err error) {
+	var settling []*settleWriter
+	returned := false
 	defer func() {
+		for i := len(settling) - 1; i >= 0; i-- { // each wraps the one before: innermost first
+			settling[i].done(err, returned)
+		}
 		for i := range ts {
 			if ts[i].admitted {
 				ts[i].release()
 			}
 		}
 	}()
-	var settling []*settleWriter
 	wr := w
 	for i := range ts {
 		t := &ts[i]
-		if !t.admitted || !t.m.rule.settles || t.m.rule.settlesByHeader {
+		if !t.admitted || !t.m.rule.settles {
 			continue
 		}
-		sw := settleWriters.Get().(*settleWriter)
-		sw.ResponseWriterWrapper.ResponseWriter = wr
-		sw.rule, sw.lim, sw.eng, sw.key, sw.cost = t.m.rule, t.m.lim, t.eng, append(sw.key[:0], t.key(kb)...), t.cost
-		sw.ref = refOf(&t.d)
+		sw := newSettleWriter(wr, r, t.m.rule, t.m.lim, t.eng, t.key(kb), t.cost, refOf(&t.d))
 		settling = append(settling, sw)
 		wr = sw
 	}
-	err := next.ServeHTTP(wr, r)
-	for _, sw := range settling {
-		if sw.status == 0 {
-			sw.status = errorStatus(err)
-		}
-		if !sw.settled {
-			sw.settle()
-		}
-		sw.reset()
-		settleWriters.Put(sw)
-	}
-	for i := range ts {
-		if t := &ts[i]; t.admitted && t.m.rule.settlesByHeader {
-			rule := t.m.rule
-			settleResponse(rule, t.m.lim, t.eng, t.key(kb), refOf(&t.d), rule.settlement(0, rule.responseCost(w.Header(), t.cost)))
-		}
-	}
+	err = next.ServeHTTP(wr, r)
+	returned = true
 	return err
 }
 

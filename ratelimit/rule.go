@@ -77,10 +77,8 @@ type Rule struct {
 	CountStatus handlerkit.StatusSet
 	Reserve     int64
 	settles     bool
-	// countsAll: no count_status, every status spends. settlesByHeader:
-	// response_cost without count_status, so the charge is the response's
-	// header alone and its status need not be noted.
-	countsAll, settlesByHeader bool
+	// countsAll: no count_status, every status spends.
+	countsAll bool
 	// respCost is the response header (or trailer) holding the cost, for
 	// response_cost: canonical name, "" without one; respTrailer is the
 	// key net/http files its trailer under (http.TrailerPrefix + name).

@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"errors"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -16,20 +17,19 @@ import (
 // the key below zero (debt): the key's next requests are refused until the
 // refill (or the window sliding on) has paid it back.
 
-// serveSettled serves an admitted request of a settling rule. Its key is
-// charged as soon as the response's status is known (before any byte of
-// it leaves), so a client cannot send its next request before the charge;
-// a handler error that wrote nothing is charged by the status Caddy will
-// answer. A rule whose charge is by response_cost alone is charged once
-// the response is done, from the response's header, with no writer of its
-// own (serveCosted).
+// serveSettled serves an admitted request of a settling rule and charges
+// its key however the request ends (settleWriter.done): a finished
+// answer by its status and reported cost, an answer cut short (the client
+// hung up mid-stream, the handler panicked or failed after the answer
+// began) by the cost reported so far or else max_cost, and a request
+// whose client left before any answer by what its admission took. A
+// count_status rule is charged as soon as the response's status is known
+// (before any byte of it leaves), so a client cannot send its next request
+// before the charge.
 func serveSettled(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, rule *Rule, lim *limiter,
 	eng Engine, key []byte, cost int64, d *Decision) error {
 	if d.slot != nil || d.total {
 		return serveSettledHolding(w, r, next, rule, lim, eng, key, cost, *d)
-	}
-	if rule.settlesByHeader {
-		return serveCosted(w, r, next, rule, lim, eng, key, cost, refOf(d))
 	}
 	return serveSettledOnce(w, r, next, rule, lim, eng, key, cost, refOf(d))
 }
@@ -40,39 +40,16 @@ func serveSettled(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler
 func serveSettledHolding(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, rule *Rule, lim *limiter,
 	eng Engine, key []byte, cost int64, d Decision) error {
 	defer eng.Release(&d)
-	if rule.settlesByHeader {
-		return serveCosted(w, r, next, rule, lim, eng, key, cost, refOf(&d))
-	}
 	return serveSettledOnce(w, r, next, rule, lim, eng, key, cost, refOf(&d))
 }
 
-// serveCosted serves a request of a rule charged by response_cost alone
-// (no count_status): the status does not change the charge, so the
-// response needs no wrapper to note it; its cost is read from the header
-// (or trailer) the handlers filed in w's map, once they are done, as the
-// settle writer would have read it through its own Header (the same map).
-// The key stays in the caller's buffer.
-func serveCosted(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, rule *Rule, lim *limiter,
-	eng Engine, key []byte, cost int64, ref entryRef) error {
-	err := next.ServeHTTP(w, r)
-	settleResponse(rule, lim, eng, key, ref, rule.settlement(0, rule.responseCost(w.Header(), cost)))
-	return err
-}
-
 func serveSettledOnce(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, rule *Rule, lim *limiter,
-	eng Engine, key []byte, cost int64, ref entryRef) error {
-	sw := settleWriters.Get().(*settleWriter)
-	sw.ResponseWriterWrapper.ResponseWriter = w
-	sw.rule, sw.lim, sw.eng, sw.key, sw.cost, sw.ref = rule, lim, eng, append(sw.key[:0], key...), cost, ref
-	err := next.ServeHTTP(sw, r)
-	if sw.status == 0 {
-		sw.status = errorStatus(err)
-	}
-	if !sw.settled {
-		sw.settle()
-	}
-	sw.reset()
-	settleWriters.Put(sw)
+	eng Engine, key []byte, cost int64, ref entryRef) (err error) {
+	sw := newSettleWriter(w, r, rule, lim, eng, key, cost, ref)
+	returned := false
+	defer func() { sw.done(err, returned) }()
+	err = next.ServeHTTP(sw, r)
+	returned = true
 	return err
 }
 
@@ -86,6 +63,7 @@ var settleWriters = sync.Pool{New: func() any { return new(settleWriter) }}
 // settleWriter charges its request's key once, by the response's status.
 type settleWriter struct {
 	caddyhttp.ResponseWriterWrapper
+	req     *http.Request // for its context: is the client still there?
 	rule    *Rule
 	lim     *limiter
 	eng     Engine
@@ -93,7 +71,48 @@ type settleWriter struct {
 	cost    int64
 	ref     entryRef // the key's entry, local rules
 	status  int
+	end     ending
 	settled bool
+}
+
+// ending is how a settled request ended.
+type ending uint8
+
+const (
+	finished ending = iota // the handlers returned with the answer whole
+	cut                    // the answer began and was cut short
+	unanswered             // the client left before any answer
+)
+
+// newSettleWriter takes a pooled settle writer for a request.
+func newSettleWriter(w http.ResponseWriter, r *http.Request, rule *Rule, lim *limiter, eng Engine, key []byte, cost int64, ref entryRef) *settleWriter {
+	sw := settleWriters.Get().(*settleWriter)
+	sw.ResponseWriterWrapper.ResponseWriter = w
+	sw.req, sw.rule, sw.lim, sw.eng, sw.key, sw.cost, sw.ref = r, rule, lim, eng, append(sw.key[:0], key...), cost, ref
+	return sw
+}
+
+// done settles the request, if its status did not already, as it ended:
+// returned false means the handlers panicked (the proxy's
+// http.ErrAbortHandler when the client hangs up mid-stream, or any
+// other), which goes on after this. The writer goes back to the pool
+// when the handlers returned.
+func (w *settleWriter) done(err error, returned bool) {
+	if !w.settled {
+		switch {
+		case w.status == 0 && (!returned || w.req.Context().Err() != nil):
+			w.end = unanswered
+		case w.status == 0:
+			w.status = errorStatus(err) // Caddy answers the error
+		case !returned || err != nil:
+			w.end = cut
+		}
+		w.settle()
+	}
+	if returned {
+		w.reset()
+		settleWriters.Put(w)
+	}
 }
 
 // reset drops what the writer holds of its request, keeping its key
@@ -107,11 +126,17 @@ func (w *settleWriter) reset() {
 }
 
 // WriteHeader notes the first final status (1xx are informational) and,
-// without a response_cost to wait for, settles by it.
+// without a response_cost to wait for, settles by it. The proxy's 499
+// with the client gone records that the client left before the answer:
+// no status of the upstream's.
 func (w *settleWriter) WriteHeader(code int) {
 	if w.status == 0 && code >= 200 {
-		w.status = code
-		if w.rule.respCost == "" {
+		if code == StatusClientClosed && w.req.Context().Err() != nil {
+			w.end = unanswered
+		} else {
+			w.status = code
+		}
+		if w.rule.respCost == "" || w.end == unanswered {
 			w.settle()
 		}
 	}
@@ -120,7 +145,7 @@ func (w *settleWriter) WriteHeader(code int) {
 
 // Write notes an implicit 200.
 func (w *settleWriter) Write(p []byte) (int, error) {
-	if w.status == 0 {
+	if w.status == 0 && w.end == finished {
 		w.WriteHeader(http.StatusOK)
 	}
 	return w.ResponseWriterWrapper.Write(p)
@@ -130,11 +155,26 @@ func (w *settleWriter) Write(p []byte) (int, error) {
 // cost from its header or trailer (read once the response is done).
 func (w *settleWriter) settle() {
 	w.settled = true
-	cost := w.cost
-	if w.rule.respCost != "" {
-		cost = w.rule.responseCost(w.Header(), w.cost)
+	settleResponse(w.rule, w.lim, w.eng, w.key, w.ref, w.rule.charge(w.end, w.status, w.cost, w.Header()))
+}
+
+// charge is what a response costs beyond what its request spent when
+// admitted (negative: a refund), by how it ended: an unanswered request
+// keeps what its admission took (the reserve); a cut answer costs what
+// was reported so far, else max_cost; a finished one what was reported,
+// else the reserve. The status counts (count_status) unless unanswered.
+func (r *Rule) charge(end ending, status int, cost int64, h http.Header) int64 {
+	if end == unanswered {
+		return 0
 	}
-	settleResponse(w.rule, w.lim, w.eng, w.key, w.ref, w.rule.settlement(w.status, cost))
+	if r.respCost != "" {
+		unreported := r.Reserve
+		if end == cut {
+			unreported = r.MaxCost
+		}
+		cost = r.responseCost(h, unreported)
+	}
+	return r.settlement(status, cost)
 }
 
 // settleResponse charges key the settlement of its response (negative: a
@@ -173,28 +213,35 @@ func (l *limiter) countedAt(charge int64, debt, counted bool, key []byte, ref en
 	}
 }
 
-// responseCost reads a response's cost from the response_cost header, or
-// the trailer of that name, up to max_cost; missing or not a whole number
-// ≥ 0, the reserve stands (reserved). The names are canonical already:
-// read from the map directly (http.Header.Get would canonicalise them
-// again, and build the trailer's key, per request).
-func (r *Rule) responseCost(h http.Header, reserved int64) int64 {
-	var v string
-	if vs := h[r.respCost]; len(vs) > 0 {
-		v = vs[0]
-	} else if vs := h[r.respTrailer]; len(vs) > 0 {
-		v = vs[0]
+// responseCost reads a response's cost from the response_cost header and
+// the trailer of that name, up to max_cost: the larger of the two where
+// both hold a whole number ≥ 0 (a header may carry an early estimate, the
+// trailer the final count), a number too large for int64 as max_cost;
+// neither a whole number, unreported stands. The names are canonical
+// already: read from the map directly (http.Header.Get would canonicalise
+// them again, and build the trailer's key, per request).
+func (r *Rule) responseCost(h http.Header, unreported int64) int64 {
+	n, ok := reportedCost(h[r.respCost])
+	if t, tok := reportedCost(h[r.respTrailer]); tok && (!ok || t > n) {
+		n, ok = t, true
 	}
-	n, ok := parseWhole(v)
 	if !ok {
-		return reserved
+		return unreported
 	}
 	return min(n, r.MaxCost)
 }
 
+// reportedCost reads the first of a header's values as a whole number.
+func reportedCost(vs []string) (int64, bool) {
+	if len(vs) == 0 {
+		return 0, false
+	}
+	return parseWhole(vs[0])
+}
+
 // parseWhole reads a whole number ≥ 0: plain digits (up to 18, the
 // usual report) without strconv, else whatever strconv.ParseInt takes
-// after trimming spaces.
+// after trimming spaces; a number beyond int64 reads as math.MaxInt64.
 func parseWhole(v string) (int64, bool) {
 	if len(v) > 0 && len(v) <= 18 {
 		var n int64
@@ -212,6 +259,9 @@ func parseWhole(v string) (int64, bool) {
 
 func parseWholeSlow(v string) (int64, bool) {
 	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if errors.Is(err, strconv.ErrRange) && n > 0 {
+		return math.MaxInt64, true
+	}
 	return n, err == nil && n >= 0
 }
 

@@ -11,18 +11,14 @@ import (
 	"github.com/sluicegw/sluice/rulestore"
 )
 
-// A rule charged by response_cost alone serves its request with no writer
-// of its own, and reads the cost from the response's header map once the
-// handlers are done: a handler error after the upstream reported its cost
-// is charged that cost, a trailer filed after the body counts, and a
-// request holding an in-flight slot frees it (max_concurrent 1: the next
-// request is admitted).
-func TestSettleByHeaderWithoutWriter(t *testing.T) {
+// A rule charged by response_cost alone reads the cost from the
+// response's header map once the handlers are done: a handler error
+// after the upstream reported its cost is charged that cost, a trailer
+// filed after the body counts, and a request holding an in-flight slot
+// frees it (max_concurrent 1: the next request is admitted).
+func TestSettleByResponseCost(t *testing.T) {
 	h := benchHandler(t, rulestore.Fields{"qps": "0.001", "burst": "100", "key_resolver": "global",
 		"response_cost": "{http.response.header.X-Cost}", "reserve": "10", "max_cost": "50", "max_concurrent": "1"})
-	if !h.inline.settlesByHeader {
-		t.Fatal("response_cost without count_status: not settled by the header alone")
-	}
 	upstreamErr := caddyhttp.Error(http.StatusBadGateway, errors.New("upstream gone"))
 	steps := []struct {
 		name string
