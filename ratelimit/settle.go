@@ -79,9 +79,9 @@ type settleWriter struct {
 type ending uint8
 
 const (
-	finished ending = iota // the handlers returned with the answer whole
-	cut                    // the answer began and was cut short
-	unanswered             // the client left before any answer
+	finished   ending = iota // the handlers returned with the answer whole
+	cut                      // the answer began and was cut short
+	unanswered               // the client left before any answer
 )
 
 // newSettleWriter takes a pooled settle writer for a request.
