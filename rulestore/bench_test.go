@@ -114,6 +114,7 @@ func BenchmarkFullResync(b *testing.B) {
 	r := redistest.Start(b)
 	c := r.Client()
 	seed(b, c, 10000)
+	b.Setenv("XDG_DATA_HOME", b.TempDir()) // no local rule snapshot of another run
 	opts := &RedisConfig{URL: r.URL()}
 	src, key, err := acquireSource(opts, "", time.Hour, nopLogger)
 	if err != nil {

@@ -3,6 +3,7 @@ package rulestore
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -112,6 +113,10 @@ func (s *redisSource) pipeLastGood(ctx context.Context, p redis.Pipeliner, op la
 // recoverLastGood reads the fleet's last good version of rules whose
 // stored hash was rejected while this instance held no version of its
 // own, in one pipelined round trip, and returns those that validate here.
+// A record that is not a last good version (garbled) is reported, never
+// taken for "none". For a rule Redis gives no usable version of, the
+// local snapshot's is served on the first load (diskseed.go); with none
+// there either, the log says the rule is not in force.
 func (s *redisSource) recoverLastGood(ctx context.Context, refs []ruleRef) map[ruleRef]*Rule {
 	if len(refs) == 0 {
 		return nil
@@ -124,26 +129,69 @@ func (s *redisSource) recoverLastGood(ctx context.Context, refs []ruleRef) map[r
 	pipe.Exec(ctx) // each command's error is read below
 	out := map[ruleRef]*Rule{}
 	for i, ref := range refs {
+		key := s.names.LastGoodKey(ref.kind, ref.id)
 		raw, err := cmds[i].Result()
-		if err != nil {
-			continue // none recorded (or unreadable): nothing to serve
+		switch {
+		case err == redis.Nil: // none recorded
+		case err != nil:
+			s.logger.Warn("cannot read the fleet's last good version", zap.String("last_good", key), zap.Error(err))
+		default:
+			if r := s.lastGoodRule(ref, key, raw); r != nil {
+				out[ref] = r
+				continue
+			}
 		}
-		var lg LastGood
-		if json.Unmarshal([]byte(raw), &lg) != nil || len(lg.Fields) == 0 || ruleSize(lg.Fields) > MaxRuleBody {
-			continue
+		if f, ok := s.disk.rules[ref]; ok {
+			r, err := s.diskRule(ref, f)
+			if err == nil {
+				s.logger.Warn("stored rule rejected and redis holds no usable last good version: serving the local snapshot's",
+					zap.String("key", s.names.RuleKey(ref.kind, ref.id)), zap.String("version", Version(f)),
+					zap.String("path", s.disk.path))
+				out[ref] = r
+				continue
+			}
+			s.logger.Warn("the local snapshot's version does not validate here; not serving it",
+				zap.String("key", s.names.RuleKey(ref.kind, ref.id)), zap.String("error", clipN(err.Error(), 512)))
 		}
-		st := s.staticRule(ref.kind, ref.id)
-		v, _, err := parseOver(ref.kind, ref.id, st, lg.Fields)
-		if err != nil {
-			s.logger.Warn("the fleet's last good version does not validate here; not serving it",
-				zap.String("key", s.names.RuleKey(ref.kind, ref.id)), zap.String("version", lg.Version),
-				zap.String("error", clipN(err.Error(), 512)))
-			continue
-		}
-		s.logger.Info("stored rule rejected: serving the fleet's last good version",
-			zap.String("key", s.names.RuleKey(ref.kind, ref.id)), zap.String("version", lg.Version),
-			zap.String("accepted_by", clip(lg.Instance)), zap.Time("accepted_at", lg.At))
-		out[ref] = &Rule{Kind: ref.kind, ID: ref.id, Fields: lg.Fields, Value: v, Source: "redis", Overlay: lg.Fields, partial: st != nil}
+		s.logger.Error("stored rule rejected and no good version of it is held here, in redis or in the local snapshot: the rule is not in force",
+			zap.String("key", s.names.RuleKey(ref.kind, ref.id)), zap.String("last_good", key))
 	}
 	return out
+}
+
+// lastGoodRule reads one last-good record: the rule to serve, or nil. A
+// garbled record is logged as an error and counted as a rejection once
+// per value.
+func (s *redisSource) lastGoodRule(ref ruleRef, key, raw string) *Rule {
+	var lg LastGood
+	reason := ""
+	if err := json.Unmarshal([]byte(raw), &lg); err != nil {
+		reason = "not JSON: " + err.Error()
+	} else if len(lg.Fields) == 0 {
+		reason = "no fields"
+	} else if n := ruleSize(lg.Fields); n > MaxRuleBody {
+		reason = fmt.Sprintf("%d bytes of fields, over the %d limit", n, MaxRuleBody)
+	}
+	if reason != "" {
+		if s.disk.garbled[ref] != raw {
+			s.disk.garbled[ref] = raw
+			s.status.rejected.Add(1)
+			s.logger.Error("the fleet's last good version is garbled: not serving it",
+				zap.String("last_good", key), zap.String("reason", clipN(reason, 512)))
+		}
+		return nil
+	}
+	delete(s.disk.garbled, ref)
+	st := s.staticRule(ref.kind, ref.id)
+	v, _, err := parseOver(ref.kind, ref.id, st, lg.Fields)
+	if err != nil {
+		s.logger.Warn("the fleet's last good version does not validate here; not serving it",
+			zap.String("key", s.names.RuleKey(ref.kind, ref.id)), zap.String("version", lg.Version),
+			zap.String("error", clipN(err.Error(), 512)))
+		return nil
+	}
+	s.logger.Info("stored rule rejected: serving the fleet's last good version",
+		zap.String("key", s.names.RuleKey(ref.kind, ref.id)), zap.String("version", lg.Version),
+		zap.String("accepted_by", clip(lg.Instance)), zap.Time("accepted_at", lg.At))
+	return &Rule{Kind: ref.kind, ID: ref.id, Fields: lg.Fields, Value: v, Source: "redis", Overlay: lg.Fields, partial: st != nil}
 }

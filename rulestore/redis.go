@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -72,6 +73,7 @@ type redisSource struct {
 	updated   []slotUpdate // the batch's updates of rules in force, unpublished
 	edited    []bool       // by kind: its map in editing is the batch's copy
 	queue     refreshQueue // ids named on the rule channels, to re-read
+	disk      diskState    // the local snapshot (diskseed.go)
 
 	// Where and how waitToReconnect probes for Redis coming back.
 	probeAddrs []string
@@ -117,6 +119,9 @@ func acquireSource(cfg *RedisConfig, prefix string, resync time.Duration, logger
 			probeAddrs: opts.Addrs,
 			probeTLS:   opts.TLSConfig,
 		}
+		s.disk.path = filepath.Join(caddy.AppDataDir(), "sluice", diskSnapshotName(opts.Addrs, opts.DB, opts.MasterName, prefix))
+		s.disk.kick = make(chan struct{}, 1)
+		s.disk.garbled = map[ruleRef]string{}
 		var b [8]byte
 		rand.Read(b[:])
 		s.instanceID = hex.EncodeToString(b[:])
@@ -170,6 +175,10 @@ func (s *redisSource) Destruct() error {
 // disconnected is lost.
 func (s *redisSource) run(ctx context.Context) {
 	defer close(s.done)
+	var writer sync.WaitGroup
+	writer.Add(1)
+	go func() { defer writer.Done(); s.writeDisk(ctx) }()
+	defer writer.Wait()
 	backoff := minBackoff
 	for ctx.Err() == nil {
 		connected, err := s.session(ctx)
@@ -279,6 +288,7 @@ func (s *redisSource) session(ctx context.Context) (connected bool, err error) {
 				lastFeedback = time.Now()
 			}
 		case now := <-tick.C:
+			s.saveDisk(now)
 			s.queue.due(now)
 			if err := s.flushPending(ctx); err != nil {
 				return true, err

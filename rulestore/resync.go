@@ -32,6 +32,7 @@ func (s *redisSource) resyncAttempt(ctx context.Context, reason string, attempt 
 	if err := s.checkEpoch(ctx); err != nil {
 		return err
 	}
+	s.seedFromDisk() // first load only: what Redis lost, from the local snapshot
 	// Note the change log's tail first: entries appended during the scan are
 	// read again by the next poll, which is harmless.
 	if err := s.streamTail(ctx); err != nil {
@@ -70,6 +71,7 @@ func (s *redisSource) resyncAttempt(ctx context.Context, reason string, attempt 
 	for ref, r := range s.recoverLastGood(ctx, b.noGood) {
 		b.next[ref.kind][ref.id] = newSlot(r)
 	}
+	s.disk.rules = nil // the snapshot served the first load; Redis from now on
 	s.snap.Store(&b.next)
 	s.changes.Add(1)
 	s.loaded = true

@@ -14,6 +14,7 @@ import (
 // the follower it started still runs.
 func TestSourceStartAndStopConcurrently(t *testing.T) {
 	r := redistest.Start(t)
+	t.Setenv("XDG_DATA_HOME", t.TempDir()) // no local rule snapshot of another test
 	for i := 0; i < 20; i++ {
 		src, key, err := acquireSource(&RedisConfig{URL: r.URL()}, "", time.Hour, nopLogger)
 		if err != nil {

@@ -723,6 +723,7 @@ var rulesAB = map[string][]any{"rate_limit:rule:a": {"qps", "1"}, "rate_limit:ru
 func resyncSource(t *testing.T) (*redistest.Server, *redisSource) {
 	t.Helper()
 	r := redistest.Start(t)
+	t.Setenv("XDG_DATA_HOME", t.TempDir()) // no local rule snapshot of another test
 	src, key, err := acquireSource(&RedisConfig{URL: r.URL()}, "", time.Hour, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)

@@ -150,7 +150,11 @@ func (s *redisSource) parse(k Kind, id string, f Fields, old *Rule) (*Rule, bool
 		}
 		// Values come from anyone who can write to Redis: clip them, so a
 		// huge field never makes a huge log line on every instance.
-		s.logger.Error("rule rejected: keeping the last good version",
+		msg := "rule rejected: keeping the last good version"
+		if old == nil { // what is served instead, if anything, is logged by recoverLastGood
+			msg = "rule rejected: no version of it is held here; looking for the fleet's last good version"
+		}
+		s.logger.Error(msg,
 			zap.String("key", s.names.RuleKey(k, id)), zap.String("field", clip(field)),
 			zap.Bool("has_last_good", old != nil), zap.String("error", clipN(err.Error(), 512)))
 		emitRejected(k, id, "redis", err)

@@ -89,7 +89,19 @@ func RunJSON(t testing.TB, cfgJSON []byte) {
 		t.Skip("runs real Caddy; skipped under -short")
 	}
 	inProcess.Lock()
+	// A data directory of the test's own: the rule store keeps its local
+	// rule snapshot there, which another test's must never seed.
+	dataDir, hadDataDir := os.LookupEnv("XDG_DATA_HOME")
+	os.Setenv("XDG_DATA_HOME", t.TempDir())
+	restore := func() {
+		if hadDataDir {
+			os.Setenv("XDG_DATA_HOME", dataDir)
+		} else {
+			os.Unsetenv("XDG_DATA_HOME")
+		}
+	}
 	if err := caddy.Load(cfgJSON, true); err != nil {
+		restore()
 		inProcess.Unlock()
 		t.Fatalf("load config: %v\n%s", err, cfgJSON)
 	}
@@ -98,6 +110,7 @@ func RunJSON(t testing.TB, cfgJSON []byte) {
 		caddy.Stop()
 		loaded = nil
 		client.CloseIdleConnections()
+		restore()
 		inProcess.Unlock()
 	})
 }
@@ -400,6 +413,10 @@ func (w lockedWriter) Write(b []byte) (int, error) {
 }
 
 func (p *Process) writer() io.Writer { return lockedWriter{p} }
+
+// Dir is the process's home and data directory (HOME, XDG_DATA_HOME), kept
+// across Restart: Caddy's data directory is Dir()/caddy.
+func (p *Process) Dir() string { return p.dir }
 
 // Logs returns what Caddy has logged so far.
 func (p *Process) Logs() string {

@@ -3,6 +3,7 @@ package admin
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -26,12 +27,47 @@ func init() {
 //
 // Caddyfile:
 //
-//	sluice_status [allow_writes]
+//	sluice_status [allow_writes] {
+//		origins <host[:port]>...
+//	}
 type StatusHandler struct {
 	// AllowWrites also serves the admin API's writes: rule PUT, PATCH,
 	// DELETE, rollback and the POST actions (breaker overrides). A write
-	// whose Origin is another site is refused even then.
+	// is taken only when its Host is one of the site's host names (the
+	// host matchers of the routes leading to this handler) or in Origins;
+	// on a site with neither, only localhost, 127.0.0.1 and [::1] on a
+	// loopback address. A write whose Origin is another site is refused
+	// even then.
 	AllowWrites bool `json:"allow_writes,omitempty"`
+
+	// Origins are further hosts writes may be addressed to, as
+	// host[:port] (a URL's host is taken): with a port, Host must match
+	// it exactly; without, any port. Needed on a site that answers any
+	// host (":8443", "http://").
+	Origins []string `json:"origins,omitempty"`
+
+	names *siteNames
+}
+
+// Provision normalizes Origins.
+func (h *StatusHandler) Provision(caddy.Context) error {
+	h.names = new(siteNames)
+	for i, o := range h.Origins {
+		n, err := parseOrigin(o)
+		if err != nil {
+			return fmt.Errorf("sluice_status: %w", err)
+		}
+		h.Origins[i] = n
+	}
+	return nil
+}
+
+// Validate refuses origins without allow_writes: they only admit writes.
+func (h *StatusHandler) Validate() error {
+	if len(h.Origins) > 0 && !h.AllowWrites {
+		return errors.New("sluice_status: origins admit writes, which are off: add allow_writes, or remove origins")
+	}
+	return nil
 }
 
 // CaddyModule returns the Caddy module information.
@@ -46,19 +82,26 @@ func (StatusHandler) CaddyModule() caddy.ModuleInfo {
 const writesHeader = "Sluice-Status-Writes"
 
 // ServeHTTP serves /sluice/ui/... and /sluice/...; anything else is 404.
-func (h StatusHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+func (h *StatusHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	w.Header().Set(writesHeader, map[bool]string{true: "on", false: "off"}[h.AllowWrites])
 	if r.URL.Path == "/sluice/ui" {
 		http.Redirect(w, r, "ui/", http.StatusMovedPermanently)
 		return nil
 	}
+	write := r.Method != http.MethodGet && r.Method != http.MethodHead
+	var hostErr error
+	if write && h.AllowWrites {
+		hostErr = h.writeHostError(r)
+	}
 	var err error
 	switch {
 	case !strings.HasPrefix(r.URL.Path, "/sluice/"):
 		err = notFound("sluice_status serves /sluice/ui/ and /sluice/...: mount it at /sluice/* (or handle_path a prefix)")
-	case r.Method != http.MethodGet && r.Method != http.MethodHead && !h.AllowWrites:
+	case write && !h.AllowWrites:
 		err = apiError(http.StatusForbidden, "writes are off on this site (sluice_status without allow_writes); read-only")
-	case r.Method != http.MethodGet && r.Method != http.MethodHead && crossSite(r):
+	case hostErr != nil:
+		err = hostErr
+	case write && crossSite(r):
 		err = apiError(http.StatusForbidden, "write refused: the request comes from another site")
 	case strings.HasPrefix(r.URL.Path, "/sluice/ui/"):
 		err = serveUI(w, r)
@@ -103,7 +146,7 @@ func writeAPIError(w http.ResponseWriter, err error) {
 	_ = json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
 }
 
-// UnmarshalCaddyfile reads `sluice_status [allow_writes]`.
+// UnmarshalCaddyfile reads `sluice_status [allow_writes] { origins ... }`.
 func (h *StatusHandler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next()
 	for d.NextArg() {
@@ -112,20 +155,34 @@ func (h *StatusHandler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		}
 		h.AllowWrites = true
 	}
-	if d.NextBlock(0) {
-		return d.Err("sluice_status takes no block")
+	for d.NextBlock(0) {
+		if d.Val() != "origins" {
+			return d.Errf("sluice_status: unknown subdirective %q (want origins)", d.Val())
+		}
+		args := d.RemainingArgs()
+		if len(args) == 0 {
+			return d.Err("sluice_status: origins needs at least one host[:port]")
+		}
+		for _, a := range args {
+			if _, err := parseOrigin(a); err != nil {
+				return d.Errf("sluice_status: %v", err)
+			}
+		}
+		h.Origins = append(h.Origins, args...)
 	}
 	return nil
 }
 
 // ParseStatusCaddyfile is the sluice_status directive's parser.
 func ParseStatusCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
-	var sh StatusHandler
+	sh := new(StatusHandler)
 	err := sh.UnmarshalCaddyfile(h.Dispenser)
 	return sh, err
 }
 
 var (
-	_ caddyhttp.MiddlewareHandler = StatusHandler{}
+	_ caddyhttp.MiddlewareHandler = (*StatusHandler)(nil)
+	_ caddy.Provisioner           = (*StatusHandler)(nil)
+	_ caddy.Validator             = (*StatusHandler)(nil)
 	_ caddyfile.Unmarshaler       = (*StatusHandler)(nil)
 )

@@ -1,0 +1,199 @@
+package rulestore
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// How a Redis source uses its local snapshot (disksnapshot.go).
+//
+// Written: by a goroutine of its own, at most every diskSaveEvery, once
+// the first load is done and whenever the rules held (or the epoch) have
+// changed since the last write: never on the request path.
+//
+// Read: once, at the source's first load, after the epoch check.
+//   - The epoch marker in Redis differs from the snapshot's: Redis lost
+//     its data since the snapshot was written. Every rule of the snapshot
+//     is put in force and retained, as a running instance retains what it
+//     holds when it sees the loss (checkEpoch).
+//   - It is the same: Redis is the truth. Only the rules the snapshot
+//     marks retained (held since an earlier loss, so in no Redis hash)
+//     are put in force, retained again.
+//
+// Either way the snapshot's rules stay at hand for that first load: a
+// rule whose hash is rejected, with no version held here and no readable
+// last good version in Redis, is served from it (recoverLastGood).
+
+// diskSaveEvery bounds how often the snapshot is rewritten during a bulk
+// change.
+const diskSaveEvery = 250 * time.Millisecond
+
+// diskState is the snapshot's bookkeeping, owned by the run goroutine
+// except where said.
+type diskState struct {
+	path  string             // "" = no snapshot (no data directory)
+	read  bool               // the file was read (first load)
+	rules map[ruleRef]Fields // the file's rules, until the first load is done
+	// What the last handed-off write held.
+	savedChanges uint64
+	savedEpoch   string
+	savedAt      time.Time
+	// garbled: last-good records found unreadable, by value, so each is
+	// counted and logged once, not on every resync.
+	garbled map[ruleRef]string
+
+	mu      sync.Mutex // guards pending, between run and the writer
+	pending *diskSnapshot
+	kick    chan struct{}
+}
+
+// seedFromDisk reads the snapshot on the first load (see above).
+func (s *redisSource) seedFromDisk() {
+	d := &s.disk
+	if d.read || d.path == "" {
+		return
+	}
+	d.read = true
+	snap, err := readDiskSnapshot(d.path)
+	if err != nil {
+		s.logger.Error("local rule snapshot unreadable: not using it", zap.String("path", d.path), zap.Error(err))
+		return
+	}
+	if snap == nil {
+		return
+	}
+	lost := snap.Epoch != s.epoch
+	cur := s.snap.Load()
+	next := make(layer, numKinds())
+	for _, k := range Kinds() {
+		next[k] = make(map[string]*slot, len(cur.of(k)))
+		for id, sl := range cur.of(k) {
+			next[k][id] = sl
+		}
+	}
+	d.rules = map[ruleRef]Fields{}
+	put := 0
+	for name, rules := range snap.Rules {
+		k, ok := ParseKind(name)
+		if !ok {
+			continue
+		}
+		for id, dr := range rules {
+			if ValidID(id) != nil || len(dr.Fields) == 0 {
+				continue
+			}
+			ref := ruleRef{k, id}
+			d.rules[ref] = dr.Fields
+			if next[k][id] != nil || !(lost || dr.Retained) {
+				continue
+			}
+			r, err := s.diskRule(ref, dr.Fields)
+			if err != nil {
+				s.logger.Warn("a rule of the local snapshot does not validate here; not serving it",
+					zap.String("key", s.names.RuleKey(k, id)), zap.String("error", clipN(err.Error(), 512)))
+				continue
+			}
+			next[k][id] = newSlot(r)
+			s.retained[ref] = true
+			put++
+		}
+	}
+	if put == 0 {
+		return
+	}
+	s.snap.Store(&next)
+	s.changes.Add(1)
+	if lost {
+		s.logger.Error("redis lost its data since the local rule snapshot was written (epoch marker differs): "+
+			"serving the rules it held; rewrite them to Redis to make them durable again, or DEL+PUBLISH to delete one",
+			zap.String("path", d.path), zap.Int("retained", put), zap.Time("snapshot_at", snap.At))
+	} else {
+		s.logger.Info("serving the rules retained since redis lost its data from the local rule snapshot",
+			zap.String("path", d.path), zap.Int("retained", put))
+	}
+}
+
+// diskRule validates a rule of the snapshot as a rule from Redis.
+func (s *redisSource) diskRule(ref ruleRef, f Fields) (*Rule, error) {
+	if err := checkSize(f); err != nil {
+		return nil, err
+	}
+	st := s.staticRule(ref.kind, ref.id)
+	v, _, err := parseOver(ref.kind, ref.id, st, f)
+	if err != nil {
+		return nil, err
+	}
+	return &Rule{Kind: ref.kind, ID: ref.id, Fields: f, Value: v, Source: "redis", Overlay: f, partial: st != nil}, nil
+}
+
+// saveDisk hands the rules held to the writer when they changed since the
+// last write. Run goroutine only (it reads retained).
+func (s *redisSource) saveDisk(now time.Time) {
+	d := &s.disk
+	if d.path == "" || !s.loaded {
+		return
+	}
+	changes := s.changes.Load()
+	if (changes == d.savedChanges && s.epoch == d.savedEpoch) || now.Sub(d.savedAt) < diskSaveEvery {
+		return
+	}
+	d.savedChanges, d.savedEpoch, d.savedAt = changes, s.epoch, now
+	snap := &diskSnapshot{Format: diskSnapshotFormat, Redis: s.probeAddrs, Prefix: s.names.prefix,
+		At: now.UTC(), Epoch: s.epoch, Rules: map[string]map[string]diskRule{}}
+	l := s.snap.Load()
+	for _, k := range Kinds() {
+		m := l.of(k)
+		if len(m) == 0 {
+			continue
+		}
+		rules := make(map[string]diskRule, len(m))
+		for id, sl := range m {
+			r := sl.rule.Load()
+			f := r.Overlay
+			if f == nil {
+				f = r.Fields
+			}
+			rules[id] = diskRule{Fields: f, Retained: s.retained[ruleRef{k, id}]}
+		}
+		snap.Rules[k.String()] = rules
+	}
+	d.mu.Lock()
+	d.pending = snap
+	d.mu.Unlock()
+	select {
+	case d.kick <- struct{}{}:
+	default: // a write is due: it takes the newest
+	}
+}
+
+// writeDisk writes the snapshots handed to it until ctx ends.
+func (s *redisSource) writeDisk(ctx context.Context) {
+	d := &s.disk
+	failing := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.kick:
+		}
+		d.mu.Lock()
+		snap := d.pending
+		d.pending = nil
+		d.mu.Unlock()
+		if snap == nil {
+			continue
+		}
+		err := writeDiskSnapshot(d.path, snap)
+		switch {
+		case err != nil && !failing:
+			s.logger.Warn("cannot write the local rule snapshot: an instance restarted while redis has lost its data will not have these rules",
+				zap.String("path", d.path), zap.Error(err))
+		case err == nil && failing:
+			s.logger.Info("local rule snapshot written again", zap.String("path", d.path))
+		}
+		failing = err != nil
+	}
+}
