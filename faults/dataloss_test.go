@@ -168,3 +168,40 @@ func TestGarbledLastGoodServedFromDisk(t *testing.T) {
 		t.Errorf("B's first rejection after the restart does not say it held no version:\n%s", logs())
 	}
 }
+
+// TestRestartWhileRedisDownKeepsRules: Redis is unreachable when the
+// instance restarts; it serves the rule from its local snapshot until
+// Redis answers, and, Redis back empty (its data lost), goes on serving
+// it as a retained rule.
+func TestRestartWhileRedisDownKeepsRules(t *testing.T) {
+	r := redistest.Start(t)
+	c := r.Client()
+	b := startLossInstance(t, r.URL())
+	redistest.Push(t, c, "rate_limit:rule:r_user", "gateway:rules:rate_limit", "r_user", "qps", "0.001", "burst", "1", "key_resolver", "global")
+	testcaddy.Eventually(t, 20*time.Second, "r_user enforced", func() bool { return b.refuses(t) })
+	b.waitSnapshot(t, `"r_user"`)
+
+	r.Kill()
+	from := len(b.Logs())
+	b.Restart(b.cfg)
+	logs := func() string { return b.Logs()[from:] }
+	testcaddy.Eventually(t, 20*time.Second, "B finds redis unavailable", func() bool {
+		return strings.Contains(logs(), "redis unavailable: serving the last good rules")
+	})
+	if !b.refuses(t) {
+		t.Fatalf("B passes everything after restarting while Redis is down; want r_user from its snapshot:\n%s", logs())
+	}
+	if !logLine(logs(), "redis unreachable at start: serving the rules of the local rule snapshot", `"rules":1`) {
+		t.Errorf("B did not log that it serves its snapshot while Redis is down:\n%s", logs())
+	}
+	r.Restart() // empty: Redis lost its data meanwhile
+	testcaddy.Eventually(t, 20*time.Second, "first load from redis", func() bool {
+		return strings.Contains(logs(), `"msg":"resynced rules from redis"`)
+	})
+	if !b.refuses(t) {
+		t.Errorf("B stopped enforcing r_user once Redis came back empty:\n%s", logs())
+	}
+	if !logLine(logs(), "redis lost its data since the local rule snapshot was written", `"retained":1`) {
+		t.Errorf("B did not retain the snapshot's rule once Redis came back empty:\n%s", logs())
+	}
+}

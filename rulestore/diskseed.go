@@ -26,6 +26,12 @@ import (
 // Either way the snapshot's rules stay at hand for that first load: a
 // rule whose hash is rejected, with no version held here and no readable
 // last good version in Redis, is served from it (recoverLastGood).
+//
+// Redis unreachable when the source starts: until its first load, the
+// snapshot's rules are served as they are (serveDiskUntilLoaded), so a
+// restart during a Redis outage does not open what the fleet limits. The
+// first load then decides as above, the provisional rules counting as
+// not held.
 
 // diskSaveEvery bounds how often the snapshot is rewritten during a bulk
 // change.
@@ -34,9 +40,12 @@ const diskSaveEvery = 250 * time.Millisecond
 // diskState is the snapshot's bookkeeping, owned by the run goroutine
 // except where said.
 type diskState struct {
-	path  string             // "" = no snapshot (no data directory)
-	read  bool               // the file was read (first load)
-	rules map[ruleRef]Fields // the file's rules, until the first load is done
+	path string // "" = no snapshot (no data directory)
+	read bool   // the file was read (first load)
+	// provisional: the snapshot's rules served while Redis was
+	// unreachable before the first load (non-nil once tried).
+	provisional map[ruleRef]bool
+	rules       map[ruleRef]Fields // the file's rules, until the first load is done
 	// What the last handed-off write held.
 	savedChanges uint64
 	savedEpoch   string
@@ -66,6 +75,8 @@ func (s *redisSource) seedFromDisk() {
 		return
 	}
 	lost := snap.Epoch != s.epoch
+	provisional := d.provisional
+	d.provisional = nil
 	cur := s.snap.Load()
 	next := make(layer, numKinds())
 	for _, k := range Kinds() {
@@ -87,7 +98,7 @@ func (s *redisSource) seedFromDisk() {
 			}
 			ref := ruleRef{k, id}
 			d.rules[ref] = dr.Fields
-			if next[k][id] != nil || !(lost || dr.Retained) {
+			if (next[k][id] != nil && !provisional[ref]) || !(lost || dr.Retained) {
 				continue
 			}
 			r, err := s.diskRule(ref, dr.Fields)
@@ -114,6 +125,58 @@ func (s *redisSource) seedFromDisk() {
 		s.logger.Info("serving the rules retained since redis lost its data from the local rule snapshot",
 			zap.String("path", d.path), zap.Int("retained", put))
 	}
+}
+
+// serveDiskUntilLoaded puts the snapshot's rules in force while Redis has
+// not been loaded once (unreachable at start), each where this instance
+// holds no rule of the id: what the fleet enforced before the restart
+// goes on being enforced until Redis answers. Run goroutine only.
+func (s *redisSource) serveDiskUntilLoaded() {
+	d := &s.disk
+	if s.loaded || d.read || d.path == "" || d.provisional != nil {
+		return
+	}
+	snap, err := readDiskSnapshot(d.path)
+	if err != nil {
+		s.logger.Error("local rule snapshot unreadable: not using it", zap.String("path", d.path), zap.Error(err))
+	}
+	d.provisional = map[ruleRef]bool{}
+	if snap == nil {
+		return
+	}
+	cur := s.snap.Load()
+	next := make(layer, numKinds())
+	for _, k := range Kinds() {
+		next[k] = make(map[string]*slot, len(cur.of(k)))
+		for id, sl := range cur.of(k) {
+			next[k][id] = sl
+		}
+	}
+	for name, rules := range snap.Rules {
+		k, ok := ParseKind(name)
+		if !ok {
+			continue
+		}
+		for id, dr := range rules {
+			if ValidID(id) != nil || len(dr.Fields) == 0 || next[k][id] != nil {
+				continue
+			}
+			ref := ruleRef{k, id}
+			r, err := s.diskRule(ref, dr.Fields)
+			if err != nil {
+				continue // seedFromDisk names it once Redis answers
+			}
+			next[k][id] = newSlot(r)
+			d.provisional[ref] = true
+		}
+	}
+	if len(d.provisional) == 0 {
+		return
+	}
+	s.snap.Store(&next)
+	s.changes.Add(1)
+	s.logger.Warn("redis unreachable at start: serving the rules of the local rule snapshot until it answers",
+		zap.String("path", d.path), zap.Int("rules", len(d.provisional)), zap.Time("snapshot_at", snap.At))
 }
 
 // diskRule validates a rule of the snapshot as a rule from Redis.

@@ -194,6 +194,7 @@ func (s *redisSource) run(ctx context.Context) {
 			s.logger.Warn("redis unavailable: serving the last good rules, retrying in the background",
 				zap.Error(err))
 		}
+		s.serveDiskUntilLoaded() // unreachable at start: the snapshot's rules
 		if s.waitToReconnect(ctx, backoff, err) {
 			backoff = minBackoff
 		} else {
