@@ -96,8 +96,11 @@ func (h *Handler) attachHub(store *rulestore.App, reg *prometheus.Registry, logg
 	return initAnalysisMetrics(reg)
 }
 
-// Cleanup releases the handler's hold on the hub.
+// Cleanup releases the handler's hold on its inline ids' counts and on
+// the hub.
 func (h *Handler) Cleanup() error {
+	metrics.inline.release(h.inlineIDs)
+	h.inlineIDs = nil
 	if h.hub != nil {
 		_, err := analysisPool.Delete(hubKey)
 		h.hub = nil

@@ -55,6 +55,7 @@ type Handler struct {
 	header     string    // canonical, "" when off
 	noMatch    *decision // a request no rule matched: DefaultVersion
 	inline     []*Rule   // parallel to Rules; nil for store references
+	inlineIDs  []string  // the ids of inline, held in metrics.inline
 	defaultCtr *metrickit.Counter
 	now        func() time.Time
 	isOpen     func(ruleID, key string) bool
@@ -136,8 +137,10 @@ func (h *Handler) setup(store *rulestore.App, reg *prometheus.Registry, logger *
 	for i, v := range inline {
 		if v != nil {
 			h.inline[i] = v.(*Rule)
+			h.inlineIDs = append(h.inlineIDs, h.inline[i].ID)
 		}
 	}
+	metrics.inline.hold(h.inlineIDs)
 
 	if err := registerMetrics(reg); err != nil {
 		return err

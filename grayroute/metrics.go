@@ -19,6 +19,7 @@ import (
 var metrics = struct {
 	requests, random *counterVec
 	pruned           prunedAt
+	inline           inlineIDs
 }{
 	requests: newCounterVec(prometheus.NewDesc("sluice_grayroute_requests_total",
 		"Requests routed by grayroute, by deciding rule (empty: no rule matched) and version.", []string{"rule", "version"}, nil), 2),
@@ -140,7 +141,45 @@ func pruneCounts(time.Time) {
 	}
 	p.app, p.changes = weak.Make(a), changes
 	live := a.Rules(rulestore.Gray)
-	keep := func(k [2]string) bool { return k[0] == "" || live[k[0]] != nil }
+	keep := func(k [2]string) bool { return k[0] == "" || live[k[0]] != nil || metrics.inline.held(k[0]) }
 	metrics.requests.retain(keep)
 	metrics.random.retain(keep)
+}
+
+// inlineIDs counts, per inline gray rule id, the handlers that declare
+// it: the store never holds inline rules, so pruneCounts keeps their
+// counts by this. A rule caches its counters (countersFor), so a count
+// pruned while its rule is in use would never be exported again.
+type inlineIDs struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// hold notes one more handler declaring each of ids.
+func (s *inlineIDs) hold(ids []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n == nil {
+		s.n = map[string]int{}
+	}
+	for _, id := range ids {
+		s.n[id]++
+	}
+}
+
+// release undoes hold.
+func (s *inlineIDs) release(ids []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range ids {
+		if s.n[id]--; s.n[id] <= 0 {
+			delete(s.n, id)
+		}
+	}
+}
+
+func (s *inlineIDs) held(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n[id] > 0
 }
