@@ -131,8 +131,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		if r.Cluster() && app.Client() == nil {
 			return errors.New("inline rate_limit rule: " + errClusterNeedsRedis)
 		}
+		_, f := h.source().InlineRule()
 		h.fixed = h.holder.Get(id)
-		h.inline = h.fixed.intern(r)
+		h.inline = h.fixed.intern(r, f.Digest())
 		h.fixed.setBackend(app, h.logger)
 		return nil
 	}

@@ -1,6 +1,7 @@
 package ratelimit_test
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -51,5 +52,42 @@ func TestInlineRuleIDClashesWithStatic(t *testing.T) {
 	err := testcaddy.Validate(s.cfg)
 	if err == nil || !strings.Contains(err.Error(), `inline rule id "search_api" is also a rate_limit rule of the rulestore block`) {
 		t.Fatalf("validate: %v, want the id clash named", err)
+	}
+}
+
+// An inline rule with an id takes its new fields on a reload: the policy
+// and the quota are the new block's, and the state stays the id's.
+func TestInlineRuleWithIDReloads(t *testing.T) {
+	site := `
+	ratelimit {
+		id           inl_a
+		qps          0.01
+		burst        %d
+		key_resolver global
+	}
+	respond "ok"`
+	s := caddyfile(t, "", fmt.Sprintf(site, 2))
+	testcaddy.Run(t, s.cfg)
+	expect(t, s.urls[0], []int{200, 200, 429})
+	reloaded := caddyfile(t, "", fmt.Sprintf(site, 20))
+	cfg := strings.Replace(reloaded.cfg, reloaded.urls[0][len("http://"):], s.urls[0][len("http://"):], 1)
+	cfg = strings.Replace(cfg, fmt.Sprintf("localhost:%d", reloaded.adminPort), fmt.Sprintf("localhost:%d", s.adminPort), 1)
+	testcaddy.Reload(t, cfg)
+	// The tokens spent stay spent (the state is the id's): the refusal
+	// names the new quota.
+	resp, _ := testcaddy.Get(t, s.urls[0])
+	if pol, limit := resp.Header.Get("RateLimit-Policy"), resp.Header.Get("X-RateLimit-Limit"); pol != `"inl_a";q=20;w=2000` || limit != "20" {
+		t.Fatalf("after the reload with burst 20: RateLimit-Policy %q, X-RateLimit-Limit %q; want \"inl_a\";q=20;w=2000 and 20", pol, limit)
+	}
+}
+
+// Two inline blocks giving one id with different fields are one rule with
+// two sets of numbers: the config is refused, naming the id.
+func TestInlineRuleIDWithTwoBodiesIsAnError(t *testing.T) {
+	block := "\tratelimit {\n\t\tid shared_a\n\t\tqps 1\n\t\tburst %d\n\t\tkey_resolver global\n\t}\n\trespond \"ok\""
+	s := caddyfile(t, "", fmt.Sprintf(block, 2), fmt.Sprintf(block, 5))
+	err := testcaddy.Validate(s.cfg)
+	if err == nil || !strings.Contains(err.Error(), `give id "shared_a" with different fields`) {
+		t.Fatalf("validate: %v, want an error naming id shared_a", err)
 	}
 }

@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"crypto/sha256"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,15 +16,17 @@ type limiter struct {
 	id       string
 	counters *ruleCounters
 	flow     flowMetrics
-	inline   *Rule // the first parse of an inline rule, shared by its handlers
-	state    atomic.Pointer[limiterState]
-	backend  atomic.Pointer[backendRef] // Redis for scope cluster
-	mu       sync.Mutex                 // serialises rule changes
-	now      func() int64
-	stop     chan struct{}
-	once     sync.Once
-	exceeded exceededSampler // ratelimit_exceeded events (admin.go)
-	debt     debtLog         // ratelimit_debt events (debt.go)
+	inline   *Rule // the parse of an inline rule, shared by its handlers
+	// inlineDigest is the digest of inline's fields.
+	inlineDigest [sha256.Size]byte
+	state        atomic.Pointer[limiterState]
+	backend      atomic.Pointer[backendRef] // Redis for scope cluster
+	mu           sync.Mutex                 // serialises rule changes
+	now          func() int64
+	stop         chan struct{}
+	once         sync.Once
+	exceeded     exceededSampler // ratelimit_exceeded events (admin.go)
+	debt         debtLog         // ratelimit_debt events (debt.go)
 	// listed: some handler has the rule among several limits, whose
 	// refunds a cluster engine's remembered refusals must not outlive
 	// long (leaseState.recheckAt).
@@ -113,13 +116,15 @@ func (l *limiter) setBackend(b Backend, logger *zap.Logger) {
 }
 
 // intern returns the one *Rule every handler of an inline rule uses, so the
-// hot path's pointer comparison sees no change between them (an inline
-// rule's id is a hash of its fields: same id, same rule).
-func (l *limiter) intern(r *Rule) *Rule {
+// hot path's pointer comparison sees no change between them. A rule of
+// other fields (digest) under the id replaces it: a reload changed the
+// block (a config cannot declare one id twice with other fields, see
+// handlerkit's StateID).
+func (l *limiter) intern(r *Rule, digest [sha256.Size]byte) *Rule {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.inline == nil {
-		l.inline = r
+	if l.inline == nil || l.inlineDigest != digest {
+		l.inline, l.inlineDigest = r, digest
 	}
 	return l.inline
 }

@@ -115,8 +115,9 @@ func (h *Handler) provisionList() error {
 		if err := multiFits(r); err != nil {
 			return fmt.Errorf("ratelimit: %w", err)
 		}
+		_, f := b.InlineRule()
 		lim := h.holder.Get(id)
-		r = lim.intern(r)
+		r = lim.intern(r, f.Digest())
 		lim.setBackend(h.app, h.logger)
 		fixed = append(fixed, listed{id: id, lim: lim, inline: r})
 	}

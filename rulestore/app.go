@@ -6,6 +6,7 @@
 package rulestore
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -61,7 +62,8 @@ type App struct {
 	lastDropLog atomic.Int64
 
 	seqMu        sync.Mutex
-	seq          map[string]int // see Occurrence
+	seq          map[string]int               // see Occurrence
+	declared     map[string][sha256.Size]byte // see SameAsDeclared
 	logger       *zap.Logger
 	missing      sync.Map         // ruleRef -> *missingRef (status.go)
 	missingWarns chan missingWarn // to logMissing (missing_log.go)
@@ -377,6 +379,22 @@ var (
 	_ caddy.Provisioner  = (*App)(nil)
 	_ caddy.CleanerUpper = (*App)(nil)
 )
+
+// SameAsDeclared reports whether digest is the one first declared under
+// name within this config (true for the first declaration): two inline
+// blocks that give one id must be one rule.
+func (a *App) SameAsDeclared(name string, digest [sha256.Size]byte) bool {
+	a.seqMu.Lock()
+	defer a.seqMu.Unlock()
+	if first, ok := a.declared[name]; ok {
+		return first == digest
+	}
+	if a.declared == nil {
+		a.declared = map[string][sha256.Size]byte{}
+	}
+	a.declared[name] = digest
+	return true
+}
 
 // Occurrence counts the calls with this name within this config: 1 for
 // the first, 2 for the second... Handlers provision in config order, so a

@@ -76,13 +76,16 @@ func (b *RuleSource[S]) InlineRule() (id string, f rulestore.Fields) {
 
 // StateID is the id an inline rule's state is found by: its id, explicit
 // or the hash of its fields. An explicit id is shared by every block that
-// gives it. A Caddyfile names every block (inlineNames); in JSON two
+// gives it, which must then give the same fields. A Caddyfile names every block (inlineNames); in JSON two
 // blocks of a kind with identical fields and no id are an error, since
 // Caddy provisions servers in no fixed order and a number would not stay
 // with its block (docs/rulestore.md, "Which inline rules share state").
 func (b *RuleSource[S]) StateID(app *rulestore.App, k rulestore.Kind, directive string) (string, error) {
-	id, _ := b.InlineRule()
+	id, f := b.InlineRule()
 	if b.ExplicitID() {
+		if !app.SameAsDeclared(k.String()+" inline id "+id, f.Digest()) {
+			return "", fmt.Errorf("%s: two inline %s rules give id %q with different fields: blocks that give one id share one rule, so give them the same fields, or each an id of its own", directive, k, id)
+		}
 		return id, nil
 	}
 	if app.Occurrence(k.String()+" inline "+id) > 1 {
