@@ -153,3 +153,98 @@ func TestEvictionRarelyChargesNewKeys(t *testing.T) {
 		t.Fatalf("new keys start %.2f units charged on average, %.0f at most; want at most 20 and 50 of 1000", mean, most)
 	}
 }
+
+// A million junk keys against the default max_keys (100,000): a key that
+// spent its calendar quota of 1,000 is still refused, a token bucket's
+// 5,398 tokens of debt are still owed, the table holds at most max_keys
+// and the sketches their fixed size.
+func TestMillionJunkKeysForgiveNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a million keys")
+	}
+	for _, typ := range []string{"calendar", "token_bucket"} {
+		t.Run(typ, func(t *testing.T) {
+			f := rulestore.Fields{"quota": "1000", "period": "day", "timezone": "UTC"}
+			if typ == "token_bucket" {
+				// 1,000 a day, as a bucket.
+				f = rulestore.Fields{"qps": fmt.Sprint(1000.0 / 86400), "burst": "1000"}
+			}
+			f["response_cost"] = "{http.response.header.X-Tokens-Used}"
+			f["reserve"] = "1"
+			r := mustRule(t, f)
+			e := newLocalEngine(r)
+			key := []byte("spent")
+			now := noonTomorrow()
+			e.take(r, key, now, 1)
+			e.settle(r, key, now, 6398-1) // 5,398 past the quota
+			now = flood(e, r, 1_000_000, now)
+			if tracked(e, "spent") {
+				t.Fatal("a million junk keys did not evict the spent key")
+			}
+			keys, sketch := e.Keys(), e.tab.sketchBytes()
+			perShard := r.MaxKeys / len(e.tab.shards)
+			if keys > int64(r.MaxKeys) || sketch > len(e.tab.shards)*sketchBytes(perShard) {
+				t.Fatalf("%d keys tracked (max_keys %d), sketches %d bytes (at most %d)", keys, r.MaxKeys, sketch, len(e.tab.shards)*sketchBytes(perShard))
+			}
+			ent, _ := e.peekTrace(r, key, now)
+			bal := ent.balance(r, &r.Limits, now, r.windowStartOr0(now))
+			if d := e.Take(r, key, now); d.OK() {
+				t.Fatalf("evicted spent key admitted again: remaining %d", d.Remaining)
+			}
+			if bal > -5398+1 {
+				t.Fatalf("balance %.3f after the flood, want at most -5397 (the debt, less 1s of refill)", bal)
+			}
+			// New keys after the flood: a few refused, the rest start
+			// with a little charged (see TestEvictionRarelyChargesNewKeys).
+			refused, charged := 0, 0.0
+			const probes = 10_000
+			for i := range probes {
+				d := e.Take(r, fmt.Appendf(nil, "new-%d", i), now)
+				if !d.OK() {
+					refused++
+					continue
+				}
+				charged += 999 - float64(d.Remaining)
+			}
+			mean := charged / float64(probes-refused)
+			t.Logf("after 1,000,000 junk keys: %d keys tracked (max_keys %d), sketches %d bytes; spent key's balance %.1f; new keys %d of %d refused, %.2f units charged on average",
+				keys, r.MaxKeys, sketch, bal, refused, probes, mean)
+			if refused > probes/100 || mean > 20 {
+				t.Fatalf("new keys: %d of %d refused, %.2f charged on average; want at most 1%% and 20", refused, probes, mean)
+			}
+		})
+	}
+}
+
+// A sketch lookup never counts less than the key left, whatever else was
+// merged into its cells; sliding-window traces merge by window.
+func TestSketchNeverUnderCounts(t *testing.T) {
+	var k evictSketch
+	left := map[uint64]uint64{}
+	for i := range uint64(20_000) {
+		h := spread(i + 1) // any 64-bit hashes
+		v := 1 + i%1000
+		k.add(h, v, traceMax, 1000)
+		left[h] = max(left[h], v)
+	}
+	for h, v := range left {
+		if got := least(k.rows(h)); got < v {
+			t.Fatalf("hash %x left %d, sketch says %d", h, v, got)
+		}
+	}
+	if got := len(k.cells); got != sketchRows*sketchWidth(1000) {
+		t.Fatalf("%d cells, want %d", got, sketchRows*sketchWidth(1000))
+	}
+	for _, c := range []struct{ a, b, want uint64 }{
+		{packTrace(7, 5), packTrace(7, 3), packTrace(7, 5)},
+		{packTrace(7, 5), packTrace(8, 3), packTrace(8, 5)}, // adjacent: later window, larger estimate
+		{packTrace(8, 3), packTrace(7, 5), packTrace(8, 5)},
+		{packTrace(5, 9), packTrace(8, 3), packTrace(8, 3)}, // the old one slid out
+		{0, packTrace(8, 3), packTrace(8, 3)},
+		{packTrace(1<<32-1, 4), packTrace(0, 2), packTrace(0, 4)}, // the index wrapped
+	} {
+		if got := mergeWindow(c.a, c.b); got != c.want {
+			t.Errorf("mergeWindow(%x, %x) = %x, want %x", c.a, c.b, got, c.want)
+		}
+	}
+}

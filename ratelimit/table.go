@@ -418,6 +418,19 @@ func (t *table) sweep(now, idle int64) {
 	}
 }
 
+// sketchBytes is the memory the shards' eviction sketches hold: none
+// until a shard evicts a key with spent state, then a fixed size each.
+func (t *table) sketchBytes() int {
+	n := 0
+	for i := range t.shards {
+		s := &t.shards[i]
+		s.mu.Lock()
+		n += 8 * len(s.sketch.cells)
+		s.mu.Unlock()
+	}
+	return n
+}
+
 // scan calls fn on every entry with its key, each shard locked only while
 // it is read; fn must not keep e or key, or change them.
 func (t *table) scan(fn func(e *entry, key []byte)) {
