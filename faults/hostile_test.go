@@ -227,10 +227,7 @@ func heapInUse() uint64 {
 // TestHighCardinalityKeys sends many distinct user ids (a key-cardinality
 // attack) at a rule with max_keys 1000: the rule never tracks more than
 // max_keys, memory stays flat, and a user in steady use keeps its state
-// (its spent quota is not reset by evictions). An attacker id is answered
-// 200 or 429: evicted ids leave their spent tokens in the rule's eviction
-// sketch, which new ids sharing its cells start from (docs/ratelimit.md,
-// "Eviction never forgives"); the first max_keys ids evict nothing and pass.
+// (its spent quota is not reset by evictions).
 func TestHighCardinalityKeys(t *testing.T) {
 	rg := startRig(t)
 	keys := pick(20000, 200000)
@@ -239,7 +236,7 @@ func TestHighCardinalityKeys(t *testing.T) {
 	heapBefore := heapInUse()
 
 	var next atomic.Int64
-	var failed, refused atomic.Int64
+	var failed atomic.Int64
 	var wg sync.WaitGroup
 	tr := &http.Transport{MaxIdleConnsPerHost: 8}
 	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
@@ -254,10 +251,7 @@ func TestHighCardinalityKeys(t *testing.T) {
 					return
 				}
 				resp, err := client.Do(mustRequest(card, "X-User-Id: attacker-"+strconv.FormatInt(i, 10)))
-				switch {
-				case err == nil && resp.StatusCode == 429:
-					refused.Add(1)
-				case err != nil || resp.StatusCode != 200:
+				if err != nil || resp.StatusCode != 200 {
 					failed.Add(1)
 				}
 				if err == nil {
@@ -288,13 +282,10 @@ func TestHighCardinalityKeys(t *testing.T) {
 	took := time.Since(start)
 	tr.CloseIdleConnections()
 	heapAfter := heapInUse()
-	t.Logf("RESULT %d distinct keys in %v (%.0f req/s): %d refused (429), %d neither 200 nor 429, most keys tracked %v (max_keys 1000), heap in use %d KiB -> %d KiB, steady user checked %d times",
-		keys, took.Round(time.Millisecond), float64(keys)/took.Seconds(), refused.Load(), failed.Load(), maxSeen, heapBefore>>10, heapAfter>>10, steadyChecks)
+	t.Logf("RESULT %d distinct keys in %v (%.0f req/s): %d not 200, most keys tracked %v (max_keys 1000), heap in use %d KiB -> %d KiB, steady user checked %d times",
+		keys, took.Round(time.Millisecond), float64(keys)/took.Seconds(), failed.Load(), maxSeen, heapBefore>>10, heapAfter>>10, steadyChecks)
 	if failed.Load() != 0 {
-		t.Errorf("%d attacker requests were neither 200 nor 429", failed.Load())
-	}
-	if passed := int64(keys) - refused.Load() - failed.Load(); passed < 1000 {
-		t.Errorf("%d attacker requests passed, want at least the first max_keys (1000), which evict nothing", passed)
+		t.Errorf("%d attacker requests were not 200 (each new key has a full quota)", failed.Load())
 	}
 	// Flat memory: the tracked keys are bounded, so the heap may not grow
 	// with the number of keys sent (1000 keys are ~200 KB; allow 16 MiB of

@@ -65,6 +65,48 @@ func (k *keeper) trace(e *entry, l *Limits) uint64 {
 	return uint64(k.now + ceilNanos(deficit/l.QPS)) // full again then
 }
 
+// beyondSketch reports whether evicted entry e of key holds more spent
+// than its cells in sk already say, by more than the rule's slack
+// (forgiven): only such a key leaves a trace. A key that spent a request
+// or two leaves nothing, so a flood of junk keys does not ratchet the
+// cells up for the keys that come after it; a key that spent its quota
+// does, and a key restored from its trace that spends nothing more finds
+// it there again.
+func (k *keeper) beyondSketch(sk *evictSketch, e *entry, key []byte) bool {
+	l := k.r.limitsFor(key)
+	known := 0.0
+	if sk.cells != nil {
+		var was entry
+		if k.restore(sk, &was, e.hash, l) {
+			known = k.spent(&was, l)
+		}
+	}
+	return k.spent(e, l)-known > forgiven(l)
+}
+
+// forgiven is what an evicted key may come back owing less than it did:
+// a sixteenth of its quota, at least one unit.
+func forgiven(l *Limits) float64 { return max(float64(l.quota)/16, 1) }
+
+// spent is what entry e has spent of quota l at now, debt included.
+func (k *keeper) spent(e *entry, l *Limits) float64 {
+	switch k.r.Type {
+	case Calendar:
+		if e.sw.start != k.calStart() {
+			return 0
+		}
+		return float64(e.sw.cur)
+	case SlidingWindow:
+		w := e.sw
+		w.advance(k.now, l.Window)
+		return w.estimate(k.now, l.Window)
+	}
+	if e.tb.last == 0 {
+		return 0
+	}
+	return l.Burst - e.tb.available(k.now, l.QPS, l.Burst)
+}
+
 // restore sets a new entry (zero rate state) of key, of table hash h and
 // quota l, from its trace in sketch k: what the key left when evicted, or
 // more (a key sharing its cells), never less. It reports whether the trace

@@ -49,8 +49,8 @@ func TestSettleChargesTheAdmittedEntryOnly(t *testing.T) {
 	if got := left(e, "carol"); got != 10-1-1 {
 		t.Fatalf("carol after alice's charge: %d left, want 8 (not charged)", got)
 	}
-	if got := left(e, "alice"); got != 10-1-4-1 {
-		t.Fatalf("alice, evicted, then charged 4: %d left, want 4 (her reserve kept through eviction, charged, this request)", got)
+	if got := left(e, "alice"); got != 10-4-1 {
+		t.Fatalf("alice, evicted, then charged 4: %d left, want 5 (its reserve of 1 forgiven by eviction, charged, this request)", got)
 	}
 }
 

@@ -367,7 +367,7 @@ func (t *table) evictOldest(s *shard, k *keeper, perShard int) bool {
 			trace = k.trace(e, k.r.limitsFor(s.keyOf(e)))
 		}
 	}
-	if trace != 0 {
+	if trace != 0 && k.beyondSketch(&s.sketch, s.at(pick), s.keyOf(s.at(pick))) {
 		s.sketch.add(s.at(pick).hash, trace, k.kind(), perShard)
 	}
 	t.remove(s, pick)
