@@ -127,7 +127,7 @@ func (e *localEngine) take(r *Rule, key []byte, now int64, cost int64) Decision 
 	s := e.tab.shardOf(h)
 	perShard := max(1, r.MaxKeys/len(e.tab.shards))
 	s.mu.Lock()
-	at := e.tab.findHashed(s, key, h, now, r.idle, perShard)
+	at := e.tab.findKept(s, key, h, now, r.idle, perShard, e.keeps(r))
 	ent := s.at(at)
 	if r.MaxConcurrent > 0 && ent.inflight >= r.MaxConcurrent {
 		s.mu.Unlock()

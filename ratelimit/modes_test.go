@@ -204,7 +204,9 @@ func TestMaxKeysInCaddy(t *testing.T) {
 		}
 	}
 	// u999 is recent: still tracked, its bucket spent. u0 was evicted long
-	// ago: it starts afresh.
+	// ago: it starts afresh (one token spent is within what eviction
+	// forgives; see TestEvictedSpentKeyStaysRefusedInCaddy for a spent
+	// quota).
 	expect(t, s.urls[0], []int{429}, "X-User-Id: u999")
 	expect(t, s.urls[0], []int{200}, "X-User-Id: u0")
 	resp, _ := testcaddy.Get(t, s.urls[0], "X-User-Id: u999")

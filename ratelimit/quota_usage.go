@@ -67,6 +67,10 @@ type QuotaUsage struct {
 	// Tracked: state exists for the key (false: never seen, or idle long
 	// enough to be forgotten; it holds its whole quota).
 	Tracked bool `json:"tracked"`
+	// Evicted: the key is not tracked, but was evicted (max_keys) with
+	// part of its quota spent, and these figures are what its next request
+	// starts from (they may count more than it spent, never less).
+	Evicted bool `json:"evicted,omitempty"`
 	// Source is where the state was read: memory (scope local) or redis.
 	Source string `json:"source"`
 	// Clock is whose time the refill or window was computed at: redis
@@ -197,6 +201,9 @@ func quotaFromMemory(r *Rule, lim *limiter, key string) *QuotaUsage {
 			// nothing for it: the key starts afresh there.
 			if e, ok := s.engine.(*localEngine); ok && e.typ == r.Type && len(e.tab.shards) == shardsFor(r.MaxKeys) {
 				ent, u.Tracked = e.peek([]byte(key))
+				if !u.Tracked {
+					ent, u.Evicted = e.peekTrace(r, []byte(key), now)
+				}
 			}
 		}
 	}

@@ -308,7 +308,7 @@ func (e *localEngine) settle(r *Rule, key []byte, now, n int64) (debt bool) {
 	h := e.tab.hash(key)
 	s := e.tab.shardOf(h)
 	s.mu.Lock()
-	ent := e.tab.getHashed(s, key, h, now, r.idle, max(1, r.MaxKeys/len(e.tab.shards)))
+	ent := e.tab.getKept(s, key, h, now, r.idle, max(1, r.MaxKeys/len(e.tab.shards)), e.keeps(r))
 	debt = e.charge(ent, r, l, now, n)
 	s.mu.Unlock()
 	return debt

@@ -50,7 +50,7 @@ func TestSettleChargesTheAdmittedEntryOnly(t *testing.T) {
 		t.Fatalf("carol after alice's charge: %d left, want 8 (not charged)", got)
 	}
 	if got := left(e, "alice"); got != 10-4-1 {
-		t.Fatalf("alice, evicted, then charged 4: %d left, want 5 (fresh, charged, this request)", got)
+		t.Fatalf("alice, evicted, then charged 4: %d left, want 5 (its reserve of 1 forgiven by eviction, charged, this request)", got)
 	}
 }
 

@@ -59,6 +59,8 @@ type shard struct {
 	// anyway: an atomic add of its own would be one more locked
 	// instruction per request.
 	charged, refunded uint64
+	// sketch keeps what keys evicted with spent state left (evict.go).
+	sketch evictSketch
 }
 
 // entry is one key's state; the engine fields are used by one rule kind.
@@ -124,6 +126,7 @@ func newTable(nshards int) *table {
 func (s *shard) reset() {
 	s.gen++
 	s.idx, s.chunks, s.links, s.arena, s.zombies, s.leases = keyIndex{}, nil, nil, nil, nil, nil
+	// The sketch stays: it is what the evicted keys still owe.
 	s.head, s.tail, s.next, s.free, s.cap = 0, 0, 1, 0, 0
 	s.live, s.dead, s.zpos = 0, 0, 0
 }
@@ -179,6 +182,20 @@ func (t *table) getHashed(s *shard, key []byte, h uint64, now, idle int64, perSh
 
 // findHashed is find for a key whose hash h is known.
 func (t *table) findHashed(s *shard, key []byte, h uint64, now, idle int64, perShard int) int32 {
+	return t.findKept(s, key, h, now, idle, perShard, nil)
+}
+
+// getKept is getHashed keeping the spent state of keys of rule r across
+// eviction (findKept).
+func (t *table) getKept(s *shard, key []byte, h uint64, now, idle int64, perShard int, r *Rule) *entry {
+	return s.at(t.findKept(s, key, h, now, idle, perShard, r))
+}
+
+// findKept is findHashed for rule r's keys (nil: no rule's), whose rate
+// state eviction keeps (evict.go): a key evicted with spent state leaves a
+// trace in the shard's sketch, and a new key starts from its trace. A key
+// found in the table touches neither.
+func (t *table) findKept(s *shard, key []byte, h uint64, now, idle int64, perShard int, r *Rule) int32 {
 	if i := t.lookupHashed(s, key, h); i != 0 {
 		e := s.at(i)
 		e.seen = now
@@ -187,9 +204,14 @@ func (t *table) findHashed(s *shard, key []byte, h uint64, now, idle int64, perS
 		return i
 	}
 	t.expire(s, now, idle, 2)
-	for s.live >= perShard && t.evictOldest(s) {
+	k := keeper{r: r, now: now}
+	for s.live >= perShard && t.evictOldest(s, &k, perShard) {
 	}
-	return t.insertHashed(s, key, h, now)
+	i := t.insertHashed(s, key, h, now)
+	if r != nil && s.sketch.cells != nil {
+		k.restore(&s.sketch, s.at(i), h, r.limitsFor(key))
+	}
+	return i
 }
 
 // lookupHashed returns the index of key, whose hash is h, or 0.
@@ -309,21 +331,52 @@ func (t *table) expire(s *shard, now, idle int64, max int) {
 
 // evictOldest drops the least recently used entry, preferring one with no
 // request in flight (so its concurrency count is not lost); it reports
-// whether it dropped anything.
-func (t *table) evictOldest(s *shard) bool {
-	i := s.tail
-	for n := 0; n < 8 && i != 0 && s.at(i).inflight > 0; n++ {
-		i = s.links[i].prev
-	}
-	if i == 0 {
-		i = s.tail
-		if i == 0 {
-			return false
+// whether it dropped anything. With a rule to keep (k.r), an entry whose
+// state is a fresh key's, among the evictLook coldest, goes first (it
+// loses nothing), and an entry with spent state leaves its trace.
+func (t *table) evictOldest(s *shard, k *keeper, perShard int) bool {
+	pick, trace := int32(0), uint64(0)
+	for i, n := s.tail, 0; n < 8 && i != 0; i, n = s.links[i].prev, n+1 {
+		e := s.at(i)
+		if e.inflight > 0 {
+			continue
+		}
+		if k.r == nil {
+			pick = i
+			break
+		}
+		if n >= evictLook && pick != 0 {
+			break
+		}
+		v := k.trace(e, k.r.limitsFor(s.keyOf(e)))
+		if v == 0 {
+			t.remove(s, i) // fresh: nothing to keep
+			return true
+		}
+		if pick == 0 {
+			pick, trace = i, v
 		}
 	}
-	t.remove(s, i)
+	if pick == 0 {
+		pick = s.tail
+		if pick == 0 {
+			return false
+		}
+		if k.r != nil {
+			e := s.at(pick)
+			trace = k.trace(e, k.r.limitsFor(s.keyOf(e)))
+		}
+	}
+	if trace != 0 && k.beyondSketch(&s.sketch, s.at(pick), s.keyOf(s.at(pick))) {
+		s.sketch.add(s.at(pick).hash, trace, k.kind(), perShard)
+	}
+	t.remove(s, pick)
 	return true
 }
+
+// evictLook is how many of a shard's coldest entries eviction looks at
+// for one whose state is fresh.
+const evictLook = 4
 
 // remove drops entry i. One with requests in flight is referenced by their
 // decisions, which release their slots into it: it is reused only once
@@ -363,6 +416,19 @@ func (t *table) sweep(now, idle int64) {
 		}
 		s.mu.Unlock()
 	}
+}
+
+// sketchBytes is the memory the shards' eviction sketches hold: none
+// until a shard evicts a key with spent state, then a fixed size each.
+func (t *table) sketchBytes() int {
+	n := 0
+	for i := range t.shards {
+		s := &t.shards[i]
+		s.mu.Lock()
+		n += 8 * len(s.sketch.cells)
+		s.mu.Unlock()
+	}
+	return n
 }
 
 // scan calls fn on every entry with its key, each shard locked only while
