@@ -34,10 +34,11 @@ import (
 // whose cores Caddy and Redis share, fewer, fuller batches leave more CPU
 // for the requests (docs/performance.md has the measurements).
 //
-// Each decision keeps its own redis_timeout, counted from when it was
-// submitted: it stops waiting at its deadline whatever its batch does, and
-// a flusher skips decisions already given up. One timer per batcher keeps
-// the deadlines (batcher_deadline.go), not one per decision.
+// Each decision keeps its own redis_timeout, counted from when its batch
+// is written to Redis, with at most one more redis_timeout of waiting
+// before that (batcher_deadline.go): it stops waiting at its deadline
+// whatever its batch does, and a flusher skips decisions already given
+// up. One timer per batcher keeps the deadlines, not one per decision.
 type batcher struct {
 	client      redis.UniversalClient
 	window      time.Duration
@@ -90,6 +91,8 @@ type scriptCall struct {
 	mkeys    []string
 	margs    []any
 	mres     []grant
+	timeout  time.Duration // redis_timeout, from when its batch is written
+	graced   bool          // its deadline was moved for a late timer once
 	deadline time.Time
 	state    atomic.Int32 // callWaiting until answered or timed out
 	done     chan struct{}
@@ -182,7 +185,7 @@ func (b *batcher) runScript(script *redis.Script, many bool, key string, args [4
 	for c.nargs > 0 && args[c.nargs-1] == nil {
 		c.nargs--
 	}
-	b.submit(c, time.Now().Add(timeout))
+	b.submit(c, timeout)
 	<-c.done
 	g, err := c.res, c.err
 	if c.state.Load() == callTimedOut {
@@ -201,7 +204,7 @@ func (b *batcher) runMulti(keys []string, args []any, timeout time.Duration) ([]
 	c := callPool.Get().(*scriptCall)
 	c.script, c.many, c.multi = multiScript, false, true
 	c.mkeys, c.margs = keys, args
-	b.submit(c, time.Now().Add(timeout))
+	b.submit(c, timeout)
 	<-c.done
 	gs, err := c.mres, c.err
 	if c.state.Load() == callTimedOut {
@@ -212,12 +215,14 @@ func (b *batcher) runMulti(keys []string, args []any, timeout time.Duration) ([]
 	return gs, err
 }
 
-// submit queues c to be decided by deadline. The deadline and the waiting
-// state are set under b.mu, where the deadline watch reads them: a pooled
-// call may still sit in a batch the watch looks at.
-func (b *batcher) submit(c *scriptCall, deadline time.Time) {
+// submit queues c to be decided within timeout of its batch's write
+// (queuedDeadline bounds its wait before that). The deadline and the
+// waiting state are set under b.mu, where the deadline watch reads them:
+// a pooled call may still sit in a batch the watch looks at.
+func (b *batcher) submit(c *scriptCall, timeout time.Duration) {
+	deadline := queuedDeadline(time.Now(), timeout)
 	b.mu.Lock()
-	c.deadline = deadline
+	c.timeout, c.deadline, c.graced = timeout, deadline, false
 	c.state.Store(callWaiting)
 	b.pending = append(b.pending, c)
 	b.watchLocked(deadline)
@@ -254,6 +259,7 @@ func (b *batcher) flush() {
 		b.collecting = false
 		if n > 0 {
 			b.flying = append(b.flying, batch)
+			b.writingLocked(batch, time.Now())
 		}
 		// Another flusher may collect what is left while this one waits
 		// on Redis.
@@ -306,7 +312,14 @@ func (b *batcher) send(batch, live []*scriptCall) {
 		b.land(batch)
 		return
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	// The connection waits a redis_timeout beyond the latest deadline:
+	// an answer this process was too busy to read in time is still read,
+	// for the decisions the deadline watch gave a grace (schedGrace).
+	var longest time.Duration
+	for _, c := range live {
+		longest = max(longest, c.timeout)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline.Add(longest))
 	defer cancel()
 	_, cluster := b.client.(*redis.ClusterClient)
 	groups := groupCalls(live, cluster)
@@ -315,7 +328,14 @@ func (b *batcher) send(batch, live []*scriptCall) {
 	for i := range groups {
 		cmds[i] = groups[i].script.EvalSha(ctx, pipe, groups[i].keys, groups[i].args...)
 	}
-	pipe.Exec(ctx) // errors are read per command
+	written := time.Now()
+	if _, err := pipe.Exec(ctx); isTimeout(err) {
+		// Redis did not answer in time: the decisions queued behind this
+		// batch would wait on it too (a hung Redis), so those whose
+		// timeout it waited out give up now rather than a redis_timeout
+		// after their own write.
+		b.timeOutPending(time.Since(written))
+	} // other errors are read per command
 	b.roundTrips.Add(1)
 	b.decisions.Add(int64(len(live)))
 	b.scripts.Add(int64(len(groups)))
