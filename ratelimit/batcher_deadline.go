@@ -68,6 +68,9 @@ func (b *batcher) timeOutPending(waited time.Duration) {
 // isTimeout: a deadline passed (a context's, or go-redis's on a
 // connection).
 func isTimeout(err error) bool {
+	if err == nil {
+		return false // before ne, which escapes: no allocation per batch
+	}
 	var ne net.Error
 	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }
