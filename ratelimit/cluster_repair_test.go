@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"math"
+	"strconv"
 	"testing"
 	"time"
 
@@ -168,5 +169,63 @@ func TestClusterInvalidStateNumbersRepair(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// A settlement reads the key's state with the same checks as a decision:
+// charged on a value holding NaN or ±inf, the key is left with finite
+// numbers (fresh state charged), never with the bad value written back.
+func TestClusterSettleInvalidStateNumbersRepair(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	b := &testBackend{c: newTestClient(t, srv.Addr), instances: 1}
+	now := float64(srv.Client().Time(ctx).Val().UnixMicro())
+	nan, inf := math.NaN(), math.Inf(1)
+	for _, tc := range []struct {
+		engine string
+		fields rulestore.Fields
+		values []string
+	}{
+		{"tb2", rulestore.Fields{"qps": "0.01", "burst": "10"}, []string{packed(now, nan), packed(now, -inf), packed(nan, 5)}},
+		{"sw2", rulestore.Fields{"qps": "0.01", "window_size": "1000s", "limit_type": "sliding_window"},
+			[]string{packed(now-math.Mod(now, 1000e6), nan, 0), packed(now-math.Mod(now, 1000e6), inf, 0), packed(now-math.Mod(now, 1000e6), 0, -inf)}},
+		{"cq", rulestore.Fields{"quota": "10", "period": "day", "timezone": "UTC"}, []string{"nan", "inf", "-inf"}},
+	} {
+		t.Run(tc.engine, func(t *testing.T) {
+			tc.fields["key_resolver"] = "global"
+			tc.fields["response_cost"] = "{http.response.header.X-Tokens-Used}"
+			tc.fields["reserve"] = "1"
+			r := clusterRule(t, tc.fields)
+			l := instance(t, b, "settle-invalid-"+tc.engine)
+			e := l.engine(r).(*clusterEngine)
+			key := "t:ratelimit:" + tc.engine + ":{" + r.ID + ":global}"
+			if tc.engine == "cq" {
+				key = calendarRedisKey("t:", r.ID, []byte("global"), r.Calendar.window(wallOf(l.now())).start)
+			}
+			for _, v := range tc.values {
+				srv.Client().Set(ctx, key, v, 0)
+				if applied, _ := e.settle(r, []byte("global"), l.now(), 1); !applied {
+					t.Fatalf("value %q: settlement not applied", v)
+				}
+				got := srv.Client().Get(ctx, key).Val()
+				var nums []float64
+				if tc.engine == "cq" {
+					n, err := strconv.ParseFloat(got, 64)
+					if err != nil {
+						t.Fatalf("value %q: count %q after the charge: %v", v, got, err)
+					}
+					nums = []float64{n}
+				} else {
+					for i := 0; i+8 <= len(got); i += 8 {
+						nums = append(nums, f64le([]byte(got[i:i+8])))
+					}
+				}
+				for _, n := range nums {
+					if math.IsNaN(n) || math.IsInf(n, 0) || n < -1 {
+						t.Fatalf("value %q: state %v after a charge of 1, want finite numbers of a fresh state charged", v, nums)
+					}
+				}
+			}
+		})
 	}
 }
