@@ -257,9 +257,10 @@ func (b *batcher) flush() {
 		clear(b.pending[rest:])
 		b.pending = b.pending[:rest]
 		b.collecting = false
+		var until time.Time
 		if n > 0 {
 			b.flying = append(b.flying, batch)
-			b.writingLocked(batch, time.Now())
+			until = b.writingLocked(batch, time.Now())
 		}
 		// Another flusher may collect what is left while this one waits
 		// on Redis.
@@ -272,7 +273,7 @@ func (b *batcher) flush() {
 		if more {
 			go b.flush()
 		}
-		b.send(batch, live)
+		b.send(batch, live, until)
 		// Let the decisions just answered, and the requests ready to run,
 		// go first: under load more decisions join the next batch, which
 		// costs Caddy and Redis less CPU per request; with nothing else to
@@ -290,36 +291,26 @@ func (b *batcher) flush() {
 	}
 }
 
-// send runs one batch as one pipeline within the latest deadline of its
-// decisions (each one's own deadline is kept by the deadline watch).
+// send runs one batch as one pipeline until until (writingLocked: past
+// the latest deadline of its decisions, each of which the deadline watch
+// keeps).
 // Scripts that Redis no longer has (NOSCRIPT: restart, SCRIPT FLUSH, a new
 // node) are sent again in full with EVAL, which also reloads them, as
 // Script.Run does. live is room for the decisions still waiting (batch
 // itself stays as it is: the deadline watch reads it).
-func (b *batcher) send(batch, live []*scriptCall) {
+func (b *batcher) send(batch, live []*scriptCall, until time.Time) {
 	live = live[:0]
-	var deadline time.Time
 	for _, c := range batch {
 		if c.state.Load() != callWaiting {
 			continue // timed out: its caller took on_redis_error already, spend no token
 		}
 		live = append(live, c)
-		if c.deadline.After(deadline) {
-			deadline = c.deadline
-		}
 	}
 	if len(live) == 0 {
 		b.land(batch)
 		return
 	}
-	// The connection waits a redis_timeout beyond the latest deadline:
-	// an answer this process was too busy to read in time is still read,
-	// for the decisions the deadline watch gave a grace (schedGrace).
-	var longest time.Duration
-	for _, c := range live {
-		longest = max(longest, c.timeout)
-	}
-	ctx, cancel := context.WithDeadline(context.Background(), deadline.Add(longest))
+	ctx, cancel := context.WithDeadline(context.Background(), until)
 	defer cancel()
 	_, cluster := b.client.(*redis.ClusterClient)
 	groups := groupCalls(live, cluster)

@@ -39,8 +39,12 @@ func queuedDeadline(now time.Time, timeout time.Duration) time.Time {
 }
 
 // writingLocked counts each decision of batch, written at now, from then:
-// its deadline moves to now + its timeout if that is earlier. b.mu is held.
-func (b *batcher) writingLocked(batch []*scriptCall, now time.Time) {
+// its deadline moves to now + its timeout if that is earlier. It returns
+// how long the batch's connection waits: a redis_timeout beyond the
+// latest deadline, so an answer this process was too busy to read in time
+// is still read for the decisions the watch gave a grace (schedGrace).
+// b.mu is held: the watch changes deadlines under it.
+func (b *batcher) writingLocked(batch []*scriptCall, now time.Time) (until time.Time) {
 	var first time.Time
 	for _, c := range batch {
 		if d := now.Add(c.timeout); d.Before(c.deadline) {
@@ -49,8 +53,12 @@ func (b *batcher) writingLocked(batch []*scriptCall, now time.Time) {
 		if first.IsZero() || c.deadline.Before(first) {
 			first = c.deadline
 		}
+		if u := c.deadline.Add(c.timeout); u.After(until) {
+			until = u
+		}
 	}
 	b.watchLocked(first)
+	return until
 }
 
 // timeOutPending gives up the decisions not yet written whose timeout is
