@@ -66,10 +66,10 @@ type leaseState struct {
 	deniedUntil int64 // ns: Redis has fewer than requested_tokens until then
 	deniedBy    *Rule // the rule version that computed deniedUntil
 	deniedCost  int64 // the request cost deniedUntil was computed for
-	// recheckAt (ns), when set, ends the local refusal before deniedUntil,
-	// for a rule that is one of several limits somewhere: another
-	// instance's refund may give tokens back before then, which this one
-	// cannot see.
+	// recheckAt (ns), when set, ends the local refusal before deniedUntil:
+	// another instance's refund (response_cost) or a rule that is one of
+	// several limits somewhere may give tokens back before then, which
+	// this one cannot see (clusterRecheck, listedRecheck).
 	recheckAt int64
 	pending   bool // a lease call is in flight
 }
@@ -115,6 +115,15 @@ func (e *clusterEngine) sweep(now, idle int64) {
 // lease_size × instances); max_keys still caps how many keys are held.
 const leaseHold = int64(time.Minute)
 
+// clusterRecheck is how long an instance keeps refusing a key on what
+// Redis said, at most, before asking Redis again. Other instances do not
+// only spend: a response_cost refund (or a rule's reset) gives units back,
+// which this instance cannot see, and Redis's wait (the rest of a day's
+// window, minutes of a slow bucket) would keep refusing a key Redis
+// admits. A second bounds that to a second, for one Redis call per
+// refused key per second per instance.
+const clusterRecheck = int64(time.Second)
+
 // Take decides one request: in-flight caps locally, then the rate in Redis.
 func (e *clusterEngine) Take(r *Rule, key []byte, now int64) Decision {
 	return e.take(r, key, now, r.Cost)
@@ -143,8 +152,9 @@ func (e *clusterEngine) take(r *Rule, key []byte, now int64, cost int64) Decisio
 // decide spends a token leased earlier if this instance holds one (lease
 // mode), topping the lease up in the background once it falls below half.
 // Else, if Redis said it has no tokens until some time, it refuses locally
-// until then (exact: other instances can only spend tokens, not add them;
-// a changed rule forgets it). Else it asks Redis: for this request's cost,
+// until then, but for clusterRecheck at most (another instance's refund
+// may give tokens back sooner; a changed rule forgets it). Else it asks
+// Redis: for this request's cost,
 // or in lease mode for a whole lease.
 //
 // Bound: an instance never holds more than lease_size tokens of a key, and
@@ -276,17 +286,18 @@ func (ls *leaseState) refusing(r *Rule, now, cost int64) bool {
 
 // learn records what a call told about the key's quota in Redis. A wait
 // of 0 (tokens left) clears a refusal: a stale now + 0 must not refuse a
-// concurrent request whose clock reading came earlier. listed: the rule
-// is one of several limits somewhere, so the refusal is kept at most
-// listedRecheck (see recheckAt).
+// concurrent request whose clock reading came earlier. A refusal is kept
+// at most clusterRecheck, or listedRecheck when the rule is one of
+// several limits somewhere (listed); its Retry-After stays Redis's wait.
 func (ls *leaseState) learn(r *Rule, g grant, now, cost int64, listed bool) {
 	ls.remaining, ls.resetAt = g.remaining, now+g.reset
 	if g.wait > 0 {
 		ls.deniedUntil, ls.deniedBy, ls.deniedCost = now+g.wait, r, cost
-		ls.recheckAt = 0
+		keep := clusterRecheck
 		if listed {
-			ls.recheckAt = now + min(g.wait, listedRecheck)
+			keep = listedRecheck
 		}
+		ls.recheckAt = now + min(g.wait, keep)
 	} else {
 		ls.deniedUntil, ls.deniedBy = 0, nil
 	}

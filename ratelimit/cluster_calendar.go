@@ -23,7 +23,7 @@ import (
 // the instance, which knows where the window ends (calendarGrant). A value
 // that is not a number (damaged, or another type) counts as none and is
 // replaced.
-const calendarLua = `
+const calendarLua = stateValidLua + `
 local t = redis.call('TIME')
 local clock = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local vals = redis.call('MGET', unpack(KEYS))
@@ -37,7 +37,7 @@ while r < #ARGV do
   local key, a = KEYS[i], 4 * i - 4
   local v = seen[key]
   if v == nil then v = vals[i] end
-  local used = tonumber(v) or 0
+  local used = count_valid(tonumber(v), quota)
   local granted, refused = 0, 0
   if used + want_min <= quota then
     granted = math.min(want_max, quota - used)
@@ -63,13 +63,13 @@ return out
 // (ARGV[2], Unix ms); it answers like a decision, {0, used, debt, 0}, debt
 // 1 when this charge took the count over the quota ARGV[3] from at or
 // under it.
-const calendarSettleLua = `
+const calendarSettleLua = stateValidLua + `
 local t = redis.call('TIME')
 local clock = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local before = tonumber(redis.call('GET', KEYS[1])) or 0
+local quota = tonumber(ARGV[3])
+local before = count_valid(tonumber(redis.call('GET', KEYS[1])), quota)
 local used = math.max(0, before + tonumber(ARGV[1]))
 redis.call('SET', KEYS[1], string.format('%d', used), 'PX', string.format('%d', math.max(1000, tonumber(ARGV[2]) - clock)))
-local quota = tonumber(ARGV[3])
 local debt = 0
 if before <= quota and used > quota then debt = 1 end
 return {0, used, debt, 0}

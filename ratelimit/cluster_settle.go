@@ -15,7 +15,7 @@ import (
 // with debt 1 when this charge took the key into debt (a bucket below
 // zero from zero or above, a window's estimate over its limit from at or
 // under it), else 0.
-const settleLua = `
+const settleLua = stateValidLua + `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local key = KEYS[1]
@@ -26,7 +26,9 @@ if ARGV[1] == 'tb' then
   local rate, burst, tokens = a, b, b
   if v then
     -- as of the key's last decision, as the local engine charges
-    now, tokens = struct.unpack('<dd', v)
+    local last
+    last, tokens = struct.unpack('<dd', v)
+    now, tokens = tb_valid(last, tokens, now, burst)
     if tokens > burst then tokens = burst end
   end
   local before = tokens
@@ -35,13 +37,18 @@ if ARGV[1] == 'tb' then
   if before >= 0 and tokens < 0 then debt = 1 end
   local ttl = string.format('%d', math.min(1e15, math.ceil((burst - tokens) / rate * 1000) + 1000))
   redis.call('SET', key, struct.pack('<dd', now, tokens), 'PX', ttl)
-  return {0, math.floor(tokens), debt, 0}
+  return {0, math.max(0, math.floor(tokens)), debt, 0}
 end
 if v and #v ~= 24 then v = nil end
 local size, limit = a, b
 local start = now - (now % size)
 local s, cur, prev
-if v then s, cur, prev = struct.unpack('<ddd', v) else cur, prev = 0, 0 end
+if v then
+  s, cur, prev = struct.unpack('<ddd', v)
+  s, cur, prev = sw_valid(s, cur, prev, now, size, limit)
+else
+  cur, prev = 0, 0
+end
 if s and s > start then start = s end
 if s ~= start then
   if s and start - s == size then prev = cur else prev = 0 end

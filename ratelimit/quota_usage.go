@@ -173,8 +173,11 @@ func newQuotaUsage(r *Rule, key string) (*QuotaUsage, *Limits) {
 
 // finish sets the numbers from used and the reset wait (ns) at wall.
 func (u *QuotaUsage) finish(used float64, reset int64, wall time.Time) {
+	if math.IsNaN(used) || math.IsInf(used, 0) {
+		used = 0 // never from a state read through script_valid.go; no NaN in an answer
+	}
 	u.Used = math.Round(used*1000) / 1000
-	u.Remaining = int64(math.Floor(max(u.Limit-used, 0)))
+	u.Remaining = int64(math.Floor(min(max(u.Limit-used, 0), u.Limit)))
 	u.Debt = math.Round(max(used-u.Limit, 0)*1000) / 1000
 	reset = max(reset, 0)
 	u.ResetSeconds = math.Round(float64(reset)/1e6) / 1e3
@@ -269,8 +272,11 @@ func quotaFromRedis(ctx context.Context, app *rulestore.App, r *Rule, key string
 		}
 		used, perr := strconv.ParseFloat(v, 64)
 		u.Tracked = err == nil && perr == nil
+		// A value that is no count, or no valid one, counts as none, as in
+		// the script (script_valid.go).
+		used = validCount(used, float64(l.quota))
 		if !u.Tracked {
-			used = 0 // a value that is no count counts as none, as in the script
+			used = 0
 		}
 		u.setWindow(w)
 		u.finish(used, w.end-wall, time.Unix(0, wall))
@@ -295,7 +301,10 @@ func quotaFromRedis(ctx context.Context, app *rulestore.App, r *Rule, key string
 		var sw slidingWindow
 		if len(v) == 24 {
 			u.Tracked = true
-			sw = slidingWindow{start: int64(f64le(v[0:])) * 1000, cur: f64le(v[8:]), prev: f64le(v[16:])}
+			clock := float64(now / 1000)
+			if s, cur, prev, ok := validWindow(f64le(v[0:]), f64le(v[8:]), f64le(v[16:]), clock, float64(l.Window/1000), l.Max); ok {
+				sw = slidingWindow{start: int64(s) * 1000, cur: cur, prev: prev}
+			}
 			if sw.start > now-now%l.Window {
 				now = sw.start // Redis's clock went back: the script counts at the window's start
 			}
@@ -307,7 +316,8 @@ func quotaFromRedis(ctx context.Context, app *rulestore.App, r *Rule, key string
 	var tb tokenBucket
 	if len(v) == 16 {
 		u.Tracked = true
-		tb = tokenBucket{last: int64(f64le(v[0:])) * 1000, tokens: f64le(v[8:])}
+		last, tokens, _ := validTokenBucket(f64le(v[0:]), f64le(v[8:]), float64(now/1000), l.Burst)
+		tb = tokenBucket{last: int64(last) * 1000, tokens: tokens}
 	}
 	tb.refill(now, l.QPS, l.Burst)
 	u.finish(l.Burst-tb.tokens, tb.untilFull(l.QPS, l.Burst), t)

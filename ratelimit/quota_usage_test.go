@@ -1,6 +1,7 @@
 package ratelimit_test
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -337,6 +338,61 @@ func TestQuotaUsageClusterFromRedis(t *testing.T) {
 		code, _, body := quota(t, b.AdminPort, http.MethodGet, rule, "user:bob")
 		if code != http.StatusServiceUnavailable || !strings.Contains(body, "redis") || !strings.Contains(body, rule) {
 			t.Fatalf("%s with redis down: %d %s", rule, code, body)
+		}
+	}
+}
+
+// A cluster key's value holding numbers no engine writes (NaN, ±inf, a
+// time far ahead, a count below zero) is read by the usage endpoint as
+// the scripts read it (fresh state, or the counts as of now): the answer
+// has a finite use and between 0 and the limit remaining, never
+// -9223372036854775808.
+func TestQuotaUsageClusterInvalidState(t *testing.T) {
+	rd := redistest.Start(t)
+	tz, _ := quotaZone(t)
+	sites := strings.Split(fmt.Sprintf(quotaClusterSites, tz), "|")
+	a := caddyfile(t, "\trulestore {\n\t\tredis "+rd.URL()+"\n\t}", sites...)
+	testcaddy.Run(t, a.cfg)
+	for _, u := range a.urls {
+		spend(t, u, 1, "X-User-Id: bob")
+	}
+	c := rd.Client()
+	keyOf := func(pattern string) string {
+		keys, err := c.Keys(t.Context(), pattern).Result()
+		if err != nil || len(keys) != 1 {
+			t.Fatalf("keys %s: %v %v", pattern, keys, err)
+		}
+		return keys[0]
+	}
+	pack := func(vals ...float64) string {
+		var b []byte
+		for _, v := range vals {
+			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
+		}
+		return string(b)
+	}
+	now := float64(c.Time(t.Context()).Val().UnixMicro())
+	nan, inf := math.NaN(), math.Inf(1)
+	for _, tc := range []struct {
+		rule, pattern string
+		limit         float64
+		values        []string
+	}{
+		{"ctb", "*ratelimit:tb2:{ctb:user:bob}", 5, []string{pack(now, nan), pack(now, -inf), pack(nan, 1), pack(now, -1e300), pack(now+365*86400e6, 1)}},
+		{"csw", "*ratelimit:sw2:{csw:user:bob}", 4, []string{pack(now-math.Mod(now, 4000e6), nan, 0), pack(now-math.Mod(now, 4000e6), inf, 0),
+			pack(now-math.Mod(now, 4000e6), -1e9, 0), pack(-inf, 1, 1)}},
+		{"ccal", "*ratelimit:cq:{ccal:user:bob}:*", 4, []string{"nan", "inf", "-inf", "-5", "1e300"}},
+	} {
+		key := keyOf(tc.pattern)
+		for _, v := range tc.values {
+			if err := c.Set(t.Context(), key, v, time.Minute).Err(); err != nil {
+				t.Fatal(err)
+			}
+			u := mustQuota(t, a.adminPort, tc.rule, "user:bob")
+			if u.Remaining < 0 || float64(u.Remaining) > tc.limit || u.Used < 0 || u.Used > tc.limit || math.IsNaN(u.Used) || u.Debt != 0 {
+				t.Errorf("%s with %q in Redis: used %v remaining %d debt %v, want used within 0–%v and remaining within 0–%v, no debt",
+					tc.rule, v, u.Used, u.Remaining, u.Debt, tc.limit, tc.limit)
+			}
 		}
 	}
 }

@@ -51,7 +51,7 @@ import (
 // numbers: rate per second, burst. The TTL is capped at 1e15 ms (forever,
 // in effect) and formatted once per run, not for every key's SET, except
 // for a key in debt (below zero, settle.go), which keeps it until repaid.
-const tokenBucketLua = `
+const tokenBucketLua = stateValidLua + `
 local t = redis.call('TIME')
 local clock = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local vals = redis.call('MGET', unpack(KEYS))
@@ -72,6 +72,7 @@ while r < #ARGV do
     if v then
       local last
       last, tokens = struct.unpack('<dd', v)
+      last, tokens = tb_valid(last, tokens, now, burst)
       if now > last then
         tokens = tokens + (now - last) * rate / 1000000
       else
@@ -97,7 +98,7 @@ while r < #ARGV do
       out[a + 1], out[a + 2], out[a + 3], out[a + 4] = w.err, 0, 0, 0
     else
       seen[key] = v
-      out[a + 1], out[a + 2], out[a + 3], out[a + 4] = granted, math.floor(tokens), wait,
+      out[a + 1], out[a + 2], out[a + 3], out[a + 4] = granted, math.max(0, math.floor(tokens)), wait,
         math.ceil((burst - tokens) * 1000000 / rate)
     end
   end
@@ -110,7 +111,7 @@ return out
 // slidingWindowLua: each key {s = current window start µs, c = its count,
 // p = the previous window's count}; a run's numbers: window µs, limit. The
 // same estimate as the local engine (slidingwindow.go).
-const slidingWindowLua = `
+const slidingWindowLua = stateValidLua + `
 local t = redis.call('TIME')
 local clock = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local vals = redis.call('MGET', unpack(KEYS))
@@ -131,6 +132,7 @@ while r < #ARGV do
     local s, cur, prev
     if v then
       s, cur, prev = struct.unpack('<ddd', v)
+      s, cur, prev = sw_valid(s, cur, prev, now, size, limit)
     else
       cur, prev = 0, 0
     end

@@ -19,7 +19,7 @@ import (
 // µs (0 for 'cq')}: a key that refuses has a wait, the others have none
 // unless they ran out by this grant. Redis Cluster runs it only when every
 // key lies in one slot; the caller checks.
-const multiLua = `
+const multiLua = stateValidLua + `
 local t = redis.call('TIME')
 local clock = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local clock_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -36,6 +36,7 @@ for i = 1, #KEYS do
     if v then
       local last
       last, s.tokens = struct.unpack('<dd', v)
+      last, s.tokens = tb_valid(last, s.tokens, clock, s.b)
       if clock > last then s.tokens = s.tokens + (clock - last) * s.a / 1000000 else s.now = last end
       if s.tokens > s.b then s.tokens = s.b end
     end
@@ -44,7 +45,12 @@ for i = 1, #KEYS do
     if v and #v ~= 24 then v = nil end
     s.start = clock - (clock % s.a)
     local ws
-    if v then ws, s.cur, s.prev = struct.unpack('<ddd', v) else s.cur, s.prev = 0, 0 end
+    if v then
+      ws, s.cur, s.prev = struct.unpack('<ddd', v)
+      ws, s.cur, s.prev = sw_valid(ws, s.cur, s.prev, clock, s.a, s.b)
+    else
+      s.cur, s.prev = 0, 0
+    end
     if ws and ws > s.start then s.start, s.now = ws, ws end
     if ws ~= s.start then
       if ws and s.start - ws == s.a then s.prev = s.cur else s.prev = 0 end
@@ -53,7 +59,7 @@ for i = 1, #KEYS do
     s.est = s.prev * (s.a - (s.now - s.start)) / s.a + s.cur
     s.ok = s.est + s.min <= s.b
   else
-    s.used = tonumber(v) or 0
+    s.used = count_valid(tonumber(v), s.a)
     s.ok = s.used + s.min <= s.a
   end
   if not s.ok then all = false end
@@ -69,7 +75,7 @@ for i = 1, #KEYS do
       tokens = tokens - granted
     end
     if tokens < s.min then wait = math.ceil((s.min - tokens) * 1000000 / s.a) end
-    left, reset = math.floor(tokens), math.ceil((s.b - tokens) * 1000000 / s.a)
+    left, reset = math.max(0, math.floor(tokens)), math.ceil((s.b - tokens) * 1000000 / s.a)
     v = struct.pack('<dd', s.now, tokens)
     ttl = math.ceil((s.b - math.min(tokens, 0)) / s.a * 1000) + 1000
   elseif s.kind == 'sw' then

@@ -151,7 +151,7 @@ func (m RedisErrorMode) String() string {
 
 // Cluster scope defaults.
 const (
-	DefaultRedisTimeout     = 50 * time.Millisecond
+	DefaultRedisTimeout     = 500 * time.Millisecond
 	DefaultRedisErrorStatus = http.StatusServiceUnavailable
 )
 
