@@ -34,11 +34,10 @@ import (
 // whose cores Caddy and Redis share, fewer, fuller batches leave more CPU
 // for the requests (docs/performance.md has the measurements).
 //
-// Each decision keeps its own redis_timeout, counted from when its batch
-// is written to Redis, with at most one more redis_timeout of waiting
-// before that (batcher_deadline.go): it stops waiting at its deadline
-// whatever its batch does, and a flusher skips decisions already given
-// up. One timer per batcher keeps the deadlines, not one per decision.
+// Each decision keeps its own redis_timeout, counted from when it was
+// submitted: it stops waiting at its deadline whatever its batch does, and
+// a flusher skips decisions already given up. One timer per batcher keeps
+// the deadlines (batcher_deadline.go), not one per decision.
 type batcher struct {
 	client      redis.UniversalClient
 	window      time.Duration
@@ -91,8 +90,6 @@ type scriptCall struct {
 	mkeys    []string
 	margs    []any
 	mres     []grant
-	timeout  time.Duration // redis_timeout, from when its batch is written
-	graced   bool          // its deadline was moved for a late timer once
 	deadline time.Time
 	state    atomic.Int32 // callWaiting until answered or timed out
 	done     chan struct{}
@@ -185,7 +182,7 @@ func (b *batcher) runScript(script *redis.Script, many bool, key string, args [4
 	for c.nargs > 0 && args[c.nargs-1] == nil {
 		c.nargs--
 	}
-	b.submit(c, timeout)
+	b.submit(c, time.Now().Add(timeout))
 	<-c.done
 	g, err := c.res, c.err
 	if c.state.Load() == callTimedOut {
@@ -204,7 +201,7 @@ func (b *batcher) runMulti(keys []string, args []any, timeout time.Duration) ([]
 	c := callPool.Get().(*scriptCall)
 	c.script, c.many, c.multi = multiScript, false, true
 	c.mkeys, c.margs = keys, args
-	b.submit(c, timeout)
+	b.submit(c, time.Now().Add(timeout))
 	<-c.done
 	gs, err := c.mres, c.err
 	if c.state.Load() == callTimedOut {
@@ -215,14 +212,12 @@ func (b *batcher) runMulti(keys []string, args []any, timeout time.Duration) ([]
 	return gs, err
 }
 
-// submit queues c to be decided within timeout of its batch's write
-// (queuedDeadline bounds its wait before that). The deadline and the
-// waiting state are set under b.mu, where the deadline watch reads them:
-// a pooled call may still sit in a batch the watch looks at.
-func (b *batcher) submit(c *scriptCall, timeout time.Duration) {
-	deadline := queuedDeadline(time.Now(), timeout)
+// submit queues c to be decided by deadline. The deadline and the waiting
+// state are set under b.mu, where the deadline watch reads them: a pooled
+// call may still sit in a batch the watch looks at.
+func (b *batcher) submit(c *scriptCall, deadline time.Time) {
 	b.mu.Lock()
-	c.timeout, c.deadline, c.graced = timeout, deadline, false
+	c.deadline = deadline
 	c.state.Store(callWaiting)
 	b.pending = append(b.pending, c)
 	b.watchLocked(deadline)
@@ -257,10 +252,8 @@ func (b *batcher) flush() {
 		clear(b.pending[rest:])
 		b.pending = b.pending[:rest]
 		b.collecting = false
-		var until time.Time
 		if n > 0 {
 			b.flying = append(b.flying, batch)
-			until = b.writingLocked(batch, time.Now())
 		}
 		// Another flusher may collect what is left while this one waits
 		// on Redis.
@@ -273,7 +266,7 @@ func (b *batcher) flush() {
 		if more {
 			go b.flush()
 		}
-		b.send(batch, live, until)
+		b.send(batch, live)
 		// Let the decisions just answered, and the requests ready to run,
 		// go first: under load more decisions join the next batch, which
 		// costs Caddy and Redis less CPU per request; with nothing else to
@@ -291,26 +284,29 @@ func (b *batcher) flush() {
 	}
 }
 
-// send runs one batch as one pipeline until until (writingLocked: past
-// the latest deadline of its decisions, each of which the deadline watch
-// keeps).
+// send runs one batch as one pipeline within the latest deadline of its
+// decisions (each one's own deadline is kept by the deadline watch).
 // Scripts that Redis no longer has (NOSCRIPT: restart, SCRIPT FLUSH, a new
 // node) are sent again in full with EVAL, which also reloads them, as
 // Script.Run does. live is room for the decisions still waiting (batch
 // itself stays as it is: the deadline watch reads it).
-func (b *batcher) send(batch, live []*scriptCall, until time.Time) {
+func (b *batcher) send(batch, live []*scriptCall) {
 	live = live[:0]
+	var deadline time.Time
 	for _, c := range batch {
 		if c.state.Load() != callWaiting {
 			continue // timed out: its caller took on_redis_error already, spend no token
 		}
 		live = append(live, c)
+		if c.deadline.After(deadline) {
+			deadline = c.deadline
+		}
 	}
 	if len(live) == 0 {
 		b.land(batch)
 		return
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), until)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	_, cluster := b.client.(*redis.ClusterClient)
 	groups := groupCalls(live, cluster)
@@ -319,14 +315,7 @@ func (b *batcher) send(batch, live []*scriptCall, until time.Time) {
 	for i := range groups {
 		cmds[i] = groups[i].script.EvalSha(ctx, pipe, groups[i].keys, groups[i].args...)
 	}
-	written := time.Now()
-	if _, err := pipe.Exec(ctx); isTimeout(err) {
-		// Redis did not answer in time: the decisions queued behind this
-		// batch would wait on it too (a hung Redis), so those whose
-		// timeout it waited out give up now rather than a redis_timeout
-		// after their own write.
-		b.timeOutPending(time.Since(written))
-	} // other errors are read per command
+	pipe.Exec(ctx) // errors are read per command
 	b.roundTrips.Add(1)
 	b.decisions.Add(int64(len(live)))
 	b.scripts.Add(int64(len(groups)))

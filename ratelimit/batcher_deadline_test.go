@@ -1,6 +1,9 @@
 package ratelimit
 
 import (
+	"context"
+	"errors"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -83,6 +86,13 @@ func warmBatcher(t *testing.T, addr string, l *Limits) *batcher {
 		t.Fatal(err)
 	}
 	return bt
+}
+
+// isTimeout: a deadline passed (the batcher's own, or go-redis's on the
+// batch's connection).
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }
 
 // Decisions whose redis_timeout is about one round trip share batches with

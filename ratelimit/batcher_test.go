@@ -275,7 +275,7 @@ func TestOneScriptCallDecidesManyKeys(t *testing.T) {
 		call(tokenBucketScript, "k:tb:3", 0.01, 5.0), // another rule: burst 5
 		call(tokenBucketScript, "k:tb:1", 0.01, 1.0),
 	}
-	bt.send(batch, nil, time.Now().Add(10*time.Second))
+	bt.send(batch, nil)
 	if n, sc := bt.decisions.Load(), bt.scripts.Load(); n != 6 || sc != 2 {
 		t.Fatalf("%d decisions in %d script calls, want 6 in 2 (one per engine)", n, sc)
 	}
@@ -365,7 +365,7 @@ func TestOneScriptCallPerSlotOnRedisCluster(t *testing.T) {
 	if keySlot("k:{a}:1") == keySlot("k:{b}:1") {
 		t.Fatal("the test's two hash tags share a slot")
 	}
-	bt.send(batch, nil, time.Now().Add(10*time.Second))
+	bt.send(batch, nil)
 	if n, sc := bt.decisions.Load(), bt.scripts.Load(); n != 4 || sc != 2 {
 		t.Fatalf("%d decisions in %d script calls, want 4 in 2 (one per slot)", n, sc)
 	}
