@@ -20,7 +20,7 @@ func TestClusterQuota(t *testing.T) {
 		t.Fatal(err)
 	}
 	cf := strings.Replace(string(raw), "admin localhost:{$ADMIN_PORT:2019}", "admin localhost:{{admin}}\n\tpersist_config off", 1)
-	// The example keeps the default redis_timeout of 50ms. On a busy 2-core
+	// The test pins redis_timeout at 500ms (the default; it was 50ms). On a busy 2-core
 	// test machine an instance's first script call (a fresh pooled
 	// connection, the script's first load) can take longer; the instance
 	// then rightly follows on_redis_error local, and each one admits its

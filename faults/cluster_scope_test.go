@@ -55,7 +55,7 @@ const clusterRules = `rate_limit c_allow {
 			on_redis_error allow
 		}`
 
-// The rules' redis_timeout is 500ms, not the 50ms default: under -race on
+// The rules' redis_timeout is 500ms, pinned (the default was once 50ms): under -race on
 // a busy 2-core machine a healthy Redis call can take longer than 50ms, and
 // one timeout brings the client's health gate down for every rule, so the
 // probe below would see on_redis_error's answer instead of the quota. This

@@ -59,7 +59,7 @@ const leaseSite = `
 	respond "ok"`
 
 // clusterScope is burstSite's scope for the shared quota. The default
-// redis_timeout (50ms) can pass on a busy test machine at an instance's
+// redis_timeout (500ms; it was 50ms) could pass on a busy test machine at an instance's
 // first script call, which then rightly follows on_redis_error: the
 // failure modes have their own tests, so these give Redis 500ms.
 const clusterScope = "cluster\n\t\tredis_timeout 500ms"
@@ -131,7 +131,7 @@ func TestClusterQuotaSharedByTwoCaddys(t *testing.T) {
 // per second, under traffic spread over them for 3 s: the total admitted is
 // within a few percent of the quota; the same rule with scope local admits
 // more than one quota (each instance has its own). redis_timeout is 500ms,
-// not the 50ms default: under -race on a busy machine a healthy Redis call
+// pinned (it once defaulted to 50ms): under -race on a busy machine a healthy Redis call
 // can take longer, and a timeout moves decisions to on_redis_error, which
 // this test is not about.
 func TestClusterRateAcrossThreeInstances(t *testing.T) {
