@@ -105,7 +105,8 @@ func TestLLMGateway(t *testing.T) {
 
 	// In flight: 4 streams of a key at once; the 5th is refused without
 	// touching the budget. The 4 held streams, cut off before their
-	// trailer, are charged their reserve.
+	// trailer, are charged max_cost (4,000 each): hanging up never costs
+	// less than finishing.
 	var cancels []context.CancelFunc
 	defer func() {
 		for _, c := range cancels {
@@ -128,7 +129,7 @@ func TestLLMGateway(t *testing.T) {
 		c()
 	}
 	g.inFlight(s, 0)
-	g.remaining("Bearer erin", 0, 97500) // 4 reserves of 500 stand, less this one
+	g.remaining("Bearer erin", 0, 83500) // 4 cut streams of 4,000, less this reserve
 
 	// Scope cluster (rules.sh): the same contract, counted in Redis.
 	s.rulesSh(t)
