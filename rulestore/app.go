@@ -140,6 +140,19 @@ func (l *layer) copy() *layer {
 	return &n
 }
 
+// shallow copies every kind's map, sharing the slots: a layer to add
+// rules of any kind to.
+func (l *layer) shallow() layer {
+	n := make(layer, numKinds())
+	for _, k := range Kinds() {
+		n[k] = make(map[string]*slot, len(l.of(k)))
+		for id, sl := range l.of(k) {
+			n[k][id] = sl
+		}
+	}
+	return n
+}
+
 // clone copies the top level and the map of kind k, ready for a new or
 // deleted id of kind k.
 func (l *layer) clone(k Kind) *layer {

@@ -77,14 +77,7 @@ func (s *redisSource) seedFromDisk() {
 	lost := snap.Epoch != s.epoch
 	provisional := d.provisional
 	d.provisional = nil
-	cur := s.snap.Load()
-	next := make(layer, numKinds())
-	for _, k := range Kinds() {
-		next[k] = make(map[string]*slot, len(cur.of(k)))
-		for id, sl := range cur.of(k) {
-			next[k][id] = sl
-		}
-	}
+	next := s.snap.Load().shallow()
 	d.rules = map[ruleRef]Fields{}
 	put := 0
 	for name, rules := range snap.Rules {
@@ -144,14 +137,7 @@ func (s *redisSource) serveDiskUntilLoaded() {
 	if snap == nil {
 		return
 	}
-	cur := s.snap.Load()
-	next := make(layer, numKinds())
-	for _, k := range Kinds() {
-		next[k] = make(map[string]*slot, len(cur.of(k)))
-		for id, sl := range cur.of(k) {
-			next[k][id] = sl
-		}
-	}
+	next := s.snap.Load().shallow()
 	for name, rules := range snap.Rules {
 		k, ok := ParseKind(name)
 		if !ok {
