@@ -185,6 +185,8 @@ func TestRestartWhileRedisDownKeepsRules(t *testing.T) {
 	from := len(b.Logs())
 	b.Restart(b.cfg)
 	logs := func() string { return b.Logs()[from:] }
+	// The snapshot is in force before the store logs that Redis is
+	// unavailable.
 	testcaddy.Eventually(t, 20*time.Second, "B finds redis unavailable", func() bool {
 		return strings.Contains(logs(), "redis unavailable: serving the last good rules")
 	})

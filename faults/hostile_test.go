@@ -68,6 +68,10 @@ func startRig(t *testing.T) *rig {
 		gw:       testcaddy.FreePort(t), aux: testcaddy.FreePort(t),
 		v1: upstream(t, "v1"), v2: upstream(t, "v2"),
 		rules: hostileRules,
+		// 8 MiB rule values: a read of one on a starved 2-core box can
+		// take longer than the chain's 500ms, and the store's session
+		// then ends on the timeout instead of rejecting the rule.
+		readTimeout: "5s",
 		extra: fmt.Sprintf(`
 http://127.0.0.1:%d {
 	handle /card {

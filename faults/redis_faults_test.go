@@ -1,6 +1,7 @@
 package faults_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strconv"
@@ -24,6 +25,8 @@ type chainConfig struct {
 	v1, v2   string // upstream addresses
 	rules    string // more static rules in the rulestore block
 	extra    string // more site blocks
+	// readTimeout is the store's Redis read_timeout; 500ms when empty.
+	readTimeout string
 }
 
 func (c chainConfig) String() string {
@@ -33,7 +36,7 @@ func (c chainConfig) String() string {
 		redis {
 			url           %s
 			dial_timeout  500ms
-			read_timeout  500ms
+			read_timeout  %s
 			write_timeout 500ms
 		}
 		resync 30s
@@ -94,7 +97,7 @@ http://127.0.0.1:%d {
 	respond "probe"
 }
 %s
-`, c.globals, c.redisURL, c.rules, c.gw, c.v2, c.v1, c.aux, c.extra)
+`, c.globals, c.redisURL, cmp.Or(c.readTimeout, "500ms"), c.rules, c.gw, c.v2, c.v1, c.aux, c.extra)
 }
 
 // hold keeps a load phase running for d: the phase's length, not a wait

@@ -188,13 +188,13 @@ func (s *redisSource) run(ctx context.Context) {
 		if connected {
 			backoff = minBackoff
 		}
+		s.serveDiskUntilLoaded() // unreachable at start: the snapshot's rules
 		if !s.down {
 			s.down = true
 			s.status.connected.Store(false)
 			s.logger.Warn("redis unavailable: serving the last good rules, retrying in the background",
 				zap.Error(err))
 		}
-		s.serveDiskUntilLoaded() // unreachable at start: the snapshot's rules
 		if s.waitToReconnect(ctx, backoff, err) {
 			backoff = minBackoff
 		} else {
