@@ -446,7 +446,7 @@ func (s *redisSource) applySet(ctx context.Context, refs map[ruleRef]bool, decid
 					}
 					p.HSet(ctx, key, args...)
 				}
-				s.queueHistory(ctx, p, newHistoryEntry(o.kind, o.ID, o.prev, o.raw, "apply", ""), false)
+				s.queueHistory(ctx, p, newHistoryEntry(o.kind, o.ID, s.staticRule(o.kind, o.ID), o.prev, o.raw, "apply", ""), false)
 				p.XAdd(ctx, s.changeLogAdd(changeLogEntry(o.kind, o.ID, o.raw)))
 				p.Publish(ctx, s.names.Channel(o.kind), o.ID)
 			}
@@ -496,7 +496,7 @@ func (m *memoryLayer) applySet(a *App, refs map[ruleRef]bool, decide func(map[ru
 			next[o.kind][o.ID] = newSlot(&Rule{Kind: o.kind, ID: o.ID, Fields: o.raw, Value: v, Source: "memory",
 				Overlay: o.raw, partial: st != nil})
 		}
-		m.record(newHistoryEntry(o.kind, o.ID, o.prev, o.raw, "apply", ""))
+		m.record(newHistoryEntry(o.kind, o.ID, a.Static(o.kind, o.ID), o.prev, o.raw, "apply", ""))
 	}
 	m.snap.Store(&next)
 	m.changes.Add(1)

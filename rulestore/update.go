@@ -113,7 +113,7 @@ func (s *redisSource) remove(k Kind, id string) {
 	delete(s.retained, ruleRef{k, id})
 	old := s.current().get(k, id)
 	if old == nil {
-		s.feedback.forget(k, id)
+		s.feedback.forget(k, id, storedVersion(s.staticRule(k, id), nil))
 		return
 	}
 	delete(s.edit(k).of(k), id)
