@@ -67,6 +67,7 @@ type feedback struct {
 	changes  []HistoryEntry
 	lastGood []lastGoodOp
 	invalid  map[ruleRef]InvalidRule
+	unused   map[ruleRef]bool // not declared here, stored fields incomplete (unused.go)
 	failLog  time.Time
 	skipped  skippedKeys
 }
@@ -85,6 +86,7 @@ func (fb *feedback) verdict(k Kind, id string, f Fields, err error) {
 	fb.mu.Lock()
 	defer fb.mu.Unlock()
 	ref := ruleRef{k, id}
+	delete(fb.unused, ref)
 	if err != nil {
 		v.State, v.Error = "rejected", clipN(err.Error(), 512)
 		var fe *FieldError
