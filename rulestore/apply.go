@@ -219,14 +219,19 @@ func (a *App) decide(p *applyPlan, held map[ruleRef]Fields) ([]ApplyObject, bool
 			fail(http.StatusPreconditionFailed, "changed since it was read: version now %s, expected %q", now, want)
 		}
 		if err := p.errs[ref]; err != nil {
-			if st == nil && cur == nil {
+			if st == nil && cur == nil && incompleteHere(raw, err) {
 				err = fmt.Errorf("%w (a rule that is not declared in the config must be complete)", err)
 			}
 			fail(http.StatusBadRequest, "%v", err)
 		}
 		if rr, ok := p.values[ref].(Referrer); ok {
 			for _, r := range rr.Refs() {
-				if !final(ruleRef{r.Kind, r.ID}) {
+				switch to := (ruleRef{r.Kind, r.ID}); {
+				case final(to):
+				case held[to] != nil: // held now, deleted by the prune
+					fail(http.StatusBadRequest, "field %s: %s rule %q is held in %s, but --prune deletes it (the set does not list it): "+
+						"list it in the set, or name another rule", r.Field, r.Kind, r.ID, a.WritesTo())
+				default:
 					fail(http.StatusBadRequest, "field %s: no %s rule %q, neither in the set nor in %s%s",
 						r.Field, r.Kind, r.ID, a.WritesTo(), DidYouMean(r.ID, a.knownAfter(p, held, r.Kind)...))
 				}

@@ -53,6 +53,10 @@ type HistoryEntry struct {
 	// Via is who made the change: redis (a write seen in Redis, e.g. with
 	// redis-cli), admin_api, cli, rollback or apply.
 	Via string `json:"via"`
+	// Declared: the writer's config declares the rule, so Fields may be
+	// an overlay that is incomplete on an instance that does not declare
+	// it (unused.go).
+	Declared bool `json:"declared,omitempty"`
 	// Instance is the instance that recorded the change: host:pid.
 	Instance string `json:"instance"`
 	// At is when the change was recorded.
@@ -75,6 +79,7 @@ func newHistoryEntry(k Kind, id string, st *Rule, prev, f Fields, via, op string
 		e.Op = op
 	}
 	e.Version, e.PrevVersion = storedVersion(st, f), storedVersion(st, prev)
+	e.Declared = st != nil
 	return e
 }
 

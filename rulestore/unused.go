@@ -1,6 +1,8 @@
 package rulestore
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -9,11 +11,29 @@ import (
 
 // A rule declared on some instances only (a rolling deploy that adds it to
 // the Caddyfile, or configs that differ by role): an overlay written for
-// it in Redis is incomplete on an instance that does not declare it. Such
-// an instance is not at fault and serves nothing under the id, so it
+// it in Redis is incomplete on an instance that does not declare it. When
+// an instance that declares the rule wrote it (admin API, CLI, apply: the
+// history entry written with it says so), such an instance is not at
+// fault and serves nothing under the id, so it
 // answers "unused" (not used here) instead of rejecting: no invalid entry,
 // no alert, no red status page. An overlay that sets a bad value, or any
 // rule an instance already serves from Redis, is still rejected.
+
+// declaredElsewhere reports whether the newest history entry of the rule
+// records version f written by an instance that declares the rule (an
+// admin API or CLI write, recorded in the same transaction as the hash, so
+// it is there when the publish arrives). A raw write says nothing of the
+// kind: an incomplete one is rejected, as any rule held only in Redis.
+func (s *redisSource) declaredElsewhere(k Kind, id string, f Fields) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	defer cancel()
+	raw, err := s.client.LIndex(ctx, s.names.HistoryKey(k, id), 0).Result()
+	if err != nil {
+		return false
+	}
+	var e HistoryEntry
+	return json.Unmarshal([]byte(raw), &e) == nil && e.Declared && e.Version == Version(f)
+}
 
 // verdictUnused is the verdict of an instance that does not declare a rule
 // whose stored fields it cannot complete.

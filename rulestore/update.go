@@ -133,7 +133,7 @@ func (s *redisSource) parse(k Kind, id string, f Fields, old *Rule) (*Rule, bool
 	if err == nil {
 		v, _, err = parseOver(k, id, st, f)
 	}
-	if err != nil && st == nil && old == nil && incompleteHere(f, err) {
+	if err != nil && st == nil && old == nil && incompleteHere(f, err) && s.declaredElsewhere(k, id, f) {
 		s.unusedHere(k, id, f, err) // declared elsewhere only (unused.go)
 		return nil, false
 	}

@@ -193,7 +193,7 @@ func (a *App) plan(ctx context.Context, req *WriteRequest, cur Fields, res *Writ
 			perr = storedFieldError(req, cur, perr)
 			adminWrites.WithLabelValues(k.String(), req.Op, "invalid").Inc()
 			emitRejected(k, id, "admin_api", perr)
-			if st == nil && cur == nil {
+			if st == nil && cur == nil && incompleteHere(raw, perr) {
 				perr = fmt.Errorf("%w (a rule that is not declared in the config must be complete)", perr)
 			}
 			return nil, nil, caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: perr}
