@@ -61,7 +61,12 @@
       init.body = JSON.stringify(body);
       init.headers['Content-Type'] = 'application/json';
     }
-    const r = await fetch(path, init);
+    // Resolved against the page but without its user:password (opened as
+    // http://user:pass@host/…): fetch refuses a URL with credentials, and
+    // the browser sends the ones it was given for the origin anyway.
+    const url = new URL(path, location.href);
+    url.username = ''; url.password = '';
+    const r = await fetch(url, init);
     const text = await r.text();
     let data = null;
     try { data = text ? JSON.parse(text) : null; } catch { data = text; }
