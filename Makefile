@@ -1,13 +1,24 @@
 # The two commands of the README:
-#   make run   builds Caddy with Sluice (xcaddy) and serves examples/Caddyfile
+#   make run   builds Caddy with Sluice (xcaddy) if a source changed and
+#              serves examples/Caddyfile (make run PORT=8081 ADMIN=2020)
 #   make test  installs what the tests need and runs them all
 .PHONY: run build test test-short bench vet demo
 
 SLUICE_REDIS ?= redis://127.0.0.1:6379
 export SLUICE_REDIS
 
-run: build
-	@scripts/run-example.sh
+# make run's ports: the gateway's and the admin API's.
+PORT ?= 8080
+ADMIN ?= 2019
+
+# bin/caddy is rebuilt only when a file it is built from is newer.
+SOURCES := $(shell find . -name '*.go' -not -path './bin/*' -not -path './.git/*') go.mod go.sum xcaddy/build.sh
+
+bin/caddy: $(SOURCES)
+	./xcaddy/build.sh
+
+run: bin/caddy
+	@GATEWAY_PORT=$(PORT) ADMIN_PORT=$(ADMIN) scripts/run-example.sh
 
 build:
 	./xcaddy/build.sh

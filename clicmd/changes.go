@@ -102,6 +102,7 @@ func printHistory(c *cobra.Command, kind, id string) error {
 	w := c.OutOrStdout()
 	if len(h) == 0 {
 		fmt.Fprintf(w, "no recorded changes of %s %s\n", kind, id)
+		printDeclared(c, kind, id)
 		return nil
 	}
 	for _, e := range h {
@@ -112,6 +113,23 @@ func printHistory(c *cobra.Command, kind, id string) error {
 		fmt.Fprintf(w, "%s  %-14s %-6s %-9s by %s on %s  %s\n", e.At, v, e.Op, e.Via, e.Instance, kind+" "+id, formatFields(e.Fields))
 	}
 	return nil
+}
+
+// printDeclared names the declared version of a rule the config declares,
+// the way back from any overlay (one every instance rejected included).
+func printDeclared(c *cobra.Command, kind, id string) {
+	body, err := request(c, "GET", rulePath(kind, id), nil)
+	if err != nil {
+		return
+	}
+	var v struct {
+		DeclaredVersion string `json:"declared_version"`
+	}
+	if json.Unmarshal(body, &v) != nil || v.DeclaredVersion == "" {
+		return
+	}
+	fmt.Fprintf(c.OutOrStdout(), "declared in the config as version %s: `caddy sluice rollback %s %s %s` goes back to it\n",
+		v.DeclaredVersion, kind, id, v.DeclaredVersion)
 }
 
 func printDiff(c *cobra.Command, a []string) error {

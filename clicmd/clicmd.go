@@ -14,6 +14,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/caddyserver/caddy/v2"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
 )
@@ -27,8 +28,8 @@ func init() {
 		Usage: "rules|bindings|state|store|quota|breaker|invalid|history|diff|rollback|verdicts|apply|export ... [--address <admin>]",
 		Short: "Manages Sluice rules and shows live state through the admin API",
 		Long: `
-Talks to the admin API of a running Caddy (default localhost:2019, change
-it with --address) to read and write Sluice rules and route bindings, print
+Talks to the admin API of a running Caddy (default $CADDY_ADMIN as for
+caddy's own commands, else localhost:2019; change it with --address) to read and write Sluice rules and route bindings, print
 the live state of the rate limits, breakers and gray routes, show a key's
 use of its quota, and override a breaker on that instance.
 
@@ -65,7 +66,8 @@ it they are held in the memory of the Caddy addressed (the answer says so).
 }
 
 func build(cmd *cobra.Command) {
-	cmd.PersistentFlags().String("address", DefaultAddress, "admin API address of the Caddy to talk to")
+	// As caddy's own commands: CADDY_ADMIN, else localhost:2019.
+	cmd.PersistentFlags().String("address", caddy.DefaultAdminListen, "admin API address of the Caddy to talk to (default: $CADDY_ADMIN, else "+DefaultAddress+")")
 	cmd.PersistentFlags().Bool("raw", false, "print the admin API's JSON as it came (no indentation)")
 	cmd.SilenceUsage = true
 

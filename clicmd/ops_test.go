@@ -188,7 +188,7 @@ func TestStateReflectsTraffic(t *testing.T) {
 		t.Fatalf("ratelimit rule state: %+v", rl)
 	}
 	top := rl.TopKeys[0]
-	if top.Key != ratelimit.MaskKey("user:alice") || !top.Limited || top.Remaining != 0 || top.Used < 0.99 ||
+	if top.Key != ratelimit.MaskKey("user:alice") || !top.Limited || top.Remaining != 0 || top.UsedShare < 0.99 ||
 		len(rl.TopKeys) != 2 || rl.TopKeys[1].Limited || rl.TopKeys[1].Remaining != 2 {
 		t.Fatalf("top key: %+v (want alice, masked, limited)", rl.TopKeys)
 	}

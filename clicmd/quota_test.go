@@ -73,7 +73,7 @@ func TestCLIQuota(t *testing.T) {
 		t.Fatalf("--json: %+v", u)
 	}
 
-	if out := mustSluice(t, p, "quota", "cli_quota", "user:bob"); !strings.Contains(out, "remaining 4") || !strings.Contains(out, "untouched") {
+	if out := mustSluice(t, p, "quota", "cli_quota", "user:bob"); !strings.Contains(out, "remaining 4") || !strings.Contains(out, "never seen") {
 		t.Fatalf("a key never seen: %s", out)
 	}
 	if out, errOut, ok := sluice(t, p, "quota", "cli_quot", "user:alice"); ok ||

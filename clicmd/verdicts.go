@@ -3,6 +3,7 @@ package clicmd
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -14,6 +15,10 @@ import (
 // instance reported on the stored version. Stopped instances (their
 // heartbeat expired) are shown but never waited on; a verdict without a
 // heartbeat (an older release) is waited on, as before.
+// exitNotEverywhere is verdicts' exit status when every live instance
+// that declares the rule took the version and the others do not use it.
+const exitNotEverywhere = 2
+
 func verdictsCommand() *cobra.Command {
 	c := &cobra.Command{Use: "verdicts <kind> <id>", Short: "Show each instance's verdict on a rule; --wait until every live instance took the stored version",
 		Args: cobra.ExactArgs(2), RunE: func(c *cobra.Command, a []string) error { return verdicts(c, a[0], a[1]) }}
@@ -49,10 +54,12 @@ func verdicts(c *cobra.Command, kind, id string) error {
 			return err
 		}
 		want, vs := view.Version, view.Verdicts
-		var pending, rejected []string
+		var pending, rejected, unused []string
 		for _, v := range vs {
 			switch {
 			case v.InstanceState == "stopped":
+			case notUsed(v, want):
+				unused = append(unused, v.Instance) // settled: it serves nothing under the id
 			case v.Version != want:
 				pending = append(pending, v.Instance)
 			case v.State == "rejected":
@@ -66,11 +73,31 @@ func verdicts(c *cobra.Command, kind, id string) error {
 				return fmt.Errorf("%s %s version %s rejected by %s (the last good version stays in force there)", kind, id, want, strings.Join(rejected, ", "))
 			case wait > 0 && len(pending) > 0:
 				return fmt.Errorf("%s %s version %s not reported within %s by live instance(s) %s", kind, id, want, wait, strings.Join(pending, ", "))
+			case len(unused) > 0:
+				// Not a failure (a rolling deploy that adds the rule), but not
+				// the whole fleet either: exit 2, saying where it does not apply.
+				fmt.Fprintf(c.ErrOrStderr(), "%s %s version %s is not used by live instance(s) %s: their config does not declare the rule, "+
+					"so they serve nothing under it (an overlay applies there once their Caddyfile declares the rule)\n", kind, id, orNone(want), strings.Join(unused, ", "))
+				os.Exit(exitNotEverywhere)
 			}
 			return nil
 		}
 		time.Sleep(100 * time.Millisecond) // poll interval while waiting
 	}
+}
+
+// notUsed reports whether an instance's verdict says it serves nothing
+// under the id while the answering instance serves version want: it does
+// not declare the rule, and the stored overlay is incomplete there (state
+// unused), or nothing is stored (unused, or deleted, on no version).
+func notUsed(v instanceVerdict, want string) bool {
+	switch v.State {
+	case "unused":
+		return v.Version == want || v.Version == ""
+	case "deleted":
+		return v.Version == "" && want != ""
+	}
+	return false
 }
 
 func printVerdicts(c *cobra.Command, vs []instanceVerdict, want string) {
@@ -83,6 +110,8 @@ func printVerdicts(c *cobra.Command, vs []instanceVerdict, want string) {
 		switch {
 		case v.InstanceState == "stopped":
 			note = " (stopped: not waited on)"
+		case notUsed(v, want):
+			note = " (not used here: this instance does not declare the rule)"
 		case v.Version != want:
 			note = " (an older version: not seen yet)"
 		}

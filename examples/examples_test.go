@@ -15,7 +15,7 @@ import (
 	"github.com/sluicegw/sluice/internal/testcaddy"
 )
 
-// example is examples/Caddyfile with its fixed ports moved to free ones.
+// example is examples/Caddyfile served on free ports given by the environment.
 type example struct {
 	gateway, admin string
 }
@@ -26,20 +26,19 @@ func runExample(t *testing.T, redisURL string) example {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The ports come from the environment, as `make run PORT=… ADMIN=…` does
+	// gives them: the file is served as written.
 	ports := map[string]int{}
-	for _, p := range []string{"2019", "8080", "9001", "9002"} {
-		ports[p] = testcaddy.FreePort(t)
+	for _, name := range []string{"ADMIN_PORT", "GATEWAY_PORT", "V1_PORT", "V2_PORT"} {
+		ports[name] = testcaddy.FreePort(t)
+		t.Setenv(name, fmt.Sprint(ports[name]))
 	}
-	cf := string(raw)
-	for old, p := range ports {
-		cf = strings.ReplaceAll(cf, "localhost:"+old, fmt.Sprintf("localhost:%d", p))
-	}
-	cf = strings.Replace(cf, "admin localhost", "persist_config off\n\tadmin localhost", 1)
+	cf := strings.Replace(string(raw), "admin localhost", "persist_config off\n\tadmin localhost", 1)
 	t.Setenv("SLUICE_REDIS", redisURL)
 	testcaddy.Run(t, cf)
 	return example{
-		gateway: fmt.Sprintf("http://localhost:%d", ports["8080"]),
-		admin:   fmt.Sprintf("http://localhost:%d", ports["2019"]),
+		gateway: fmt.Sprintf("http://localhost:%d", ports["GATEWAY_PORT"]),
+		admin:   fmt.Sprintf("http://localhost:%d", ports["ADMIN_PORT"]),
 	}
 }
 

@@ -6,6 +6,7 @@ package ratelimit
 // path: nothing here adds work to a request.
 
 import (
+	"math"
 	"sort"
 	"sync"
 	"time"
@@ -70,8 +71,11 @@ type KeyUsage struct {
 	Key string `json:"key"`
 	// Remaining is the whole tokens or requests left.
 	Remaining int64 `json:"remaining"`
-	// Used is the share of the quota in use, 0..1.
+	// Used is what is spent of the key's quota, in the quota's units (tokens
+	// or requests), as GET /sluice/quota/{rule}/{key} counts it.
 	Used float64 `json:"used"`
+	// UsedShare is Used as a share of the quota, 0..1: keys rank by it.
+	UsedShare float64 `json:"used_share"`
 	// Limited: a request of the rule's cost would be refused now.
 	Limited bool `json:"limited"`
 }
@@ -115,7 +119,9 @@ func topKeys(s *limiterState, now int64, n int) []KeyUsage {
 		return top
 	}
 	for _, u := range e.TopKeys(s.rule, now, n) {
-		top = append(top, KeyUsage{Key: s.rule.shownKey(u.key), Remaining: int64(u.remaining), Used: u.used, Limited: u.limited})
+		q, _ := newQuotaUsage(s.rule, u.key)
+		top = append(top, KeyUsage{Key: s.rule.shownKey(u.key), Remaining: int64(u.remaining),
+			Used: math.Round(u.used*q.Limit*1000) / 1000, UsedShare: u.used, Limited: u.limited})
 	}
 	return top
 }

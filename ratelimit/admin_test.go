@@ -37,10 +37,10 @@ func TestAdminTopKeys(t *testing.T) {
 			if len(top) != 2 {
 				t.Fatalf("top %v", top)
 			}
-			if top[0].Key != MaskKey("ip:10.0.0.2") || !top[0].Limited || top[0].Remaining != 0 || top[0].Used != 1 {
+			if top[0].Key != MaskKey("ip:10.0.0.2") || !top[0].Limited || top[0].Remaining != 0 || top[0].UsedShare != 1 || top[0].Used != 4 {
 				t.Errorf("first: %+v", top[0])
 			}
-			if top[1].Key != MaskKey("ip:10.0.0.3") || top[1].Limited || top[1].Remaining != 2 || top[1].Used != 0.5 {
+			if top[1].Key != MaskKey("ip:10.0.0.3") || top[1].Limited || top[1].Remaining != 2 || top[1].UsedShare != 0.5 || top[1].Used != 2 {
 				t.Errorf("second: %+v", top[1])
 			}
 			// Reading twice gives the same answer: nothing was consumed.

@@ -14,14 +14,11 @@ import (
 	"hash/maphash"
 	"math"
 	"net/http"
-	"net/url"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/sluicegw/sluice/internal/handlerkit"
 	"github.com/sluicegw/sluice/rulestore"
 )
 
@@ -84,12 +81,11 @@ func quotaError(status int, format string, args ...any) error {
 }
 
 func serveQuota(ctx context.Context, app *rulestore.App, rest string) (any, error) {
-	idEsc, keyEsc, _ := strings.Cut(rest, "/")
-	id, err1 := url.PathUnescape(idEsc)
-	key, err2 := url.PathUnescape(keyEsc)
-	if err := errors.Join(err1, err2); err != nil || id == "" || key == "" {
-		return nil, quotaError(http.StatusBadRequest, "want /sluice/quota/{rule}/{key}, e.g. /sluice/quota/order_api/user:alice (escape a / in the key as %%2F)")
+	q, err := parseQuotaPath(rest) // quota_key.go
+	if err != nil {
+		return nil, err
 	}
+	id := q.id
 	rule, lim := quotaRule(app, id)
 	if rule == nil {
 		return nil, quotaError(http.StatusNotFound, "no rate_limit rule %q on this instance%s", id, rulestore.DidYouMean(id, quotaRuleIDs(app)...))
@@ -97,11 +93,7 @@ func serveQuota(ctx context.Context, app *rulestore.App, rest string) (any, erro
 	if rule.Flow.Behavior != Reject {
 		return nil, quotaError(http.StatusBadRequest, "rule %q has control_behavior %s: it shapes requests on a schedule rather than counting a quota; GET /sluice/state shows its queue", id, rule.Flow.Behavior)
 	}
-	key = handlerkit.FitKey(key)
-	if rule.Cluster() {
-		return quotaFromRedis(ctx, app, rule, key)
-	}
-	return quotaFromMemory(rule, lim, key), nil
+	return quotaFor(ctx, app, rule, lim, q)
 }
 
 // quotaRule is the rule in force for id on this instance: the store's

@@ -219,14 +219,19 @@ func (a *App) decide(p *applyPlan, held map[ruleRef]Fields) ([]ApplyObject, bool
 			fail(http.StatusPreconditionFailed, "changed since it was read: version now %s, expected %q", now, want)
 		}
 		if err := p.errs[ref]; err != nil {
-			if st == nil && cur == nil {
+			if st == nil && cur == nil && incompleteHere(raw, err) {
 				err = fmt.Errorf("%w (a rule that is not declared in the config must be complete)", err)
 			}
 			fail(http.StatusBadRequest, "%v", err)
 		}
 		if rr, ok := p.values[ref].(Referrer); ok {
 			for _, r := range rr.Refs() {
-				if !final(ruleRef{r.Kind, r.ID}) {
+				switch to := (ruleRef{r.Kind, r.ID}); {
+				case final(to):
+				case held[to] != nil: // held now, deleted by the prune
+					fail(http.StatusBadRequest, "field %s: %s rule %q is held in %s, but --prune deletes it (the set does not list it): "+
+						"list it in the set, or name another rule", r.Field, r.Kind, r.ID, a.WritesTo())
+				default:
 					fail(http.StatusBadRequest, "field %s: no %s rule %q, neither in the set nor in %s%s",
 						r.Field, r.Kind, r.ID, a.WritesTo(), DidYouMean(r.ID, a.knownAfter(p, held, r.Kind)...))
 				}
@@ -446,7 +451,7 @@ func (s *redisSource) applySet(ctx context.Context, refs map[ruleRef]bool, decid
 					}
 					p.HSet(ctx, key, args...)
 				}
-				s.queueHistory(ctx, p, newHistoryEntry(o.kind, o.ID, o.prev, o.raw, "apply", ""), false)
+				s.queueHistory(ctx, p, newHistoryEntry(o.kind, o.ID, s.staticRule(o.kind, o.ID), o.prev, o.raw, "apply", ""), false)
 				p.XAdd(ctx, s.changeLogAdd(changeLogEntry(o.kind, o.ID, o.raw)))
 				p.Publish(ctx, s.names.Channel(o.kind), o.ID)
 			}
@@ -496,7 +501,7 @@ func (m *memoryLayer) applySet(a *App, refs map[ruleRef]bool, decide func(map[ru
 			next[o.kind][o.ID] = newSlot(&Rule{Kind: o.kind, ID: o.ID, Fields: o.raw, Value: v, Source: "memory",
 				Overlay: o.raw, partial: st != nil})
 		}
-		m.record(newHistoryEntry(o.kind, o.ID, o.prev, o.raw, "apply", ""))
+		m.record(newHistoryEntry(o.kind, o.ID, a.Static(o.kind, o.ID), o.prev, o.raw, "apply", ""))
 	}
 	m.snap.Store(&next)
 	m.changes.Add(1)

@@ -37,9 +37,12 @@ type HistoryEntry struct {
 	Kind string `json:"kind"`
 	// ID is the rule's id (a route name for a binding).
 	ID string `json:"id"`
-	// Version is the version of Fields ("" after a delete).
+	// Version is the version of the rule's state after the change: of
+	// Fields, or after a delete the declared rule's version ("" for a rule
+	// the config does not declare).
 	Version string `json:"version"`
-	// PrevVersion is the version of Prev ("" for a new rule).
+	// PrevVersion is the version of the state before: of Prev, or the
+	// declared rule's ("" for a new rule the config does not declare).
 	PrevVersion string `json:"prev_version"`
 	// Op is upsert, delete or rollback.
 	Op string `json:"op"`
@@ -50,6 +53,10 @@ type HistoryEntry struct {
 	// Via is who made the change: redis (a write seen in Redis, e.g. with
 	// redis-cli), admin_api, cli, rollback or apply.
 	Via string `json:"via"`
+	// Declared: the writer's config declares the rule, so Fields may be
+	// an overlay that is incomplete on an instance that does not declare
+	// it (unused.go).
+	Declared bool `json:"declared,omitempty"`
 	// Instance is the instance that recorded the change: host:pid.
 	Instance string `json:"instance"`
 	// At is when the change was recorded.
@@ -57,21 +64,22 @@ type HistoryEntry struct {
 }
 
 // newHistoryEntry records a change from prev to f (nil: a delete); op
-// "rollback" marks a rollback, anything else is upsert or delete.
-func newHistoryEntry(k Kind, id string, prev, f Fields, via, op string) HistoryEntry {
+// "rollback" marks a rollback, anything else is upsert or delete. st is
+// the rule as the config declares it (nil: not declared): with nothing
+// stored the rule's state is the declared one, and its versions are the
+// declared version (see storedVersion), so an undo is recorded as a change
+// to it and a rollback finds it.
+func newHistoryEntry(k Kind, id string, st *Rule, prev, f Fields, via, op string) HistoryEntry {
 	e := HistoryEntry{Kind: k.String(), ID: id, Op: "upsert", Prev: prev, Fields: f, Via: via,
 		Instance: instanceName, At: time.Now().UTC()}
+	if f == nil {
+		e.Op = "delete"
+	}
 	if op == "rollback" {
 		e.Op = op
 	}
-	if f == nil {
-		e.Op = "delete"
-	} else {
-		e.Version = Version(f)
-	}
-	if prev != nil {
-		e.PrevVersion = Version(prev)
-	}
+	e.Version, e.PrevVersion = storedVersion(st, f), storedVersion(st, prev)
+	e.Declared = st != nil
 	return e
 }
 

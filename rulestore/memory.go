@@ -58,7 +58,7 @@ func (m *memoryLayer) putLocked(r *Rule) {
 // apply runs one admin write: build gets the raw fields held now (nil:
 // none) and returns the new ones (nil: delete), or an error to write
 // nothing. The change is recorded in the history.
-func (m *memoryLayer) apply(k Kind, id string, build func(cur Fields) (*Rule, error), via, op string) (prev Fields, err error) {
+func (m *memoryLayer) apply(k Kind, id string, build func(cur Fields) (*Rule, error), st *Rule, via, op string) (prev Fields, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	cur := m.snap.Load()
@@ -69,7 +69,7 @@ func (m *memoryLayer) apply(k Kind, id string, build func(cur Fields) (*Rule, er
 	if err != nil {
 		return prev, err
 	}
-	if r != nil && prev != nil && r.Fields.Equal(prev) {
+	if (r != nil && prev != nil && r.Fields.Equal(prev)) || (r == nil && prev == nil) {
 		return prev, nil // nothing changes: nothing to record
 	}
 	var next Fields
@@ -89,7 +89,7 @@ func (m *memoryLayer) apply(k Kind, id string, build func(cur Fields) (*Rule, er
 	if r != nil {
 		next = r.Fields
 	}
-	m.record(newHistoryEntry(k, id, prev, next, via, op))
+	m.record(newHistoryEntry(k, id, st, prev, next, via, op))
 	return prev, nil
 }
 

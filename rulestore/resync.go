@@ -122,10 +122,12 @@ func (s *redisSource) take(b *resyncLayer, hashes []map[string]Fields) {
 			default:
 				r, ok := s.parse(k, id, f, old)
 				if !ok {
-					b.rejected++
-					if old != nil {
+					switch {
+					case old != nil:
+						b.rejected++
 						b.next[k][id] = newSlot(old)
-					} else {
+					case !s.feedback.isUnused(k, id):
+						b.rejected++
 						b.noGood = append(b.noGood, ruleRef{k, id})
 					}
 					continue

@@ -67,6 +67,7 @@ type feedback struct {
 	changes  []HistoryEntry
 	lastGood []lastGoodOp
 	invalid  map[ruleRef]InvalidRule
+	unused   map[ruleRef]bool // not declared here, stored fields incomplete (unused.go)
 	failLog  time.Time
 	skipped  skippedKeys
 }
@@ -85,6 +86,7 @@ func (fb *feedback) verdict(k Kind, id string, f Fields, err error) {
 	fb.mu.Lock()
 	defer fb.mu.Unlock()
 	ref := ruleRef{k, id}
+	delete(fb.unused, ref)
 	if err != nil {
 		v.State, v.Error = "rejected", clipN(err.Error(), 512)
 		var fe *FieldError
@@ -110,13 +112,15 @@ func (fb *feedback) verdict(k Kind, id string, f Fields, err error) {
 	fb.add(ref, v)
 }
 
-// deleted records that the rule's hash is gone from Redis.
-func (fb *feedback) deleted(k Kind, id string) {
+// deleted records that the rule's hash is gone from Redis. declared is
+// the version this instance serves now: its config's rule ("" if it
+// declares none), the version a writer waits on after an undo.
+func (fb *feedback) deleted(k Kind, id, declared string) {
 	fb.mu.Lock()
 	defer fb.mu.Unlock()
 	ref := ruleRef{k, id}
 	delete(fb.invalid, ref)
-	fb.add(ref, Verdict{State: "deleted", At: time.Now().UTC().Format(time.RFC3339Nano)})
+	fb.add(ref, Verdict{State: "deleted", Version: declared, At: time.Now().UTC().Format(time.RFC3339Nano)})
 }
 
 func (fb *feedback) add(ref ruleRef, v Verdict) {
@@ -143,7 +147,7 @@ func (s *redisSource) applied(k Kind, id string, old *Rule, f Fields) {
 	op := "upsert"
 	if f == nil {
 		op = "delete"
-		s.feedback.deleted(k, id)
+		s.feedback.deleted(k, id, storedVersion(s.staticRule(k, id), nil))
 		s.feedback.queueLastGood(lastGoodOp{ref: ruleRef{k, id}, mode: "del"})
 	}
 	emitUpdated(k, id, op, "redis", f)
@@ -153,7 +157,7 @@ func (s *redisSource) applied(k Kind, id string, old *Rule, f Fields) {
 	}
 	s.feedback.mu.Lock()
 	if len(s.feedback.changes) < maxFeedback {
-		s.feedback.changes = append(s.feedback.changes, newHistoryEntry(k, id, prev, f, "redis", ""))
+		s.feedback.changes = append(s.feedback.changes, newHistoryEntry(k, id, s.staticRule(k, id), prev, f, "redis", ""))
 	}
 	s.feedback.mu.Unlock()
 }
@@ -312,13 +316,15 @@ func (a *App) Invalid() []InvalidRule {
 }
 
 // forget drops a rejected id whose hash is gone (no version was in force
-// here), and with it the fleet's last good version.
-func (fb *feedback) forget(k Kind, id string) {
+// here), and with it the fleet's last good version. Its verdict becomes
+// deleted, on the version served now (declared: the config's rule, or ""),
+// so the rejection no longer stands for this instance's answer.
+func (fb *feedback) forget(k Kind, id, declared string) {
 	fb.mu.Lock()
 	_, was := fb.invalid[ruleRef{k, id}]
-	delete(fb.invalid, ruleRef{k, id})
 	fb.mu.Unlock()
 	if was {
+		fb.deleted(k, id, declared)
 		fb.queueLastGood(lastGoodOp{ref: ruleRef{k, id}, mode: "del"})
 	}
 }

@@ -19,7 +19,7 @@ func (s *redisSource) upsert(k Kind, id string, f Fields) {
 	}
 	r, ok := s.parse(k, id, f, old)
 	if !ok {
-		if old == nil {
+		if old == nil && !s.feedback.isUnused(k, id) {
 			s.noGood = append(s.noGood, ruleRef{k, id})
 		}
 		return
@@ -113,7 +113,9 @@ func (s *redisSource) remove(k Kind, id string) {
 	delete(s.retained, ruleRef{k, id})
 	old := s.current().get(k, id)
 	if old == nil {
-		s.feedback.forget(k, id)
+		if !s.feedback.unusedGone(k, id) {
+			s.feedback.forget(k, id, storedVersion(s.staticRule(k, id), nil))
+		}
 		return
 	}
 	delete(s.edit(k).of(k), id)
@@ -130,6 +132,10 @@ func (s *redisSource) parse(k Kind, id string, f Fields, old *Rule) (*Rule, bool
 	err := checkSize(f)
 	if err == nil {
 		v, _, err = parseOver(k, id, st, f)
+	}
+	if err != nil && st == nil && old == nil && incompleteHere(f, err) && s.declaredElsewhere(k, id, f) {
+		s.unusedHere(k, id, f, err) // declared elsewhere only (unused.go)
+		return nil, false
 	}
 	again := err != nil && s.feedback.rejectedBefore(k, id, f)
 	s.feedback.verdict(k, id, f, err)

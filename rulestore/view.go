@@ -6,7 +6,8 @@ import "context"
 // read-only look at live state that takes a path, such as
 // /sluice/quota/{rule}/{key}. rest is the path after "/sluice/{resource}/"
 // as the client escaped it (a key may hold a "/", sent as %2F), for the
-// view to split and unescape; ctx is the admin request's. Return an *ActionError to choose the
+// view to split and unescape, followed by "?" and the raw query if the
+// request has one; ctx is the admin request's. Return an *ActionError to choose the
 // status of a failure (400 otherwise).
 type View func(ctx context.Context, app *App, rest string) (any, error)
 

@@ -19,7 +19,7 @@ const MaxRuleBody = 64 << 10
 type WriteResult struct {
 	Kind string `json:"kind"`
 	ID   string `json:"id"`
-	Op   string `json:"op"` // upsert or delete
+	Op   string `json:"op"` // upsert, delete, or rollback
 	// Version is the version of the stored state after the change (see
 	// storedVersion); Fields the effective rule (the static rule overlaid
 	// by Overlay). Both empty if no rule remains.
@@ -193,7 +193,7 @@ func (a *App) plan(ctx context.Context, req *WriteRequest, cur Fields, res *Writ
 			perr = storedFieldError(req, cur, perr)
 			adminWrites.WithLabelValues(k.String(), req.Op, "invalid").Inc()
 			emitRejected(k, id, "admin_api", perr)
-			if st == nil && cur == nil {
+			if st == nil && cur == nil && incompleteHere(raw, perr) {
 				perr = fmt.Errorf("%w (a rule that is not declared in the config must be complete)", perr)
 			}
 			return nil, nil, caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: perr}
@@ -272,7 +272,7 @@ func (a *App) Write(ctx context.Context, req *WriteRequest) (WriteResult, error)
 			}
 			return &Rule{Kind: req.Kind, ID: req.ID, Fields: raw, Value: value, Source: "memory", Overlay: raw,
 				partial: a.Static(req.Kind, req.ID) != nil}, nil
-		}, req.Via, req.HistoryOp)
+		}, a.Static(req.Kind, req.ID), req.Via, req.HistoryOp)
 	} else {
 		err = a.source.apply(ctx, req.Kind, req.ID, req.Via, req.HistoryOp, func(cur Fields) (Fields, error) {
 			raw, _, err := a.plan(ctx, req, cur, &res)
@@ -342,14 +342,14 @@ func (s *redisSource) apply(ctx context.Context, k Kind, id, via, op string, bui
 		if err != nil {
 			return err
 		}
-		if f != nil && f.Equal(cur) {
+		if (f != nil && f.Equal(cur)) || (f == nil && cur == nil) {
 			return nil // nothing changes: no write, history, change-log entry or publish
 		}
 		var args []any
 		for name, v := range f {
 			args = append(args, name, v)
 		}
-		hist := newHistoryEntry(k, id, cur, f, via, op)
+		hist := newHistoryEntry(k, id, s.staticRule(k, id), cur, f, via, op)
 		xadd := s.changeLogAdd(changeLogEntry(k, id, f))
 		tail := func(p redis.Pipeliner) {
 			s.queueHistory(ctx, p, hist, false)

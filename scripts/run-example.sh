@@ -3,7 +3,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${SLUICE_REDIS:=redis://127.0.0.1:6379}"
-export SLUICE_REDIS
+: "${GATEWAY_PORT:=8080}" "${ADMIN_PORT:=2019}"
+export SLUICE_REDIS GATEWAY_PORT ADMIN_PORT
 
 hostport="${SLUICE_REDIS#*://}"; hostport="${hostport#*@}"; hostport="${hostport%%/*}"
 if (exec 3<>"/dev/tcp/${hostport%:*}/${hostport##*:}") 2>/dev/null; then
@@ -18,15 +19,15 @@ cat <<MSG
   $redis_note
 
   Try, in another terminal:
-    curl -i localhost:8080/                          # v1, with X-RateLimit-* headers
-    curl -i -H 'X-Canary: true' localhost:8080/      # the canary, v2
-    for i in \$(seq 12); do curl -s -o /dev/null -w '%{http_code} ' -H 'X-User-Id: alice' localhost:8080/; done; echo
+    curl -i localhost:$GATEWAY_PORT/                          # v1, with X-RateLimit-* headers
+    curl -i -H 'X-Canary: true' localhost:$GATEWAY_PORT/      # the canary, v2
+    for i in \$(seq 12); do curl -s -o /dev/null -w '%{http_code} ' -H 'X-User-Id: alice' localhost:$GATEWAY_PORT/; done; echo
                                                      # 200s, then 429s: 5 req/s, burst 10, per user
-    for i in \$(seq 8); do curl -s -o /dev/null -w '%{http_code} ' -H 'X-User-Id: carol' localhost:8080/flaky; done; echo
+    for i in \$(seq 8); do curl -s -o /dev/null -w '%{http_code} ' -H 'X-User-Id: carol' localhost:$GATEWAY_PORT/flaky; done; echo
                                                      # 500s from upstream, then 503s: the breaker opened
-    curl -s localhost:2019/sluice/rules/rate_limit   # the rules in force
+    curl -s localhost:$ADMIN_PORT/sluice/rules/rate_limit   # the rules in force
 
-  Status page (rules, limits, breakers, canaries; live): http://localhost:2019/sluice/ui/
+  Status page (rules, limits, breakers, canaries; live): http://localhost:$ADMIN_PORT/sluice/ui/
 
   Ctrl-C stops it.
 

@@ -71,6 +71,9 @@ type ruleView struct {
 	Fields  rulestore.Fields `json:"fields"`
 	Overlay rulestore.Fields `json:"overlay,omitempty"`
 	Static  bool             `json:"static"`
+	// DeclaredVersion is the version of the rule as the config declares
+	// it, the state a rollback to it (or a DELETE) goes back to.
+	DeclaredVersion string `json:"declared_version,omitempty"`
 	// Rejected is the value stored in Redis that this instance rejected,
 	// if any: the rule above is the last good version, kept in force.
 	Rejected *rulestore.RejectedView `json:"rejected,omitempty"`
@@ -191,8 +194,12 @@ func serveAdmin(w http.ResponseWriter, r *http.Request) error {
 }
 
 func viewOf(a *rulestore.App, r *rulestore.Rule) ruleView {
-	return ruleView{Kind: r.Kind.String(), ID: r.ID, Source: r.Source, Version: r.Version(), Fields: r.Fields,
-		Overlay: r.Overlay, Static: a.Static(r.Kind, r.ID) != nil, Rejected: a.Rejected(r.Kind, r.ID)}
+	v := ruleView{Kind: r.Kind.String(), ID: r.ID, Source: r.Source, Version: r.Version(), Fields: r.Fields,
+		Overlay: r.Overlay, Rejected: a.Rejected(r.Kind, r.ID)}
+	if st := a.Static(r.Kind, r.ID); st != nil {
+		v.Static, v.DeclaredVersion = true, rulestore.Version(st.Fields)
+	}
+	return v
 }
 
 // kindIndex is one kind in GET /sluice/rules.

@@ -51,7 +51,17 @@ func serveRollback(w http.ResponseWriter, r *http.Request, a *rulestore.App, k r
 		return apiError(http.StatusBadGateway, "reading history from redis: %v", err)
 	}
 	var target rulestore.Fields
+	// The declared version is the config's rule with nothing stored: going
+	// back to it deletes the overlay, recorded or not (a first overlay
+	// that every instance rejected is in no history).
+	declared := false
+	if st := a.Static(k, id); st != nil && rulestore.Version(st.Fields) == version {
+		declared = true
+	}
 	for _, e := range h {
+		if declared {
+			break
+		}
 		if e.Version == version && e.Fields != nil {
 			target = e.Fields
 			break
@@ -61,7 +71,7 @@ func serveRollback(w http.ResponseWriter, r *http.Request, a *rulestore.App, k r
 			break
 		}
 	}
-	if target == nil {
+	if target == nil && !declared {
 		return notFound("no version %q in the history of %s rule %q", version, k, id)
 	}
 	if err := checkIfMatch(r.Header.Get("If-Match")); r.Header.Get("If-Match") != "" && err != nil {
@@ -75,6 +85,7 @@ func serveRollback(w http.ResponseWriter, r *http.Request, a *rulestore.App, k r
 	if err != nil {
 		return err
 	}
+	res.Op = "rollback" // as the history records it
 	if res.Version != "" {
 		w.Header().Set("ETag", rulestore.ETag(res.Version))
 	}

@@ -19,6 +19,9 @@ func serveView(w http.ResponseWriter, r *http.Request, a *rulestore.App) (bool, 
 	if r.Method != http.MethodGet {
 		return true, methodNotAllowed(w, r, http.MethodGet)
 	}
+	if r.URL.RawQuery != "" {
+		rest += "?" + r.URL.RawQuery
+	}
 	out, err := fn(r.Context(), a, rest)
 	if err != nil {
 		return true, actionAPIError(err)

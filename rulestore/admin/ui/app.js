@@ -61,7 +61,12 @@
       init.body = JSON.stringify(body);
       init.headers['Content-Type'] = 'application/json';
     }
-    const r = await fetch(path, init);
+    // Resolved against the page but without its user:password (opened as
+    // http://user:pass@host/…): fetch refuses a URL with credentials, and
+    // the browser sends the ones it was given for the origin anyway.
+    const url = new URL(path, location.href);
+    url.username = ''; url.password = '';
+    const r = await fetch(url, init);
     const text = await r.text();
     let data = null;
     try { data = text ? JSON.parse(text) : null; } catch { data = text; }
@@ -363,7 +368,7 @@
     }));
 
     setHTML($('problems'), probs.length === 0 ? '' : `<h2 class="bad">Rules not in force as written</h2>${probs.map((p) => {
-      const why = [p.field && `field ${esc(p.field)}`, esc(p.reason || '')].filter(Boolean).join(': ');
+      const why = [fieldPrefix(p) && `field ${esc(p.field)}`, esc(p.reason || '')].filter(Boolean).join(': ');
       const link = p.problem === 'skipped' ? `<code>${esc(p.id)}</code>` : ruleLink(p.kind, p.id);
       return `<div class="problem" data-problem="${esc(`${p.kind}/${p.id}`)}"><b>${link}</b> <span>${esc(p.kind)} · ${esc(p.problem)}</span> — ${why} <span class="muted">since ${esc(ago(p.since))}</span></div>`;
     }).join('')}`);
@@ -733,6 +738,10 @@
     patchRows(tb, rows);
   }
 
+  // fieldPrefix: name the field before the reason, unless the reason
+  // already starts with it ("field qps=…: want a number").
+  const fieldPrefix = (p) => !!p.field && !(p.reason || '').startsWith(`field ${p.field}`);
+
   function renderRules() {
     rulesDirty = false;
     const filter = $('rule-filter').value.trim().toLowerCase();
@@ -749,8 +758,8 @@
         key: `${kind}/${id}`,
         cls: p ? 'unhealthy' : '',
         attrs: { 'data-rule': id, 'data-kind': kind },
-        cells: [cell(esc(kind)), cell(`${r ? ruleLink(kind, id) : `<code>${esc(id)}</code>`}${healthBadge(kind, id)}${p ? ` <span class="bad reason">${esc(p.field ? `field ${p.field}: ` : '')}${esc(p.reason || '')}</span>` : ''}`),
-          cell(esc(r ? r.source : '—')), cell(r ? `<code>${esc(r.version)}</code>` : '<span class="muted">none in force</span>'),
+        cells: [cell(esc(kind)), cell(`${r ? ruleLink(kind, id) : `<code>${esc(id)}</code>`}${healthBadge(kind, id)}${p ? ` <span class="bad reason">${esc(fieldPrefix(p) ? `field ${p.field}: ` : '')}${esc(p.reason || '')}</span>` : ''}`),
+          cell(esc(r ? r.source : '—')), cell(r ? `<code>${esc(r.version)}</code>` : '<span class="muted">none in force</span>', 'version'),
           cell(`<code>${esc(fields.length > 140 ? `${fields.slice(0, 137)}…` : fields)}</code>`, 'fields')],
       });
     };
@@ -762,7 +771,7 @@
     }
     // Rules the store names as missing, rejected or skipped but does not hold.
     for (const p of healthMap.values()) {
-      if (!(model.rules[p.kind] || {})[p.id]) row(p.kind, p.id, null, p);
+      if (!(model.rules[p.kind] || {})[p.id]) { n++; row(p.kind, p.id, null, p); }
     }
     patchRows(table('rules-table', ['Kind', 'Rule', 'Source', 'Version', 'Fields']), rows);
     $('rule-count').textContent = `${num(shown)} of ${num(n)} rules shown`;
