@@ -151,13 +151,13 @@ func quotaFor(ctx context.Context, app *rulestore.App, rule *Rule, lim *limiter,
 		return nil, err
 	}
 	ans.QuotaUsage = u
-	if !u.Tracked {
+	if !u.seen() {
 		for _, p := range rule.Key.Prefixes() {
 			if strings.HasPrefix(q.key, p) {
 				continue
 			}
 			alt, err := look(p + q.key)
-			if err == nil && alt.Tracked {
+			if err == nil && alt.seen() {
 				ans.QuotaUsage, ans.LookedUp = alt, "stored key, with the resolver's prefix"
 				return ans, nil
 			}
@@ -169,10 +169,13 @@ func quotaFor(ctx context.Context, app *rulestore.App, rule *Rule, lim *limiter,
 
 // noteUnseen says how to name the key when it was never seen.
 func (a *QuotaAnswer) noteUnseen() {
-	if a.Tracked {
+	if a.seen() {
 		return
 	}
 	a.Note = fmt.Sprintf("never seen: no state for key %q (never limited here, or idle long enough to be forgotten); "+
 		"the rule keys requests by %q, so name a user by request values, e.g. ?header.X-User-Id=alice "+
 		"(caddy sluice quota %s --header X-User-Id=alice)", a.Key, a.KeyResolver, a.Rule)
 }
+
+// seen: state exists for the key, in the table or as an eviction's trace.
+func (u *QuotaUsage) seen() bool { return u.Tracked || u.Evicted }
