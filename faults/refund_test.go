@@ -29,6 +29,8 @@ http://127.0.0.1:%d {
 		period        day
 		key_resolver  global
 		scope         cluster
+		redis_timeout 2s
+		on_redis_error deny
 		response_cost {http.response.header.X-Tokens-Used}
 		reserve       10
 		max_cost      10
@@ -44,9 +46,10 @@ http://127.0.0.1:%d {
 // admits the key again within a few seconds, not at midnight.
 func TestClusterRefusalSeesRefundElsewhere(t *testing.T) {
 	r := redistest.Start(t)
-	release := make(chan struct{})
+	release, arrived := make(chan struct{}), make(chan struct{}, 1)
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if req.URL.Path == "/hold" {
+			arrived <- struct{}{}
 			select {
 			case <-release:
 			case <-time.After(30 * time.Second):
@@ -70,7 +73,15 @@ func TestClusterRefusalSeesRefundElsewhere(t *testing.T) {
 		resp.Body.Close()
 		held <- resp.StatusCode
 	}()
-	// B is refused once A's request holds the reserve.
+	// A's request holds the day's quota in Redis (on_redis_error deny: an
+	// admitted request was admitted by Redis); B is refused.
+	select {
+	case <-arrived:
+	case code := <-held:
+		t.Fatalf("A's request to hold the quota ended first: %d", code)
+	case <-time.After(20 * time.Second):
+		t.Fatal("A's request to hold the quota never reached the upstream")
+	}
 	var retry int
 	testcaddy.Eventually(t, 20*time.Second, "B refused while A holds the quota", func() bool {
 		resp, _ := testcaddy.Get(t, urlB+"/")
