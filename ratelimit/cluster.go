@@ -185,8 +185,7 @@ func (e *clusterEngine) decide(r *Rule, key []byte, now, cost int64, d *Decision
 		return
 	}
 	if ls.refusing(r, now, cost) {
-		d.Reason, d.RetryAfter = RateLimited, ls.deniedUntil-now
-		d.Remaining, d.Reset = 0, max(0, ls.resetAt-now)
+		ls.refuseAsDenied(now, d)
 		s.mu.Unlock()
 		return
 	}
@@ -204,6 +203,11 @@ func (e *clusterEngine) decide(r *Rule, key []byte, now, cost int64, d *Decision
 		ls.pending = false
 	}
 	if err != nil {
+		if ls.denied(r, now, cost) {
+			ls.refuseAsDenied(now, d)
+			s.mu.Unlock()
+			return
+		}
 		s.mu.Unlock()
 		e.fail(r, key, now, cost, d)
 		return
@@ -229,9 +233,7 @@ func (e *clusterEngine) decideExact(r *Rule, key []byte, now, cost int64, d *Dec
 	s.mu.Lock()
 	known := e.keys.leaseOf(s, key)
 	if known != nil && known.refusing(r, now, cost) {
-		ls := known
-		d.Reason, d.RetryAfter = RateLimited, ls.deniedUntil-now
-		d.Remaining, d.Reset = 0, max(0, ls.resetAt-now)
+		known.refuseAsDenied(now, d)
 		s.mu.Unlock()
 		return
 	}
@@ -242,6 +244,13 @@ func (e *clusterEngine) decideExact(r *Rule, key []byte, now, cost int64, d *Dec
 	}
 	g, err := e.call(r, d.Limits, key, cost, spend)
 	if err != nil {
+		s.mu.Lock()
+		if known != nil && known.denied(r, now, cost) {
+			known.refuseAsDenied(now, d)
+			s.mu.Unlock()
+			return
+		}
+		s.mu.Unlock()
 		e.fail(r, key, now, cost, d)
 		return
 	}
@@ -281,7 +290,21 @@ func (e *clusterEngine) lockLease(r *Rule, key []byte, now int64) (s *shard, ent
 // cost tokens now (it said so for requests of deniedCost: a cheaper one may
 // still fit).
 func (ls *leaseState) refusing(r *Rule, now, cost int64) bool {
-	return now < ls.deniedUntil && (ls.recheckAt == 0 || now < ls.recheckAt) && ls.deniedBy == r && cost >= ls.deniedCost
+	return ls.denied(r, now, cost) && (ls.recheckAt == 0 || now < ls.recheckAt)
+}
+
+// denied reports whether Redis's last word on the key, under rule r, was
+// that it has fewer than cost until deniedUntil, recheck or not: with
+// Redis unreachable, that word still stands (no refund elsewhere can be
+// seen, and the local share must not admit a key Redis said is spent).
+func (ls *leaseState) denied(r *Rule, now, cost int64) bool {
+	return now < ls.deniedUntil && ls.deniedBy == r && cost >= ls.deniedCost
+}
+
+// refuseAsDenied refuses d on Redis's last word on the key (denied).
+func (ls *leaseState) refuseAsDenied(now int64, d *Decision) {
+	d.Reason, d.RetryAfter = RateLimited, ls.deniedUntil-now
+	d.Remaining, d.Reset = 0, max(0, ls.resetAt-now)
 }
 
 // learn records what a call told about the key's quota in Redis. A wait
