@@ -156,9 +156,9 @@ http://127.0.0.1:%d {
 // adaptiveState is the rule's controller as /sluice/state shows it.
 type adaptiveState struct {
 	Limit     int64   `json:"limit"`
-	MinRTT    float64 `json:"min_rtt_seconds"`
-	SampleRTT float64 `json:"sampled_rtt_seconds"`
-	Measuring bool    `json:"measuring_min_rtt"`
+	MinRTT    float64 `json:"min_rtt"`
+	SampleRTT float64 `json:"latency"`
+	Measuring bool    `json:"probing"`
 }
 
 func (s adaptiveState) String() string {

@@ -36,14 +36,14 @@ func TestAdaptiveIgnoresClientCancels(t *testing.T) {
 	}
 	var a map[string]any
 	testcaddy.Eventually(t, 20*time.Second, "minRTT measured and a window sampled", func() bool {
-		status(t, s.urls[0]) // 25 measure minRTT at min_limit 2, then windows
+		status(t, s.urls[0]) // the first probe, then windows
 		a = adaptive()
-		return a != nil && a["measuring_min_rtt"] == false && a["sampled_rtt_seconds"].(float64) > 0
+		return a != nil && a["probing"] == false && a["latency"].(float64) > 0
 	})
-	minRTT := time.Duration(a["min_rtt_seconds"].(float64) * 1e9)
+	minRTT := time.Duration(a["min_rtt"].(float64) * 1e9)
 	hold := max(20*time.Millisecond, 10*minRTT)
 	testcaddy.Eventually(t, 10*time.Second, "no request in flight", func() bool { n, _ := flowOf(t, s.adminPort, "adapt"); return n == 0 })
-	before := adaptive()["estimate"]
+	before := adaptive()["limit"]
 	for i := 0; i < 30; i++ {
 		n := up.arrived.Load()
 		ctx, cancel := context.WithCancel(context.Background())
@@ -66,7 +66,7 @@ func TestAdaptiveIgnoresClientCancels(t *testing.T) {
 		}
 		testcaddy.Eventually(t, 10*time.Second, "the cancelled request left", func() bool { n, _ := flowOf(t, s.adminPort, "adapt"); return n == 0 })
 	}
-	if after := adaptive(); after["estimate"] != before || after["measuring_min_rtt"] != false {
-		t.Fatalf("after 30 cancels of %v each (minRTT %v): %v, want the estimate unchanged at %v", hold, minRTT, after, before)
+	if after := adaptive(); after["limit"] != before || after["probing"] != false {
+		t.Fatalf("after 30 cancels of %v each (minRTT %v): %v, want the limit unchanged at %v", hold, minRTT, after, before)
 	}
 }

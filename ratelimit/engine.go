@@ -1,6 +1,10 @@
 package ratelimit
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/sluicegw/sluice/ratelimit/overload"
+)
 
 // Engine keeps one rule's counters and decides requests. The local engine
 // (here) keeps them in this process's memory; the cluster engine
@@ -26,7 +30,7 @@ const (
 	TooManyInFlight      // max_concurrent for the key
 	TooManyInFlightTotal // max_concurrent_total for the rule
 	RedisUnavailable     // scope cluster, Redis failed, on_redis_error deny
-	OverAdaptiveLimit    // max_concurrent adaptive: the limit found now
+	OverAdaptiveLimit    // max_concurrent adaptive: the queue for its limit refused
 )
 
 // Decision is the outcome of one Take.
@@ -47,7 +51,7 @@ type Decision struct {
 
 	slot  *entry // holds an in-flight slot to release
 	shard *shard // slot's shard; a local settling rule's entry's too
-	total bool   // holds a slot of max_concurrent_total (or adaptive)
+	total bool   // holds a slot of max_concurrent_total
 	// at and gen: a local settling rule's entry index in shard when
 	// admitted, and the shard's gen then, so the settlement finds the
 	// entry without a lookup (settleAt).
@@ -58,13 +62,13 @@ type Decision struct {
 	// goes on; meanwhile it holds a place in the rule's queue.
 	Wait   int64
 	queued *atomic.Int64
-	// adaptive: observe the request's latency (max_concurrent adaptive);
-	// admittedAt is the in-flight count its admission made.
-	adaptive   *gradient
-	admittedAt int64
-	// firstRound: refused by a fresh adaptive limit before its first step;
-	// the request may wait for that step and ask again (waitFirstRound).
-	firstRound *gradient
+	// adaptive: the request holds a slot of max_concurrent adaptive
+	// (ticket), released with the upstream's latency (adaptive.go).
+	adaptive *overload.Controller
+	ticket   overload.Ticket
+	// shed: how the adaptive queue refused the request, and its class.
+	shed  overload.Outcome
+	class overload.Class
 }
 
 // OK reports whether the request may pass.
@@ -87,7 +91,15 @@ func newLocalEngine(r *Rule) *localEngine {
 
 func (e *localEngine) Keys() int64           { return e.tab.keys.Load() }
 func (e *localEngine) sweep(now, idle int64) { e.tab.sweep(now, idle) }
-func (e *localEngine) InFlight() int64       { return e.inflight.Load() }
+
+// InFlight counts the adaptive limit's slots when the rule has one (its
+// requests hold no other slot unless max_concurrent_total is set too).
+func (e *localEngine) InFlight() int64 {
+	if c := e.adaptive.Load(); c != nil {
+		return c.InFlight()
+	}
+	return e.inflight.Load()
+}
 
 // Take admits or refuses a request of the rule's cost; it allocates only
 // for a key it has not seen before.
@@ -104,11 +116,8 @@ func (e *localEngine) take(r *Rule, key []byte, now int64, cost int64) Decision 
 		}
 	}
 	l := d.Limits
-	if r.Flow.Adaptive != nil {
-		if !e.admitAdaptive(r, &d) {
-			return d
-		}
-	} else if r.MaxConcurrentTotal > 0 {
+	// The adaptive limit's slot is taken before (adaptive.go).
+	if r.MaxConcurrentTotal > 0 {
 		if e.inflight.Add(1) > r.MaxConcurrentTotal {
 			e.inflight.Add(-1)
 			d.Reason = TooManyInFlightTotal

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicegw/sluice/internal/handlerkit"
+	"github.com/sluicegw/sluice/ratelimit/overload"
 	"github.com/sluicegw/sluice/rulestore"
 )
 
@@ -22,7 +23,8 @@ type field = handlerkit.Field[*ruleParse]
 type ruleParse struct {
 	handlerkit.FieldReader
 	r        *Rule
-	adaptive *AdaptiveConfig
+	adaptive *overload.Config
+	queues   bool // the rule has a queue: it paces, or max_concurrent adaptive
 }
 
 // fields are the rule's fields, in the docs' order.
@@ -117,10 +119,10 @@ var fields = handlerkit.NewFieldTable(
 		return nil
 	})),
 	handlerkit.Row("control_behavior", "`reject`, `pace`, `warm_up`, `warm_up_pace`", "`reject`", parseControlBehavior),
-	only(whenPacing, "control_behavior pace or warm_up_pace", durationRow("max_queue_wait", "`"+DefaultMaxQueueWait.String()+"`", 0, time.Minute, "500ms", func(p *ruleParse, d time.Duration) {
+	only(whenQueueing, "control_behavior pace or warm_up_pace, or max_concurrent adaptive", durationRow("max_queue_wait", "`"+DefaultMaxQueueWait.String()+"`", 0, time.Minute, "500ms", func(p *ruleParse, d time.Duration) {
 		p.r.Flow.MaxQueueWait = int64(d)
 	})),
-	only(whenPacing, "control_behavior pace or warm_up_pace", wholeRow("max_queued", "`"+strconv.Itoa(DefaultMaxQueued)+"`", 1, 1_000_000, "", func(p *ruleParse, n int64) {
+	only(whenQueueing, "control_behavior pace or warm_up_pace, or max_concurrent adaptive", wholeRow("max_queued", "`"+strconv.Itoa(DefaultMaxQueued)+"`", 1, 1_000_000, "", func(p *ruleParse, n int64) {
 		p.r.Flow.MaxQueued = n
 	})),
 	only(whenWarming, "control_behavior warm_up or warm_up_pace", handlerkit.Row("warm_up_period", "duration, > 0 and ≤ 24h", "required with warm-up", func(p *ruleParse, v string) error {
@@ -157,6 +159,18 @@ var fields = handlerkit.NewFieldTable(
 	})),
 	adaptiveRow(durationRow("min_rtt_interval", "`"+DefaultMinRTTInterval.String()+"`", time.Second, 24*time.Hour, "", func(p *ruleParse, d time.Duration) {
 		p.adaptive.MinRTTInterval = int64(d)
+	})),
+	adaptiveRow(handlerkit.Row("priority", "`critical`, `high`, `normal`, `low`, `sheddable`, `0`–`4`, or a placeholder", "`normal`", func(p *ruleParse, v string) error {
+		if strings.Contains(v, "{") {
+			p.r.priorityExpr = v // read per request; missing or unknown is normal
+			return nil
+		}
+		c, ok := overload.ParseClass(v)
+		if !ok {
+			return p.Errorf("want critical, high, normal, low, sheddable, 0-4 or a placeholder such as {http.request.header.X-Priority}")
+		}
+		p.r.priority = c
+		return nil
 	})),
 	only(whenCluster, "scope cluster", handlerkit.Row("lease_size", "int, 0–the quota", "`0` (off)", parseLeaseSize)),
 )
@@ -270,6 +284,7 @@ func whenCluster(p *ruleParse) bool       { return p.r.Cluster() }
 func whenPacing(p *ruleParse) bool        { return p.r.Flow.Behavior.paces() }
 func whenWarming(p *ruleParse) bool       { return p.r.Flow.Behavior.warms() }
 func whenAdaptive(p *ruleParse) bool      { return p.adaptive != nil }
+func whenQueueing(p *ruleParse) bool      { return p.queues }
 
 func parseLimitType(p *ruleParse, v string) error {
 	switch strings.ToLower(v) {

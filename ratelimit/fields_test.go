@@ -38,6 +38,7 @@ func TestFieldTableMatchesTheDocsTheSpecAndTheParser(t *testing.T) {
 		"latency_tolerance": {"max_concurrent": "adaptive"},
 		"sample_window":     {"max_concurrent": "adaptive"},
 		"min_rtt_interval":  {"max_concurrent": "adaptive"},
+		"priority":          {"max_concurrent": "adaptive"},
 	}
 	base := func(name string) rulestore.Fields {
 		f := rulestore.Fields{"qps": "10"}

@@ -1,16 +1,20 @@
 package ratelimit
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/sluicegw/sluice/ratelimit/overload"
+)
 
 // maxFlowSeconds caps the intervals of a flow schedule (a rule with a qps
 // far below 1/hour), so the ns arithmetic cannot overflow.
 const maxFlowSeconds = 3600
 
 // flowState is a local engine's per-rule flow-shaping state: the number of
-// paced requests waiting, and the adaptive in-flight limit.
+// paced requests waiting, and the adaptive in-flight limit with its queue.
 type flowState struct {
 	queued   atomic.Int64
-	adaptive atomic.Pointer[gradient]
+	adaptive atomic.Pointer[overload.Controller]
 }
 
 // configureFlow fits the engine to rule r: it starts the adaptive limit
@@ -22,37 +26,19 @@ func (e *localEngine) configureFlow(r *Rule, now int64) {
 		e.adaptive.Store(nil)
 		return
 	}
-	if g := e.adaptive.Load(); g != nil {
-		g.configure(*a)
+	if c := e.adaptive.Load(); c != nil {
+		c.Configure(*a)
 		return
 	}
-	e.adaptive.Store(newGradient(*a, now))
+	e.adaptive.Store(overload.New(*a, now))
 }
 
-// admitAdaptive takes an in-flight slot under the adaptive limit (and
-// max_concurrent_total, which may be set as well).
-func (e *localEngine) admitAdaptive(r *Rule, d *Decision) bool {
-	g := e.adaptive.Load()
-	if g == nil { // a rule not yet fitted (cannot happen through limiter.engine)
-		return true
+// adaptiveOf is the adaptive limit of a local engine, if it has one.
+func adaptiveOf(eng Engine) *overload.Controller {
+	if le, ok := eng.(*localEngine); ok {
+		return le.adaptive.Load()
 	}
-	n := e.inflight.Add(1)
-	if r.MaxConcurrentTotal > 0 && n > r.MaxConcurrentTotal {
-		e.inflight.Add(-1)
-		d.Reason = TooManyInFlightTotal
-		return false
-	}
-	if n > g.Limit() {
-		e.inflight.Add(-1)
-		g.refuse()
-		d.Reason = OverAdaptiveLimit
-		if g.inFirstRound() {
-			d.firstRound = g // it may wait for the first step (waitFirstRound)
-		}
-		return false
-	}
-	d.total, d.adaptive, d.admittedAt = true, g, n
-	return true
+	return nil
 }
 
 // shape decides the rate of a request under pace, warm_up or warm_up_pace
@@ -115,7 +101,7 @@ type FlowState struct {
 	// Queued is the number of paced requests waiting for their slot now.
 	Queued int64 `json:"queued"`
 	// Adaptive is the max_concurrent adaptive limit: the limit in force,
-	// minRTT and the last sampled latency.
+	// minRTT, the last window's latency and the queue by priority class.
 	Adaptive *AdaptiveState `json:"adaptive,omitempty"`
 }
 
@@ -136,9 +122,31 @@ func flowStateOf(s *limiterState) *FlowState {
 		return nil
 	}
 	out := &FlowState{ControlBehavior: fl.Behavior.String(), Queued: le.queued.Load()}
-	if g := le.adaptive.Load(); g != nil {
-		st := g.state()
-		out.Adaptive = &st
+	if c := le.adaptive.Load(); c != nil {
+		out.Adaptive = adaptiveStateOf(c.State())
+	}
+	return out
+}
+
+// AdaptiveState is the adaptive limit in GET /sluice/state.
+type AdaptiveState struct {
+	overload.State
+	// Queue: per priority class (critical, high, normal, low, sheddable),
+	// the requests waiting now, and since the rule started those admitted
+	// after waiting and those refused (queue_full, queue_timeout,
+	// pushed_out). Classes that never queued are left out.
+	Queue map[string]overload.ClassState `json:"queue,omitempty"`
+}
+
+func adaptiveStateOf(st overload.State) *AdaptiveState {
+	out := &AdaptiveState{State: st}
+	for i, c := range st.Classes {
+		if c != (overload.ClassState{}) {
+			if out.Queue == nil {
+				out.Queue = map[string]overload.ClassState{}
+			}
+			out.Queue[overload.Class(i).String()] = c
+		}
 	}
 	return out
 }

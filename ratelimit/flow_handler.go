@@ -18,13 +18,12 @@ const StatusClientClosed = 499
 // wait, boxed once so setting it does not allocate.
 var zeroWait any = time.Duration(0)
 
-// serveShaped serves a request that must wait for its slot or feeds the
-// adaptive limit (the request path that allocates: a timer, a status
-// recorder): it waits for the request's slot (a timer, then nanosleep for
-// the last 2 ms; no lock held, ending early when the client goes), then
-// serves it holding its in-flight slots, and feeds the adaptive limit the
-// upstream's latency (upstreamTimer; from admission to the return of next
-// when no HTTP client carried the request).
+// serveShaped serves a request that must wait for its slot or holds a
+// slot of the adaptive limit (the request path that allocates: a timer, a
+// status recorder): it waits for the request's slot (a timer, then
+// nanosleep for the last 2 ms; no lock held, ending early when the client
+// goes), then serves it holding its in-flight slots (serveAdaptive for the
+// adaptive limit's).
 func serveShaped(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, rule *Rule, lim *limiter, eng Engine, d Decision, repl *caddy.Replacer) error {
 	defer eng.Release(&d)
 	if d.Wait > 0 {
@@ -39,15 +38,7 @@ func serveShaped(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler,
 	if d.adaptive == nil {
 		return next.ServeHTTP(w, r)
 	}
-	admitted := lim.now()
-	timer := &upstreamTimer{now: lim.now}
-	rec := &statusRecorder{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}}
-	err := next.ServeHTTP(rec, r.WithContext(timer.trace(r.Context())))
-	if r.Context().Err() == nil { // a client cancel says nothing of the upstream
-		start, end := timer.span(admitted, lim.now())
-		d.adaptive.observe(start, end, d.admittedAt, isDrop(err, rec.status))
-	}
-	return err
+	return serveAdaptive(w, r, next, lim, &d)
 }
 
 // waitTurn waits d.Wait for the request's slot, or until ctx ends; it
@@ -59,28 +50,6 @@ func waitTurn(ctx context.Context, d *Decision, lim *limiter) (int64, error) {
 	waited := lim.now() - start
 	lim.flow.queueWait.Observe(float64(waited) / 1e9)
 	return waited, err
-}
-
-// waitFirstRound lets a request refused by a fresh adaptive limit before
-// its first step wait for that step (adaptive_firstround.go), for at most
-// one sample window or until its client goes. ok false: it may not wait
-// (no room, or the step was taken meanwhile) and stays refused.
-func waitFirstRound(ctx context.Context, g *gradient, lim *limiter) (waited int64, ok bool, err error) {
-	step, wait, ok := g.firstRoundWait()
-	if !ok {
-		return 0, false, nil
-	}
-	defer g.doneWaiting()
-	start := lim.now()
-	t := time.NewTimer(time.Duration(wait))
-	defer t.Stop()
-	select {
-	case <-step:
-	case <-t.C:
-	case <-ctx.Done():
-		err = ctx.Err()
-	}
-	return lim.now() - start, true, err
 }
 
 // statusRecorder notes the status the next handler wrote, so a 5xx counts

@@ -5,6 +5,8 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	"github.com/sluicegw/sluice/ratelimit/overload"
 )
 
 // ControlBehavior is what a token bucket rule does with a request beyond
@@ -58,12 +60,12 @@ type Flow struct {
 	WarmUpPeriod int64
 	ColdFactor   float64
 	// Adaptive is set by max_concurrent adaptive.
-	Adaptive *AdaptiveConfig
+	Adaptive *overload.Config
 }
 
 // flowFields are the rule fields of flow shaping (read by parseFlow).
 var flowFields = []string{"control_behavior", "max_queue_wait", "max_queued", "warm_up_period", "cold_factor",
-	"min_limit", "max_limit", "initial_limit", "latency_tolerance", "sample_window", "min_rtt_interval"}
+	"min_limit", "max_limit", "initial_limit", "latency_tolerance", "sample_window", "min_rtt_interval", "priority"}
 
 var adaptiveFields = flowFields[5:]
 
@@ -78,8 +80,13 @@ func (r *Rule) parseFlow(p *ruleParse) error {
 	if err := p.read("control_behavior"); err != nil {
 		return err
 	}
-	if fl.Behavior.paces() {
+	adaptive := false
+	if v, ok := p.Get("max_concurrent"); ok && isAdaptive(v) {
+		adaptive = true
+	}
+	if fl.Behavior.paces() || adaptive {
 		fl.MaxQueueWait, fl.MaxQueued = int64(DefaultMaxQueueWait), DefaultMaxQueued
+		p.queues = true
 	}
 	if err := p.read("max_queue_wait", "max_queued"); err != nil {
 		return err
@@ -93,13 +100,14 @@ func (r *Rule) parseFlow(p *ruleParse) error {
 	if err := p.read("warm_up_period", "cold_factor"); err != nil {
 		return err
 	}
-	if v, ok := p.Get("max_concurrent"); ok && isAdaptive(v) {
+	if adaptive {
 		if r.Cluster() {
 			return p.Fields.Errorf("max_concurrent", "adaptive works per instance only (scope local): each instance measures the latency it causes and finds its own limit")
 		}
 		if err := parseAdaptive(p); err != nil {
 			return err
 		}
+		p.adaptive.MaxQueueWait, p.adaptive.MaxQueued = fl.MaxQueueWait, fl.MaxQueued
 		fl.Adaptive = p.adaptive
 	} else if err := p.read(adaptiveFields...); err != nil {
 		return err // each applies to max_concurrent adaptive only
@@ -136,7 +144,7 @@ const (
 	DefaultMinLimit         = 3
 	DefaultMaxLimit         = 1000
 	DefaultInitialLimit     = 20
-	DefaultLatencyTolerance = 0.25
+	DefaultLatencyTolerance = 0.05
 	DefaultSampleWindow     = 250 * time.Millisecond
 	DefaultMinRTTInterval   = 30 * time.Second
 )
@@ -144,9 +152,10 @@ const (
 // parseAdaptive reads the settings of max_concurrent adaptive into
 // p.adaptive, with the checks between them.
 func parseAdaptive(p *ruleParse) error {
-	a := &AdaptiveConfig{MinLimit: DefaultMinLimit, MaxLimit: DefaultMaxLimit, InitialLimit: DefaultInitialLimit,
+	a := &overload.Config{MinLimit: DefaultMinLimit, MaxLimit: DefaultMaxLimit, InitialLimit: DefaultInitialLimit,
 		Tolerance: DefaultLatencyTolerance, SampleWindow: int64(DefaultSampleWindow), MinRTTInterval: int64(DefaultMinRTTInterval)}
 	p.adaptive = a
+	p.r.priority = overload.Normal
 	if err := p.read("min_limit", "max_limit", "initial_limit"); err != nil {
 		return err
 	}
@@ -158,7 +167,7 @@ func parseAdaptive(p *ruleParse) error {
 	} else if a.InitialLimit < a.MinLimit || a.InitialLimit > a.MaxLimit {
 		return p.Fields.Errorf("initial_limit", "%d is outside min_limit %d .. max_limit %d", a.InitialLimit, a.MinLimit, a.MaxLimit)
 	}
-	if err := p.read("latency_tolerance", "sample_window", "min_rtt_interval"); err != nil {
+	if err := p.read("latency_tolerance", "sample_window", "min_rtt_interval", "priority"); err != nil {
 		return err
 	}
 	if a.MinRTTInterval < 4*a.SampleWindow {

@@ -10,7 +10,6 @@ import (
 	"math"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -256,18 +255,26 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		}
 	}
 	eng := lim.engine(rule)
-	d := decide(eng, rule, key, lim.now(), cost)
-	if d.firstRound != nil && !rule.Shadow {
-		waited, ok, err := waitFirstRound(r.Context(), d.firstRound, lim)
-		if err != nil {
+	var d Decision
+	if c := adaptiveOf(eng); c != nil {
+		class := rule.priorityOf(r, repl)
+		ph.class = uint8(class) + 1
+		var err error
+		if d, err = admitAdaptive(r.Context(), c, rule, class, key, lim, repl); err != nil {
 			return caddyhttp.Error(StatusClientClosed, err)
 		}
-		if ok {
-			if repl != nil {
-				repl.Set("http.ratelimit.queue_wait", time.Duration(waited))
+	}
+	if d.OK() {
+		held := d
+		d = decide(eng, rule, key, lim.now(), cost)
+		if held.adaptive != nil {
+			if d.OK() {
+				d.adaptive, d.ticket = held.adaptive, held.ticket
+			} else {
+				held.adaptive.Release(held.ticket, -1, false, lim.now())
 			}
-			d = decide(eng, rule, key, lim.now(), cost)
 		}
+		d.class = held.class
 	}
 	ph.setKey(key)
 	// An in-flight cap refuses before the rate quota is consulted: the
@@ -358,6 +365,9 @@ func (h *Handler) reject(w http.ResponseWriter, rule *Rule, lim *limiter, d *Dec
 	}
 	name := resultNames[res]
 	w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
+	if d.Reason == OverAdaptiveLimit {
+		w.Header().Set(PriorityHeader, d.class.String())
+	}
 	ph.result, ph.retry = res, uint32(min(retry, math.MaxUint32))
 	ph.publish(pub)
 	if rule.HandleErrors {

@@ -8,11 +8,12 @@ import (
 var placeholderNames = []string{
 	"http.ratelimit.rule", "http.ratelimit.key", "http.ratelimit.remaining", "http.ratelimit.limit",
 	"http.ratelimit.result", "http.ratelimit.retry_after", "http.ratelimit.queue_wait",
+	"http.ratelimit.priority",
 }
 
 // shortKey is how many bytes of a key placeholders holds in place; a
 // longer key is copied to a string (one more allocation).
-const shortKey = 72
+const shortKey = 71
 
 // placeholders are one decision's {http.ratelimit.*} values, answered
 // lazily (handlerkit.Publish): the key is formatted, the remaining count
@@ -28,7 +29,8 @@ type placeholders struct {
 	result    result
 	n         uint8 // key length in short
 	hasKey    bool
-	paces     bool // a paced request that did not wait: queue_wait is 0s
+	paces     bool  // a paced request that did not wait: queue_wait is 0s
+	class     uint8 // the priority class under max_concurrent adaptive, plus 1 (0: none)
 	short     [shortKey]byte
 }
 
@@ -96,6 +98,11 @@ func (p placeholders) Placeholder(name string) (any, bool) {
 			return nil, false
 		}
 		return zeroWait, true
+	case "http.ratelimit.priority":
+		if p.class == 0 {
+			return nil, false
+		}
+		return classAny[p.class-1], true
 	}
 	return nil, false
 }

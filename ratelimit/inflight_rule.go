@@ -36,7 +36,14 @@ func (r *Rule) parseInFlightOnly(f rulestore.Fields, get func(string) (string, b
 	if r.Type != TokenBucket {
 		return f.Errorf("qps", "required by limit_type %s", r.Type)
 	}
+	adaptive := false
+	if v, ok := get("max_concurrent"); ok && isAdaptive(v) {
+		adaptive = true
+	}
 	for _, name := range rateFields {
+		if adaptive && (name == "max_queue_wait" || name == "max_queued") {
+			continue // the adaptive limit's queue
+		}
 		if _, ok := get(name); ok {
 			return f.Errorf(name, "%s", why)
 		}

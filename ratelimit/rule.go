@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicegw/sluice/internal/handlerkit"
+	"github.com/sluicegw/sluice/ratelimit/overload"
 	"github.com/sluicegw/sluice/rulestore"
 )
 
@@ -114,6 +115,10 @@ type Rule struct {
 
 	// Flow: pacing, warm-up and the adaptive in-flight limit (flow_rule.go).
 	Flow Flow
+	// priority is a request's class under the adaptive limit, or
+	// priorityExpr the placeholder that gives it per request.
+	priority     overload.Class
+	priorityExpr string
 
 	// Calendar is the period and zone of a calendar quota (limit_type
 	// calendar, calendar_rule.go); nil for the other types.

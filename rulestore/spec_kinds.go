@@ -87,9 +87,11 @@ type RateLimitSpec struct {
 	RawKeys *bool `json:"raw_keys,omitempty"`
 	// ControlBehavior is reject (default), pace, warm_up or warm_up_pace.
 	ControlBehavior string `json:"control_behavior,omitempty"`
-	// MaxQueueWait bounds how long pacing holds a request.
+	// MaxQueueWait bounds how long pacing, or the queue of an adaptive
+	// in-flight cap, holds a request.
 	MaxQueueWait *Duration `json:"max_queue_wait,omitempty"`
-	// MaxQueued bounds the requests pacing holds at once.
+	// MaxQueued bounds the requests pacing, or the queue of an adaptive
+	// in-flight cap, holds at once.
 	MaxQueued *int64 `json:"max_queued,omitempty"`
 	// WarmUpPeriod is how long a cold limit takes to reach qps.
 	WarmUpPeriod *Duration `json:"warm_up_period,omitempty"`
@@ -103,12 +105,16 @@ type RateLimitSpec struct {
 	// InitialLimit is where an adaptive in-flight cap starts.
 	InitialLimit *int64 `json:"initial_limit,omitempty"`
 	// LatencyTolerance is how far above the minimum latency an adaptive
-	// cap lets sampled latency go (0.25 = 25%).
+	// cap lets sampled latency go (0.05 = 5%).
 	LatencyTolerance *float64 `json:"latency_tolerance,omitempty"`
 	// SampleWindow is an adaptive cap's sampling period.
 	SampleWindow *Duration `json:"sample_window,omitempty"`
 	// MinRTTInterval is how often an adaptive cap re-measures the minimum.
 	MinRTTInterval *Duration `json:"min_rtt_interval,omitempty"`
+	// Priority is a request's class under an adaptive cap: critical,
+	// high, normal (default), low, sheddable, 0-4, or a placeholder such
+	// as {http.request.header.X-Priority} (missing or unknown: normal).
+	Priority string `json:"priority,omitempty"`
 }
 
 // CircuitBreakerSpec is a circuit_breaker rule (docs/circuitbreaker.md).

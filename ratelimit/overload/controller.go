@@ -1,0 +1,285 @@
+package overload
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// Outcome is what became of a request.
+type Outcome uint8
+
+const (
+	// Admitted: it holds a slot; Release it when it ends.
+	Admitted Outcome = iota
+	// Queued: it waits; receive from Waiter.Ready, or Abandon.
+	Queued
+	// QueueFull: refused on arrival, max_queued waiters more important
+	// than it (or its own key's) were waiting.
+	QueueFull
+	// TimedOut: refused after waiting max_queue_wait (or its client left).
+	TimedOut
+	// PushedOut: refused while waiting, its place given to a more
+	// important request (or to a key with fewer waiters).
+	PushedOut
+)
+
+var outcomeNames = [...]string{"admitted", "queued", "queue_full", "queue_timeout", "pushed_out"}
+
+func (o Outcome) String() string { return outcomeNames[o] }
+
+// Ticket is an admitted request's slot.
+type Ticket struct{ epoch uint32 }
+
+// Waiter is a request waiting for a slot.
+type Waiter = waiter
+
+// Ready gets a value when the waiter is granted a slot or pushed out;
+// Result then says which.
+func (w *waiter) Ready() <-chan struct{} { return w.ready }
+
+// Since is when the waiter began to wait.
+func (w *waiter) Since() int64 { return w.since }
+
+// Controller is one rule's adaptive limit and its queue. Admission takes
+// no lock while nobody waits and a slot is free; a request that finds the
+// limit full, and a release while requests wait, take the queue's lock.
+type Controller struct {
+	mu  sync.Mutex
+	lim limit // under mu, but for record and due
+	q   queue // under mu
+
+	limitNow atomic.Int64 // lim.current(), for the lock-free path
+	inflight atomic.Int64
+	// queued is the number of waiters, plus arrivals deciding under the
+	// lock: while it is not 0 an arrival joins the queue's order.
+	queued  atomic.Int64
+	byClass [Classes]atomic.Int64 // waiters per class
+	shed    [Classes][3]atomic.Int64
+	waited  [Classes]atomic.Int64 // admitted after waiting
+
+	pool sync.Pool
+}
+
+// New starts a controller at now with a probe of minRTT.
+func New(cfg Config, now int64) *Controller {
+	c := &Controller{}
+	c.pool.New = func() any { return &waiter{ready: make(chan struct{}, 1)} }
+	c.lim.init(cfg, now)
+	c.limitNow.Store(c.lim.current())
+	return c
+}
+
+// Configure takes new settings and keeps what was learnt (minRTT, the
+// limit within the new bounds).
+func (c *Controller) Configure(cfg Config) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lim.cfg = cfg
+	c.lim.est = min(max(c.lim.est, float64(cfg.MinLimit)), float64(cfg.MaxLimit))
+	c.limitNow.Store(c.lim.current())
+	c.dispatchLocked()
+}
+
+// TryAcquire admits a request at once if nobody waits and a slot is free.
+func (c *Controller) TryAcquire() (Ticket, bool) {
+	if c.queued.Load() != 0 {
+		return Ticket{}, false
+	}
+	lim := c.limitNow.Load()
+	for {
+		n := c.inflight.Load()
+		if n >= lim {
+			return Ticket{}, false
+		}
+		if c.inflight.CompareAndSwap(n, n+1) {
+			return Ticket{epoch: c.lim.epoch.Load()}, true
+		}
+	}
+}
+
+// Enqueue is the way in for a request TryAcquire did not admit: admitted
+// after all (a slot freed), queued (the returned waiter), or refused with
+// QueueFull. key is the rule's key for the request (fairness within its
+// class); it is copied.
+func (c *Controller) Enqueue(class Class, key []byte, now int64) (Ticket, *Waiter, Outcome) {
+	if class >= Classes {
+		class = Normal
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	// Counted before the slot is looked at: a release that misses this
+	// count freed its slot before the look, and one that sees it
+	// dispatches after this lock is let go.
+	c.queued.Add(1)
+	c.lim.full = true
+	if c.q.n == 0 {
+		lim := c.limitNow.Load()
+		for n := c.inflight.Load(); n < lim; n = c.inflight.Load() {
+			if c.inflight.CompareAndSwap(n, n+1) {
+				c.queued.Add(-1)
+				return Ticket{epoch: c.lim.epoch.Load()}, nil, Admitted
+			}
+		}
+	}
+	if c.q.n >= c.lim.cfg.MaxQueued {
+		v := c.q.victim(class, string(key))
+		if v == nil {
+			c.queued.Add(-1)
+			c.shed[class][0].Add(1)
+			return Ticket{}, nil, QueueFull
+		}
+		c.leaveLocked(v, pushedOut)
+		v.ready <- struct{}{}
+	}
+	w := c.pool.Get().(*waiter)
+	w.class, w.since, w.state = class, now, waiting
+	c.q.push(w, string(key))
+	c.byClass[class].Add(1)
+	return Ticket{}, w, Queued
+}
+
+// leaveLocked takes w out of the queue with its new state.
+func (c *Controller) leaveLocked(w *waiter, st waitState) {
+	c.q.remove(w)
+	c.queued.Add(-1)
+	c.byClass[w.class].Add(-1)
+	w.state = st
+	switch st {
+	case pushedOut:
+		c.shed[w.class][2].Add(1)
+	case abandoned:
+		c.shed[w.class][1].Add(1)
+	}
+}
+
+// Result is a waiter's outcome after Ready: Admitted (with its ticket) or
+// PushedOut. The waiter goes back to the pool: do not use it after.
+func (c *Controller) Result(w *Waiter) (Ticket, Outcome) {
+	c.mu.Lock()
+	st, epoch := w.state, w.epoch
+	c.mu.Unlock()
+	c.recycle(w)
+	if st == granted {
+		return Ticket{epoch: epoch}, Admitted
+	}
+	return Ticket{}, PushedOut
+}
+
+// Abandon ends a wait that Ready did not end (max_queue_wait passed, or
+// the client left): TimedOut, or Admitted / PushedOut when that happened
+// first. The waiter goes back to the pool.
+func (c *Controller) Abandon(w *Waiter) (Ticket, Outcome) {
+	c.mu.Lock()
+	st, epoch := w.state, w.epoch
+	if st == waiting {
+		c.leaveLocked(w, abandoned)
+	}
+	c.mu.Unlock()
+	c.recycle(w)
+	switch st {
+	case granted:
+		return Ticket{epoch: epoch}, Admitted
+	case pushedOut:
+		return Ticket{}, PushedOut
+	}
+	return Ticket{}, TimedOut
+}
+
+func (c *Controller) recycle(w *waiter) {
+	select { // a grant or push-out raced with the abandon
+	case <-w.ready:
+	default:
+	}
+	c.pool.Put(w)
+}
+
+// Release frees t's slot. latency is the upstream's time (ns), or < 0 when
+// it says nothing of the upstream (the client left); drop: it failed (5xx,
+// upstream error).
+func (c *Controller) Release(t Ticket, latency int64, drop bool, now int64) {
+	if latency >= 0 {
+		c.lim.record(t.epoch, latency, drop)
+	}
+	c.inflight.Add(-1)
+	if c.queued.Load() > 0 || c.lim.due(now) {
+		c.Tick(now)
+	}
+}
+
+// Tick moves the limit if a window or probe is due and hands free slots
+// to waiters.
+func (c *Controller) Tick(now int64) {
+	c.mu.Lock()
+	if c.lim.due(now) && c.lim.step(now) {
+		c.limitNow.Store(c.lim.current())
+	}
+	c.dispatchLocked()
+	c.mu.Unlock()
+}
+
+// dispatchLocked gives free slots to waiters in the queue's order.
+func (c *Controller) dispatchLocked() {
+	lim := c.limitNow.Load()
+	for c.q.n > 0 {
+		n := c.inflight.Load()
+		if n >= lim {
+			c.lim.full = true
+			return
+		}
+		if !c.inflight.CompareAndSwap(n, n+1) {
+			continue
+		}
+		w := c.q.pop()
+		c.queued.Add(-1)
+		c.byClass[w.class].Add(-1)
+		c.waited[w.class].Add(1)
+		w.state, w.epoch = granted, c.lim.epoch.Load()
+		w.ready <- struct{}{}
+	}
+}
+
+// Limit is the limit in force.
+func (c *Controller) Limit() int64 { return c.limitNow.Load() }
+
+// InFlight is the number of requests holding a slot.
+func (c *Controller) InFlight() int64 { return c.inflight.Load() }
+
+// State is a snapshot for the status page, metrics and tests.
+type State struct {
+	// Limit is the in-flight limit in force; InFlight the requests holding
+	// a slot.
+	Limit    int64 `json:"limit"`
+	InFlight int64 `json:"in_flight"`
+	// MinRTT is the last uncontended latency measured (s); Latency the
+	// last window's median (s).
+	MinRTT  float64 `json:"min_rtt"`
+	Latency float64 `json:"latency"`
+	// Probing: minRTT is being measured (the limit is halved meanwhile).
+	Probing bool `json:"probing"`
+	// Classes: per priority class, the requests waiting now and since the
+	// start those admitted after waiting and those refused by queue_full,
+	// queue_timeout and pushed_out.
+	Classes [Classes]ClassState `json:"-"`
+}
+
+// ClassState is one class's queue figures.
+type ClassState struct {
+	Waiting   int64 `json:"waiting"`
+	Waited    int64 `json:"admitted_after_wait"`
+	QueueFull int64 `json:"queue_full"`
+	TimedOut  int64 `json:"queue_timeout"`
+	PushedOut int64 `json:"pushed_out"`
+}
+
+// State reads the controller's state.
+func (c *Controller) State() State {
+	c.mu.Lock()
+	s := State{Limit: c.limitNow.Load(), InFlight: c.inflight.Load(), MinRTT: float64(c.lim.minRTT) / 1e9,
+		Latency: float64(c.lim.lastRTT) / 1e9, Probing: c.lim.probing}
+	c.mu.Unlock()
+	for i := range s.Classes {
+		s.Classes[i] = ClassState{Waiting: c.byClass[i].Load(), Waited: c.waited[i].Load(),
+			QueueFull: c.shed[i][0].Load(), TimedOut: c.shed[i][1].Load(), PushedOut: c.shed[i][2].Load()}
+	}
+	return s
+}
