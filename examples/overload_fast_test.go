@@ -188,4 +188,3 @@ func addRun(run func(string, time.Duration) (int64, int64), u string, total *int
 	*total += ok + non
 	return ok, refused + non
 }
-
