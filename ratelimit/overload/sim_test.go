@@ -62,12 +62,21 @@ type simResult struct {
 	asked, served, refused [Classes]int
 	latency                [Classes][]int64 // end to end, served requests
 	keyServed              map[int]int      // by key, sources' keys numbered globally
+	bySource               map[int][]int64  // end-to-end latency of served requests, by source
 	inflight               []float64        // mean active admitted jobs per second
 	limits                 []int64
 }
 
 func (r *simResult) p99(c Class) int64 {
 	s := r.latency[c]
+	if len(s) == 0 {
+		return 0
+	}
+	slices.Sort(s)
+	return s[len(s)*99/100]
+}
+
+func p99Of(s []int64) int64 {
 	if len(s) == 0 {
 		return 0
 	}
@@ -95,7 +104,7 @@ func simulate(m simModel, seed int64, withLimit bool) simResult {
 	if withLimit {
 		c = New(m.cfg, 0)
 	}
-	res := simResult{keyServed: map[int]int{}}
+	res := simResult{keyServed: map[int]int{}, bySource: map[int][]int64{}}
 	var (
 		active  []*simReq // jobs on the host
 		waiting []*simReq // in the controller's queue
@@ -193,6 +202,7 @@ func simulate(m simModel, seed int64, withLimit bool) simResult {
 			res.served[src.class]++
 			res.keyServed[r.key]++
 			res.latency[src.class] = append(res.latency[src.class], now-r.sent)
+			res.bySource[r.src] = append(res.bySource[r.src], now-r.sent)
 			if src.clients > 0 {
 				due = append(due, &simReq{src: r.src, key: r.key, client: r.client, sent: now})
 			}
