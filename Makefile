@@ -37,7 +37,7 @@ test:
 	@# then turns the figures into the detector's. Every package's own
 	@# tests, their real-Caddy ones included, run under -race.
 	SLUICE_REPORT_DIR=$(CURDIR)/bin/reports go test -race -count=1 -timeout 30m $$(go list ./... | grep -v '/examples$$')
-	SLUICE_REPORT_DIR=$(CURDIR)/bin/reports go test -count=1 -timeout 20m ./examples
+	SLUICE_REPORT_DIR=$(CURDIR)/bin/reports go test -count=1 -timeout 20m ./examples ./ratelimit/overload
 	@# go test shows a passing test's log only with -v: the tables the tests printed
 	@for f in bin/reports/*.txt; do [ -f "$$f" ] && cat "$$f"; done; true
 

@@ -15,8 +15,8 @@ func simConfig() Config {
 // least 95 % of seeds.
 func TestSimCapacityHalves(t *testing.T) {
 	seeds := int64(20)
-	if testing.Short() {
-		seeds = 4
+	if testing.Short() || raceOn {
+		seeds = 2
 	}
 	for _, work := range []int64{20 * ms, 200 * ms} {
 		bad := 0
@@ -52,7 +52,7 @@ func TestSimCapacityHalves(t *testing.T) {
 // concurrency (every request in flight slows the host), and the rest wait
 // rather than being refused: a refusal costs the host half a request.
 func TestSimFastUpstreamSharesCPU(t *testing.T) {
-	for seed := int64(1); seed <= 3; seed++ {
+	for seed := int64(1); seed <= simSeeds(3); seed++ {
 		m := simModel{sources: []simSource{{class: Normal, keys: 1, clients: 64}}, work: 100 * us, noise: 0.3,
 			cpus: []simStep{{0, 2}}, refuseWork: 0.5, dur: 10 * sec, cfg: simConfig()}
 		base := simulate(m, seed, false)
@@ -76,7 +76,7 @@ func TestSimFastUpstreamSharesCPU(t *testing.T) {
 func TestSimTwoClassesAtTwiceCapacity(t *testing.T) {
 	const work, cpus = 20 * ms, 10
 	capacity := float64(cpus) / (float64(work) / float64(sec)) // requests per second
-	for seed := int64(1); seed <= 3; seed++ {
+	for seed := int64(1); seed <= simSeeds(3); seed++ {
 		alone := simulate(simModel{sources: []simSource{{class: High, keys: 50, rate: 0.5 * capacity}}, work: work, noise: 0.3,
 			cpus: []simStep{{0, cpus}}, dur: 30 * sec, cfg: simConfig()}, seed, true)
 		both := simulate(simModel{sources: []simSource{{class: High, keys: 50, rate: capacity}, {class: Normal, keys: 50, rate: capacity}}, work: work, noise: 0.3,
@@ -100,7 +100,7 @@ func TestSimTwoClassesAtTwiceCapacity(t *testing.T) {
 func TestSimNoisyKeyGetsItsShare(t *testing.T) {
 	const work, cpus = 20 * ms, 10
 	capacity := float64(cpus) / (float64(work) / float64(sec))
-	for seed := int64(1); seed <= 3; seed++ {
+	for seed := int64(1); seed <= simSeeds(3); seed++ {
 		quiet := simModel{sources: []simSource{{class: Normal, keys: 10, rate: 0.8 * capacity}}, work: work, noise: 0.3,
 			cpus: []simStep{{0, cpus}}, dur: 30 * sec, cfg: simConfig()}
 		noisy := quiet
@@ -127,4 +127,12 @@ func TestSimNoisyKeyGetsItsShare(t *testing.T) {
 			t.Errorf("seed %d: the noisy key got %.0f/s, more than what the others leave (%.0f/s)", seed, noisyServed, fair)
 		}
 	}
+}
+
+// simSeeds is n, or 1 under the race detector.
+func simSeeds(n int64) int64 {
+	if raceOn {
+		return 1
+	}
+	return n
 }
