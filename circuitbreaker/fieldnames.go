@@ -7,10 +7,6 @@ import (
 )
 
 // fieldNames lists the rule's fields, those of its typed form
-// (rulestore.CircuitBreakerSpec), for the unknown-field message.
+// (rulestore.CircuitBreakerSpec), for the unknown-field message. The
+// store suggests a misspelled one from the same Spec.
 var fieldNames = strings.Join(rulestore.SpecFieldNames(rulestore.CircuitBreaker), ", ")
-
-// Registered for "did you mean" on a misspelled one.
-func init() {
-	rulestore.RegisterFieldNames(rulestore.CircuitBreaker, rulestore.SpecFieldNames(rulestore.CircuitBreaker)...)
-}

@@ -14,9 +14,6 @@ func init() {
 	rulestore.RegisterParser(rulestore.CircuitBreaker, func(id string, f rulestore.Fields) (any, error) {
 		return ParseRule(id, f)
 	})
-	// One name for the open response's headers; a header field is still
-	// read, with a deprecation warning.
-	rulestore.RegisterRenamedField(rulestore.CircuitBreaker, "header", "headers")
 }
 
 // Rule is a validated circuit_breaker rule. Its fields have the same names

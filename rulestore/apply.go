@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net/http"
 	"slices"
 	"sort"
 	"strings"
 
-	"github.com/caddyserver/caddy/v2"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 )
@@ -31,7 +29,7 @@ type ApplyRequest struct {
 	// Expect holds, by kind then id, the version each rule must have for
 	// the apply to go ahead ("": the rule must not exist), e.g. the
 	// prev_version a dry run answered: a change made since then fails the
-	// apply (412) instead of being overwritten.
+	// apply (ErrPreconditionFailed) instead of being overwritten.
 	Expect map[string]map[string]string `json:"expect,omitempty"`
 }
 
@@ -51,8 +49,8 @@ type ApplyObject struct {
 	Diff []FieldChange `json:"diff,omitempty"`
 
 	kind      Kind
-	prev, raw Fields // raw fields held before, and to hold after (nil: none)
-	status    int    // the HTTP status a failure calls for
+	prev, raw Fields     // raw fields held before, and to hold after (nil: none)
+	class     ErrorClass // what a failure means: ErrInvalid or ErrPreconditionFailed
 }
 
 // ApplyResult is the answer to POST /sluice/apply.
@@ -73,20 +71,20 @@ type ApplyResult struct {
 	Note  string `json:"note,omitempty"`
 }
 
-// Status is the HTTP status of the answer: 200 when the set is (or would
-// be) written; else 400, or 412 when a rule changed from its expected
-// version.
-func (r ApplyResult) Status() int {
+// Failure is nil when the set is (or would be) written; else an *Error
+// with Error's text, of class ErrPreconditionFailed when a rule changed
+// from its expected version, else ErrInvalid.
+func (r ApplyResult) Failure() error {
 	if r.Error == "" {
-		return http.StatusOK
+		return nil
 	}
-	status := http.StatusBadRequest
+	class := ErrInvalid
 	for _, o := range r.Objects {
-		if o.status == http.StatusPreconditionFailed {
-			status = o.status
+		if o.class == ErrPreconditionFailed {
+			class = o.class
 		}
 	}
-	return status
+	return &Error{Class: class, Err: errors.New(r.Error)}
 }
 
 // Apply results.
@@ -206,9 +204,9 @@ func (a *App) decide(p *applyPlan, held map[ruleRef]Fields) ([]ApplyObject, bool
 		default:
 			o.Result = applyChanged
 		}
-		fail := func(status int, format string, args ...any) {
+		fail := func(class ErrorClass, format string, args ...any) {
 			if o.Result != applyFailed {
-				o.Result, o.Reason, o.status = applyFailed, fmt.Sprintf(format, args...), status
+				o.Result, o.Reason, o.class = applyFailed, fmt.Sprintf(format, args...), class
 			}
 		}
 		if want, ok := p.req.Expect[o.Kind][o.ID]; ok && want != o.PrevVersion {
@@ -216,30 +214,30 @@ func (a *App) decide(p *applyPlan, held map[ruleRef]Fields) ([]ApplyObject, bool
 			if now == "" {
 				now = "none"
 			}
-			fail(http.StatusPreconditionFailed, "changed since it was read: version now %s, expected %q", now, want)
+			fail(ErrPreconditionFailed, "changed since it was read: version now %s, expected %q", now, want)
 		}
 		if err := p.errs[ref]; err != nil {
 			if st == nil && cur == nil && incompleteHere(raw, err) {
 				err = fmt.Errorf("%w (a rule that is not declared in the config must be complete)", err)
 			}
-			fail(http.StatusBadRequest, "%v", err)
+			fail(ErrInvalid, "%v", err)
 		}
 		if rr, ok := p.values[ref].(Referrer); ok {
 			for _, r := range rr.Refs() {
 				switch to := (ruleRef{r.Kind, r.ID}); {
 				case final(to):
 				case held[to] != nil: // held now, deleted by the prune
-					fail(http.StatusBadRequest, "field %s: %s rule %q is held in %s, but --prune deletes it (the set does not list it): "+
+					fail(ErrInvalid, "field %s: %s rule %q is held in %s, but --prune deletes it (the set does not list it): "+
 						"list it in the set, or name another rule", r.Field, r.Kind, r.ID, a.WritesTo())
 				default:
-					fail(http.StatusBadRequest, "field %s: no %s rule %q, neither in the set nor in %s%s",
+					fail(ErrInvalid, "field %s: no %s rule %q, neither in the set nor in %s%s",
 						r.Field, r.Kind, r.ID, a.WritesTo(), DidYouMean(r.ID, a.knownAfter(p, held, r.Kind)...))
 				}
 			}
 		}
 		if !listed && st == nil {
 			if by := a.referrers(p, held, ref, final); len(by) > 0 {
-				fail(http.StatusBadRequest, "still named by %s", strings.Join(by, ", "))
+				fail(ErrInvalid, "still named by %s", strings.Join(by, ", "))
 			}
 		}
 		out = append(out, o)
@@ -331,7 +329,7 @@ func (a *App) Apply(ctx context.Context, req ApplyRequest, dryRun bool) (ApplyRe
 	res := ApplyResult{DryRun: dryRun, Stored: a.WritesTo()}
 	p, err := a.planApply(req)
 	if err != nil {
-		return res, caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: err}
+		return res, &Error{Class: ErrInvalid, Err: err}
 	}
 	var ok bool
 	decide := func(held map[ruleRef]Fields) ([]ApplyObject, error) {
@@ -360,6 +358,8 @@ func (a *App) Apply(ctx context.Context, req ApplyRequest, dryRun bool) (ApplyRe
 		return res, nil
 	case errors.Is(err, errDryRun):
 		return res, nil
+	case err != nil && ClassOf(err) == "":
+		return res, Errorf(ErrBackend, "applying in redis: %w", err)
 	case err != nil:
 		return res, err
 	}
@@ -401,7 +401,7 @@ func failures(objs []ApplyObject) string {
 // overwritten.
 func (s *redisSource) applySet(ctx context.Context, refs map[ruleRef]bool, decide func(map[ruleRef]Fields) ([]ApplyObject, error)) error {
 	if _, cluster := s.client.(*redis.ClusterClient); cluster {
-		return apiError(http.StatusNotImplemented, "an atomic apply needs one Redis transaction over keys in many "+
+		return Errorf(ErrUnsupported, "an atomic apply needs one Redis transaction over keys in many "+
 			"hash slots, which Redis Cluster cannot run: write the rules one by one (PUT /sluice/rules/{kind}/{id})")
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*s.timeout)

@@ -38,6 +38,10 @@ type KindInfo struct {
 	// KeyPrefix is the start of a rule's Redis hash key before its id;
 	// "<Name>:rule:" when empty.
 	KeyPrefix string
+
+	// renamed maps a field still read under an old name to the name to
+	// use, from the Spec's renamed tags (see specRenamed).
+	renamed map[string]string
 }
 
 // kindRegistry holds the registered kinds, filled from init functions like
@@ -79,6 +83,7 @@ func (r *kindRegistry) register(info KindInfo) Kind {
 	if info.KeyPrefix == "" {
 		info.KeyPrefix = info.Name + ":rule:"
 	}
+	info.renamed = specRenamed(info.NewSpec())
 	next := append(cur[:len(cur):len(cur)], info)
 	r.list.Store(&next)
 	return Kind(len(cur))

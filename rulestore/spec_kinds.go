@@ -159,7 +159,7 @@ type CircuitBreakerSpec struct {
 	// Headers of the open response.
 	Headers http.Header `json:"headers,omitempty"`
 	// Header is one header of the open response, "Name value" (Redis).
-	Header string `json:"header,omitempty"`
+	Header string `json:"header,omitempty" renamed:"headers"`
 	// HandleErrors hands the open response to the site's handle_errors.
 	HandleErrors *bool `json:"handle_errors,omitempty"`
 }

@@ -72,14 +72,9 @@ func UnknownField(d *caddyfile.Dispenser, what, name string, known ...string) er
 	return d.Errf("unknown field '%s' in %s (want %s)", name, what, strings.Join(known, ", "))
 }
 
-// RegisterFieldNames lists the fields of a kind's rules, so an unknown field
-// (in the Caddyfile, JSON, Redis or the admin API) gets a suggestion.
-func RegisterFieldNames(k Kind, names ...string) {
-	registeredKinds.update(k, func(info *KindInfo) { info.FieldNames = names })
-}
-
-// FieldNames returns the fields registered for a kind: those given to
-// RegisterKind or RegisterFieldNames, else its Spec's.
+// FieldNames returns the fields of a kind, offered for a misspelled one
+// (in the Caddyfile, JSON, Redis or the admin API): those given to
+// RegisterKind, else its Spec's.
 func FieldNames(k Kind) []string {
 	info, ok := k.info()
 	if !ok {

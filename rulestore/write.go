@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 
-	"github.com/caddyserver/caddy/v2"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 )
@@ -92,17 +90,13 @@ type WriteRequest struct {
 	// the stored ones in an error.
 	Patched map[string]bool
 	// Next returns the new raw fields from the ones held now (cur nil:
-	// none); nil fields mean delete. An error (a caddy.APIError carries its
-	// status) writes nothing.
+	// none); nil fields mean delete. An error writes nothing; give it its
+	// class with Errorf (one without a class counts as a backend failure).
 	Next func(cur Fields) (Fields, error)
 }
 
 // errDryRun stops a write after validation.
 var errDryRun = errors.New("dry run")
-
-func apiError(status int, format string, args ...any) error {
-	return caddy.APIError{HTTPStatus: status, Err: fmt.Errorf(format, args...)}
-}
 
 // ETag is the entity tag of a rule version.
 func ETag(version string) string { return `"` + version + `"` }
@@ -175,7 +169,7 @@ func (a *App) plan(ctx context.Context, req *WriteRequest, cur Fields, res *Writ
 	}
 	res.PrevVersion = storedVersion(st, cur)
 	if req.IfMatch != "" && !matchETag(req.IfMatch, res.PrevVersion) {
-		return nil, nil, apiError(http.StatusPreconditionFailed,
+		return nil, nil, Errorf(ErrPreconditionFailed,
 			"If-Match %s does not match the current version %s of %s rule %q", clip(req.IfMatch), ETag(res.PrevVersion), k, id)
 	}
 	raw, err := req.Next(cur)
@@ -196,11 +190,11 @@ func (a *App) plan(ctx context.Context, req *WriteRequest, cur Fields, res *Writ
 			if st == nil && cur == nil && incompleteHere(raw, perr) {
 				perr = fmt.Errorf("%w (a rule that is not declared in the config must be complete)", perr)
 			}
-			return nil, nil, caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: perr}
+			return nil, nil, &Error{Class: ErrInvalid, Err: perr}
 		}
 		if b, ok := value.(*RouteBinding); ok && !req.AllowMissing {
 			if missing := a.missingRefs(ctx, b); len(missing) > 0 {
-				return nil, nil, apiError(http.StatusConflict, "binding %q refers to rules that do not exist: %s "+
+				return nil, nil, Errorf(ErrConflict, "binding %q refers to rules that do not exist: %s "+
 					"(write them first, or add ?allow_missing=true)", id, strings.Join(missing, ", "))
 			}
 		}
@@ -253,7 +247,7 @@ func (a *App) missingRefs(ctx context.Context, b *RouteBinding) []string {
 // Write validates one write and runs it: in memory, or in Redis where the
 // current fields are read and the new ones written in one
 // WATCH/MULTI/EXEC, so an If-Match holds against concurrent writers. A
-// failed write is a caddy.APIError with the status the admin API answers.
+// failed write is an *Error: its class says why (ErrBackend for Redis).
 func (a *App) Write(ctx context.Context, req *WriteRequest) (WriteResult, error) {
 	res := WriteResult{Kind: req.Kind.String(), ID: req.ID, Op: req.Op, DryRun: req.DryRun, Stored: "redis"}
 	var err error
@@ -286,11 +280,11 @@ func (a *App) Write(ctx context.Context, req *WriteRequest) (WriteResult, error)
 		return res, nil
 	}
 	if err != nil {
-		var ae caddy.APIError
-		if !errors.As(err, &ae) {
+		switch ClassOf(err) {
+		case "":
 			adminWrites.WithLabelValues(req.Kind.String(), req.Op, "redis_error").Inc()
-			err = caddy.APIError{HTTPStatus: http.StatusBadGateway, Err: fmt.Errorf("writing to redis: %w", err)}
-		} else if ae.HTTPStatus == http.StatusNotFound {
+			err = Errorf(ErrBackend, "writing to redis: %w", err)
+		case ErrNotFound:
 			adminWrites.WithLabelValues(req.Kind.String(), req.Op, "not_found").Inc()
 		}
 		return res, err
@@ -308,7 +302,7 @@ func (a *App) Write(ctx context.Context, req *WriteRequest) (WriteResult, error)
 const maxWriteRounds = 200
 
 // errWriteConflict: the rule kept changing under a write.
-var errWriteConflict = caddy.APIError{HTTPStatus: http.StatusConflict,
+var errWriteConflict = &Error{Class: ErrConflict,
 	Err: errors.New("the rule changed during the write several times in a row; retry")}
 
 // apply reads a rule's raw fields, lets build decide the new ones (nil:

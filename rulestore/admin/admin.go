@@ -8,7 +8,6 @@ package admin
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"sort"
@@ -103,7 +102,13 @@ func runningStore() (*rulestore.App, error) {
 	return v.(*rulestore.App), nil
 }
 
+// serveAdmin answers /sluice/...: a store error becomes its status here
+// (storeAPIError), once for every route.
 func serveAdmin(w http.ResponseWriter, r *http.Request) error {
+	return storeAPIError(routeAdmin(w, r))
+}
+
+func routeAdmin(w http.ResponseWriter, r *http.Request) error {
 	app, err := runningStore()
 	if err != nil {
 		return err
@@ -222,14 +227,3 @@ func writeJSON(w http.ResponseWriter, v any) error {
 }
 
 var _ caddy.AdminRouter = adminAPI{}
-
-// actionAPIError is the admin API's answer to a failed action or view: the
-// status an ActionError carries, else 400.
-func actionAPIError(err error) error {
-	status := http.StatusBadRequest
-	var ae *rulestore.ActionError
-	if errors.As(err, &ae) {
-		status = ae.Status
-	}
-	return caddy.APIError{HTTPStatus: status, Err: err}
-}

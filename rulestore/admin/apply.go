@@ -2,12 +2,8 @@ package admin
 
 import (
 	"encoding/json"
-	"errors"
-	"fmt"
 	"io"
 	"net/http"
-
-	"github.com/caddyserver/caddy/v2"
 
 	"github.com/sluicegw/sluice/rulestore"
 )
@@ -34,13 +30,9 @@ func serveApply(w http.ResponseWriter, r *http.Request, a *rulestore.App) error 
 	}
 	res, err := a.Apply(r.Context(), req, boolParam(r.URL.Query().Get("dry_run")))
 	if err != nil {
-		var ae caddy.APIError
-		if !errors.As(err, &ae) {
-			err = caddy.APIError{HTTPStatus: http.StatusBadGateway, Err: fmt.Errorf("applying in redis: %w", err)}
-		}
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(res.Status())
+	w.WriteHeader(applyStatus(res))
 	return json.NewEncoder(w).Encode(res)
 }

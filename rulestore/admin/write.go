@@ -93,7 +93,7 @@ func serveWrite(w http.ResponseWriter, r *http.Request, a *rulestore.App, k rule
 		}
 		req.Next = func(cur rulestore.Fields) (rulestore.Fields, error) {
 			if cur == nil && a.Static(k, id) == nil {
-				return nil, apiError(http.StatusNotFound, "no %s rule %q to patch (create it with PUT)", k, id)
+				return nil, rulestore.Errorf(rulestore.ErrNotFound, "no %s rule %q to patch (create it with PUT)", k, id)
 			}
 			out := rulestore.Fields{}
 			maps.Copy(out, cur)
@@ -113,10 +113,10 @@ func serveWrite(w http.ResponseWriter, r *http.Request, a *rulestore.App, k rule
 				return nil, nil
 			}
 			if a.Static(k, id) != nil {
-				return nil, apiError(http.StatusNotFound, "%s rule %q is declared in the config and has no overlay "+
+				return nil, rulestore.Errorf(rulestore.ErrNotFound, "%s rule %q is declared in the config and has no overlay "+
 					"in %s to delete (it changes with the config)", k, id, a.WritesTo())
 			}
-			return nil, apiError(http.StatusNotFound, "no %s rule %q", k, id)
+			return nil, rulestore.Errorf(rulestore.ErrNotFound, "no %s rule %q", k, id)
 		}
 	}
 	res, err := a.Write(r.Context(), req)
