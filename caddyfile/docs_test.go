@@ -24,14 +24,14 @@ type snippet struct {
 }
 
 // docSnippets extracts every ```caddyfile and ```json block of README.md,
-// docs/*.md and examples/*/README.md. A block right after a line
+// docs/*.md, docs/guides/*.md and examples/*/README.md. A block right after a line
 // `<!-- docs-test: skip <reason> -->` is marked skipped with that reason;
 // one after `<!-- docs-test: parse-only <reason> -->` is parsed but not
 // validated (validation would read files that exist only on a real host).
 func docSnippets(t *testing.T) []snippet {
 	t.Helper()
 	var files []string
-	for _, pat := range []string{"../README.md", "../docs/*.md", "../examples/*/README.md"} {
+	for _, pat := range []string{"../README.md", "../docs/*.md", "../docs/guides/*.md", "../examples/*/README.md"} {
 		m, err := filepath.Glob(pat)
 		if err != nil {
 			t.Fatal(err)

@@ -1,6 +1,3 @@
-// Package circuitbreaker is Sluice's http.handlers.circuitbreaker module: a
-// closed / open / half-open circuit breaker per rule (and optionally per key
-// value) in front of the rest of the route.
 package circuitbreaker
 
 import (

@@ -1,7 +1,3 @@
-// Package grayroute is Sluice's http.handlers.grayroute module: canary
-// routing by tag and weight, deterministic per user on every instance. It
-// decides a version and hands it to Caddy (a variable, placeholders and a
-// request header); Caddy's own reverse_proxy does the proxying.
 package grayroute
 
 import (

@@ -1,6 +1,3 @@
-// Package ratelimit is Sluice's http.handlers.ratelimit module: token bucket
-// and sliding window limits per key, in-flight caps, shadow mode, with rules
-// from the rule store (static or Redis) or declared inline.
 package ratelimit
 
 import (

@@ -1,8 +1,3 @@
-// Package rulestore is the Caddy app that holds Sluice's rules: static rules
-// from the config, overlaid by rules kept in Redis and followed live through
-// Pub/Sub. Handlers read rules from local memory only. The admin API and
-// the status page that read and write the store live in package
-// rulestore/admin.
 package rulestore
 
 import (

@@ -1,5 +1,3 @@
-// Package handlerkit holds what Sluice's handlers share: request keys built
-// from placeholders, and per-rule state kept across config reloads.
 package handlerkit
 
 import (
