@@ -23,6 +23,7 @@ func (s *redisSource) leave() {
 	ctx, cancel := context.WithTimeout(context.Background(), min(s.timeout, 200*time.Millisecond))
 	defer cancel()
 	s.client.ZRem(ctx, s.names.prefix+instancesKey, s.instanceID)
+	s.client.Del(ctx, s.declaresKey(s.instanceID))
 }
 
 // liveMembers returns the heartbeat members alive now.
@@ -40,10 +41,13 @@ func (s *redisSource) liveMembers(ctx context.Context) (map[string]bool, error) 
 }
 
 func (s *redisSource) heartbeat(ctx context.Context, now time.Time) error {
-	if now.Before(s.nextHeartbeat) {
+	// A reload that changes the declared rules beats at once, so the
+	// fleet reads the new declarations (declares.go) without waiting.
+	app := s.app.Load()
+	if now.Before(s.nextHeartbeat) && app == s.declaredBy {
 		return nil
 	}
-	s.nextHeartbeat = now.Add(heartbeatInterval)
+	s.nextHeartbeat, s.declaredBy = now.Add(heartbeatInterval), app
 	key := s.names.prefix + instancesKey
 	pipe := s.client.TxPipeline()
 	pipe.ZAdd(ctx, key, redis.Z{Score: float64(now.Add(heartbeatTTL).UnixMilli()), Member: s.instanceID})
@@ -51,6 +55,9 @@ func (s *redisSource) heartbeat(ctx context.Context, now time.Time) error {
 	card := pipe.ZCard(ctx, key)
 	pipe.PExpire(ctx, key, heartbeatTTL)
 	if _, err := pipe.Exec(ctx); err != nil {
+		return err
+	}
+	if err := s.beatDeclares(ctx); err != nil {
 		return err
 	}
 	s.instances.Store(max(card.Val(), 1))
