@@ -136,7 +136,8 @@ type applyAnswer struct {
 	Error   string `json:"error"`
 	Objects []struct {
 		Kind, ID, Result, Reason string
-		PrevVersion              string `json:"prev_version"`
+		PrevVersion              string   `json:"prev_version"`
+		NotDeclaredOn            []string `json:"not_declared_on"`
 		Diff                     []struct{ Field, Change, Old, New string }
 	} `json:"objects"`
 	Counts map[string]int `json:"counts"`
@@ -239,6 +240,7 @@ func runApply(c *cobra.Command, _ []string) error {
 	}
 	fmt.Fprintf(w, "%d to write, %d to delete\n", writes, deletes)
 	if dry || writes+deletes == 0 {
+		warnApplyNotDeclared(c, plan, true)
 		return nil
 	}
 	res, err := postApply(c, body, false)
@@ -256,7 +258,22 @@ func runApply(c *cobra.Command, _ []string) error {
 	}
 	fmt.Fprintf(w, "applied: %d created, %d changed, %d deleted, %d unchanged\n",
 		res.Counts["created"], res.Counts["changed"], res.Counts["deleted"], res.Counts["unchanged"])
+	warnApplyNotDeclared(c, res, false)
 	return nil
+}
+
+// warnApplyNotDeclared warns about the rules of an apply that some live
+// instances do not declare (notdeclared.go).
+func warnApplyNotDeclared(c *cobra.Command, ans applyAnswer, dry bool) {
+	var rules [][3]string
+	for _, o := range ans.Objects {
+		if len(o.NotDeclaredOn) > 0 {
+			rules = append(rules, [3]string{o.Kind, o.ID, strings.Join(o.NotDeclaredOn, ", ")})
+		}
+	}
+	if len(rules) > 0 {
+		warnNotDeclared(c, dry, rules)
+	}
 }
 
 func runExport(c *cobra.Command, _ []string) error {

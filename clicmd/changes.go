@@ -67,7 +67,7 @@ func patchRule(c *cobra.Command, kind, id string, args []string) error {
 	if dry, _ := c.Flags().GetBool("dry-run"); dry {
 		path += "?dry_run=true"
 	}
-	return call(c, "PATCH", path, body)
+	return writeAndWarn(c, "PATCH", path, body)
 }
 
 // historyEntry mirrors rulestore.HistoryEntry.

@@ -154,7 +154,7 @@ func set(c *cobra.Command, path string, args []string) error {
 		}
 		body, _ = json.Marshal(fields)
 	}
-	return call(c, "PUT", path, body)
+	return writeAndWarn(c, "PUT", path, body)
 }
 
 // section prints one section of the state.

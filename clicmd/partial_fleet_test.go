@@ -48,7 +48,11 @@ func TestCLIRuleDeclaredOnSomeInstancesOnly(t *testing.T) {
 			return ok && strings.Contains(out, `"connected": true`)
 		})
 	}
-	mustSluice(t, a, "rules", "patch", "gray", "canary_cli", "weight=10")
+	// The write says where the rule is not declared (exit 2).
+	if out, errOut, code := sluiceCode(t, a, "rules", "patch", "gray", "canary_cli", "weight=10"); code != 2 ||
+		!strings.Contains(errOut, "do not declare the rule") {
+		t.Fatalf("patch of a rule declared on one instance of two: exit %d\n%s%s", code, out, errOut)
+	}
 	out, errOut, code := sluiceCode(t, a, "verdicts", "gray", "canary_cli", "--wait", "60s")
 	if code != 2 || strings.Count(out, "accepted") != 1 || strings.Count(out, "unused") != 1 ||
 		!strings.Contains(out, "(not used here: this instance does not declare the rule)") ||

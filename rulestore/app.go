@@ -61,6 +61,7 @@ type App struct {
 	declared     map[string][sha256.Size]byte // see SameAsDeclared
 	logger       *zap.Logger
 	missing      sync.Map         // ruleRef -> *missingRef (status.go)
+	used         sync.Map         // ruleRef -> true: ids a handler holds a Handle on (declares.go)
 	missingWarns chan missingWarn // to logMissing (missing_log.go)
 	breakers     breakers         // see Breakers
 }

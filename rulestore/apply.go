@@ -47,6 +47,9 @@ type ApplyObject struct {
 	Version     string `json:"version,omitempty"`
 	// Diff lists the effective fields that change.
 	Diff []FieldChange `json:"diff,omitempty"`
+	// NotDeclaredOn names the live instances whose config does not
+	// declare the rule while others' does (see WriteResult).
+	NotDeclaredOn []string `json:"not_declared_on,omitempty"`
 
 	kind      Kind
 	prev, raw Fields     // raw fields held before, and to hold after (nil: none)
@@ -351,6 +354,9 @@ func (a *App) Apply(ctx context.Context, req ApplyRequest, dryRun bool) (ApplyRe
 	res.Counts = map[string]int{}
 	for _, o := range res.Objects {
 		res.Counts[o.Result]++
+	}
+	if err == nil || errors.Is(err, errDryRun) {
+		a.markLacking(ctx, res.Objects)
 	}
 	switch {
 	case errors.Is(err, errApplyFailed):

@@ -24,6 +24,7 @@ type resolution struct {
 // Handle returns a handle on the rule of kind k with this id, present or not.
 func (a *App) Handle(k Kind, id string) *Handle {
 	h := &Handle{a: a, k: k, id: id}
+	a.used.Store(ruleRef{k, id}, true)
 	h.resolve(a.overlayLayer())
 	return h
 }

@@ -50,6 +50,7 @@ type redisSource struct {
 	instanceID    string       // this process's heartbeat member
 	instances     atomic.Int64 // live instances sharing this Redis and prefix
 	nextHeartbeat time.Time
+	declaredBy    *App // the config whose declarations the last beat wrote
 
 	// Owned by the run goroutine.
 	epoch    string           // the marker value this store has seen

@@ -12,12 +12,14 @@ import (
 // A rule declared on some instances only (a rolling deploy that adds it to
 // the Caddyfile, or configs that differ by role): an overlay written for
 // it in Redis is incomplete on an instance that does not declare it. When
-// an instance that declares the rule wrote it (admin API, CLI, apply: the
-// history entry written with it says so), such an instance is not at
-// fault and serves nothing under the id, so it
-// answers "unused" (not used here) instead of rejecting: no invalid entry,
-// no alert, no red status page. An overlay that sets a bad value, or any
-// rule an instance already serves from Redis, is still rejected.
+// another instance declares the rule (a live one, from its declarations
+// in Redis: declares.go; or the writer, from the history entry written
+// with it), an instance that neither declares nor uses the rule is not at
+// fault and serves nothing under the id, so it answers "unused" (not used
+// here) instead of rejecting: no invalid entry, no alert, no red status
+// page. An overlay that sets a bad value, an incomplete rule nobody
+// declares, or any rule an instance already serves from Redis, is still
+// rejected.
 
 // declaredElsewhere reports whether the newest history entry of the rule
 // records version f written by an instance that declares the rule (an

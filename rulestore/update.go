@@ -133,7 +133,8 @@ func (s *redisSource) parse(k Kind, id string, f Fields, old *Rule) (*Rule, bool
 	if err == nil {
 		v, _, err = parseOver(k, id, st, f)
 	}
-	if err != nil && st == nil && old == nil && incompleteHere(f, err) && s.declaredElsewhere(k, id, f) {
+	if err != nil && st == nil && old == nil && incompleteHere(f, err) && !s.usedHere(k, id) &&
+		(s.declaredElsewhere(k, id, f) || s.declaredLive(k, id)) {
 		s.unusedHere(k, id, f, err) // declared elsewhere only (unused.go)
 		return nil, false
 	}

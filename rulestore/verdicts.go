@@ -9,7 +9,8 @@ import (
 // InstanceVerdict is one instance's verdict on a rule as GET
 // .../{kind}/{id}/verdicts shows it: the verdict, and whether the instance
 // is live (its heartbeat is current) or stopped. A stopped instance's
-// verdict is kept for the record but is never waited on.
+// verdict is shown as such, never waited on, for stoppedShown after its
+// heartbeat expired; then the read that finds it deletes it.
 type InstanceVerdict struct {
 	// Instance names the instance: host:pid.
 	Instance string `json:"instance"`
@@ -54,18 +55,24 @@ func (a *App) Verdicts(ctx context.Context, k Kind, id string) (VerdictsView, er
 	if err != nil {
 		return VerdictsView{}, err
 	}
-	live, err := s.liveMembers(ctx)
+	members, err := s.members(ctx)
 	if err != nil {
 		return VerdictsView{}, err
 	}
 	seen := map[string]bool{}
+	var gone []string
 	for who, js := range raw {
 		var v Verdict
 		if json.Unmarshal([]byte(js), &v) != nil {
 			continue
 		}
+		live, known := members[v.Heartbeat]
+		if v.Heartbeat != "" && !known {
+			gone = append(gone, who) // stopped more than stoppedShown ago
+			continue
+		}
 		seen[v.Heartbeat] = true
-		iv := InstanceVerdict{Instance: who, Verdict: v, Live: live[v.Heartbeat], InstanceState: "stopped"}
+		iv := InstanceVerdict{Instance: who, Verdict: v, Live: live, InstanceState: "stopped"}
 		switch {
 		case v.Heartbeat == "":
 			iv.InstanceState = "unknown"
@@ -74,8 +81,13 @@ func (a *App) Verdicts(ctx context.Context, k Kind, id string) (VerdictsView, er
 		}
 		out = append(out, iv)
 	}
-	for m := range live {
-		if !seen[m] {
+	if len(gone) > 0 {
+		// A row is written only by its own instance, which is gone: if the
+		// prune fails, the next read prunes it.
+		s.client.HDel(ctx, s.names.StatusKey(k, id), gone...)
+	}
+	for m, live := range members {
+		if live && !seen[m] {
 			out = append(out, InstanceVerdict{Instance: "heartbeat " + m, Verdict: Verdict{State: "none", Heartbeat: m},
 				Live: true, InstanceState: "live"})
 		}

@@ -34,6 +34,10 @@ type WriteResult struct {
 	// Stored is where the change went: redis, or memory without Redis.
 	Stored string `json:"stored"`
 	Note   string `json:"note,omitempty"`
+	// NotDeclaredOn names the live instances whose config does not
+	// declare the rule while others' does: an overlay is not used there
+	// (declares.go).
+	NotDeclaredOn []string `json:"not_declared_on,omitempty"`
 }
 
 // FieldChange is one field's change: added, removed or changed.
@@ -275,6 +279,11 @@ func (a *App) Write(ctx context.Context, req *WriteRequest) (WriteResult, error)
 			}
 			return raw, err
 		})
+	}
+	if err == nil || errors.Is(err, errDryRun) {
+		if res.Op != "delete" {
+			res.NotDeclaredOn = a.lacking(ctx, req.Kind, req.ID)
+		}
 	}
 	if errors.Is(err, errDryRun) {
 		return res, nil
