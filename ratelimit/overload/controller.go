@@ -57,6 +57,12 @@ type Controller struct {
 	shed    [Classes][3]atomic.Int64
 	waited  [Classes]atomic.Int64 // admitted after waiting
 
+	// Controlled delay (codel.go), under mu: when waiters were last
+	// expired.
+	lastExpire int64
+	scratch    []*keyQueue
+	lastNow    int64 // under mu: the latest time a caller gave
+
 	pool sync.Pool
 }
 
@@ -77,7 +83,7 @@ func (c *Controller) Configure(cfg Config) {
 	c.lim.cfg = cfg
 	c.lim.est = min(max(c.lim.est, float64(cfg.MinLimit)), float64(cfg.MaxLimit))
 	c.limitNow.Store(c.lim.current())
-	c.dispatchLocked()
+	c.dispatchLocked(c.lastNow)
 }
 
 // TryAcquire admits a request at once if nobody waits and a slot is free.
@@ -107,6 +113,7 @@ func (c *Controller) Enqueue(class Class, key []byte, now int64) (Ticket, *Waite
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.lastNow = max(c.lastNow, now)
 	// Counted before the slot is looked at: a release that misses this
 	// count freed its slot before the look, and one that sees it
 	// dispatches after this lock is let go.
@@ -152,15 +159,18 @@ func (c *Controller) leaveLocked(w *waiter, st waitState) {
 	}
 }
 
-// Result is a waiter's outcome after Ready: Admitted (with its ticket) or
-// PushedOut. The waiter goes back to the pool: do not use it after.
+// Result is a waiter's outcome after Ready: Admitted (with its ticket),
+// PushedOut, or TimedOut (a standing queue's target passed: codel.go). The waiter goes back to the pool: do not use it after.
 func (c *Controller) Result(w *Waiter) (Ticket, Outcome) {
 	c.mu.Lock()
 	st, epoch := w.state, w.epoch
 	c.mu.Unlock()
 	c.recycle(w)
-	if st == granted {
+	switch st {
+	case granted:
 		return Ticket{epoch: epoch}, Admitted
+	case abandoned: // waited past the target of a standing queue
+		return Ticket{}, TimedOut
 	}
 	return Ticket{}, PushedOut
 }
@@ -210,15 +220,17 @@ func (c *Controller) Release(t Ticket, latency int64, drop bool, now int64) {
 // to waiters.
 func (c *Controller) Tick(now int64) {
 	c.mu.Lock()
+	c.lastNow = max(c.lastNow, now)
 	if c.lim.due(now) && c.lim.step(now) {
 		c.limitNow.Store(c.lim.current())
 	}
-	c.dispatchLocked()
+	c.dispatchLocked(now)
 	c.mu.Unlock()
 }
 
 // dispatchLocked gives free slots to waiters in the queue's order.
-func (c *Controller) dispatchLocked() {
+func (c *Controller) dispatchLocked(now int64) {
+	c.expireLocked(now)
 	lim := c.limitNow.Load()
 	for c.q.n > 0 {
 		n := c.inflight.Load()

@@ -2,8 +2,8 @@
 // adaptive: a limit found from the upstream's latency, and a queue in
 // front of it that holds requests over the limit until a slot frees,
 // serves more important classes first and the keys of one class in turn,
-// and refuses a request only when it waited max_queue_wait or the queue
-// is full.
+// and refuses a request only when it waited max_queue_wait, when its key's
+// queue stands beyond the target, or when the queue is full.
 //
 // It owns three things, each in its own file:
 //
@@ -14,6 +14,8 @@
 //   - queue.go: the waiting requests, five priority classes, round robin
 //     between the keys of a class, push-out of the least important waiter
 //     when full.
+//   - codel.go: controlled delay: a key's queue that has not emptied for
+//     100 ms has its waiters older than the target (minRTT) refused.
 //   - controller.go: admission and release, lock-free while the queue is
 //     empty and a slot is free; the queue's lock otherwise.
 //

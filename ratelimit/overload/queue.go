@@ -27,6 +27,7 @@ const (
 // in the class's round of keys.
 type keyQueue struct {
 	key        string
+	since      int64 // when it last became non-empty (a fresh key queue)
 	head, tail *waiter
 	n          int64
 	prev, next *keyQueue
@@ -57,6 +58,7 @@ func (q *queue) push(w *waiter, key string) {
 	kq := cq.keys[key]
 	if kq == nil {
 		kq = q.newKeyQueue(key)
+		kq.since = w.since
 		cq.keys[key] = kq
 		if cq.turn == nil {
 			kq.prev, kq.next = kq, kq

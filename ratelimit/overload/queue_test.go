@@ -150,3 +150,40 @@ func TestParseClass(t *testing.T) {
 		}
 	}
 }
+
+// Controlled delay: a key whose queue has not emptied for standingAfter
+// has its waiters older than the target refused (queue_timeout); a key
+// whose queue formed just now keeps max_queue_wait.
+func TestStandingKeyQueueHeldToTarget(t *testing.T) {
+	c := New(fixed(1, 100), 0)
+	c.lim.minRTT = 10 * ms // target: 10 ms
+	tk, _ := c.TryAcquire()
+	_, old1, _ := c.Enqueue(Normal, []byte("heavy"), 0)
+	_, old2, _ := c.Enqueue(Normal, []byte("heavy"), 50*ms)
+	_, fresh, _ := c.Enqueue(Normal, []byte("light"), 95*ms)
+	// At 120 ms heavy's queue has stood 120 ms: its waiters from 0 and
+	// 50 ms are past the 10 ms target; light's queue is 25 ms old.
+	c.Tick(120 * ms)
+	for name, w := range map[string]*Waiter{"heavy 0ms": old1, "heavy 50ms": old2} {
+		select {
+		case <-w.Ready():
+			if _, out := c.Result(w); out != TimedOut {
+				t.Fatalf("%s: %v, want queue_timeout", name, out)
+			}
+		default:
+			t.Fatalf("%s: still waiting in a standing queue past the target", name)
+		}
+	}
+	select {
+	case <-fresh.Ready():
+		t.Fatal("the light key's waiter was refused: its queue is not standing")
+	default:
+	}
+	c.Release(tk, -1, false, 121*ms)
+	if _, out := c.Result(fresh); out != Admitted {
+		t.Fatalf("light: %v, want admitted", out)
+	}
+	if st := c.State(); st.Classes[Normal].TimedOut != 2 {
+		t.Fatalf("timed out %d, want 2", st.Classes[Normal].TimedOut)
+	}
+}
