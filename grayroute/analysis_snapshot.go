@@ -6,24 +6,26 @@ package grayroute
 // analysisSnapshot is an Analysis without its config and bounds (those
 // come from the rule and the constants).
 type analysisSnapshot struct {
-	Canary       VersionCounts `json:"canary"`
-	Baseline     VersionCounts `json:"baseline"`
-	ErrLLR       float64       `json:"err_llr"`
-	LatLLR       float64       `json:"lat_llr"`
-	StepLatLLR   float64       `json:"step_lat_llr"`
-	CanarySlow   uint64        `json:"canary_slow"`
-	BaseSlow     uint64        `json:"base_slow"`
-	StepWeight   uint32        `json:"step_weight"`
-	StepRequests uint64        `json:"step_requests"`
-	Failing      int           `json:"failing"`
-	WeightSeen   bool          `json:"weight_seen"`
+	Canary        VersionCounts `json:"canary"`
+	Baseline      VersionCounts `json:"baseline"`
+	ErrLLR        float64       `json:"err_llr"`
+	LatLLR        float64       `json:"lat_llr"`
+	StepLatLLR    float64       `json:"step_lat_llr"`
+	CanarySlow    uint64        `json:"canary_slow"`
+	BaseSlow      uint64        `json:"base_slow"`
+	StepWeight    uint32        `json:"step_weight"`
+	StepRequests  uint64        `json:"step_requests"`
+	StepIntervals int           `json:"step_intervals"`
+	StepQuiet     int           `json:"step_quiet"`
+	Failing       int           `json:"failing"`
+	WeightSeen    bool          `json:"weight_seen"`
 }
 
 func (a *Analysis) snapshot() analysisSnapshot {
 	return analysisSnapshot{Canary: a.canary, Baseline: a.baseline,
 		ErrLLR: a.errTest.llr, LatLLR: a.latTest.llr, StepLatLLR: a.stepLat.llr,
 		CanarySlow: a.canarySlow, BaseSlow: a.baseSlow, StepWeight: a.stepWeight,
-		StepRequests: a.stepRequests, Failing: a.failing, WeightSeen: a.weightSeen}
+		StepRequests: a.stepRequests, StepIntervals: a.stepIntervals, StepQuiet: a.stepQuiet, Failing: a.failing, WeightSeen: a.weightSeen}
 }
 
 // restoreAnalysis is the analysis a snapshot was taken of, under cfg.
@@ -33,5 +35,6 @@ func restoreAnalysis(cfg AnalysisConfig, s *analysisSnapshot) *Analysis {
 	a.errTest.llr, a.latTest.llr, a.stepLat.llr = s.ErrLLR, s.LatLLR, s.StepLatLLR
 	a.canarySlow, a.baseSlow, a.stepWeight = s.CanarySlow, s.BaseSlow, s.StepWeight
 	a.stepRequests, a.failing, a.weightSeen = s.StepRequests, s.Failing, s.WeightSeen
+	a.stepIntervals, a.stepQuiet = s.StepIntervals, s.StepQuiet
 	return a
 }
