@@ -76,6 +76,7 @@ func TestNumericFieldRanges(t *testing.T) {
 		{gr, "step_weight", []string{"0.01", "100"}, []string{"0", "100.01", "NaN"}, []string{"target_version", "v2", "fallback_version", "v1", "analysis", "on"}},
 		{gr, "max_weight", []string{"0.01", "100"}, []string{"0", "100.01", "NaN"}, analysisOn},
 		{gr, "failure_threshold", []string{"1", "1000"}, []string{"0", "1001"}, analysisOn},
+		{gr, "max_step_duration", []string{"0s", "10s", "24h"}, []string{"9s", "-1s", "24h1s", "NaN"}, analysisOn},
 	}
 	for _, c := range cases {
 		fields := func(v string) rulestore.Fields {

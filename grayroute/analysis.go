@@ -48,6 +48,14 @@ import (
 // most PassRisk). Until then the weight is held. The error check clears a
 // weight with min_samples canary requests and no sign of harm (errors are
 // often too rare to prove anything faster).
+//
+// A step's time is bounded. Latency evidence comes only from slow
+// requests, and after a busy spell has raised T there may be none for a
+// long while: no evidence can accumulate either way. After
+// MaxStepIntervals at one weight, a canary with no evidence either way
+// (both scores below halfway to the failing line, the score at this
+// weight between log PassRisk and its mirror, -log PassRisk) advances,
+// or holds if HoldWithoutEvidence, saying so.
 
 // Defaults for the analysis fields.
 const (
@@ -90,6 +98,11 @@ type AnalysisConfig struct {
 	StepWeight, MaxWeight uint32
 	// FailureThreshold failing intervals in a row roll the canary back.
 	FailureThreshold int
+	// MaxStepIntervals bounds a weight's intervals without evidence
+	// either way (0: no bound); HoldWithoutEvidence holds the weight then
+	// rather than advancing.
+	MaxStepIntervals    int
+	HoldWithoutEvidence bool
 }
 
 // withDefaults fills unset fields.
@@ -208,6 +221,14 @@ type Verdict struct {
 	PassBound           float64 `json:"pass_bound"`
 	// FailingIntervals in a row, including this one.
 	FailingIntervals int `json:"failing_intervals"`
+	// StepIntervals are the intervals judged at this weight, and
+	// StepQuietIntervals those of them without a slow request of either
+	// version (no latency evidence either way).
+	StepIntervals      int `json:"step_intervals"`
+	StepQuietIntervals int `json:"step_quiet_intervals"`
+	// NoEvidence: the step reached its bound without evidence either way
+	// (the canary advances, or holds with on_no_evidence hold).
+	NoEvidence bool `json:"no_evidence"`
 
 	why          reason
 	minSamples   uint64
@@ -226,6 +247,8 @@ const (
 	whyNoBaseline
 	whyLatencyEvidence
 	whyHealthy
+	whyNoEvidence
+	whyNoEvidenceHold
 )
 
 // Reason explains the outcome in a sentence (built on demand: the
@@ -245,8 +268,15 @@ func (v *Verdict) Reason() string {
 		return fmt.Sprintf("holding: the latency test needs %d baseline requests for its p%g before an interval, had %d",
 			v.baselineNeed, v.percentile, v.baselineHad)
 	case whyLatencyEvidence:
-		return fmt.Sprintf("holding: latency evidence at this weight %.2f, clears at %.2f (%d canary requests here)",
-			v.StepLatencyEvidence, v.PassBound, v.StepRequests)
+		return fmt.Sprintf("holding: latency evidence at this weight %.2f, clears at %.2f (%d canary requests here; %d of %d intervals here had no slow request, so no evidence)",
+			v.StepLatencyEvidence, v.PassBound, v.StepRequests, v.StepQuietIntervals, v.StepIntervals)
+	case whyNoEvidence, whyNoEvidenceHold:
+		do := "advancing"
+		if v.why == whyNoEvidenceHold {
+			do = "holding (on_no_evidence hold)"
+		}
+		return fmt.Sprintf("no evidence either way in %d intervals at this weight (%d without a slow request; latency evidence here %.2f, clears at %.2f; %d canary requests here): %s",
+			v.StepIntervals, v.StepQuietIntervals, v.StepLatencyEvidence, v.PassBound, v.StepRequests, do)
 	case whyHealthy:
 		return fmt.Sprintf("healthy: error evidence %.2f, latency evidence %.2f (fail at %.2f), at this weight %.2f <= %.2f",
 			v.ErrorEvidence, v.LatencyEvidence, v.FailBound, v.StepLatencyEvidence, v.PassBound)
@@ -265,6 +295,8 @@ type Analysis struct {
 	canarySlow, baseSlow uint64
 	stepWeight           uint32
 	stepRequests         uint64
+	stepIntervals        int
+	stepQuiet            int
 	failing              int
 	weightSeen           bool
 	failBound, suspect   float64
@@ -291,6 +323,7 @@ func (a *Analysis) Observe(c *IntervalCounts, weight uint32) Verdict {
 	cfg := &a.cfg
 	if !a.weightSeen || weight != a.stepWeight {
 		a.stepWeight, a.stepRequests, a.weightSeen = weight, 0, true
+		a.stepIntervals, a.stepQuiet = 0, 0
 		a.stepLat = sprt{}
 	}
 
@@ -321,8 +354,12 @@ func (a *Analysis) Observe(c *IntervalCounts, weight uint32) Verdict {
 			a.stepLat.observe(sc, sc+sb, pi0, pi1)
 			a.canarySlow += sc
 			a.baseSlow += sb
+			if sc+sb == 0 {
+				a.stepQuiet++
+			}
 		}
 	}
+	a.stepIntervals++
 	a.canary.add(&c.Canary)
 	a.baseline.add(&c.Baseline)
 	a.stepRequests += nc
@@ -347,6 +384,8 @@ func (a *Analysis) Observe(c *IntervalCounts, weight uint32) Verdict {
 		FailBound:           a.failBound,
 		StepLatencyEvidence: a.stepLat.llr,
 		PassBound:           a.passBound,
+		StepIntervals:       a.stepIntervals,
+		StepQuietIntervals:  a.stepQuiet,
 	}
 	enough := a.canary.Requests >= cfg.MinSamples
 	switch {
@@ -360,6 +399,17 @@ func (a *Analysis) Observe(c *IntervalCounts, weight uint32) Verdict {
 		v.why = whySuspect
 	case !ready:
 		v.why = whyNoBaseline
+	case a.stepLat.llr > a.passBound && cfg.MaxStepIntervals > 0 && a.stepIntervals >= cfg.MaxStepIntervals && a.stepLat.llr < -a.passBound:
+		// The bound of a step, with no evidence either way: the score at
+		// this weight between its pass line and the mirror of it, and
+		// (the suspicious case above) the whole canary's scores below
+		// halfway to failing.
+		v.NoEvidence = true
+		if cfg.HoldWithoutEvidence {
+			v.why = whyNoEvidenceHold
+		} else {
+			v.Outcome, v.why = Healthy, whyNoEvidence
+		}
 	case a.stepLat.llr > a.passBound:
 		v.why = whyLatencyEvidence
 	default:

@@ -21,6 +21,8 @@ func verdictEvent(c *canary, rep *IntervalReport, source string) map[string]any 
 		"canary_latency_seconds": rep.CanaryLatency, "baseline_latency_seconds": rep.BaselineLatency,
 		"error_evidence": rep.ErrorEvidence, "latency_evidence": rep.LatencyEvidence, "fail_bound": rep.FailBound,
 		"latency_limit_seconds": rep.LatencyLimit, "step_latency_evidence": rep.StepLatencyEvidence, "pass_bound": rep.PassBound,
+		"step_intervals": rep.StepIntervals, "no_evidence": rep.NoEvidence,
+		"instances": rep.Instances, "missing_reports": rep.MissingReports,
 	}
 }
 

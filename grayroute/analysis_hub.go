@@ -2,13 +2,17 @@ package grayroute
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
 	"github.com/sluicegw/sluice/internal/handlerkit"
@@ -24,16 +28,17 @@ import (
 //   - The hub (one per process, kept across reloads in a usage pool) runs
 //     one goroutine per canary that has counted a request, none otherwise.
 //     It closes each analysis interval on the wall clock: with Redis, it
-//     adds the interval's counts to a hash shared by the fleet (HINCRBY, one
-//     pipeline per rule and interval) and, a quarter interval later when
-//     every instance has added its own, reads the fleet's totals; without
-//     Redis it uses this instance's counts. A slow Redis delays only the
-//     canary whose call it is, and every call has its own deadline, under
-//     a context the hub cancels when it stops.
-//   - Every instance feeds the same totals to its analysis and writes the
-//     verdict into the rule through rulestore.Patch, a compare-and-set on
-//     the rule's weight and state: one instance's write wins, the store
-//     publishes it, and every instance routes by it within milliseconds.
+//     writes this instance's cumulative counts into the canary's hash and,
+//     a quarter interval later, judges the interval on the fleet's sealed
+//     counts and analysis (analysis_fleet.go), so every instance shows the
+//     same totals and verdict; without Redis it uses this instance's
+//     counts. A slow Redis delays only the canary whose call it is, every
+//     call has its own deadline, under a context the hub cancels when it
+//     stops, and a failed call is tried again at the next tick.
+//   - Every instance writes the verdict into the rule through
+//     rulestore.Patch, a compare-and-set on the rule's weight and state:
+//     one instance's write wins, the store publishes it, and every
+//     instance routes by it within milliseconds.
 
 // analysisPool holds the process's hub across config reloads.
 var analysisPool = caddy.NewUsagePool()
@@ -51,6 +56,7 @@ const historyLength = 60
 const idleCanary = 10 * time.Minute
 
 type analysisHub struct {
+	id       string // this process's name in the fleet's hashes
 	store    atomic.Pointer[rulestore.App]
 	logger   atomic.Pointer[zap.Logger]
 	canaries sync.Map // canaryKey -> *canary
@@ -65,7 +71,9 @@ type analysisHub struct {
 }
 
 func newHub() (caddy.Destructor, error) {
-	h := &analysisHub{}
+	var b [8]byte
+	rand.Read(b[:])
+	h := &analysisHub{id: hex.EncodeToString(b[:])}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	h.writers.New = func() any { return new(handlerkit.StatusWriter) }
 	return h, nil
@@ -120,14 +128,27 @@ type canary struct {
 	analysis  *Analysis
 	interval  time.Duration
 	idx       int64             // wall-clock interval being counted
-	last      [2]VersionCounts  // cumulative counts at the last flush
-	pending   []pendingInterval // flushed, waiting to be judged
+	last      [2]VersionCounts  // cumulative counts at the last interval closed
+	pending   []pendingInterval // closed, waiting to be judged
 	lastState CanaryState
+	// With Redis: this instance's counts of the intervals closed while
+	// running, the last interval they cover, whether Redis has them yet,
+	// and the interval at which the canary last resumed after a rollback
+	// or promotion (the fleet's analysis starts afresh there).
+	// The counts restart under a new epoch (a new field in the hash)
+	// whenever the analysis does.
+	sent       [2]VersionCounts
+	epoch      int
+	sentIdx    int64
+	unsent     bool
+	failedIdx  int64 // the interval whose failed write was last logged
+	resumedIdx int64
 
-	mu      sync.Mutex // guards history and the fields below for state reports
-	history []IntervalReport
-	state   CanaryState
-	weight  uint32
+	mu           sync.Mutex // guards history and the fields below for state reports
+	history      []IntervalReport
+	state        CanaryState
+	weight       uint32
+	missedWrites uint64 // writes of this instance's counts Redis did not take
 }
 
 const (
@@ -136,9 +157,10 @@ const (
 )
 
 type pendingInterval struct {
-	idx   int64
-	due   time.Time
-	local IntervalCounts // this instance's counts (the totals without Redis)
+	idx    int64
+	due    time.Time
+	local  IntervalCounts // this instance's counts (the totals without Redis)
+	logged bool           // a failure to judge it was logged
 	// The rule's weight and the fields a verdict's compare-and-set expects,
 	// as they were when the interval closed: another instance may have
 	// written this interval's verdict before this one judges it, and the
@@ -248,12 +270,17 @@ func (h *analysisHub) step(c *canary, now time.Time) bool {
 	if c.analysis == nil || (g.State == StateRunning && c.lastState != StateRunning && c.lastState != StatePaused) {
 		// A new canary, or one resumed after a rollback or promotion:
 		// the evidence starts afresh.
+		if c.analysis != nil {
+			c.resumedIdx = now.UnixNano() / int64(max(c.interval, time.Millisecond))
+		}
 		c.analysis = NewAnalysis(g.Analysis.AnalysisConfig)
+		c.newEpoch()
 	}
 	c.lastState = g.State
 	c.analysis.cfg = g.Analysis.AnalysisConfig
 	if c.interval != g.Analysis.Interval {
 		c.interval, c.idx, c.pending = g.Analysis.Interval, 0, nil
+		c.newEpoch()
 	}
 	iv := int64(c.interval)
 	idx := now.UnixNano() / iv
@@ -278,26 +305,58 @@ func (h *analysisHub) step(c *canary, now time.Time) bool {
 		c.last = cum
 		c.idx = idx
 		observeCounts(c, &p.local)
-		if client := store.Client(); client != nil && g.State == StateRunning {
-			if err := h.flush(store, client, c, &p); err != nil {
-				h.logger.Load().Warn("canary analysis: adding this instance's counts to redis failed; the interval is judged without them",
-					zap.String("rule", c.rule), zap.Error(err))
-			}
-		}
 		if g.State == StateRunning {
+			if store.Client() != nil {
+				c.sent[canarySide].add(&p.local.Canary)
+				c.sent[baselineSide].add(&p.local.Baseline)
+				c.sentIdx, c.unsent = p.idx, true
+			}
 			c.pending = append(c.pending, p)
 		}
 	}
+	if client := store.Client(); client != nil && c.unsent && g.State == StateRunning {
+		h.report(store, client, c)
+	}
 	for len(c.pending) > 0 && !now.Before(c.pending[0].due) && h.ctx.Err() == nil {
-		p := c.pending[0]
-		c.pending = c.pending[1:]
 		if g.State != StateRunning {
 			c.pending = nil
 			break
 		}
-		h.judge(store, c, &p, now)
+		if !h.judge(store, c, &c.pending[0], now) {
+			break // tried again at the next tick
+		}
+		c.pending = c.pending[1:]
 	}
 	return true
+}
+
+// newEpoch restarts this instance's counts in the fleet's hash under a
+// new field: the old one keeps what it held, so the fleet's sums never
+// go back.
+func (c *canary) newEpoch() {
+	c.sent, c.unsent = [2]VersionCounts{}, false
+	c.epoch++
+}
+
+// report writes this instance's counts into the fleet's hash; a failure
+// is counted, logged once per interval and tried again at the next tick.
+func (h *analysisHub) report(store *rulestore.App, client redis.UniversalClient, c *canary) {
+	ctx, cancel := h.callContext(max(c.interval/4, 100*time.Millisecond))
+	err := reportCounts(ctx, client, fleetKey(store, c), h.id+"."+strconv.Itoa(c.epoch), c.sentIdx, &c.sent, fleetTTL(c))
+	cancel()
+	if err == nil {
+		c.unsent = false
+		return
+	}
+	c.mu.Lock()
+	c.missedWrites++
+	c.mu.Unlock()
+	analysisMetrics.missed.WithLabelValues(c.rule).Inc()
+	if c.failedIdx != c.sentIdx {
+		c.failedIdx = c.sentIdx
+		h.logger.Load().Warn("canary analysis: writing this instance's counts to redis failed; trying again until a later write replaces it",
+			zap.String("rule", c.rule), zap.Int64("interval", c.sentIdx), zap.Error(err))
+	}
 }
 
 // checkInline refuses analysis on an inline rule: its verdicts could not
@@ -309,4 +368,13 @@ func (h *Handler) checkInline() error {
 		}
 	}
 	return nil
+}
+
+// diff is cur less last, one interval's counts of a version.
+func diff(out, cur, last *VersionCounts) {
+	out.Requests = cur.Requests - last.Requests
+	out.Errors = cur.Errors - last.Errors
+	for i := range out.Latency {
+		out.Latency[i] = cur.Latency[i] - last.Latency[i]
+	}
 }

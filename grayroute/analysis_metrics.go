@@ -18,6 +18,7 @@ var analysisMetrics = struct {
 	latency   *prometheus.GaugeVec
 	evidence  *prometheus.GaugeVec
 	intervals *prometheus.CounterVec
+	missed    *prometheus.CounterVec
 }{}
 
 func initAnalysisMetrics(reg *prometheus.Registry) error {
@@ -36,8 +37,10 @@ func initAnalysisMetrics(reg *prometheus.Registry) error {
 			"Log likelihood ratio of harm, by rule and test (errors, latency); the canary fails at log(2/0.01).")), []string{"rule", "test"})
 		m.intervals = prometheus.NewCounterVec(prometheus.CounterOpts(opts("intervals_total",
 			"Analysis intervals judged, by rule and outcome (healthy, inconclusive, failing).")), []string{"rule", "outcome"})
+		m.missed = prometheus.NewCounterVec(prometheus.CounterOpts(opts("missed_writes_total",
+			"Writes of this instance's counts to Redis that failed, by rule; each is tried again until it lands or a later write replaces it.")), []string{"rule"})
 	})
-	return metrickit.Register(reg, m.requests, m.errors, m.latency, m.evidence, m.intervals)
+	return metrickit.Register(reg, m.requests, m.errors, m.latency, m.evidence, m.intervals, m.missed)
 }
 
 // observeCounts adds this instance's interval counts to the counters.

@@ -31,6 +31,12 @@ type IntervalReport struct {
 	Scope string `json:"scope"`
 	// Reason explains the outcome in a sentence.
 	Reason string `json:"reason"`
+	// Instances is how many instances' counts the fleet's totals hold,
+	// and MissingReports how many live instances had not reported this
+	// interval when its counts were taken (their counts join a later
+	// interval). Both 0 without Redis.
+	Instances      int `json:"instances"`
+	MissingReports int `json:"missing_reports"`
 	// Verdict holds the numbers behind the outcome.
 	Verdict
 }
@@ -47,6 +53,10 @@ type CanaryReport struct {
 	State string `json:"state"`
 	// Weight is the canary's share of the rule's requests, in percent.
 	Weight float64 `json:"weight"`
+	// MissedWrites counts this instance's writes of its counts to Redis
+	// that failed (each is tried again until it lands or a later write
+	// replaces it).
+	MissedWrites uint64 `json:"missed_writes"`
 	// Intervals are the last judged intervals (at most 60), oldest first.
 	Intervals []IntervalReport `json:"intervals"`
 }
@@ -64,7 +74,7 @@ func analysisState() []CanaryReport {
 			c := v.(*canary)
 			c.mu.Lock()
 			rep := CanaryReport{Rule: c.rule, Target: c.target, Fallback: c.fallback,
-				State: c.state.String(), Weight: percent(c.weight), Intervals: append([]IntervalReport(nil), c.history...)}
+				State: c.state.String(), Weight: percent(c.weight), MissedWrites: c.missedWrites, Intervals: append([]IntervalReport(nil), c.history...)}
 			c.mu.Unlock()
 			// The rule in force now, not as the hub last saw it.
 			if r := store.Lookup(rulestore.Gray, c.rule); r != nil {

@@ -52,6 +52,9 @@ const MinAnalysisInterval = 100 * time.Millisecond
 type RuleAnalysis struct {
 	AnalysisConfig
 	Interval time.Duration
+	// MaxStepDuration bounds a weight's time without evidence either way
+	// (0: no bound); AnalysisConfig.MaxStepIntervals is it in intervals.
+	MaxStepDuration time.Duration
 	// rec caches the canary this rule's requests are counted in.
 	rec atomic.Pointer[canary]
 }
@@ -64,10 +67,17 @@ const MaxMinSamples = 1_000_000_000
 // would switch the latency check off, which is not what a floor is for.
 const MaxMinLatencyDelta = time.Minute
 
+// DefaultMaxStepDuration is max_step_duration's default, and
+// MaxStepDurationLimit its largest value.
+const (
+	DefaultMaxStepDuration = 5 * time.Minute
+	MaxStepDurationLimit   = 24 * time.Hour
+)
+
 // analysisSettings are the fields that need analysis on, in the docs'
 // order (analysis and state apply without).
 var analysisSettings = []string{"analysis_interval", "min_samples", "max_latency_ratio", "min_latency_delta",
-	"latency_percentile", "step_weight", "max_weight", "failure_threshold"}
+	"latency_percentile", "step_weight", "max_weight", "failure_threshold", "max_step_duration", "on_no_evidence"}
 
 // analysisDraft is the settings being parsed.
 func (g *Rule) analysisDraft() *RuleAnalysis {
@@ -107,6 +117,13 @@ func (g *Rule) finishAnalysis(f rulestore.Fields) error {
 	if _, set := f["min_latency_delta"]; !set {
 		a.MinLatencyDelta = DefaultMinLatencyDelta
 	}
+	if _, set := f["max_step_duration"]; !set {
+		a.MaxStepDuration = max(DefaultMaxStepDuration, a.Interval) // a long interval is not an error
+	}
+	if a.MaxStepDuration > 0 && a.MaxStepDuration < a.Interval {
+		return f.Errorf("max_step_duration", "must be 0 or at least analysis_interval (%v): a step lasts whole intervals", a.Interval)
+	}
+	a.MaxStepIntervals = int((a.MaxStepDuration + a.Interval - 1) / a.Interval)
 	a.AnalysisConfig = a.AnalysisConfig.withDefaults()
 	if _, set := f["weight"]; !set {
 		g.Weight = min(a.StepWeight, a.MaxWeight)

@@ -21,6 +21,7 @@ var analysisBad = []struct {
 	f     rulestore.Fields
 	field string
 }{
+	{"max_step_duration below the interval", rulestore.Fields{"target_version": "v2", "fallback_version": "v1", "analysis": "on", "step_weight": "10", "analysis_interval": "10s", "max_step_duration": "5s"}, "max_step_duration"},
 	{"analysis without fallback_version", rulestore.Fields{"target_version": "v2", "analysis": "on", "step_weight": "10"}, "fallback_version"},
 	{"min_samples 0", rulestore.Fields{"target_version": "v2", "fallback_version": "v1", "analysis": "on", "step_weight": "10", "min_samples": "0"}, "min_samples"},
 	{"max_weight over 100", rulestore.Fields{"target_version": "v2", "fallback_version": "v1", "analysis": "on", "step_weight": "10", "max_weight": "150"}, "max_weight"},
@@ -36,6 +37,10 @@ var analysisBad = []struct {
 	{"min_latency_delta over a minute", rulestore.Fields{"target_version": "v2", "fallback_version": "v1", "analysis": "on", "step_weight": "10", "min_latency_delta": "61s"}, "min_latency_delta"},
 	{"min_latency_delta without analysis", rulestore.Fields{"target_version": "v2", "fallback_version": "v1", "min_latency_delta": "5ms"}, "min_latency_delta"},
 	{"failure_threshold", rulestore.Fields{"target_version": "v2", "fallback_version": "v1", "analysis": "on", "step_weight": "10", "failure_threshold": "0"}, "failure_threshold"},
+	{"max_step_duration negative", rulestore.Fields{"target_version": "v2", "fallback_version": "v1", "analysis": "on", "step_weight": "10", "max_step_duration": "-1s"}, "max_step_duration"},
+	{"max_step_duration over a day", rulestore.Fields{"target_version": "v2", "fallback_version": "v1", "analysis": "on", "step_weight": "10", "max_step_duration": "25h"}, "max_step_duration"},
+	{"on_no_evidence", rulestore.Fields{"target_version": "v2", "fallback_version": "v1", "analysis": "on", "step_weight": "10", "on_no_evidence": "promote"}, "on_no_evidence"},
+	{"on_no_evidence without analysis", rulestore.Fields{"target_version": "v2", "fallback_version": "v1", "on_no_evidence": "hold"}, "on_no_evidence"},
 }
 
 func TestAnalysisFieldsRefusedNamingTheField(t *testing.T) {
@@ -48,14 +53,17 @@ func TestAnalysisFieldsRefusedNamingTheField(t *testing.T) {
 	}
 	v, err := rulestore.Parse(rulestore.Gray, "r", rulestore.Fields{"target_version": "v2", "fallback_version": "v1",
 		"analysis": "on", "step_weight": "5", "max_weight": "40", "min_samples": "50", "analysis_interval": "2s",
-		"max_latency_ratio": "1.5", "min_latency_delta": "3ms", "latency_percentile": "95", "failure_threshold": "3", "state": "paused"})
+		"max_latency_ratio": "1.5", "min_latency_delta": "3ms", "latency_percentile": "95", "failure_threshold": "3", "state": "paused",
+		"max_step_duration": "5s", "on_no_evidence": "hold"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	g := v.(*grayroute.Rule)
 	a := g.Analysis
 	if a == nil || a.StepWeight != 500 || a.MaxWeight != 4000 || a.MinSamples != 50 || a.Interval.Seconds() != 2 ||
-		a.MaxLatencyRatio != 1.5 || a.MinLatencyDelta != 3*time.Millisecond || a.LatencyPercentile != 95 || a.FailureThreshold != 3 || g.State != grayroute.StatePaused {
+		a.MaxLatencyRatio != 1.5 || a.MinLatencyDelta != 3*time.Millisecond || a.LatencyPercentile != 95 || a.FailureThreshold != 3 || g.State != grayroute.StatePaused ||
+		a.MaxStepDuration != 5*time.Second || a.MaxStepIntervals != 3 || !a.HoldWithoutEvidence { // 5s of 2s intervals: 3
+
 		t.Fatalf("parsed %+v state %v", a, g.State)
 	}
 	if g.Weight != 500 {
@@ -69,10 +77,37 @@ func TestAnalysisFieldsRefusedNamingTheField(t *testing.T) {
 	if d := v.(*grayroute.Rule).Analysis.MinLatencyDelta; d != grayroute.DefaultMinLatencyDelta {
 		t.Errorf("min_latency_delta %v when unset, want the default %v", d, grayroute.DefaultMinLatencyDelta)
 	}
+	if a := v.(*grayroute.Rule).Analysis; a.MaxStepDuration != grayroute.DefaultMaxStepDuration || a.MaxStepIntervals != 30 || a.HoldWithoutEvidence {
+		t.Errorf("max_step_duration %v (%d intervals), hold %v when unset, want %v (30 of the default 10s), advance",
+			a.MaxStepDuration, a.MaxStepIntervals, a.HoldWithoutEvidence, grayroute.DefaultMaxStepDuration)
+	}
+	v, err = rulestore.Parse(rulestore.Gray, "r", rulestore.Fields{"target_version": "v2", "fallback_version": "v1",
+		"analysis": "on", "step_weight": "5", "max_step_duration": "0"})
+	if err != nil || v.(*grayroute.Rule).Analysis.MaxStepIntervals != 0 {
+		t.Errorf("max_step_duration 0: %v, %v; want no bound", err, v)
+	}
 	v, err = rulestore.Parse(rulestore.Gray, "r", rulestore.Fields{"target_version": "v2", "fallback_version": "v1",
 		"analysis": "on", "step_weight": "5", "min_latency_delta": "0"})
 	if err != nil || v.(*grayroute.Rule).Analysis.MinLatencyDelta != 0 {
 		t.Errorf("min_latency_delta 0: %v, %v; want no floor", err, v)
+	}
+}
+
+// The step bound's fields in a Caddyfile reach the rule's JSON under the
+// same names as in Redis and on the admin API.
+func TestAnalysisStepBoundInACaddyfile(t *testing.T) {
+	cfg := "{\n\trulestore {\n\t\tgray r {\n\t\t\ttarget_version v2\n\t\t\tfallback_version v1\n\t\t\tanalysis on\n\t\t\tstep_weight 10\n" +
+		"\t\t\tmax_step_duration 2m\n\t\t\ton_no_evidence hold\n\t\t}\n\t}\n}\nhttp://127.0.0.1:1 {\n\tgrayroute r\n\trespond ok\n}\n"
+	if err := testcaddy.Validate(cfg); err != nil {
+		t.Fatal(err)
+	}
+	js, err := testcaddy.Adapt(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(js), `"max_step_duration":"2m0s"`) && !strings.Contains(string(js), `"max_step_duration":"2m"`) ||
+		!strings.Contains(string(js), `"on_no_evidence":"hold"`) {
+		t.Fatalf("adapted JSON lacks the step bound: %s", js)
 	}
 }
 

@@ -118,6 +118,25 @@ var fields = handlerkit.NewFieldTable(
 		p.g.analysisDraft().FailureThreshold = n
 		return nil
 	}),
+	handlerkit.Row("max_step_duration", "duration, "+rulestore.SpanDuration(0, MaxStepDurationLimit), "`"+DefaultMaxStepDuration.String()+"`", func(p *ruleParse, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 || d > MaxStepDurationLimit {
+			return p.Errorf("want a duration from 0 to %v, such as 5m", MaxStepDurationLimit)
+		}
+		p.g.analysisDraft().MaxStepDuration = d
+		return nil
+	}),
+	handlerkit.Row("on_no_evidence", "`advance`, `hold`", "`advance`", func(p *ruleParse, v string) error {
+		switch v {
+		case "advance":
+			p.g.analysisDraft().HoldWithoutEvidence = false
+		case "hold":
+			p.g.analysisDraft().HoldWithoutEvidence = true
+		default:
+			return p.Errorf("want advance or hold")
+		}
+		return nil
+	}),
 	handlerkit.Row("state", "`running`, `paused`, `rolled_back`, `promoted`", "`running`", func(p *ruleParse, v string) (err error) {
 		p.g.State, err = ParseCanaryState(v)
 		return p.Named(err)

@@ -205,6 +205,10 @@ type GraySpec struct {
 	MaxWeight *float64 `json:"max_weight,omitempty"`
 	// FailureThreshold is the failed intervals that roll the canary back.
 	FailureThreshold *int64 `json:"failure_threshold,omitempty"`
+	// MaxStepDuration bounds a weight's time without evidence either way.
+	MaxStepDuration *Duration `json:"max_step_duration,omitempty"`
+	// OnNoEvidence is advance or hold, what a step does at that bound.
+	OnNoEvidence string `json:"on_no_evidence,omitempty"`
 	// State is the canary's state (e.g. rolled_back).
 	State string `json:"state,omitempty"`
 }
