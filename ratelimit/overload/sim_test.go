@@ -212,31 +212,25 @@ func simulate(m simModel, seed int64, withLimit bool) simResult {
 			c.Tick(now)
 			kw := waiting[:0]
 			for _, r := range waiting {
+				var t Ticket
+				var out Outcome
 				select {
 				case <-r.w.Ready():
-					t, out := c.Result(r.w)
-					r.w = nil
-					if out == Admitted {
-						r.ticket = t
-						admit(r, now)
-					} else {
-						refuse(r, now)
-					}
-					continue
+					t, out = c.Result(r.w)
 				default:
-				}
-				if now-r.w.Since() >= m.cfg.MaxQueueWait {
-					t, out := c.Abandon(r.w)
-					r.w = nil
-					if out == Admitted {
-						r.ticket = t
-						admit(r, now)
-					} else {
-						refuse(r, now)
+					if now-r.w.Since() < m.cfg.MaxQueueWait {
+						kw = append(kw, r)
+						continue
 					}
-					continue
+					t, out = c.Abandon(r.w)
 				}
-				kw = append(kw, r)
+				r.w = nil
+				if out == Admitted {
+					r.ticket = t
+					admit(r, now)
+				} else {
+					refuse(r, now)
+				}
 			}
 			waiting = kw
 		}
