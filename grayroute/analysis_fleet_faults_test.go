@@ -91,7 +91,7 @@ func (p *faultProxy) forward(c net.Conn) {
 		fail := r < p.rate.Load()
 		if fail && r%2 == 0 { // held past the caller's deadline, never answered
 			p.injected.Add(1)
-			time.Sleep(1500 * time.Millisecond)
+			time.Sleep(1500 * time.Millisecond) // sleep: the fault is a Redis that holds the call past the caller's deadline
 			done()
 			return
 		}
@@ -101,7 +101,7 @@ func (p *faultProxy) forward(c net.Conn) {
 		}
 		if fail { // executed, its reply lost
 			p.injected.Add(1)
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond) // sleep: the fault is a reply lost after the call ran; the pause lets Redis finish it
 			done()
 			return
 		}
