@@ -43,12 +43,12 @@ func loopBlocks(t *testing.T, file string) [][]string {
 	return out
 }
 
-// The change loop as docs/rulestore.md, docs/operations.md and the fleet guide print it,
+// The change loop as docs/rulestore.md, docs/cli.md and the fleet guide print it,
 // run as written against two instances that declare product_canary and
 // share one Redis: every command exits 0. (Only --wait is lengthened, so
 // a busy machine does not fail a check that takes milliseconds.)
 func TestDocsChangeLoopRunsAsWritten(t *testing.T) {
-	for _, file := range []string{"../docs/rulestore.md", "../docs/operations.md", "../docs/guides/fleet-on-redis.md"} {
+	for _, file := range []string{"../docs/rulestore.md", "../docs/cli.md", "../docs/guides/fleet-on-redis.md"} {
 		blocks := loopBlocks(t, file)
 		if len(blocks) != 1 || len(blocks[0]) < 4 {
 			t.Fatalf("%s: want one loop block of at least 4 commands, got %q", file, blocks)

@@ -150,3 +150,28 @@ func TestUserDocLinksResolve(t *testing.T) {
 		t.Errorf("only %d relative links found: is the extraction broken?", checked)
 	}
 }
+
+// maxPageLines is the most a user doc in docs/ may hold: a reference page
+// fits on a few screens, and a longer topic gets a page of its own.
+const maxPageLines = 800
+
+// TestUserDocPagesFit: no page in docs/*.md is over maxPageLines lines
+// (docs/design/ holds the long notes and is not checked).
+func TestUserDocPagesFit(t *testing.T) {
+	pages, err := filepath.Glob("*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pages) < 5 {
+		t.Fatalf("only %d pages found: %q", len(pages), pages)
+	}
+	for _, page := range pages {
+		raw, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := strings.Count(string(raw), "\n"); n > maxPageLines {
+			t.Errorf("docs/%s is %d lines, over %d: split it by topic at a ## heading", page, n, maxPageLines)
+		}
+	}
+}

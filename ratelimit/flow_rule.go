@@ -47,7 +47,7 @@ const (
 	DefaultColdFactor   = 3
 )
 
-// Flow is how a rule shapes the flow it admits (docs/ratelimit.md,
+// Flow is how a rule shapes the flow it admits (docs/ratelimit-flow.md,
 // "Protecting the upstream").
 type Flow struct {
 	Behavior ControlBehavior

@@ -13,7 +13,7 @@ import (
 	"github.com/sluicegw/sluice/internal/testcaddy"
 )
 
-// The overshoot bound of docs/ratelimit.md ("Cost from the response"): a
+// The overshoot bound of docs/ratelimit-quotas.md ("Cost from the response"): a
 // key spends beyond its quota at most in-flight × (max_cost − reserve).
 // The tests hit it exactly: a quota of 64 reserves, 64 requests in flight
 // at once (the upstream answers none before all 64 arrived), each

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A rolling upgrade, measured with real binaries (docs/ratelimit.md,
+# A rolling upgrade, measured with real binaries (docs/ratelimit-cluster.md,
 # "Upgrading from the hash format"): builds the previous release from git
 # (PREV_REV, default 1f9b4eb^, the last build with hash state) and this
 # checkout (or NEW_REV) as make build does, starts one redis-server and one

@@ -138,7 +138,7 @@ func readOverview(t *testing.T, in *instance) rulestore.Overview {
 
 // A browser's typed or bookmarked navigation to a loopback admin address
 // carries Sec-Fetch-Mode but neither Origin nor Referer, and Caddy refuses
-// it unless the admin origins list "" (docs/operations.md). The page's own
+// it unless the admin origins list "" (docs/status-page.md). The page's own
 // requests then pass as before, and other origins and hosts are still
 // refused.
 func TestStatusPageNavigationNeedsTheEmptyOrigin(t *testing.T) {

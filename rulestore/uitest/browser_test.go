@@ -49,7 +49,7 @@ func chromiumPath(t *testing.T) string {
 func uiCaddyfile(admin, site int, redisURL, upstream, storage string) string {
 	var b strings.Builder
 	// origins: the admin defaults plus "", the origin of a typed or
-	// bookmarked navigation, which Caddy refuses otherwise (docs/operations.md).
+	// bookmarked navigation, which Caddy refuses otherwise (docs/status-page.md).
 	fmt.Fprintf(&b, `{
 	admin localhost:%[1]d {
 		origins localhost:%[1]d 127.0.0.1:%[1]d [::1]:%[1]d ""

@@ -421,7 +421,7 @@ func TestStatusPageFindings(t *testing.T) {
 
 	// sluice_status: the page and the read API on an ordinary site, read-only
 	// unless allow_writes; behind basic_auth here.
-	// What the "" admin origin admits (docs/operations.md): no Origin, an
+	// What the "" admin origin admits (docs/status-page.md): no Origin, an
 	// Origin with an empty host, and a request with no Host; not another site.
 	for _, c := range []struct {
 		origin string

@@ -7,7 +7,7 @@
 // an allowed request at one instance while it kept asking (a key denied),
 // and responses that were neither allowed nor refused by quota (e.g. 503
 // from on_redis_error deny). scripts/upgrade-check.sh builds and starts
-// everything; docs/ratelimit.md has the figures.
+// everything; docs/ratelimit-cluster.md has the figures.
 package main
 
 import (
