@@ -19,7 +19,8 @@ const standingAfter = 100_000_000 // 100 ms
 const minTarget = 5_000_000 // 5 ms
 
 // target is the wait a standing queue is held to: the service's
-// uncontended latency, at least minTarget, at most max_queue_wait.
+// uncontended latency, at least minTarget, at most max_queue_wait. Before
+// the first probe has measured minRTT, no queue is held to a target.
 func (c *Controller) target() int64 {
 	return min(max(c.lim.minRTT, minTarget), c.lim.cfg.MaxQueueWait)
 }
@@ -28,8 +29,8 @@ func (c *Controller) target() int64 {
 // waited longer than the target (the oldest of a key is its head). At
 // most once a millisecond: it looks at every key waiting.
 func (c *Controller) expireLocked(now int64) {
-	if now-c.lastExpire < 1_000_000 || c.q.n == 0 {
-		return
+	if now-c.lastExpire < 1_000_000 || c.q.n == 0 || c.lim.minRTT == 0 {
+		return // until minRTT is measured there is no target: max_queue_wait alone
 	}
 	c.lastExpire = now
 	cutoff := now - c.target()
