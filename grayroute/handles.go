@@ -28,10 +28,10 @@ type boundRules struct {
 func (h *Handler) holdRules() {
 	h.handles.list = make([]*rulestore.Handle, len(h.Rules))
 	for i, ref := range h.Rules {
-		h.handles.list[i] = h.store.Handle(rulestore.Gray, ref.ID)
+		h.handles.list[i] = h.store.UseHandle(rulestore.Gray, ref.ID)
 	}
 	if h.Route != "" {
-		h.handles.route = h.store.Handle(rulestore.Binding, h.Route)
+		h.handles.route = h.store.UseHandle(rulestore.Binding, h.Route)
 	}
 	h.handles.held.Init(h.store, h.resolveRules)
 }

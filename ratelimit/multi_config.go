@@ -96,7 +96,7 @@ func (h *Handler) provisionList() error {
 		}
 		lim := h.holder.Get(id)
 		lim.setBackend(h.app, h.logger)
-		fixed = append(fixed, listed{id: id, h: h.app.Handle(rulestore.RateLimit, id), lim: lim})
+		fixed = append(fixed, listed{id: id, h: h.app.UseHandle(rulestore.RateLimit, id), lim: lim})
 	}
 	for _, s := range h.Inlines {
 		b := inlineSource(s)
@@ -139,7 +139,7 @@ func (h *Handler) newRuleList(fixed []listed) *ruleList {
 			return lim
 		}}
 	if h.Route != "" {
-		l.routeH = h.app.Handle(rulestore.Binding, h.Route)
+		l.routeH = h.app.UseHandle(rulestore.Binding, h.Route)
 	}
 	return l
 }

@@ -24,9 +24,18 @@ type resolution struct {
 // Handle returns a handle on the rule of kind k with this id, present or not.
 func (a *App) Handle(k Kind, id string) *Handle {
 	h := &Handle{a: a, k: k, id: id}
-	a.used.Store(ruleRef{k, id}, true)
 	h.resolve(a.overlayLayer())
 	return h
+}
+
+// UseHandle is Handle for an id the config names (a handler's rule or
+// route binding, fixed at provision), which it also marks as used here
+// (usedHere, declares.go). Ids reached only through a binding's list are
+// not marked: they come and go with Redis, and a set of them would grow
+// without bound.
+func (a *App) UseHandle(k Kind, id string) *Handle {
+	a.used.Store(ruleRef{k, id}, true)
+	return a.Handle(k, id)
 }
 
 // ID is the rule id the handle holds.

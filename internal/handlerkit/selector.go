@@ -51,10 +51,10 @@ func NewSelector[V, T any, S rulestore.Spec](app *rulestore.App, k rulestore.Kin
 	s := &Selector[V, T]{app: app, kind: k, pick: pick, stateFor: stateFor, refuse: b.Refuse()}
 	s.held.Init(app, s.resolve)
 	if b.Route != "" {
-		s.route, s.routeH = b.Route, app.Handle(rulestore.Binding, b.Route)
+		s.route, s.routeH = b.Route, app.UseHandle(rulestore.Binding, b.Route)
 		return s
 	}
-	s.id, s.rule, s.state = b.Rule, app.Handle(k, b.Rule), stateFor(b.Rule)
+	s.id, s.rule, s.state = b.Rule, app.UseHandle(k, b.Rule), stateFor(b.Rule)
 	return s
 }
 
