@@ -263,7 +263,7 @@ type State struct {
 	Limit    int64 `json:"limit"`
 	InFlight int64 `json:"in_flight"`
 	// MinRTT is the last uncontended latency measured (s); Latency the
-	// last window's median (s).
+	// last window's latency (its clipped mean, s).
 	MinRTT  float64 `json:"min_rtt"`
 	Latency float64 `json:"latency"`
 	// Probing: minRTT is being measured (the limit is halved meanwhile).

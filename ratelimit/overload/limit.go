@@ -11,7 +11,7 @@ type Config struct {
 	// MinLimit and MaxLimit bound the limit; InitialLimit is where it
 	// starts.
 	MinLimit, MaxLimit, InitialLimit int64
-	// Tolerance is the share by which a window's median latency may exceed
+	// Tolerance is the share by which a window's latency may exceed
 	// minRTT before the limit shrinks.
 	Tolerance float64
 	// SampleWindow is how often the limit moves; MinRTTInterval how often
@@ -24,7 +24,7 @@ type Config struct {
 
 const (
 	// probeSamples is how many answers, admitted during a probe, make one
-	// minRTT measurement (their median).
+	// minRTT measurement (their clipped mean, as a window's).
 	probeSamples = 50
 	// windowSamples is the fewest answers a window needs to move the
 	// limit, besides two per request the limit admits (two round trips:
@@ -45,10 +45,16 @@ const (
 //
 // Phases: a probe admits probeLimit (¾ of the limit, at least min_limit)
 // until probeSamples answers of requests it admitted are back after its
-// first round, and takes their median as minRTT; then the limit goes back to where it was, and
+// first round, and takes their clipped mean as minRTT; then the limit goes back to where it was, and
 // every sample window with windowSamples answers moves it:
 //
-//	limit ← limit × clamp(minRTT×(1+tolerance) / median, ½, 2) + 1
+//	limit ← limit × clamp(minRTT×(1+tolerance) / latency, ½, 2) + 1
+//
+// where a latency is the mean of the answers, each counted at most twice
+// the median (clippedMean): a queue in front of a pool of workers delays
+// only the requests beyond the workers, fewer than half at times, which a
+// median does not see; a stall of the gateway delays a few answers by
+// many service times, which a plain mean takes for a queue.
 //
 // It grows only in a window in which the limit was full (demand to fill
 // it), so an idle rule does not drift to max_limit. A new probe starts
@@ -102,7 +108,7 @@ func (l *limit) record(epoch uint32, latency int64, drop bool) {
 	i := l.n.Add(1) - 1
 	if drop {
 		l.drops.Add(1)
-		latency = 0 // not a latency sample (median skips it)
+		latency = 0 // not a latency sample (clippedMean skips it)
 	}
 	l.ring[i%ringSize].Store(latency)
 }
@@ -122,7 +128,7 @@ func (l *limit) step(now int64) bool {
 		if l.n.Load() < l.needN.Load() {
 			return false
 		}
-		if m := l.median(probeSamples); m > 0 {
+		if m := l.clippedMean(probeSamples); m > 0 {
 			l.minRTT = m
 		}
 		l.probing = false
@@ -150,7 +156,7 @@ func (l *limit) newPhase(now int64) {
 	l.winStart, l.full = now, false
 	if l.probing {
 		// The first answers of a round are its fast ones: the probe
-		// skips one round (probeLimit answers) and takes the median of
+		// skips one round (probeLimit answers) and takes the clipped mean of
 		// the probeSamples after it.
 		l.needN.Store(probeSamples + l.probeLimit())
 		l.windowDue.Store(now)
@@ -162,12 +168,12 @@ func (l *limit) newPhase(now int64) {
 	l.probeDue.Store(l.nextProbe)
 }
 
-// window moves the limit by the window's median latency, or backs it off
+// window moves the limit by the window's latency, or backs it off
 // when too many answers failed.
 func (l *limit) window() {
 	n, drops := l.n.Load(), l.drops.Load()
 	next := l.est
-	if m := l.median(ringSize); m > 0 && l.minRTT > 0 {
+	if m := l.clippedMean(ringSize); m > 0 && l.minRTT > 0 {
 		l.lastRTT = m
 		g := float64(l.minRTT) * (1 + l.cfg.Tolerance) / float64(m)
 		g = math.Min(math.Max(g, 0.5), 2)
@@ -182,9 +188,9 @@ func (l *limit) window() {
 	l.est = math.Min(math.Max(next, float64(l.cfg.MinLimit)), float64(l.cfg.MaxLimit))
 }
 
-// median of the newest k latencies recorded in this phase (at most
-// ringSize).
-func (l *limit) median(k int64) int64 {
+// clippedMean of the newest k latencies recorded in this phase (at most
+// ringSize): their mean, each counted at most twice their median.
+func (l *limit) clippedMean(k int64) int64 {
 	n := l.n.Load()
 	k = min(n, k, ringSize)
 	s := l.scratch[:0]
@@ -198,5 +204,10 @@ func (l *limit) median(k int64) int64 {
 		return 0
 	}
 	slices.Sort(s)
-	return s[len(s)/2]
+	limit := 2 * s[len(s)/2]
+	var sum int64
+	for _, v := range s {
+		sum += min(v, limit)
+	}
+	return sum / int64(len(s))
 }
