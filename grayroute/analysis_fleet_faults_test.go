@@ -135,28 +135,12 @@ type fleetInterval struct {
 func TestFleetAgreesThroughRedisFaults(t *testing.T) {
 	rds := redistest.Start(t)
 	px := startFaultProxy(t, rds.Addr)
-	var urls, admins []string
-	for i := 0; i < 2; i++ {
-		port := testcaddy.FreePort(t)
-		p := testcaddy.Start(t, fmt.Sprintf(fleetCaddyfile, px.URL(), port))
-		urls = append(urls, fmt.Sprintf("http://127.0.0.1:%d/", port))
-		admins = append(admins, fmt.Sprintf("http://localhost:%d", p.AdminPort))
-	}
-	for _, a := range admins {
-		testcaddy.Eventually(t, 10*time.Second, "redis connected on "+a, func() bool {
-			_, body := testcaddy.Get(t, a+"/sluice/store")
-			return strings.Contains(body, `"connected":true`)
-		})
-	}
+	urls, admins := startFleet(t, px.URL())
 	// A canary that stays in analysis for the whole test: it advances
 	// while healthy but never reaches max_weight within the test.
 	rule := `{"target_version":"v2","fallback_version":"v1","analysis":"on","analysis_interval":"1s",
 		"min_samples":"20","max_latency_ratio":"20","weight":"10","step_weight":"1","max_weight":"90","failure_threshold":"2"}`
-	req, _ := http.NewRequest(http.MethodPut, admins[0]+"/sluice/rules/gray/c", strings.NewReader(rule))
-	req.Header.Set("Content-Type", "application/json")
-	if resp, body := testcaddy.Do(t, req); resp.StatusCode != 200 {
-		t.Fatalf("PUT rule: %d %s", resp.StatusCode, body)
-	}
+	putGrayRule(t, admins[0], "c", rule)
 	for _, a := range admins {
 		testcaddy.Eventually(t, 10*time.Second, "the rule on "+a, func() bool {
 			_, body := testcaddy.Get(t, a+"/sluice/rules/gray/c")

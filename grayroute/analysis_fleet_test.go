@@ -41,20 +41,7 @@ http://127.0.0.1:%d {
 // step per written verdict, then the canary is promoted once.
 func TestAnalysisAdvancesOncePerIntervalAcrossTheFleet(t *testing.T) {
 	rds := redistest.Start(t)
-	var urls []string
-	var admins []string
-	for i := 0; i < 2; i++ {
-		port := testcaddy.FreePort(t)
-		p := testcaddy.Start(t, fmt.Sprintf(fleetCaddyfile, rds.URL(), port))
-		urls = append(urls, fmt.Sprintf("http://127.0.0.1:%d/", port))
-		admins = append(admins, fmt.Sprintf("http://localhost:%d", p.AdminPort))
-	}
-	for _, a := range admins {
-		testcaddy.Eventually(t, 10*time.Second, "redis connected on "+a, func() bool {
-			_, body := testcaddy.Get(t, a+"/sluice/store")
-			return strings.Contains(body, `"connected":true`)
-		})
-	}
+	urls, admins := startFleet(t, rds.URL())
 	// Both versions answer alike; a generous latency ratio keeps a busy
 	// machine's tail latency from ever holding or failing the canary. The
 	// fleet's counts are read within a quarter of the interval (at least
@@ -65,11 +52,7 @@ func TestAnalysisAdvancesOncePerIntervalAcrossTheFleet(t *testing.T) {
 	// the budget is 500 ms.
 	rule := `{"target_version":"v2","fallback_version":"v1","analysis":"on","analysis_interval":"2s",
 		"min_samples":"10","max_latency_ratio":"20","weight":"10","step_weight":"5","max_weight":"40","failure_threshold":"2"}`
-	req, _ := http.NewRequest(http.MethodPut, admins[0]+"/sluice/rules/gray/c", strings.NewReader(rule))
-	req.Header.Set("Content-Type", "application/json")
-	if resp, body := testcaddy.Do(t, req); resp.StatusCode != 200 {
-		t.Fatalf("PUT rule: %d %s", resp.StatusCode, body)
-	}
+	putGrayRule(t, admins[0], "c", rule)
 
 	var (
 		stop atomic.Bool
@@ -178,4 +161,34 @@ func TestAnalysisAdvancesOncePerIntervalAcrossTheFleet(t *testing.T) {
 		}
 	}
 	t.Logf("%d verdicts written over %d intervals", len(writes), len(perInterval))
+}
+
+// startFleet starts two Caddy instances on fleetCaddyfile with Redis at
+// redisURL and waits until both are connected; it returns their sites'
+// and admin endpoints' URLs.
+func startFleet(t *testing.T, redisURL string) (urls, admins []string) {
+	t.Helper()
+	for i := 0; i < 2; i++ {
+		port := testcaddy.FreePort(t)
+		p := testcaddy.Start(t, fmt.Sprintf(fleetCaddyfile, redisURL, port))
+		urls = append(urls, fmt.Sprintf("http://127.0.0.1:%d/", port))
+		admins = append(admins, fmt.Sprintf("http://localhost:%d", p.AdminPort))
+	}
+	for _, a := range admins {
+		testcaddy.Eventually(t, 10*time.Second, "redis connected on "+a, func() bool {
+			_, body := testcaddy.Get(t, a+"/sluice/store")
+			return strings.Contains(body, `"connected":true`)
+		})
+	}
+	return urls, admins
+}
+
+// putGrayRule writes gray rule id (JSON fields) through admin's API.
+func putGrayRule(t *testing.T, admin, id, rule string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPut, admin+"/sluice/rules/gray/"+id, strings.NewReader(rule))
+	req.Header.Set("Content-Type", "application/json")
+	if resp, body := testcaddy.Do(t, req); resp.StatusCode != 200 {
+		t.Fatalf("PUT rule: %d %s", resp.StatusCode, body)
+	}
 }
