@@ -52,8 +52,8 @@ func TestLLMGateway(t *testing.T) {
 	}
 	resp, body := g.chat("Bearer alice", 1, false)
 	if resp.StatusCode != 429 || !strings.Contains(body, `"rule":"llm_requests"`) ||
-		resp.Header.Get("RateLimit-Policy") != `"llm_requests";q=60;w=60` || resp.Header.Get("X-RateLimit-Remaining") != "0" ||
-		resp.Header.Get("Retry-After") == "" {
+		resp.Header.Get("RateLimit-Policy") != llmPolicies || resp.Header.Get("X-RateLimit-Remaining") != "0" ||
+		!strings.HasPrefix(resp.Header.Get("RateLimit"), `"llm_requests";r=0;t=`) || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("alice's 61st request: %d %q %v, want 429 from llm_requests", resp.StatusCode, body, resp.Header)
 	}
 	if resp, body := g.chat("Bearer bob", 1, false); resp.StatusCode != 200 {
@@ -61,7 +61,8 @@ func TestLLMGateway(t *testing.T) {
 	}
 
 	// (2) The day's budget: each admitted request shows the budget less
-	// its reserve; the upstream reports 4,000 tokens (the 25th 9,000,
+	// its reserve in RateLimit (X-RateLimit-* are the per-minute limit's,
+	// the fewer left); the upstream reports 4,000 tokens (the 25th 9,000,
 	// clipped to max_cost 4,000), so 25 answers spend all 100,000.
 	for i := 1; i <= 25; i++ {
 		n := 4000
@@ -70,8 +71,9 @@ func TestLLMGateway(t *testing.T) {
 		}
 		resp, body := g.chat("Bearer carol", n, false)
 		want := strconv.Itoa(100000 - 4000*(i-1) - 500)
-		if resp.StatusCode != 200 || resp.Header.Get("X-RateLimit-Remaining") != want {
-			t.Fatalf("carol's request %d: %d remaining %q, want 200 with %s", i, resp.StatusCode, resp.Header.Get("X-RateLimit-Remaining"), want)
+		if resp.StatusCode != 200 || tokensLeft(resp) != want || resp.Header.Get("X-RateLimit-Remaining") != strconv.Itoa(60-i) {
+			t.Fatalf("carol's request %d: %d RateLimit %q X-RateLimit-Remaining %q, want 200 with %s tokens and %d requests left",
+				i, resp.StatusCode, resp.Header.Get("RateLimit"), resp.Header.Get("X-RateLimit-Remaining"), want, 60-i)
 		}
 		if u := usage(t, body); u != n || resp.Header.Get("X-Tokens-Used") != strconv.Itoa(n) {
 			t.Fatalf("carol's request %d: usage %d, X-Tokens-Used %q, want %d", i, u, resp.Header.Get("X-Tokens-Used"), n)
@@ -83,8 +85,8 @@ func TestLLMGateway(t *testing.T) {
 	// reserve of 500 was taken.
 	g.remaining("Bearer dave", 100, 99500) // then charged 100: 99,900
 	resp, body = g.chat("Bearer dave", 50, true)
-	if resp.StatusCode != 200 || resp.Header.Get("X-RateLimit-Remaining") != "99400" {
-		t.Fatalf("dave's stream: %d remaining %q, want 200 with 99400", resp.StatusCode, resp.Header.Get("X-RateLimit-Remaining"))
+	if resp.StatusCode != 200 || tokensLeft(resp) != "99400" {
+		t.Fatalf("dave's stream: %d RateLimit %q, want 200 with 99400 tokens left", resp.StatusCode, resp.Header.Get("RateLimit"))
 	}
 	if resp.Header.Get("Content-Type") != "text/event-stream" || resp.Trailer.Get("X-Tokens-Used") != "50" ||
 		!strings.HasPrefix(body, "data: {") || !strings.Contains(body, `"total_tokens":50`) || !strings.HasSuffix(body, "data: [DONE]\n\n") {
@@ -118,11 +120,11 @@ func TestLLMGateway(t *testing.T) {
 	}
 	g.inFlight(s, 4)
 	resp, body = g.chat("Bearer erin", 1, false)
-	// Its quota headers are llm_requests's (5 of 60 spent): llm_tokens
-	// did not consult the budget.
+	// llm_tokens did not consult the budget, and the request is not one
+	// of the 60: the quota headers are llm_requests's, 4 of 60 spent.
 	if resp.StatusCode != 429 || body != `{"error":"too_many_in_flight","rule":"llm_tokens","retry_after":1}` ||
-		resp.Header.Get("Retry-After") != "1" || resp.Header.Get("X-RateLimit-Remaining") != "55" ||
-		resp.Header.Get("RateLimit-Policy") != `"llm_requests";q=60;w=60` {
+		resp.Header.Get("Retry-After") != "1" || resp.Header.Get("X-RateLimit-Remaining") != "56" ||
+		resp.Header.Get("RateLimit-Policy") != llmPolicies || !strings.HasPrefix(resp.Header.Get("RateLimit"), `"llm_requests";r=56;t=`) {
 		t.Fatalf("erin's 5th at once: %d %q %v, want 429 too_many_in_flight with llm_requests's headers", resp.StatusCode, body, resp.Header)
 	}
 	for _, c := range cancels {
@@ -138,8 +140,8 @@ func TestLLMGateway(t *testing.T) {
 	clearOfMinuteBoundary(t)
 	g.remaining("Bearer grace", 4000, 99500)
 	resp, _ = g.chat("Bearer grace", 50, true)
-	if resp.StatusCode != 200 || resp.Header.Get("X-RateLimit-Remaining") != "95500" || resp.Trailer.Get("X-Tokens-Used") != "50" {
-		t.Fatalf("grace's stream (scope cluster): %d remaining %q trailer %v", resp.StatusCode, resp.Header.Get("X-RateLimit-Remaining"), resp.Trailer)
+	if resp.StatusCode != 200 || tokensLeft(resp) != "95500" || resp.Trailer.Get("X-Tokens-Used") != "50" {
+		t.Fatalf("grace's stream (scope cluster): %d RateLimit %q trailer %v", resp.StatusCode, resp.Header.Get("RateLimit"), resp.Trailer)
 	}
 	// The stream's settlement (-450) may ride in the next batch to Redis.
 	// The day's count is the string the README names.
@@ -181,15 +183,30 @@ func (g *llmGateway) chat(auth string, n int, stream bool) (*http.Response, stri
 	return testcaddy.Do(g.t, req)
 }
 
+// llmPolicies is the example's RateLimit-Policy: both rules', in the
+// directive's order.
+const llmPolicies = `"llm_requests";q=60;w=60, "llm_tokens";q=100000;w=86400`
+
+// tokensLeft is the day's budget left that a response's RateLimit shows,
+// its llm_tokens item's r, or "" without one.
+func tokensLeft(resp *http.Response) string {
+	for _, item := range strings.Split(resp.Header.Get("RateLimit"), ", ") {
+		if rest, ok := strings.CutPrefix(item, `"llm_tokens";r=`); ok {
+			left, _, _ := strings.Cut(rest, ";")
+			return left
+		}
+	}
+	return ""
+}
+
 // remaining sends a request of n tokens for auth and wants it admitted
 // with want tokens left after its reserve.
 func (g *llmGateway) remaining(auth string, n, want int) {
 	g.t.Helper()
 	resp, body := g.chat(auth, n, false)
-	if resp.StatusCode != 200 || resp.Header.Get("X-RateLimit-Remaining") != strconv.Itoa(want) ||
-		resp.Header.Get("RateLimit-Policy") != `"llm_tokens";q=100000;w=86400` {
-		g.t.Fatalf("%s, %d tokens: %d %q, remaining %q policy %q, want 200 with %d left",
-			auth, n, resp.StatusCode, body, resp.Header.Get("X-RateLimit-Remaining"), resp.Header.Get("RateLimit-Policy"), want)
+	if resp.StatusCode != 200 || tokensLeft(resp) != strconv.Itoa(want) || resp.Header.Get("RateLimit-Policy") != llmPolicies {
+		g.t.Fatalf("%s, %d tokens: %d %q, RateLimit %q policy %q, want 200 with %d tokens left",
+			auth, n, resp.StatusCode, body, resp.Header.Get("RateLimit"), resp.Header.Get("RateLimit-Policy"), want)
 	}
 }
 
@@ -212,12 +229,16 @@ func (g *llmGateway) refusedForTheDay(auth string) {
 	for h, want := range map[string]string{
 		"X-RateLimit-Limit":     "100000",
 		"X-RateLimit-Remaining": "0",
-		"RateLimit":             fmt.Sprintf(`"llm_tokens";r=0;t=%d`, retry),
-		"RateLimit-Policy":      `"llm_tokens";q=100000;w=86400`,
+		"RateLimit-Policy":      llmPolicies,
 	} {
 		if got := resp.Header.Get(h); got != want {
 			g.t.Fatalf("%s refused: %s %q, want %q", auth, h, got, want)
 		}
+	}
+	// Both quotas, the per-minute one refunded: the refused request is
+	// not one of the 60.
+	if rl := resp.Header.Get("RateLimit"); !strings.HasPrefix(rl, `"llm_requests";r=`) || !strings.HasSuffix(rl, fmt.Sprintf(`, "llm_tokens";r=0;t=%d`, retry)) {
+		g.t.Fatalf("%s refused: RateLimit %q, want llm_requests's item and llm_tokens's r=0;t=%d", auth, rl, retry)
 	}
 }
 

@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"bytes"
 	"net/http"
 	"strconv"
 	"unsafe"
@@ -15,22 +16,29 @@ type rateHeaders struct {
 	buf  [64]byte // `"<rule id>";r=<remaining>;t=<reset>`, when it fits
 }
 
-// setHeaders sets X-RateLimit-Limit, X-RateLimit-Remaining,
-// RateLimit-Policy and RateLimit for a decision with quota information.
-func setHeaders(hdr http.Header, rule *Rule, d *Decision) {
+// appendRemaining appends a decision's RateLimit item,
+// `"<rule id>";r=<remaining>;t=<seconds>`: t is the wait until the quota is
+// whole again or the window ends, on a refusal at least the Retry-After.
+func appendRemaining(b []byte, id string, d *Decision) []byte {
 	reset := d.Reset
 	if !d.OK() && d.RetryAfter > reset {
 		reset = d.RetryAfter
 	}
-	h := new(rateHeaders)
-	b := append(h.buf[:0], '"')
-	b = append(b, rule.ID...)
+	b = append(b, '"')
+	b = append(b, id...)
 	b = append(b, `";r=`...)
-	from := len(b)
 	b = strconv.AppendInt(b, d.Remaining, 10)
-	to := len(b)
 	b = append(b, ";t="...)
-	b = strconv.AppendInt(b, ceilSeconds(reset), 10)
+	return strconv.AppendInt(b, ceilSeconds(reset), 10)
+}
+
+// setHeaders sets X-RateLimit-Limit, X-RateLimit-Remaining,
+// RateLimit-Policy and RateLimit for a decision with quota information.
+func setHeaders(hdr http.Header, rule *Rule, d *Decision) {
+	h := new(rateHeaders)
+	b := appendRemaining(h.buf[:0], rule.ID, d)
+	from := len(rule.ID) + len(`"";r=`)
+	to := from + bytes.IndexByte(b[from:], ';')
 	// b (h.buf, or a new array when a long rule id outgrew it) is never
 	// written again, so it can back strings; the remaining count is a
 	// slice of the RateLimit value.

@@ -3,6 +3,7 @@ package ratelimit_test
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -27,8 +28,8 @@ const multiRules = `	rulestore {
 
 // Two rules on one route, a per-second-style burst of 20 and a quota of 8:
 // the first 8 requests pass and spend on both, each reporting the most
-// restrictive (daily_api, fewest left) in RateLimit and X-RateLimit-*,
-// and RateLimit-Policy lists both policies. The next 5 are refused by the
+// restrictive (daily_api, fewest left) in X-RateLimit-*, what is left of
+// each in RateLimit, and both policies in RateLimit-Policy. The next 5 are refused by the
 // second rule with its Retry-After, and the tokens the first rule took for
 // them are given back (the same rules the other way round refuse at the
 // first, not consulting the second): burst_api alone (another route, same rule id) then
@@ -54,8 +55,9 @@ func TestSeveralLimitsRefundTheFirst(t *testing.T) {
 			t.Fatalf("request %d: %d remaining %q limit %q, want 200 with %s of 8 left", i+1, resp.StatusCode,
 				resp.Header.Get("X-RateLimit-Remaining"), resp.Header.Get("X-RateLimit-Limit"), left)
 		}
-		if rl := resp.Header.Get("RateLimit"); rl[:len(`"daily_api";r=`+left)] != `"daily_api";r=`+left {
-			t.Fatalf("request %d: RateLimit %q, want daily_api's r=%s", i+1, rl, left)
+		// RateLimit: what is left of each rule, in the list's order.
+		if rl := resp.Header.Get("RateLimit"); !remainingItems(rl, "burst_api", strconv.Itoa(18-i), "daily_api", left) {
+			t.Fatalf("request %d: RateLimit %q, want burst_api's r=%d and daily_api's r=%s", i+1, rl, 18-i, left)
 		}
 		if got, want := resp.Header.Get("RateLimit-Policy"), burstPolicy+", "+dailyPolicy; got != want {
 			t.Fatalf("request %d: RateLimit-Policy %q, want %q", i+1, got, want)
@@ -70,8 +72,9 @@ func TestSeveralLimitsRefundTheFirst(t *testing.T) {
 		if ra := resp.Header.Get("Retry-After"); ra != "10000" {
 			t.Fatalf("refused request %d: Retry-After %q, want daily_api's 10000", i+1, ra)
 		}
-		if rl := resp.Header.Get("RateLimit"); rl != `"daily_api";r=0;t=80000` {
-			t.Fatalf("refused request %d: RateLimit %q, want daily_api's", i+1, rl)
+		// burst_api's token for this request was given back: 12 left.
+		if rl := resp.Header.Get("RateLimit"); !remainingItems(rl, "burst_api", "12", "daily_api", "0") || !strings.HasSuffix(rl, `"daily_api";r=0;t=80000`) {
+			t.Fatalf("refused request %d: RateLimit %q, want burst_api's r=12 and daily_api's r=0;t=80000", i+1, rl)
 		}
 	}
 	// The rules the other way round: daily_api refuses first, burst_api is
@@ -89,6 +92,21 @@ func TestSeveralLimitsRefundTheFirst(t *testing.T) {
 		t.Fatalf("burst_api alone: %d remaining %q, want 200 with 11 (nothing leaked to the refused requests)",
 			resp.StatusCode, resp.Header.Get("X-RateLimit-Remaining"))
 	}
+}
+
+// remainingItems reports whether a RateLimit list holds exactly the items
+// of the rules given as id, remaining pairs, in that order.
+func remainingItems(rl string, idLeft ...string) bool {
+	items := strings.Split(rl, ", ")
+	if len(items) != len(idLeft)/2 {
+		return false
+	}
+	for i, item := range items {
+		if !strings.HasPrefix(item, `"`+idLeft[2*i]+`";r=`+idLeft[2*i+1]+";t=") {
+			return false
+		}
+	}
+	return true
 }
 
 func policyOf(t *testing.T, url string) string {

@@ -31,10 +31,12 @@ func mostRestrictive(ts []taken, headersOnly bool) int {
 }
 
 // setMultiHeaders sets the rate limit headers of a request decided by
-// several rules: RateLimit and X-RateLimit-* of the decision ts[k] (the
-// most restrictive, or the refusing rule), and RateLimit-Policy listing the
-// policy of every rule with headers on, in the list's order, as an RFC 9651
-// list (`"a";q=20;w=1, "b";q=10000;w=86400`). static is that list when it
+// several rules: X-RateLimit-* of the decision ts[k] (the most
+// restrictive, or the refusing rule), RateLimit-Policy listing the policy
+// of every rule with headers on, in the list's order, as an RFC 9651 list
+// (`"a";q=20;w=1, "b";q=10000;w=86400`), and RateLimit listing what is left
+// of each rule that decided the request, in the same order, so a client
+// sees every quota, whatever its unit. static is the policy list when it
 // is the same for every request (ruleSet.policies), else "".
 func setMultiHeaders(hdr http.Header, ts []taken, k int, static string) {
 	setHeaders(hdr, ts[k].m.rule, &ts[k].d)
@@ -42,10 +44,44 @@ func setMultiHeaders(hdr http.Header, ts []taken, k int, static string) {
 	if list == "" {
 		list = policyList(ts)
 	}
+	// setHeaders' own slices for this response: no allocation.
 	if list != "" {
-		// setHeaders' own slice for this response: no allocation.
 		hdr["Ratelimit-Policy"][0] = list
 	}
+	if left := remainingList(ts); left != "" {
+		hdr["Ratelimit"][0] = left
+	}
+}
+
+// remainingList joins the RateLimit items of ts's rules with headers on
+// that decided the request with quota information, or "" for fewer than
+// two.
+func remainingList(ts []taken) string {
+	n := 0
+	for i := range ts {
+		if reports(&ts[i]) {
+			n++
+		}
+	}
+	if n < 2 {
+		return ""
+	}
+	b := make([]byte, 0, 40*n)
+	for i := range ts {
+		t := &ts[i]
+		if !reports(t) {
+			continue
+		}
+		if len(b) > 0 {
+			b = append(b, ", "...)
+		}
+		b = appendRemaining(b, t.m.rule.ID, &t.d)
+	}
+	return string(b)
+}
+
+func reports(t *taken) bool {
+	return t.decided && t.m.rule.Headers && quotaKnown(&t.d)
 }
 
 // policyList joins the policies of ts's rules with headers on, or "" for
@@ -89,18 +125,18 @@ func staticPolicies(ms []member) string {
 }
 
 // policy is the rule's RateLimit-Policy item: of its decision when it was
-// decided (the key's quota, the calendar window decided in), else of the
-// rule's own quota now.
+// decided with quota information (the key's quota, the calendar window
+// decided in), else of the rule's own quota now (a calendar quota refused
+// by its in-flight cap never reached a window).
 func (t *taken) policy() string {
 	r := t.m.rule
-	if t.decided {
-		if t.d.cal != nil {
-			return calendarPolicy(r.ID, t.d.Limits, t.d.cal)
-		}
-		return t.d.Limits.policy
-	}
-	if r.Calendar != nil {
+	switch {
+	case t.decided && t.d.cal != nil:
+		return calendarPolicy(r.ID, t.d.Limits, t.d.cal)
+	case r.Calendar != nil:
 		return calendarPolicy(r.ID, &r.Limits, r.Calendar.window(wallOf(t.m.lim.now())))
+	case t.decided && t.d.Limits != nil:
+		return t.d.Limits.policy
 	}
 	return r.Limits.policy
 }

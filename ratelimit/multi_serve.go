@@ -159,6 +159,10 @@ func (h *Handler) serveMulti(w http.ResponseWriter, r *http.Request, next caddyh
 			if t.m.rule.Headers {
 				setMultiHeaders(w.Header(), ts, refused, set.policies)
 			}
+		} else if k := mostRestrictive(ts[:refused], true); k >= 0 {
+			// Refused without a quota (an in-flight cap): the headers
+			// are the quotas the rules before it hold, refunded.
+			setMultiHeaders(w.Header(), ts, k, set.policies)
 		}
 		return h.reject(w, t.m.rule, t.m.lim, &t.d, repl, pub, ph)
 	}
