@@ -42,7 +42,7 @@ func TestREADMETourOutput(t *testing.T) {
 		}
 		checked++
 	}
-	if checked != 2 {
-		t.Fatalf("README tour: %d commands with their output checked, want 2", checked)
+	if checked != 3 {
+		t.Fatalf("README tour: %d commands with their output checked, want 3", checked)
 	}
 }
