@@ -9,6 +9,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 
 	"github.com/sluicegw/sluice/rulestore"
+	"github.com/sluicegw/sluice/rulestore/syntax"
 )
 
 // parseRulestore parses the global option:
@@ -44,14 +45,14 @@ func parseRulestore(d *caddyfile.Dispenser, _ any) (any, error) {
 			if !d.NextArg() {
 				return nil, d.ArgErr()
 			}
-			dur, err := rulestore.ParseDuration(d.Val())
+			dur, err := syntax.ParseDuration(d.Val())
 			if err != nil {
 				return nil, d.Errf("resync %s: %v", d.Val(), err)
 			}
 			if dur <= 0 {
 				return nil, d.Errf("resync: want a positive duration, got %q", d.Val())
 			}
-			app.Resync = rulestore.Duration(dur)
+			app.Resync = syntax.Duration(dur)
 		default:
 			kind, ok := rulestore.ParseKind(opt)
 			if !ok {
@@ -180,7 +181,7 @@ func parseRedis(d *caddyfile.Dispenser) (*rulestore.RedisConfig, error) {
 			var v string
 			if v, err = one(); err == nil {
 				var dur time.Duration
-				if dur, err = rulestore.ParseDuration(v); err != nil {
+				if dur, err = syntax.ParseDuration(v); err != nil {
 					return nil, d.Errf("redis %s %s: %v", opt, v, err)
 				}
 				if dur <= 0 {
@@ -188,11 +189,11 @@ func parseRedis(d *caddyfile.Dispenser) (*rulestore.RedisConfig, error) {
 				}
 				switch opt {
 				case "dial_timeout":
-					cfg.DialTimeout = rulestore.Duration(dur)
+					cfg.DialTimeout = syntax.Duration(dur)
 				case "read_timeout":
-					cfg.ReadTimeout = rulestore.Duration(dur)
+					cfg.ReadTimeout = syntax.Duration(dur)
 				default:
-					cfg.WriteTimeout = rulestore.Duration(dur)
+					cfg.WriteTimeout = syntax.Duration(dur)
 				}
 			}
 		default:

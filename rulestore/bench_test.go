@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicegw/sluice/internal/redistest"
+	"github.com/sluicegw/sluice/rulestore/syntax"
 )
 
 // BenchmarkLookup is the request path: one rule lookup with 10,000 rules
@@ -189,7 +190,7 @@ func BenchmarkKillSwitchPropagation(b *testing.B) {
 	r := redistest.Start(b)
 	c := r.Client()
 	ctx := context.Background()
-	app := &App{Redis: &RedisConfig{URL: r.URL()}, Resync: Duration(time.Hour),
+	app := &App{Redis: &RedisConfig{URL: r.URL()}, Resync: syntax.Duration(time.Hour),
 		RateLimit: map[string]Fields{"switch": {"qps": "1000", "burst": "2000"}}}
 	cctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	b.Cleanup(cancel)

@@ -17,6 +17,7 @@ import (
 	"github.com/sluicegw/sluice/internal/redistest"
 	"github.com/sluicegw/sluice/internal/testcaddy"
 	"github.com/sluicegw/sluice/rulestore"
+	"github.com/sluicegw/sluice/rulestore/syntax"
 )
 
 // tlsGateway is a Caddyfile whose store reaches Redis over TLS with the
@@ -114,8 +115,8 @@ func TestRedisSettingsRejected(t *testing.T) {
 		{"key of another cert", rulestore.RedisConfig{URL: "127.0.0.1:1", TLS: &rulestore.RedisTLS{ClientCertificateFile: pki.ClientCert, ClientCertificateKeyFile: pki.ServerKey}}, "redis tls client_certificate_file/client_certificate_key_file: "},
 		{"negative pool", rulestore.RedisConfig{URL: "127.0.0.1:1", PoolSize: -1}, "redis pool_size: want a number > 0"},
 		{"huge pool", rulestore.RedisConfig{URL: "127.0.0.1:1", PoolSize: 1_000_000}, "redis pool_size: want a number > 0 and at most 10000, got 1000000"},
-		{"negative timeout", rulestore.RedisConfig{URL: "127.0.0.1:1", ReadTimeout: rulestore.Duration(-time.Second)}, "redis read_timeout: want a duration above 0 and at most 1m0s, got -1s"},
-		{"huge timeout", rulestore.RedisConfig{URL: "127.0.0.1:1", DialTimeout: rulestore.Duration(time.Hour)}, "redis dial_timeout: want a duration above 0 and at most 1m0s, got 1h0m0s"},
+		{"negative timeout", rulestore.RedisConfig{URL: "127.0.0.1:1", ReadTimeout: syntax.Duration(-time.Second)}, "redis read_timeout: want a duration above 0 and at most 1m0s, got -1s"},
+		{"huge timeout", rulestore.RedisConfig{URL: "127.0.0.1:1", DialTimeout: syntax.Duration(time.Hour)}, "redis dial_timeout: want a duration above 0 and at most 1m0s, got 1h0m0s"},
 		{"sentinel password without master", rulestore.RedisConfig{URL: "127.0.0.1:1", SentinelPassword: "x"}, "redis sentinel_username/sentinel_password: need master_name"},
 	} {
 		_, err := c.cfg.Options()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/redis/go-redis/v9"
+	"github.com/sluicegw/sluice/rulestore/syntax"
 )
 
 // RedisConfig says how to reach Redis: standalone, Sentinel or Cluster.
@@ -53,13 +54,13 @@ type RedisConfig struct {
 	// DialTimeout bounds connecting to Redis; 1s by default, so a dead
 	// Redis is noticed fast and never holds a request or a reload for
 	// long. At most MaxRedisTimeout.
-	DialTimeout Duration `json:"dial_timeout,omitempty"`
+	DialTimeout syntax.Duration `json:"dial_timeout,omitempty"`
 	// ReadTimeout bounds waiting for a reply; 1s by default, so a hung
 	// Redis is noticed fast. At most MaxRedisTimeout.
-	ReadTimeout Duration `json:"read_timeout,omitempty"`
+	ReadTimeout syntax.Duration `json:"read_timeout,omitempty"`
 	// WriteTimeout bounds sending a command; 1s by default. At most
 	// MaxRedisTimeout.
-	WriteTimeout Duration `json:"write_timeout,omitempty"`
+	WriteTimeout syntax.Duration `json:"write_timeout,omitempty"`
 }
 
 // RedisTLS is how the store speaks TLS to Redis (and to Sentinels), shaped
@@ -133,7 +134,7 @@ func (c *RedisConfig) options() (*redis.UniversalOptions, string, error) {
 	}
 	for _, t := range []struct {
 		name string
-		d    Duration
+		d    syntax.Duration
 	}{{"dial_timeout", c.DialTimeout}, {"read_timeout", c.ReadTimeout}, {"write_timeout", c.WriteTimeout}} {
 		if t.d < 0 || time.Duration(t.d) > MaxRedisTimeout {
 			return nil, "", fmt.Errorf("redis %s: want a duration above 0 and at most %s, got %s", t.name, MaxRedisTimeout, time.Duration(t.d))
@@ -254,7 +255,7 @@ func (t *RedisTLS) config(repl *caddy.Replacer) (*tls.Config, string, error) {
 	return cfg, hex.EncodeToString(h.Sum(nil)), nil
 }
 
-func orDefault(d Duration) time.Duration {
+func orDefault(d syntax.Duration) time.Duration {
 	if d <= 0 {
 		return defaultRedisTimeout
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/sluicegw/sluice/internal/redistest"
 	"github.com/sluicegw/sluice/internal/testcaddy"
+	"github.com/sluicegw/sluice/rulestore/syntax"
 )
 
 // The store's own tests run without the handler packages, so they register
@@ -596,7 +597,7 @@ func startStore(t testing.TB, app *App) *App {
 // startBenchStore is startStore with a silent log, so benchmark output
 // stays parseable (the store logs every rule update).
 func startBenchStore(b *testing.B, url string) *App {
-	app := &App{Redis: &RedisConfig{URL: url}, Resync: Duration(time.Hour)}
+	app := &App{Redis: &RedisConfig{URL: url}, Resync: syntax.Duration(time.Hour)}
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	b.Cleanup(cancel)
 	if err := app.Provision(ctx); err != nil {
@@ -681,9 +682,9 @@ func TestReloadsLeakNothing(t *testing.T) {
 
 func TestLiveInstancesCountsHeartbeats(t *testing.T) {
 	r := redistest.Start(t)
-	a := startStore(t, &App{Redis: &RedisConfig{URL: r.URL()}, Resync: Duration(time.Hour)})
+	a := startStore(t, &App{Redis: &RedisConfig{URL: r.URL()}, Resync: syntax.Duration(time.Hour)})
 	// Another instance: other settings give it a source of its own.
-	b := startStore(t, &App{Redis: &RedisConfig{URL: r.URL()}, Resync: Duration(time.Minute)})
+	b := startStore(t, &App{Redis: &RedisConfig{URL: r.URL()}, Resync: syntax.Duration(time.Minute)})
 	testcaddy.Eventually(t, 10*time.Second, "both instances see 2 live instances", func() bool {
 		return a.LiveInstances() == 2 && b.LiveInstances() == 2
 	})
