@@ -9,6 +9,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 
 	"github.com/sluicegw/sluice/rulestore"
+	"github.com/sluicegw/sluice/rulestore/redisconf"
 	"github.com/sluicegw/sluice/rulestore/syntax"
 )
 
@@ -118,8 +119,8 @@ func checkRefs(app *rulestore.App, rules []declaredRule) error {
 	return nil
 }
 
-func parseRedis(d *caddyfile.Dispenser) (*rulestore.RedisConfig, error) {
-	cfg := new(rulestore.RedisConfig)
+func parseRedis(d *caddyfile.Dispenser) (*redisconf.Config, error) {
+	cfg := new(redisconf.Config)
 	if d.NextArg() {
 		cfg.URL = d.Val()
 		if d.NextArg() {
@@ -212,8 +213,8 @@ func parseRedis(d *caddyfile.Dispenser) (*rulestore.RedisConfig, error) {
 
 // parseRedisTLS reads the optional block after `tls` in a redis block; the
 // dispenser is at `tls`. Without a block TLS uses the system's CAs.
-func parseRedisTLS(d *caddyfile.Dispenser) (*rulestore.RedisTLS, error) {
-	t := new(rulestore.RedisTLS)
+func parseRedisTLS(d *caddyfile.Dispenser) (*redisconf.TLS, error) {
+	t := new(redisconf.TLS)
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		opt := d.Val()
 		args := d.RemainingArgs()

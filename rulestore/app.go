@@ -10,6 +10,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyevents"
 	"github.com/redis/go-redis/v9"
+	"github.com/sluicegw/sluice/rulestore/redisconf"
 	"github.com/sluicegw/sluice/rulestore/syntax"
 	"go.uber.org/zap"
 )
@@ -21,7 +22,7 @@ func init() {
 // App is the rulestore app. Without Redis it serves its static rules alone.
 type App struct {
 	// Redis to load rules from and follow. Optional.
-	Redis *RedisConfig `json:"redis,omitempty"`
+	Redis *redisconf.Config `json:"redis,omitempty"`
 	// Prefix namespaces every key, channel and the stream.
 	Prefix string `json:"prefix,omitempty"`
 	// Resync is the period of the full reconciliation with Redis (default

@@ -15,6 +15,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/redis/go-redis/v9"
+	"github.com/sluicegw/sluice/rulestore/redisconf"
 	"go.uber.org/zap"
 )
 
@@ -95,13 +96,13 @@ type sourceStatus struct {
 	rejected   atomic.Int64
 }
 
-func acquireSource(cfg *RedisConfig, prefix string, resync time.Duration, logger *zap.Logger) (*redisSource, string, error) {
-	opts, tlsDigest, err := cfg.options()
+func acquireSource(cfg *redisconf.Config, prefix string, resync time.Duration, logger *zap.Logger) (*redisSource, string, error) {
+	opts, tlsDigest, err := cfg.OptionsDigest()
 	if err != nil {
 		return nil, "", err
 	}
 	b, _ := json.Marshal(struct {
-		R      *RedisConfig
+		R      *redisconf.Config
 		P      string
 		Resync time.Duration
 		TLS    string // contents of the TLS files, which may change under the same names
