@@ -16,6 +16,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicegw/sluice/rulestore/redisconf"
+	"github.com/sluicegw/sluice/rulestore/snapshot"
 	"go.uber.org/zap"
 )
 
@@ -121,7 +122,7 @@ func acquireSource(cfg *redisconf.Config, prefix string, resync time.Duration, l
 			probeAddrs: opts.Addrs,
 			probeTLS:   opts.TLSConfig,
 		}
-		s.disk.path = filepath.Join(caddy.AppDataDir(), "sluice", diskSnapshotName(opts.Addrs, opts.DB, opts.MasterName, prefix))
+		s.disk.path = filepath.Join(caddy.AppDataDir(), "sluice", snapshot.Name(opts.Addrs, opts.DB, opts.MasterName, prefix))
 		s.disk.kick = make(chan struct{}, 1)
 		s.disk.garbled = map[ruleRef]string{}
 		var b [8]byte
