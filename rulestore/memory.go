@@ -19,7 +19,7 @@ type memoryLayer struct {
 	mu      sync.Mutex // serialises writers
 	snap    atomic.Pointer[layer]
 	changes atomic.Uint64               // moved after every store to snap or a slot (App.Changes)
-	history map[ruleRef][]history.Entry // newest first, see history.go
+	history map[ruleRef][]history.Entry // newest first, see history_store.go
 }
 
 // memoryPool holds the one memoryLayer every config generation shares.
