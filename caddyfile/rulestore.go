@@ -9,6 +9,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 
 	"github.com/sluicegw/sluice/rulestore"
+	"github.com/sluicegw/sluice/rulestore/redisconf"
+	"github.com/sluicegw/sluice/rulestore/syntax"
 )
 
 // parseRulestore parses the global option:
@@ -44,14 +46,14 @@ func parseRulestore(d *caddyfile.Dispenser, _ any) (any, error) {
 			if !d.NextArg() {
 				return nil, d.ArgErr()
 			}
-			dur, err := rulestore.ParseDuration(d.Val())
+			dur, err := syntax.ParseDuration(d.Val())
 			if err != nil {
 				return nil, d.Errf("resync %s: %v", d.Val(), err)
 			}
 			if dur <= 0 {
 				return nil, d.Errf("resync: want a positive duration, got %q", d.Val())
 			}
-			app.Resync = rulestore.Duration(dur)
+			app.Resync = syntax.Duration(dur)
 		default:
 			kind, ok := rulestore.ParseKind(opt)
 			if !ok {
@@ -117,8 +119,8 @@ func checkRefs(app *rulestore.App, rules []declaredRule) error {
 	return nil
 }
 
-func parseRedis(d *caddyfile.Dispenser) (*rulestore.RedisConfig, error) {
-	cfg := new(rulestore.RedisConfig)
+func parseRedis(d *caddyfile.Dispenser) (*redisconf.Config, error) {
+	cfg := new(redisconf.Config)
 	if d.NextArg() {
 		cfg.URL = d.Val()
 		if d.NextArg() {
@@ -180,7 +182,7 @@ func parseRedis(d *caddyfile.Dispenser) (*rulestore.RedisConfig, error) {
 			var v string
 			if v, err = one(); err == nil {
 				var dur time.Duration
-				if dur, err = rulestore.ParseDuration(v); err != nil {
+				if dur, err = syntax.ParseDuration(v); err != nil {
 					return nil, d.Errf("redis %s %s: %v", opt, v, err)
 				}
 				if dur <= 0 {
@@ -188,11 +190,11 @@ func parseRedis(d *caddyfile.Dispenser) (*rulestore.RedisConfig, error) {
 				}
 				switch opt {
 				case "dial_timeout":
-					cfg.DialTimeout = rulestore.Duration(dur)
+					cfg.DialTimeout = syntax.Duration(dur)
 				case "read_timeout":
-					cfg.ReadTimeout = rulestore.Duration(dur)
+					cfg.ReadTimeout = syntax.Duration(dur)
 				default:
-					cfg.WriteTimeout = rulestore.Duration(dur)
+					cfg.WriteTimeout = syntax.Duration(dur)
 				}
 			}
 		default:
@@ -211,8 +213,8 @@ func parseRedis(d *caddyfile.Dispenser) (*rulestore.RedisConfig, error) {
 
 // parseRedisTLS reads the optional block after `tls` in a redis block; the
 // dispenser is at `tls`. Without a block TLS uses the system's CAs.
-func parseRedisTLS(d *caddyfile.Dispenser) (*rulestore.RedisTLS, error) {
-	t := new(rulestore.RedisTLS)
+func parseRedisTLS(d *caddyfile.Dispenser) (*redisconf.TLS, error) {
+	t := new(redisconf.TLS)
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		opt := d.Val()
 		args := d.RemainingArgs()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicegw/sluice/internal/handlerkit"
 	"github.com/sluicegw/sluice/rulestore"
+	"github.com/sluicegw/sluice/rulestore/syntax"
 )
 
 // field is one circuit_breaker rule field: its name, its Syntax and
@@ -31,9 +32,9 @@ var fields = handlerkit.NewFieldTable(
 	intRow("success_threshold", "`5`", 1, func(r *Rule) *int { return &r.Settings.SuccessThreshold }),
 	durationRow("open_duration", "duration, > 0 and ≤ 366 days", "`30s`", false, func(r *Rule) *time.Duration { return &r.Settings.OpenDuration }),
 	durationRow("max_open_duration", "duration ≥ `open_duration`, ≤ 366 days", "none", true, func(r *Rule) *time.Duration { return &r.Settings.MaxOpenDuration }),
-	handlerkit.Row("window", "`<duration>` (≤ 366 days) or `<count>` ("+rulestore.Span[int64](1, maxCount)+")", "`100` (calls), when a rate trigger is on", parseWindow),
+	handlerkit.Row("window", "`<duration>` (≤ 366 days) or `<count>` ("+syntax.Span[int64](1, maxCount)+")", "`100` (calls), when a rate trigger is on", parseWindow),
 	percentRow("failure_rate", func(r *Rule) *float64 { return &r.Settings.FailureRate }),
-	handlerkit.Row("min_requests", "int, "+rulestore.Span[int64](1, maxCount), "`10` (or the count window, if smaller)", func(p *ruleParse, _ string) (err error) {
+	handlerkit.Row("min_requests", "int, "+syntax.Span[int64](1, maxCount), "`10` (or the count window, if smaller)", func(p *ruleParse, _ string) (err error) {
 		p.r.Settings.MinRequests, err = intField(p.Fields, p.Name, 1)
 		p.minSet = true
 		return err
@@ -59,7 +60,7 @@ var fields = handlerkit.NewFieldTable(
 	boolRow("raw_keys", func(r *Rule) *bool { return &r.RawKeys }),
 	handlerkit.Row("state", "`auto`, `force_open`, `force_closed`, `disabled`", "`auto`", parseState),
 	handlerkit.Row("status", "400–599", "`503`", func(p *ruleParse, v string) (err error) {
-		if p.r.Status, err = rulestore.ParseStatus(v); err != nil {
+		if p.r.Status, err = syntax.ParseStatus(v); err != nil {
 			return p.Errorf("%v", err)
 		}
 		return nil
@@ -76,7 +77,7 @@ var fields = handlerkit.NewFieldTable(
 	}),
 	handlerkit.Row("header", "`<name> <value>`", "none", func(p *ruleParse, v string) error {
 		hname, hval, _ := strings.Cut(v, " ")
-		if !rulestore.ValidHeaderName(hname) {
+		if !syntax.ValidHeaderName(hname) {
 			return p.Errorf("want <name> <value>")
 		}
 		p.r.Headers.Add(hname, strings.TrimSpace(hval))
@@ -87,7 +88,7 @@ var fields = handlerkit.NewFieldTable(
 
 // intRow is a whole number from lowest to maxCount.
 func intRow(name, def string, lowest int, at func(*Rule) *int) field {
-	return handlerkit.Row(name, "int, "+rulestore.Span(int64(lowest), maxCount), def, func(p *ruleParse, _ string) (err error) {
+	return handlerkit.Row(name, "int, "+syntax.Span(int64(lowest), maxCount), def, func(p *ruleParse, _ string) (err error) {
 		*at(p.r), err = intField(p.Fields, p.Name, lowest)
 		return err
 	})
@@ -112,7 +113,7 @@ func percentRow(name string, at func(*Rule) *float64) field {
 // boolRow is true or false, false by default.
 func boolRow(name string, at func(*Rule) *bool) field {
 	return handlerkit.Row(name, "`true` / `false`", "`false`", func(p *ruleParse, v string) (err error) {
-		if *at(p.r), err = rulestore.ParseBool(v); err != nil {
+		if *at(p.r), err = syntax.ParseBool(v); err != nil {
 			return p.Errorf("%v", err)
 		}
 		return nil
@@ -128,7 +129,7 @@ func parseWindow(p *ruleParse, v string) error {
 			return p.Errorf("a call count must be 1 to %d", maxCount)
 		}
 		s.WindowCount = n
-	} else if d, e := caddy.ParseDuration(v); e == nil && d > 0 && d <= rulestore.MaxRuleDuration {
+	} else if d, e := caddy.ParseDuration(v); e == nil && d > 0 && d <= syntax.MaxRuleDuration {
 		s.WindowDuration = d
 	} else {
 		return p.Errorf("want a duration with a unit (e.g. 60s, at most 366 days) or a call count (e.g. 100)")

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicegw/sluice/internal/handlerkit"
 	"github.com/sluicegw/sluice/rulestore"
+	"github.com/sluicegw/sluice/rulestore/syntax"
 )
 
 func init() {
@@ -118,14 +119,14 @@ func intField(f rulestore.Fields, name string, lowest int) (int, error) {
 // durationField accepts durations with a unit (500ms, 30s); a bare number
 // is an error, since it could mean milliseconds or seconds.
 func durationField(f rulestore.Fields, name string, zeroOK bool) (time.Duration, error) {
-	d, err := rulestore.ParseDuration(f[name])
+	d, err := syntax.ParseDuration(f[name])
 	if err != nil {
 		return 0, f.Errorf(name, "%v", err)
 	}
 	if d < 0 || (d == 0 && !zeroOK) {
 		return 0, f.Errorf(name, "must be positive")
 	}
-	if d > rulestore.MaxRuleDuration {
+	if d > syntax.MaxRuleDuration {
 		return 0, f.Errorf(name, "at most 366 days")
 	}
 	return d, nil
@@ -133,7 +134,7 @@ func durationField(f rulestore.Fields, name string, zeroOK bool) (time.Duration,
 
 func percentField(f rulestore.Fields, name string) (float64, error) {
 	v := strings.TrimSuffix(strings.TrimSpace(f[name]), "%")
-	p, ok := rulestore.ParseNumber(v, 0, 100)
+	p, ok := syntax.ParseNumber(v, 0, 100)
 	if !ok || p == 0 {
 		return 0, f.Errorf(name, "want a percentage above 0 and at most 100")
 	}

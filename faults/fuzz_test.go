@@ -18,6 +18,7 @@ import (
 	"github.com/sluicegw/sluice/internal/testcaddy"
 	"github.com/sluicegw/sluice/ratelimit"
 	"github.com/sluicegw/sluice/rulestore"
+	"github.com/sluicegw/sluice/rulestore/syntax"
 )
 
 // The fuzz targets below run their seeds on every `go test`; `make soak`
@@ -134,17 +135,17 @@ func checkBounded(t *testing.T, fields rulestore.Fields, v any) {
 		}
 		for _, l := range limits {
 			if !(l.QPS >= ratelimit.MinQPS && l.QPS <= ratelimit.MaxQPS) || !(l.Burst >= 0 && l.Burst <= ratelimit.MaxBurst) ||
-				l.Window < 0 || l.Window > int64(rulestore.MaxRuleDuration) || !(l.Max >= 0 && l.Max < 1<<62) {
+				l.Window < 0 || l.Window > int64(syntax.MaxRuleDuration) || !(l.Max >= 0 && l.Max < 1<<62) {
 				t.Errorf("rate_limit rule %q accepted with limits out of range: %+v", fields, *l)
 			}
-			if l.Burst > 0 && l.Burst/l.QPS > rulestore.MaxRuleDuration.Seconds() {
+			if l.Burst > 0 && l.Burst/l.QPS > syntax.MaxRuleDuration.Seconds() {
 				t.Errorf("rate_limit rule %q: refill time %gs over a year", fields, l.Burst/l.QPS)
 			}
 		}
 	case *circuitbreaker.Rule:
 		s := r.Settings
 		for _, d := range []time.Duration{s.OpenDuration, s.MaxOpenDuration, s.RampDuration, s.WindowDuration, r.SlowCallDuration} {
-			if d < 0 || d > rulestore.MaxRuleDuration {
+			if d < 0 || d > syntax.MaxRuleDuration {
 				t.Errorf("circuit_breaker rule %q accepted with a duration out of range: %v", fields, d)
 			}
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicegw/sluice/internal/handlerkit"
 	"github.com/sluicegw/sluice/rulestore"
+	"github.com/sluicegw/sluice/rulestore/syntax"
 )
 
 // ParseCaddyfile parses the grayroute directive:
@@ -75,7 +76,7 @@ func (h *Handler) parseHeader(d *caddyfile.Dispenser) error {
 	if !d.NextArg() {
 		return d.ArgErr()
 	}
-	if v := d.Val(); v != "off" && !rulestore.ValidHeaderName(v) {
+	if v := d.Val(); v != "off" && !syntax.ValidHeaderName(v) {
 		return d.Errf("grayroute: header: %q is not a valid header name", v)
 	}
 	h.Header = d.Val()

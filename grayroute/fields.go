@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicegw/sluice/internal/handlerkit"
 	"github.com/sluicegw/sluice/rulestore"
+	"github.com/sluicegw/sluice/rulestore/syntax"
 )
 
 // field is one gray rule field: its name, its Syntax and Default as
@@ -65,10 +66,10 @@ var fields = handlerkit.NewFieldTable(
 		return nil
 	}),
 	handlerkit.Row("analysis", "`on` / `off`", "`off`", func(p *ruleParse, v string) (err error) {
-		p.g.analysisOn, err = rulestore.ParseBool(v)
+		p.g.analysisOn, err = syntax.ParseBool(v)
 		return p.Named(err)
 	}),
-	handlerkit.Row("analysis_interval", "duration, "+rulestore.SpanDuration(MinAnalysisInterval, time.Hour), "`"+DefaultAnalysisInterval.String()+"`", func(p *ruleParse, v string) error {
+	handlerkit.Row("analysis_interval", "duration, "+syntax.SpanDuration(MinAnalysisInterval, time.Hour), "`"+DefaultAnalysisInterval.String()+"`", func(p *ruleParse, v string) error {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < MinAnalysisInterval || d > time.Hour {
 			return p.Errorf("want a duration from %v to 1h, such as 10s", MinAnalysisInterval)
@@ -76,15 +77,15 @@ var fields = handlerkit.NewFieldTable(
 		p.g.analysisDraft().Interval = d
 		return nil
 	}),
-	handlerkit.Row("min_samples", "int, "+rulestore.Span[int64](1, MaxMinSamples), "`"+strconv.Itoa(DefaultMinSamples)+"`", func(p *ruleParse, v string) error {
-		n, ok := rulestore.ParseWhole(v, 1, MaxMinSamples)
+	handlerkit.Row("min_samples", "int, "+syntax.Span[int64](1, MaxMinSamples), "`"+strconv.Itoa(DefaultMinSamples)+"`", func(p *ruleParse, v string) error {
+		n, ok := syntax.ParseWhole(v, 1, MaxMinSamples)
 		if !ok {
-			return p.Errorf("want a whole number of canary requests %s", rulestore.Range(int64(1), MaxMinSamples))
+			return p.Errorf("want a whole number of canary requests %s", syntax.Range(int64(1), MaxMinSamples))
 		}
 		p.g.analysisDraft().MinSamples = uint64(n)
 		return nil
 	}),
-	handlerkit.Row("max_latency_ratio", "number, "+rulestore.Span(1, 100.0), "`"+strconv.FormatFloat(DefaultMaxLatencyRatio, 'g', -1, 64)+"`", func(p *ruleParse, v string) error {
+	handlerkit.Row("max_latency_ratio", "number, "+syntax.Span(1, 100.0), "`"+strconv.FormatFloat(DefaultMaxLatencyRatio, 'g', -1, 64)+"`", func(p *ruleParse, v string) error {
 		x, err := strconv.ParseFloat(v, 64)
 		if err != nil || math.IsNaN(x) || x < 1 || x > 100 {
 			return p.Errorf("want a ratio from 1 to 100, such as 1.2")
@@ -92,7 +93,7 @@ var fields = handlerkit.NewFieldTable(
 		p.g.analysisDraft().MaxLatencyRatio = x
 		return nil
 	}),
-	handlerkit.Row("min_latency_delta", "duration, "+rulestore.SpanDuration(0, MaxMinLatencyDelta), "`"+DefaultMinLatencyDelta.String()+"`", func(p *ruleParse, v string) error {
+	handlerkit.Row("min_latency_delta", "duration, "+syntax.SpanDuration(0, MaxMinLatencyDelta), "`"+DefaultMinLatencyDelta.String()+"`", func(p *ruleParse, v string) error {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 || d > MaxMinLatencyDelta {
 			return p.Errorf("want a duration from 0 to %v, such as 5ms", MaxMinLatencyDelta)
@@ -100,7 +101,7 @@ var fields = handlerkit.NewFieldTable(
 		p.g.analysisDraft().MinLatencyDelta = d
 		return nil
 	}),
-	handlerkit.Row("latency_percentile", "number, "+rulestore.Span(50, 99.9), "`"+strconv.FormatFloat(DefaultLatencyPercentile, 'g', -1, 64)+"`", func(p *ruleParse, v string) error {
+	handlerkit.Row("latency_percentile", "number, "+syntax.Span(50, 99.9), "`"+strconv.FormatFloat(DefaultLatencyPercentile, 'g', -1, 64)+"`", func(p *ruleParse, v string) error {
 		x, err := strconv.ParseFloat(v, 64)
 		if err != nil || math.IsNaN(x) || x < 50 || x > 99.9 {
 			return p.Errorf("want a percentile from 50 to 99.9, such as 99")
@@ -110,7 +111,7 @@ var fields = handlerkit.NewFieldTable(
 	}),
 	stepRow("step_weight", "required with `analysis`", " (a healthy canary would never advance)", func(a *RuleAnalysis) *uint32 { return &a.StepWeight }),
 	stepRow("max_weight", "`100`", "", func(a *RuleAnalysis) *uint32 { return &a.MaxWeight }),
-	handlerkit.Row("failure_threshold", "int, "+rulestore.Span[int64](1, 1000), "`"+strconv.Itoa(DefaultFailureThreshold)+"`", func(p *ruleParse, v string) error {
+	handlerkit.Row("failure_threshold", "int, "+syntax.Span[int64](1, 1000), "`"+strconv.Itoa(DefaultFailureThreshold)+"`", func(p *ruleParse, v string) error {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 1000 {
 			return p.Errorf("want a whole number of intervals from 1 to 1000")
@@ -118,7 +119,7 @@ var fields = handlerkit.NewFieldTable(
 		p.g.analysisDraft().FailureThreshold = n
 		return nil
 	}),
-	handlerkit.Row("max_step_duration", "duration, "+rulestore.SpanDuration(0, MaxStepDurationLimit), "`"+DefaultMaxStepDuration.String()+"`", func(p *ruleParse, v string) error {
+	handlerkit.Row("max_step_duration", "duration, "+syntax.SpanDuration(0, MaxStepDurationLimit), "`"+DefaultMaxStepDuration.String()+"`", func(p *ruleParse, v string) error {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 || d > MaxStepDurationLimit {
 			return p.Errorf("want a duration from 0 to %v, such as 5m", MaxStepDurationLimit)

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicegw/sluice/internal/handlerkit"
 	"github.com/sluicegw/sluice/internal/metrickit"
 	"github.com/sluicegw/sluice/rulestore"
+	"github.com/sluicegw/sluice/rulestore/syntax"
 )
 
 // VarName is the Caddy variable holding the decided version, readable as
@@ -151,7 +152,7 @@ func (h *Handler) Validate() error {
 	if err := ValidVersion(h.DefaultVersion); err != nil {
 		return fmt.Errorf("default_version: %v", err)
 	}
-	if h.Header != "off" && !rulestore.ValidHeaderName(h.Header) {
+	if h.Header != "off" && !syntax.ValidHeaderName(h.Header) {
 		return fmt.Errorf("header: %q is not a valid header name", h.Header)
 	}
 	if err := (handlerkit.OnMissing{OnMissingRule: h.OnMissingRule}).Validate("grayroute"); err != nil {

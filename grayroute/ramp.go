@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicegw/sluice/rulestore"
+	"github.com/sluicegw/sluice/rulestore/syntax"
 )
 
 // Ramp raises a rule's weight over wall-clock time. Every instance computes
@@ -37,11 +37,11 @@ func ParseRamp(s string) (*Ramp, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start %q: want an RFC 3339 time such as 2026-12-01T10:00:00Z", words[0])
 	}
-	d, err := rulestore.ParseDuration(words[1])
+	d, err := syntax.ParseDuration(words[1])
 	if err != nil {
 		return nil, fmt.Errorf("%q: %v", words[1], err)
 	}
-	if d <= 0 || d > rulestore.MaxRuleDuration {
+	if d <= 0 || d > syntax.MaxRuleDuration {
 		return nil, fmt.Errorf("%q: want a positive duration such as 10m or 2h, at most 366 days", words[1])
 	}
 	r := &Ramp{Start: start}
@@ -88,7 +88,7 @@ func (r *Ramp) At(now time.Time) uint32 {
 // ParseWeight parses a percentage 0–100 with up to two decimals (12.5) into
 // basis points.
 func ParseWeight(s string) (uint32, error) {
-	f, ok := rulestore.ParseNumber(s, 0, 100)
+	f, ok := syntax.ParseNumber(s, 0, 100)
 	if !ok {
 		return 0, fmt.Errorf("want a percentage from 0 to 100")
 	}

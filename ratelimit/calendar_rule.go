@@ -8,6 +8,7 @@ import (
 	_ "time/tzdata" // IANA zones even where the host has no zoneinfo (scratch images)
 
 	"github.com/sluicegw/sluice/rulestore"
+	"github.com/sluicegw/sluice/rulestore/syntax"
 )
 
 // CalendarQuota is a calendar quota's period and zone (limit_type calendar);
@@ -86,9 +87,9 @@ func (r *Rule) parseCalendar(f rulestore.Fields, get func(string) (string, bool)
 			return false, f.Errorf(name, "does not apply to a calendar quota")
 		}
 	}
-	q, ok := rulestore.ParseWhole(qv, 1, MaxBurst)
+	q, ok := syntax.ParseWhole(qv, 1, MaxBurst)
 	if !ok {
-		return false, f.Errorf("quota", "want a whole number %s: requests per period", rulestore.Range(1, int64(MaxBurst)))
+		return false, f.Errorf("quota", "want a whole number %s: requests per period", syntax.Range(1, int64(MaxBurst)))
 	}
 	r.Limits.Max = float64(q)
 	c := &CalendarQuota{Zone: time.UTC}

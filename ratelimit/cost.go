@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicegw/sluice/internal/handlerkit"
 	"github.com/sluicegw/sluice/rulestore"
+	"github.com/sluicegw/sluice/rulestore/syntax"
 )
 
 // costExpr is a cost read from each request: a placeholder expression, with
@@ -59,8 +60,8 @@ func (r *Rule) parseCost(f rulestore.Fields, get func(string) (string, bool)) er
 		r.costField = "cost"
 		if strings.Contains(v, "{") {
 			r.costExpr = newCostExpr(v)
-		} else if r.Cost, ok = rulestore.ParseWhole(v, 1, MaxBurst); !ok {
-			return f.Errorf("cost", "want a whole number %s, or a placeholder such as {http.request.header.X-Batch-Size}", rulestore.Range(1, int64(MaxBurst)))
+		} else if r.Cost, ok = syntax.ParseWhole(v, 1, MaxBurst); !ok {
+			return f.Errorf("cost", "want a whole number %s, or a placeholder such as {http.request.header.X-Batch-Size}", syntax.Range(1, int64(MaxBurst)))
 		}
 	}
 	if v, ok := get("count_status"); ok {
@@ -83,16 +84,16 @@ func (r *Rule) parseCost(f rulestore.Fields, get func(string) (string, bool)) er
 		if r.respCost == "" {
 			return f.Errorf("reserve", "applies with response_cost only")
 		}
-		if r.Reserve, ok = rulestore.ParseWhole(v, 0, MaxBurst); !ok {
-			return f.Errorf("reserve", "want a whole number %s", rulestore.Range(0, int64(MaxBurst)))
+		if r.Reserve, ok = syntax.ParseWhole(v, 0, MaxBurst); !ok {
+			return f.Errorf("reserve", "want a whole number %s", syntax.Range(0, int64(MaxBurst)))
 		}
 	}
 	if v, ok := get("max_cost"); ok {
 		if r.costExpr.expr == "" && r.respCost == "" {
 			return f.Errorf("max_cost", "applies to a cost given by a placeholder, or response_cost, only")
 		}
-		if r.MaxCost, ok = rulestore.ParseWhole(v, 1, MaxBurst); !ok {
-			return f.Errorf("max_cost", "want a whole number %s", rulestore.Range(1, int64(MaxBurst)))
+		if r.MaxCost, ok = syntax.ParseWhole(v, 1, MaxBurst); !ok {
+			return f.Errorf("max_cost", "want a whole number %s", syntax.Range(1, int64(MaxBurst)))
 		}
 	}
 	return nil

@@ -7,7 +7,7 @@ import (
 
 	"github.com/sluicegw/sluice/internal/handlerkit"
 	"github.com/sluicegw/sluice/ratelimit/overload"
-	"github.com/sluicegw/sluice/rulestore"
+	"github.com/sluicegw/sluice/rulestore/syntax"
 )
 
 // field is one rate_limit rule field: its name, its Syntax and Default as
@@ -30,14 +30,14 @@ type ruleParse struct {
 // fields are the rule's fields, in the docs' order.
 var fields = handlerkit.NewFieldTable(
 	handlerkit.Row("limit_type", "`token_bucket`, `sliding_window`, `calendar`", "`token_bucket`", parseLimitType),
-	handlerkit.Row("qps", "number, "+rulestore.Span(MinQPS, MaxQPS), "required (not with `quota`, nor on an [in-flight cap alone](#in-flight-caps))", func(p *ruleParse, v string) error {
+	handlerkit.Row("qps", "number, "+syntax.Span(MinQPS, MaxQPS), "required (not with `quota`, nor on an [in-flight cap alone](#in-flight-caps))", func(p *ruleParse, v string) error {
 		var ok bool
-		if p.r.Limits.QPS, ok = rulestore.ParseNumber(v, MinQPS, MaxQPS); !ok {
-			return p.Errorf("want a number > 0, %s", rulestore.Range(MinQPS, MaxQPS))
+		if p.r.Limits.QPS, ok = syntax.ParseNumber(v, MinQPS, MaxQPS); !ok {
+			return p.Errorf("want a number > 0, %s", syntax.Range(MinQPS, MaxQPS))
 		}
 		return nil
 	}),
-	readTogether("quota", "int, "+rulestore.Span(1, int64(MaxBurst)), "none (a rate: `qps`)"),   // parseCalendar
+	readTogether("quota", "int, "+syntax.Span(1, int64(MaxBurst)), "none (a rate: `qps`)"),      // parseCalendar
 	readTogether("period", "`minute`, `hour`, `day`, `week`, `month`", "required with `quota`"), // parseCalendar
 	readTogether("timezone", "IANA zone name", "`UTC`"),                                         // parseCalendar
 	only(whenTokenBucket, "limit_type token_bucket", wholeRow("burst", "`ceil(qps)` (one second's worth)", 0, MaxBurst, " (0 means one second's worth of qps)", func(p *ruleParse, n int64) {
@@ -56,18 +56,18 @@ var fields = handlerkit.NewFieldTable(
 		return nil
 	}),
 	wholeRow("requested_tokens", "`1`", 1, MaxBurst, "", func(p *ruleParse, n int64) { p.r.Cost = n }),
-	readTogether("cost", "int, "+rulestore.Span(1, int64(MaxBurst))+", or a placeholder", "`1`"), // parseCost
-	readTogether("count_status", "codes, ranges, classes", "none (every request spends)"),        // parseCost
-	readTogether("response_cost", "`{http.response.header.<Name>}`", "none"),                     // parseCost
-	readTogether("reserve", "int, 0–`max_cost`", "`0`"),                                          // parseCost
-	readTogether("max_cost", "int, 1–the smallest quota", "the smallest quota"),                  // parseCost
-	handlerkit.Row("max_concurrent", "int, "+rulestore.Span(0, int64(MaxConcurrent))+", or `adaptive`", "`0` (no cap)", func(p *ruleParse, v string) error {
+	readTogether("cost", "int, "+syntax.Span(1, int64(MaxBurst))+", or a placeholder", "`1`"), // parseCost
+	readTogether("count_status", "codes, ranges, classes", "none (every request spends)"),     // parseCost
+	readTogether("response_cost", "`{http.response.header.<Name>}`", "none"),                  // parseCost
+	readTogether("reserve", "int, 0–`max_cost`", "`0`"),                                       // parseCost
+	readTogether("max_cost", "int, 1–the smallest quota", "the smallest quota"),               // parseCost
+	handlerkit.Row("max_concurrent", "int, "+syntax.Span(0, int64(MaxConcurrent))+", or `adaptive`", "`0` (no cap)", func(p *ruleParse, v string) error {
 		if isAdaptive(v) {
 			return nil // parseFlow
 		}
-		n, ok := rulestore.ParseWhole(v, 0, MaxConcurrent)
+		n, ok := syntax.ParseWhole(v, 0, MaxConcurrent)
 		if !ok {
-			return p.Errorf("want a whole number %s (0 = no cap) or adaptive", rulestore.Range(0, int64(MaxConcurrent)))
+			return p.Errorf("want a whole number %s (0 = no cap) or adaptive", syntax.Range(0, int64(MaxConcurrent)))
 		}
 		p.r.MaxConcurrent = int32(n)
 		return nil
@@ -107,8 +107,8 @@ var fields = handlerkit.NewFieldTable(
 		return nil
 	}),
 	only(whenCluster, "scope cluster", handlerkit.Row("on_redis_error", "`local`, `allow`, `deny [<status>]`", "`local`", parseRedisError)),
-	only(whenCluster, "scope cluster", handlerkit.Row("redis_timeout", "duration, "+rulestore.SpanDuration(minRedisTimeout, maxRedisTimeout), "`"+DefaultRedisTimeout.String()+"`", func(p *ruleParse, v string) error {
-		d, err := rulestore.ParseDuration(v)
+	only(whenCluster, "scope cluster", handlerkit.Row("redis_timeout", "duration, "+syntax.SpanDuration(minRedisTimeout, maxRedisTimeout), "`"+DefaultRedisTimeout.String()+"`", func(p *ruleParse, v string) error {
+		d, err := syntax.ParseDuration(v)
 		if err != nil {
 			return p.Errorf("%v", err)
 		}
@@ -146,8 +146,8 @@ var fields = handlerkit.NewFieldTable(
 	adaptiveRow(wholeRow("initial_limit", "`"+strconv.Itoa(DefaultInitialLimit)+"` (within `min_limit`–`max_limit`)", 1, 1_000_000, "", func(p *ruleParse, n int64) {
 		p.adaptive.InitialLimit = n
 	})),
-	adaptiveRow(handlerkit.Row("latency_tolerance", "number, "+rulestore.Span(0, 10.0), "`"+strconv.FormatFloat(DefaultLatencyTolerance, 'g', -1, 64)+"`", func(p *ruleParse, v string) error {
-		x, ok := rulestore.ParseNumber(v, 0, 10)
+	adaptiveRow(handlerkit.Row("latency_tolerance", "number, "+syntax.Span(0, 10.0), "`"+strconv.FormatFloat(DefaultLatencyTolerance, 'g', -1, 64)+"`", func(p *ruleParse, v string) error {
+		x, ok := syntax.ParseNumber(v, 0, 10)
 		if !ok {
 			return p.Errorf("want a number from 0 to 10 (0.25 = sampled latency may be 25%% above the minimum)")
 		}
@@ -208,10 +208,10 @@ func (p *ruleParse) readOr(name, def string) error {
 // wholeRow is a whole number from lo to hi; note follows the range in the
 // error message (what 0 means, say).
 func wholeRow(name, def string, lo, hi int64, note string, set func(p *ruleParse, n int64)) field {
-	return handlerkit.Row(name, "int, "+rulestore.Span(lo, hi), def, func(p *ruleParse, v string) error {
-		n, ok := rulestore.ParseWhole(v, lo, hi)
+	return handlerkit.Row(name, "int, "+syntax.Span(lo, hi), def, func(p *ruleParse, v string) error {
+		n, ok := syntax.ParseWhole(v, lo, hi)
 		if !ok {
-			return p.Errorf("want a whole number %s%s", rulestore.Range(lo, hi), note)
+			return p.Errorf("want a whole number %s%s", syntax.Range(lo, hi), note)
 		}
 		set(p, n)
 		return nil
@@ -221,11 +221,11 @@ func wholeRow(name, def string, lo, hi int64, note string, set func(p *ruleParse
 // durationRow is a Go duration from lo to hi; example, if any, follows the
 // range in the error message.
 func durationRow(name, def string, lo, hi time.Duration, example string, set func(p *ruleParse, d time.Duration)) field {
-	want := "want a duration from " + rulestore.DocDuration(lo) + " to " + rulestore.DocDuration(hi)
+	want := "want a duration from " + syntax.DocDuration(lo) + " to " + syntax.DocDuration(hi)
 	if example != "" {
 		want += " (e.g. " + example + ")"
 	}
-	return handlerkit.Row(name, "duration, "+rulestore.SpanDuration(lo, hi), def, func(p *ruleParse, v string) error {
+	return handlerkit.Row(name, "duration, "+syntax.SpanDuration(lo, hi), def, func(p *ruleParse, v string) error {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < lo || d > hi {
 			return p.Errorf("%s", want)
@@ -238,7 +238,7 @@ func durationRow(name, def string, lo, hi time.Duration, example string, set fun
 // boolRow is true or false (also on, off).
 func boolRow(name, def string, at func(*Rule) *bool) field {
 	return handlerkit.Row(name, "`true` / `false`", def, func(p *ruleParse, v string) (err error) {
-		if *at(p.r), err = rulestore.ParseBool(v); err != nil {
+		if *at(p.r), err = syntax.ParseBool(v); err != nil {
 			return p.Errorf("%v", err)
 		}
 		return nil
@@ -248,7 +248,7 @@ func boolRow(name, def string, at func(*Rule) *bool) field {
 // statusRow is the status of a refusal, 429 by default.
 func statusRow(name string, at func(*Rule) *int) field {
 	return handlerkit.Row(name, "400–599", "`"+strconv.Itoa(DefaultStatus)+"`", func(p *ruleParse, v string) (err error) {
-		if *at(p.r), err = rulestore.ParseStatus(v); err != nil {
+		if *at(p.r), err = syntax.ParseStatus(v); err != nil {
 			return p.Errorf("%v", err)
 		}
 		return nil
@@ -333,7 +333,7 @@ func parseRedisError(p *ruleParse, v string) error {
 // parseLeaseSize reads lease_size once the cost and the quota are known.
 func parseLeaseSize(p *ruleParse, v string) error {
 	r := p.r
-	n, ok := rulestore.ParseWhole(v, 0, MaxBurst)
+	n, ok := syntax.ParseWhole(v, 0, MaxBurst)
 	if !ok {
 		return p.Errorf("want a whole number >= 0 (0 = one Redis call per request), at most the quota")
 	}

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/sluicegw/sluice/rulestore"
+	"github.com/sluicegw/sluice/rulestore/syntax"
 )
 
 // A rule may cap requests in flight without a rate: max_concurrent (a
@@ -52,7 +53,7 @@ func (r *Rule) parseInFlightOnly(f rulestore.Fields, get func(string) (string, b
 		return f.Errorf("scope", "cluster shares a rate quota through Redis; in-flight caps are per instance (scope local)")
 	}
 	if v, ok := get("headers"); ok {
-		if on, err := rulestore.ParseBool(v); err == nil && on {
+		if on, err := syntax.ParseBool(v); err == nil && on {
 			return f.Errorf("headers", "the rate-limit headers describe a rate quota; this rule has none (qps)")
 		}
 	}

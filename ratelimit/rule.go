@@ -11,6 +11,7 @@ import (
 	"github.com/sluicegw/sluice/internal/handlerkit"
 	"github.com/sluicegw/sluice/ratelimit/overload"
 	"github.com/sluicegw/sluice/rulestore"
+	"github.com/sluicegw/sluice/rulestore/syntax"
 )
 
 func init() {
@@ -261,7 +262,7 @@ func (r *Rule) finish(l *Limits) (string, error) {
 		if l.Burst == 0 {
 			l.Burst = math.Ceil(l.QPS)
 		}
-		if refill := l.Burst / l.QPS; refill > rulestore.MaxRuleDuration.Seconds() {
+		if refill := l.Burst / l.QPS; refill > syntax.MaxRuleDuration.Seconds() {
 			return "burst", fmt.Errorf("a full bucket would take %.0fs to refill (burst ÷ qps); at most a year", refill)
 		}
 		if float64(r.Cost) > l.Burst {
@@ -378,9 +379,9 @@ func (r *Rule) parseOverrides(v string) error {
 		}
 		l := &Limits{Window: r.Limits.Window}
 		if r.Type == Calendar {
-			q, ok := rulestore.ParseWhole(nums, 1, MaxBurst)
+			q, ok := syntax.ParseWhole(nums, 1, MaxBurst)
 			if !ok {
-				return fmt.Errorf("%q: want key=quota, a whole number %s", it, rulestore.Range(1, int64(MaxBurst)))
+				return fmt.Errorf("%q: want key=quota, a whole number %s", it, syntax.Range(1, int64(MaxBurst)))
 			}
 			l.Max = float64(q)
 			if field, err := r.finish(l); err != nil {
@@ -390,18 +391,18 @@ func (r *Rule) parseOverrides(v string) error {
 			continue
 		}
 		qs, bs, hasBurst := strings.Cut(nums, "/")
-		q, ok := rulestore.ParseNumber(qs, MinQPS, MaxQPS)
+		q, ok := syntax.ParseNumber(qs, MinQPS, MaxQPS)
 		if !ok {
-			return fmt.Errorf("%q: qps: want a number > 0, %s", it, rulestore.Range(MinQPS, MaxQPS))
+			return fmt.Errorf("%q: qps: want a number > 0, %s", it, syntax.Range(MinQPS, MaxQPS))
 		}
 		l.QPS = q
 		if hasBurst {
 			if r.Type != TokenBucket {
 				return fmt.Errorf("%q: a burst applies to token_bucket only", it)
 			}
-			b, ok := rulestore.ParseWhole(bs, 1, MaxBurst)
+			b, ok := syntax.ParseWhole(bs, 1, MaxBurst)
 			if !ok {
-				return fmt.Errorf("%q: burst: want a whole number %s", it, rulestore.Range(1, int64(MaxBurst)))
+				return fmt.Errorf("%q: burst: want a whole number %s", it, syntax.Range(1, int64(MaxBurst)))
 			}
 			l.Burst = float64(b)
 		}
@@ -424,7 +425,7 @@ func parseSeconds(v string) (int64, error) {
 		return int64(s * 1e9), nil
 	}
 	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 || d > rulestore.MaxRuleDuration {
+	if err != nil || d <= 0 || d > syntax.MaxRuleDuration {
 		return 0, fmt.Errorf("want seconds (e.g. 10) or a duration (e.g. 1m), at most 366 days")
 	}
 	return int64(d), nil

@@ -10,6 +10,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyevents"
 	"github.com/redis/go-redis/v9"
+	"github.com/sluicegw/sluice/rulestore/redisconf"
+	"github.com/sluicegw/sluice/rulestore/syntax"
 	"go.uber.org/zap"
 )
 
@@ -20,12 +22,12 @@ func init() {
 // App is the rulestore app. Without Redis it serves its static rules alone.
 type App struct {
 	// Redis to load rules from and follow. Optional.
-	Redis *RedisConfig `json:"redis,omitempty"`
+	Redis *redisconf.Config `json:"redis,omitempty"`
 	// Prefix namespaces every key, channel and the stream.
 	Prefix string `json:"prefix,omitempty"`
 	// Resync is the period of the full reconciliation with Redis (default
 	// 30s; from MinResync to a year and a day).
-	Resync Duration `json:"resync,omitempty"`
+	Resync syntax.Duration `json:"resync,omitempty"`
 
 	// RateLimit are static rate_limit rules, by id: typed, with the Redis
 	// hashes' field names. A value may also be a string in the Redis
@@ -207,10 +209,10 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return nil
 	}
 	if a.Resync == 0 {
-		a.Resync = Duration(30 * time.Second)
+		a.Resync = syntax.Duration(30 * time.Second)
 	}
-	if r := time.Duration(a.Resync); r < MinResync || r > MaxRuleDuration {
-		return fmt.Errorf("rulestore resync: want a duration from %s to %s, got %s (each resync reads every rule)", MinResync, MaxRuleDuration, r)
+	if r := time.Duration(a.Resync); r < MinResync || r > syntax.MaxRuleDuration {
+		return fmt.Errorf("rulestore resync: want a duration from %s to %s, got %s (each resync reads every rule)", MinResync, syntax.MaxRuleDuration, r)
 	}
 	src, key, err := acquireSource(a.Redis, a.Prefix, time.Duration(a.Resync), a.logger)
 	if err != nil {

@@ -13,6 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicegw/sluice/internal/redistest"
+	"github.com/sluicegw/sluice/rulestore/redisconf"
+	"github.com/sluicegw/sluice/rulestore/syntax"
 )
 
 // BenchmarkLookup is the request path: one rule lookup with 10,000 rules
@@ -115,7 +117,7 @@ func BenchmarkFullResync(b *testing.B) {
 	c := r.Client()
 	seed(b, c, 10000)
 	b.Setenv("XDG_DATA_HOME", b.TempDir()) // no local rule snapshot of another run
-	opts := &RedisConfig{URL: r.URL()}
+	opts := &redisconf.Config{URL: r.URL()}
 	src, key, err := acquireSource(opts, "", time.Hour, nopLogger)
 	if err != nil {
 		b.Fatal(err)
@@ -189,7 +191,7 @@ func BenchmarkKillSwitchPropagation(b *testing.B) {
 	r := redistest.Start(b)
 	c := r.Client()
 	ctx := context.Background()
-	app := &App{Redis: &RedisConfig{URL: r.URL()}, Resync: Duration(time.Hour),
+	app := &App{Redis: &redisconf.Config{URL: r.URL()}, Resync: syntax.Duration(time.Hour),
 		RateLimit: map[string]Fields{"switch": {"qps": "1000", "burst": "2000"}}}
 	cctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	b.Cleanup(cancel)

@@ -11,6 +11,8 @@ import (
 
 	"github.com/sluicegw/sluice/internal/redistest"
 	"github.com/sluicegw/sluice/internal/testcaddy"
+	"github.com/sluicegw/sluice/rulestore/redisconf"
+	"github.com/sluicegw/sluice/rulestore/syntax"
 )
 
 // bulkRules is how many rules a bulk change publishes at once.
@@ -22,7 +24,7 @@ const bulkBound = 20 * time.Second
 // startQuietStore is a started store on Redis with a silent log (it logs
 // every rule update).
 func startQuietStore(t testing.TB, url string) *App {
-	app := &App{Redis: &RedisConfig{URL: url}, Resync: Duration(time.Hour)}
+	app := &App{Redis: &redisconf.Config{URL: url}, Resync: syntax.Duration(time.Hour)}
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	t.Cleanup(cancel)
 	if err := app.Provision(ctx); err != nil {

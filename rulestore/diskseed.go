@@ -5,10 +5,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicegw/sluice/rulestore/snapshot"
 	"go.uber.org/zap"
 )
 
-// How a Redis source uses its local snapshot (disksnapshot.go).
+// How a Redis source uses its local snapshot (package rulestore/snapshot).
 //
 // Written: by a goroutine of its own, at most every diskSaveEvery, once
 // the first load is done and whenever the rules held (or the epoch) have
@@ -55,7 +56,7 @@ type diskState struct {
 	garbled map[ruleRef]string
 
 	mu      sync.Mutex // guards pending, between run and the writer
-	pending *diskSnapshot
+	pending *snapshot.File
 	kick    chan struct{}
 }
 
@@ -66,7 +67,7 @@ func (s *redisSource) seedFromDisk() {
 		return
 	}
 	d.read = true
-	snap, err := readDiskSnapshot(d.path)
+	snap, err := snapshot.Read(d.path)
 	if err != nil {
 		s.logger.Error("local rule snapshot unreadable: not using it", zap.String("path", d.path), zap.Error(err))
 		return
@@ -129,7 +130,7 @@ func (s *redisSource) serveDiskUntilLoaded() {
 	if s.loaded || d.read || d.path == "" || d.provisional != nil {
 		return
 	}
-	snap, err := readDiskSnapshot(d.path)
+	snap, err := snapshot.Read(d.path)
 	if err != nil {
 		s.logger.Error("local rule snapshot unreadable: not using it", zap.String("path", d.path), zap.Error(err))
 	}
@@ -190,22 +191,22 @@ func (s *redisSource) saveDisk(now time.Time) {
 		return
 	}
 	d.savedChanges, d.savedEpoch, d.savedAt = changes, s.epoch, now
-	snap := &diskSnapshot{Format: diskSnapshotFormat, Redis: s.probeAddrs, Prefix: s.names.prefix,
-		At: now.UTC(), Epoch: s.epoch, Rules: map[string]map[string]diskRule{}}
+	snap := &snapshot.File{Format: snapshot.Format, Redis: s.probeAddrs, Prefix: s.names.prefix,
+		At: now.UTC(), Epoch: s.epoch, Rules: map[string]map[string]snapshot.Rule{}}
 	l := s.snap.Load()
 	for _, k := range Kinds() {
 		m := l.of(k)
 		if len(m) == 0 {
 			continue
 		}
-		rules := make(map[string]diskRule, len(m))
+		rules := make(map[string]snapshot.Rule, len(m))
 		for id, sl := range m {
 			r := sl.rule.Load()
 			f := r.Overlay
 			if f == nil {
 				f = r.Fields
 			}
-			rules[id] = diskRule{Fields: f, Retained: s.retained[ruleRef{k, id}]}
+			rules[id] = snapshot.Rule{Fields: f, Retained: s.retained[ruleRef{k, id}]}
 		}
 		snap.Rules[k.String()] = rules
 	}
@@ -235,7 +236,7 @@ func (s *redisSource) writeDisk(ctx context.Context) {
 		if snap == nil {
 			continue
 		}
-		err := writeDiskSnapshot(d.path, snap)
+		err := snapshot.Write(d.path, snap)
 		switch {
 		case err != nil && !failing:
 			s.logger.Warn("cannot write the local rule snapshot: an instance restarted while redis has lost its data will not have these rules",

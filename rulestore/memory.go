@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/sluicegw/sluice/rulestore/history"
 )
 
 // memoryLayer holds the rules written through the admin API when no Redis
@@ -17,8 +18,8 @@ import (
 type memoryLayer struct {
 	mu      sync.Mutex // serialises writers
 	snap    atomic.Pointer[layer]
-	changes atomic.Uint64              // moved after every store to snap or a slot (App.Changes)
-	history map[ruleRef][]HistoryEntry // newest first, see history.go
+	changes atomic.Uint64               // moved after every store to snap or a slot (App.Changes)
+	history map[ruleRef][]history.Entry // newest first, see history_store.go
 }
 
 // memoryPool holds the one memoryLayer every config generation shares.

@@ -15,6 +15,8 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/redis/go-redis/v9"
+	"github.com/sluicegw/sluice/rulestore/redisconf"
+	"github.com/sluicegw/sluice/rulestore/snapshot"
 	"go.uber.org/zap"
 )
 
@@ -45,7 +47,7 @@ type redisSource struct {
 	clientStates sync.Map
 
 	status   sourceStatus
-	feedback feedback // verdicts and history to write back (status.go, history.go)
+	feedback feedback // verdicts and history to write back (status.go, history_store.go)
 
 	instanceID    string       // this process's heartbeat member
 	instances     atomic.Int64 // live instances sharing this Redis and prefix
@@ -95,13 +97,13 @@ type sourceStatus struct {
 	rejected   atomic.Int64
 }
 
-func acquireSource(cfg *RedisConfig, prefix string, resync time.Duration, logger *zap.Logger) (*redisSource, string, error) {
-	opts, tlsDigest, err := cfg.options()
+func acquireSource(cfg *redisconf.Config, prefix string, resync time.Duration, logger *zap.Logger) (*redisSource, string, error) {
+	opts, tlsDigest, err := cfg.OptionsDigest()
 	if err != nil {
 		return nil, "", err
 	}
 	b, _ := json.Marshal(struct {
-		R      *RedisConfig
+		R      *redisconf.Config
 		P      string
 		Resync time.Duration
 		TLS    string // contents of the TLS files, which may change under the same names
@@ -120,7 +122,7 @@ func acquireSource(cfg *RedisConfig, prefix string, resync time.Duration, logger
 			probeAddrs: opts.Addrs,
 			probeTLS:   opts.TLSConfig,
 		}
-		s.disk.path = filepath.Join(caddy.AppDataDir(), "sluice", diskSnapshotName(opts.Addrs, opts.DB, opts.MasterName, prefix))
+		s.disk.path = filepath.Join(caddy.AppDataDir(), "sluice", snapshot.Name(opts.Addrs, opts.DB, opts.MasterName, prefix))
 		s.disk.kick = make(chan struct{}, 1)
 		s.disk.garbled = map[ruleRef]string{}
 		var b [8]byte

@@ -16,7 +16,8 @@ import (
 
 	"github.com/sluicegw/sluice/internal/redistest"
 	"github.com/sluicegw/sluice/internal/testcaddy"
-	"github.com/sluicegw/sluice/rulestore"
+	"github.com/sluicegw/sluice/rulestore/redisconf"
+	"github.com/sluicegw/sluice/rulestore/syntax"
 )
 
 // tlsGateway is a Caddyfile whose store reaches Redis over TLS with the
@@ -104,19 +105,19 @@ func TestRedisSettingsRejected(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "nope.pem")
 	for _, c := range []struct {
 		name string
-		cfg  rulestore.RedisConfig
+		cfg  redisconf.Config
 		want string
 	}{
-		{"unreadable ca", rulestore.RedisConfig{URL: "rediss://127.0.0.1:1", TLS: &rulestore.RedisTLS{CAFiles: []string{missing}}}, "redis tls ca_files: open " + missing},
-		{"ca not pem", rulestore.RedisConfig{URL: "127.0.0.1:1", TLS: &rulestore.RedisTLS{CAFiles: []string{pki.ServerKey}}}, "redis tls ca_files: " + pki.ServerKey + " holds no PEM certificate"},
-		{"cert without key", rulestore.RedisConfig{URL: "127.0.0.1:1", TLS: &rulestore.RedisTLS{ClientCertificateFile: pki.ClientCert}}, "redis tls client_certificate_file: needs client_certificate_key_file"},
-		{"key without cert", rulestore.RedisConfig{URL: "127.0.0.1:1", TLS: &rulestore.RedisTLS{ClientCertificateKeyFile: pki.ClientKey}}, "redis tls client_certificate_key_file: needs client_certificate_file"},
-		{"key of another cert", rulestore.RedisConfig{URL: "127.0.0.1:1", TLS: &rulestore.RedisTLS{ClientCertificateFile: pki.ClientCert, ClientCertificateKeyFile: pki.ServerKey}}, "redis tls client_certificate_file/client_certificate_key_file: "},
-		{"negative pool", rulestore.RedisConfig{URL: "127.0.0.1:1", PoolSize: -1}, "redis pool_size: want a number > 0"},
-		{"huge pool", rulestore.RedisConfig{URL: "127.0.0.1:1", PoolSize: 1_000_000}, "redis pool_size: want a number > 0 and at most 10000, got 1000000"},
-		{"negative timeout", rulestore.RedisConfig{URL: "127.0.0.1:1", ReadTimeout: rulestore.Duration(-time.Second)}, "redis read_timeout: want a duration above 0 and at most 1m0s, got -1s"},
-		{"huge timeout", rulestore.RedisConfig{URL: "127.0.0.1:1", DialTimeout: rulestore.Duration(time.Hour)}, "redis dial_timeout: want a duration above 0 and at most 1m0s, got 1h0m0s"},
-		{"sentinel password without master", rulestore.RedisConfig{URL: "127.0.0.1:1", SentinelPassword: "x"}, "redis sentinel_username/sentinel_password: need master_name"},
+		{"unreadable ca", redisconf.Config{URL: "rediss://127.0.0.1:1", TLS: &redisconf.TLS{CAFiles: []string{missing}}}, "redis tls ca_files: open " + missing},
+		{"ca not pem", redisconf.Config{URL: "127.0.0.1:1", TLS: &redisconf.TLS{CAFiles: []string{pki.ServerKey}}}, "redis tls ca_files: " + pki.ServerKey + " holds no PEM certificate"},
+		{"cert without key", redisconf.Config{URL: "127.0.0.1:1", TLS: &redisconf.TLS{ClientCertificateFile: pki.ClientCert}}, "redis tls client_certificate_file: needs client_certificate_key_file"},
+		{"key without cert", redisconf.Config{URL: "127.0.0.1:1", TLS: &redisconf.TLS{ClientCertificateKeyFile: pki.ClientKey}}, "redis tls client_certificate_key_file: needs client_certificate_file"},
+		{"key of another cert", redisconf.Config{URL: "127.0.0.1:1", TLS: &redisconf.TLS{ClientCertificateFile: pki.ClientCert, ClientCertificateKeyFile: pki.ServerKey}}, "redis tls client_certificate_file/client_certificate_key_file: "},
+		{"negative pool", redisconf.Config{URL: "127.0.0.1:1", PoolSize: -1}, "redis pool_size: want a number > 0"},
+		{"huge pool", redisconf.Config{URL: "127.0.0.1:1", PoolSize: 1_000_000}, "redis pool_size: want a number > 0 and at most 10000, got 1000000"},
+		{"negative timeout", redisconf.Config{URL: "127.0.0.1:1", ReadTimeout: syntax.Duration(-time.Second)}, "redis read_timeout: want a duration above 0 and at most 1m0s, got -1s"},
+		{"huge timeout", redisconf.Config{URL: "127.0.0.1:1", DialTimeout: syntax.Duration(time.Hour)}, "redis dial_timeout: want a duration above 0 and at most 1m0s, got 1h0m0s"},
+		{"sentinel password without master", redisconf.Config{URL: "127.0.0.1:1", SentinelPassword: "x"}, "redis sentinel_username/sentinel_password: need master_name"},
 	} {
 		_, err := c.cfg.Options()
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -151,7 +152,7 @@ func TestRedisSettingsRejected(t *testing.T) {
 // strictly as the rest of a JSON config, so a typo fails instead of being
 // ignored (found by the docs snippet check: a misspelled ca_files passed).
 func TestTLSMisspelledJSONSettingRejected(t *testing.T) {
-	var cfg rulestore.RedisConfig
+	var cfg redisconf.Config
 	err := caddy.StrictUnmarshalJSON([]byte(`{"url":"rediss://127.0.0.1:1","tls":{"ca_file":["/etc/ca.pem"]}}`), &cfg)
 	if err == nil || !strings.Contains(err.Error(), `unknown field "ca_file"`) {
 		t.Fatalf("want an error naming ca_file, got %v", err)
@@ -161,7 +162,7 @@ func TestTLSMisspelledJSONSettingRejected(t *testing.T) {
 // TestTLSTrueStillAccepted: `"tls": true`, the older JSON form, still turns
 // TLS on with the system's CAs.
 func TestTLSTrueStillAccepted(t *testing.T) {
-	var cfg rulestore.RedisConfig
+	var cfg redisconf.Config
 	if err := json.Unmarshal([]byte(`{"addrs":["127.0.0.1:1"],"tls":true,"pool_size":7}`), &cfg); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/sluicegw/sluice/internal/redistest"
 	"github.com/sluicegw/sluice/internal/testcaddy"
+	"github.com/sluicegw/sluice/rulestore/redisconf"
+	"github.com/sluicegw/sluice/rulestore/syntax"
 )
 
 func TestRefreshQueueCollapsesAndDefersAbsentIDs(t *testing.T) {
@@ -141,7 +143,7 @@ type storeUnderTest struct {
 // it returns once the store is connected and loaded.
 func startWithAbsentTTL(t *testing.T, url string, static map[string]Fields, ttl time.Duration) *storeUnderTest {
 	t.Helper()
-	app := &App{Redis: &RedisConfig{URL: url}, Resync: Duration(time.Hour), RateLimit: static}
+	app := &App{Redis: &redisconf.Config{URL: url}, Resync: syntax.Duration(time.Hour), RateLimit: static}
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	t.Cleanup(cancel)
 	if err := app.Provision(ctx); err != nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicegw/sluice/internal/redistest"
+	"github.com/sluicegw/sluice/rulestore/redisconf"
 )
 
 // A source started and stopped at the same moment (a config whose start
@@ -16,7 +17,7 @@ func TestSourceStartAndStopConcurrently(t *testing.T) {
 	r := redistest.Start(t)
 	t.Setenv("XDG_DATA_HOME", t.TempDir()) // no local rule snapshot of another test
 	for i := 0; i < 20; i++ {
-		src, key, err := acquireSource(&RedisConfig{URL: r.URL()}, "", time.Hour, nopLogger)
+		src, key, err := acquireSource(&redisconf.Config{URL: r.URL()}, "", time.Hour, nopLogger)
 		if err != nil {
 			t.Fatal(err)
 		}

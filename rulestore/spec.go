@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
+	"github.com/sluicegw/sluice/rulestore/syntax"
 )
 
 // A Spec is the typed, documented form of one kind's rule fields (what the
@@ -28,21 +28,6 @@ import (
 // lets a bare number of a duration mean seconds, as the Redis parser does.
 type Spec interface {
 	Kind() Kind
-}
-
-// Duration is a caddy.Duration that JSON shows as a Go duration string
-// ("10s", "1m30s"); it reads a string with a unit or integer nanoseconds,
-// as caddy.Duration does.
-type Duration caddy.Duration
-
-// MarshalJSON writes the duration as a string.
-func (d Duration) MarshalJSON() ([]byte, error) {
-	return json.Marshal(DocDuration(time.Duration(d)))
-}
-
-// UnmarshalJSON reads what caddy.Duration reads.
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	return (*caddy.Duration)(d).UnmarshalJSON(b)
 }
 
 // NewSpec returns an empty Spec of kind k.
@@ -128,7 +113,7 @@ func decodeSpec(s Spec, b []byte) error {
 			}
 			continue
 		}
-		if _, dur := fv.Interface().(*Duration); dur && !bytes.Equal(val, []byte("null")) {
+		if _, dur := fv.Interface().(*syntax.Duration); dur && !bytes.Equal(val, []byte("null")) {
 			// A bare number means what it means in Redis (seconds where
 			// the field says so, else an error), never nanoseconds.
 			if err := setField(fv, sf, string(val)); err != nil {
@@ -159,7 +144,7 @@ func typeWord(sf reflect.StructField) string {
 		return "a whole number"
 	case reflect.TypeFor[*bool]():
 		return "true or false"
-	case reflect.TypeFor[*Duration]():
+	case reflect.TypeFor[*syntax.Duration]():
 		return "a duration with a unit, e.g. \"10s\""
 	case reflect.TypeFor[[]string]():
 		return "a list of strings"
@@ -191,21 +176,21 @@ func setField(fv reflect.Value, sf reflect.StructField, s string) error {
 		}
 		fv.Set(reflect.ValueOf(&n))
 	case *bool:
-		b, err := ParseBool(t)
+		b, err := syntax.ParseBool(t)
 		if err != nil {
 			return err
 		}
 		fv.Set(reflect.ValueOf(&b))
-	case *Duration:
+	case *syntax.Duration:
 		var d time.Duration
 		if x, err := strconv.ParseFloat(t, 64); err == nil && sf.Tag.Get("sluice") == "seconds" {
 			d = time.Duration(x * float64(time.Second))
 		} else if t != "0" {
-			if d, err = ParseDuration(t); err != nil {
+			if d, err = syntax.ParseDuration(t); err != nil {
 				return err
 			}
 		}
-		dd := Duration(d)
+		dd := syntax.Duration(d)
 		fv.Set(reflect.ValueOf(&dd))
 	case []string:
 		list := strings.FieldsFunc(t, func(r rune) bool { return r == ',' || r == ' ' })
@@ -242,11 +227,11 @@ func fieldString(fv reflect.Value) (string, bool) {
 			return "", false
 		}
 		return strconv.FormatBool(*x), true
-	case *Duration:
+	case *syntax.Duration:
 		if x == nil {
 			return "", false
 		}
-		return DocDuration(time.Duration(*x)), true
+		return syntax.DocDuration(time.Duration(*x)), true
 	case []string:
 		return strings.Join(x, ","), len(x) > 0
 	case http.Header:
@@ -308,7 +293,7 @@ func ParseHeaderList(h http.Header, v string) error {
 	}
 	for seg := range strings.SplitSeq(v, ";") {
 		n, rest, ok := strings.Cut(seg, ":")
-		if ok && ValidHeaderName(strings.TrimSpace(n)) {
+		if ok && syntax.ValidHeaderName(strings.TrimSpace(n)) {
 			flush()
 			name, val = strings.TrimSpace(n), rest
 			continue
@@ -326,6 +311,10 @@ func ParseHeaderList(h http.Header, v string) error {
 }
 
 var errHeaderList = constError(`want "Name: value; Name: value"`)
+
+type constError string
+
+func (e constError) Error() string { return string(e) }
 
 // FormatHeaderList writes h as ParseHeaderList reads it, names sorted.
 func FormatHeaderList(h http.Header) string {

@@ -1,5 +1,6 @@
 package rulestore
 
+import "github.com/sluicegw/sluice/rulestore/syntax"
 import "net/http"
 
 // The typed rules. Each field's json name is its Redis field name; the
@@ -29,7 +30,7 @@ type RateLimitSpec struct {
 	// Burst is the token bucket's size (0 = one second's worth of qps).
 	Burst *int64 `json:"burst,omitempty"`
 	// WindowSize is the sliding window's length (default 1s).
-	WindowSize *Duration `json:"window_size,omitempty" sluice:"seconds"`
+	WindowSize *syntax.Duration `json:"window_size,omitempty" sluice:"seconds"`
 	// KeyResolver says what a quota is counted per: userId, ip, a header,
 	// a placeholder, or several, the first non-empty one winning.
 	KeyResolver string `json:"key_resolver,omitempty"`
@@ -80,7 +81,7 @@ type RateLimitSpec struct {
 	// deny [status] or local.
 	OnRedisError string `json:"on_redis_error,omitempty"`
 	// RedisTimeout bounds a cluster rule's Redis call.
-	RedisTimeout *Duration `json:"redis_timeout,omitempty"`
+	RedisTimeout *syntax.Duration `json:"redis_timeout,omitempty"`
 	// LeaseSize is how many tokens a cluster rule takes from Redis at once.
 	LeaseSize *int64 `json:"lease_size,omitempty"`
 	// RawKeys shows keys unmasked in logs and the admin API.
@@ -89,12 +90,12 @@ type RateLimitSpec struct {
 	ControlBehavior string `json:"control_behavior,omitempty"`
 	// MaxQueueWait bounds how long pacing, or the queue of an adaptive
 	// in-flight cap, holds a request.
-	MaxQueueWait *Duration `json:"max_queue_wait,omitempty"`
+	MaxQueueWait *syntax.Duration `json:"max_queue_wait,omitempty"`
 	// MaxQueued bounds the requests pacing, or the queue of an adaptive
 	// in-flight cap, holds at once.
 	MaxQueued *int64 `json:"max_queued,omitempty"`
 	// WarmUpPeriod is how long a cold limit takes to reach qps.
-	WarmUpPeriod *Duration `json:"warm_up_period,omitempty"`
+	WarmUpPeriod *syntax.Duration `json:"warm_up_period,omitempty"`
 	// ColdFactor: a cold limit starts at qps/cold_factor.
 	ColdFactor *float64 `json:"cold_factor,omitempty"`
 	// MinLimit is the lowest an adaptive in-flight cap goes, and the
@@ -108,9 +109,9 @@ type RateLimitSpec struct {
 	// cap lets sampled latency go (0.05 = 5%).
 	LatencyTolerance *float64 `json:"latency_tolerance,omitempty"`
 	// SampleWindow is an adaptive cap's sampling period.
-	SampleWindow *Duration `json:"sample_window,omitempty"`
+	SampleWindow *syntax.Duration `json:"sample_window,omitempty"`
 	// MinRTTInterval is how often an adaptive cap re-measures the minimum.
-	MinRTTInterval *Duration `json:"min_rtt_interval,omitempty"`
+	MinRTTInterval *syntax.Duration `json:"min_rtt_interval,omitempty"`
 	// Priority is a request's class under an adaptive cap: critical,
 	// high, normal (default), low, sheddable, 0-4, or a placeholder such
 	// as {http.request.header.X-Priority} (missing or unknown: normal).
@@ -126,9 +127,9 @@ type CircuitBreakerSpec struct {
 	// SuccessThreshold is the half-open successes that close it.
 	SuccessThreshold *int64 `json:"success_threshold,omitempty"`
 	// OpenDuration is how long it stays open before a trial.
-	OpenDuration *Duration `json:"open_duration,omitempty"`
+	OpenDuration *syntax.Duration `json:"open_duration,omitempty"`
 	// MaxOpenDuration caps the open time as it backs off (0 = no backoff).
-	MaxOpenDuration *Duration `json:"max_open_duration,omitempty"`
+	MaxOpenDuration *syntax.Duration `json:"max_open_duration,omitempty"`
 	// Window of a rate trigger: a duration (60s) or a call count (100).
 	Window string `json:"window,omitempty"`
 	// FailureRate opens the breaker at this percentage of failures.
@@ -136,7 +137,7 @@ type CircuitBreakerSpec struct {
 	// MinRequests in the window before a rate can trip.
 	MinRequests *int64 `json:"min_requests,omitempty"`
 	// SlowCallDuration: a call at least this long is slow.
-	SlowCallDuration *Duration `json:"slow_call_duration,omitempty"`
+	SlowCallDuration *syntax.Duration `json:"slow_call_duration,omitempty"`
 	// SlowCallRate opens the breaker at this percentage of slow calls.
 	SlowCallRate *float64 `json:"slow_call_rate,omitempty" sluice:"percent"`
 	// FailureStatuses are the response statuses that count as failures:
@@ -145,7 +146,7 @@ type CircuitBreakerSpec struct {
 	// HalfOpenRequests are the trial requests let through half-open.
 	HalfOpenRequests *int64 `json:"half_open_requests,omitempty"`
 	// RampDuration lets traffic back in gradually after closing.
-	RampDuration *Duration `json:"ramp_duration,omitempty"`
+	RampDuration *syntax.Duration `json:"ramp_duration,omitempty"`
 	// Key gives each value of a placeholder its own breaker.
 	Key string `json:"key,omitempty"`
 	// RawKeys shows keys unmasked in logs and the admin API.
@@ -189,14 +190,14 @@ type GraySpec struct {
 	// Analysis turns on automatic canary analysis.
 	Analysis *bool `json:"analysis,omitempty"`
 	// AnalysisInterval is the analysis period.
-	AnalysisInterval *Duration `json:"analysis_interval,omitempty"`
+	AnalysisInterval *syntax.Duration `json:"analysis_interval,omitempty"`
 	// MinSamples are the canary requests an interval needs to be judged.
 	MinSamples *int64 `json:"min_samples,omitempty"`
 	// MaxLatencyRatio is the canary's allowed latency over the baseline's.
 	MaxLatencyRatio *float64 `json:"max_latency_ratio,omitempty"`
 	// MinLatencyDelta is the latency difference below which no canary
 	// counts as slower (default 5ms).
-	MinLatencyDelta *Duration `json:"min_latency_delta,omitempty"`
+	MinLatencyDelta *syntax.Duration `json:"min_latency_delta,omitempty"`
 	// LatencyPercentile is the percentile compared.
 	LatencyPercentile *float64 `json:"latency_percentile,omitempty"`
 	// StepWeight is the weight added per healthy interval.
@@ -206,7 +207,7 @@ type GraySpec struct {
 	// FailureThreshold is the failed intervals that roll the canary back.
 	FailureThreshold *int64 `json:"failure_threshold,omitempty"`
 	// MaxStepDuration bounds a weight's time without evidence either way.
-	MaxStepDuration *Duration `json:"max_step_duration,omitempty"`
+	MaxStepDuration *syntax.Duration `json:"max_step_duration,omitempty"`
 	// OnNoEvidence is advance or hold, what a step does at that bound.
 	OnNoEvidence string `json:"on_no_evidence,omitempty"`
 	// State is the canary's state (e.g. rolled_back).

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicegw/sluice/rulestore/history"
 	"go.uber.org/zap"
 )
 
@@ -64,7 +65,7 @@ type feedback struct {
 	flushing sync.Mutex
 	mu       sync.Mutex
 	pending  []pendingStatus
-	changes  []HistoryEntry
+	changes  []history.Entry
 	lastGood []lastGoodOp
 	invalid  map[ruleRef]InvalidRule
 	unused   map[ruleRef]bool // not declared here, stored fields incomplete (unused.go)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sluicegw/sluice/rulestore/history"
 )
 
 // The status page's fleet-wide feed of recent rule changes: the newest
@@ -31,16 +32,16 @@ type RecentChange struct {
 	Version string `json:"version,omitempty"`
 	// At is when the change was made.
 	At time.Time `json:"at"`
-	// Via says how the change was made (see HistoryEntry), when the rule's
+	// Via says how the change was made (see history.Entry), when the rule's
 	// history still holds the entry.
 	Via string `json:"via,omitempty"`
-	// Instance is the instance that made it (see HistoryEntry), likewise.
+	// Instance is the instance that made it (see history.Entry), likewise.
 	Instance string `json:"instance,omitempty"`
 	// Diff lists the fields the change set, changed or unset.
 	Diff []FieldChange `json:"diff"`
 }
 
-func changeFromHistory(e HistoryEntry) RecentChange {
+func changeFromHistory(e history.Entry) RecentChange {
 	return RecentChange{Kind: e.Kind, ID: e.ID, Op: e.Op, Version: e.Version, At: e.At, Via: e.Via,
 		Instance: e.Instance, Diff: DiffFields(e.Prev, e.Fields)}
 }
@@ -91,7 +92,7 @@ func (s *redisSource) recentChanges(ctx context.Context) ([]RecentChange, error)
 		}
 		out = append(out, c)
 		if ref := (ruleRef{k, id}); histories[ref] == nil {
-			histories[ref] = pipe.LRange(ctx, s.names.HistoryKey(k, id), 0, historyLength-1)
+			histories[ref] = pipe.LRange(ctx, s.names.HistoryKey(k, id), 0, history.Length-1)
 		}
 	}
 	if len(histories) > 0 {
@@ -102,7 +103,7 @@ func (s *redisSource) recentChanges(ctx context.Context) ([]RecentChange, error)
 	for i := range out {
 		k, _ := ParseKind(out[i].Kind)
 		for _, raw := range histories[ruleRef{k, out[i].ID}].Val() {
-			var e HistoryEntry
+			var e history.Entry
 			if json.Unmarshal([]byte(raw), &e) == nil && e.Op == out[i].Op && e.Version == out[i].Version {
 				out[i].Via, out[i].Instance, out[i].Diff = e.Via, e.Instance, DiffFields(e.Prev, e.Fields)
 				break

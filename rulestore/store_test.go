@@ -22,6 +22,8 @@ import (
 
 	"github.com/sluicegw/sluice/internal/redistest"
 	"github.com/sluicegw/sluice/internal/testcaddy"
+	"github.com/sluicegw/sluice/rulestore/redisconf"
+	"github.com/sluicegw/sluice/rulestore/syntax"
 )
 
 // The store's own tests run without the handler packages, so they register
@@ -596,7 +598,7 @@ func startStore(t testing.TB, app *App) *App {
 // startBenchStore is startStore with a silent log, so benchmark output
 // stays parseable (the store logs every rule update).
 func startBenchStore(b *testing.B, url string) *App {
-	app := &App{Redis: &RedisConfig{URL: url}, Resync: Duration(time.Hour)}
+	app := &App{Redis: &redisconf.Config{URL: url}, Resync: syntax.Duration(time.Hour)}
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	b.Cleanup(cancel)
 	if err := app.Provision(ctx); err != nil {
@@ -681,14 +683,14 @@ func TestReloadsLeakNothing(t *testing.T) {
 
 func TestLiveInstancesCountsHeartbeats(t *testing.T) {
 	r := redistest.Start(t)
-	a := startStore(t, &App{Redis: &RedisConfig{URL: r.URL()}, Resync: Duration(time.Hour)})
+	a := startStore(t, &App{Redis: &redisconf.Config{URL: r.URL()}, Resync: syntax.Duration(time.Hour)})
 	// Another instance: other settings give it a source of its own.
-	b := startStore(t, &App{Redis: &RedisConfig{URL: r.URL()}, Resync: Duration(time.Minute)})
+	b := startStore(t, &App{Redis: &redisconf.Config{URL: r.URL()}, Resync: syntax.Duration(time.Minute)})
 	testcaddy.Eventually(t, 10*time.Second, "both instances see 2 live instances", func() bool {
 		return a.LiveInstances() == 2 && b.LiveInstances() == 2
 	})
 	// Another prefix is another fleet.
-	c := startStore(t, &App{Redis: &RedisConfig{URL: r.URL()}, Prefix: "other:"})
+	c := startStore(t, &App{Redis: &redisconf.Config{URL: r.URL()}, Prefix: "other:"})
 	testcaddy.Eventually(t, 10*time.Second, "heartbeat of the other fleet", func() bool {
 		n, _ := r.Client().ZCard(context.Background(), "other:gateway:instances").Result()
 		return n == 1
@@ -724,7 +726,7 @@ func resyncSource(t *testing.T) (*redistest.Server, *redisSource) {
 	t.Helper()
 	r := redistest.Start(t)
 	t.Setenv("XDG_DATA_HOME", t.TempDir()) // no local rule snapshot of another test
-	src, key, err := acquireSource(&RedisConfig{URL: r.URL()}, "", time.Hour, zaptest.NewLogger(t))
+	src, key, err := acquireSource(&redisconf.Config{URL: r.URL()}, "", time.Hour, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/sluicegw/sluice/rulestore/history"
 	"go.uber.org/zap"
 )
 
@@ -33,7 +34,7 @@ func (s *redisSource) declaredElsewhere(k Kind, id string, f Fields) bool {
 	if err != nil {
 		return false
 	}
-	var e HistoryEntry
+	var e history.Entry
 	return json.Unmarshal([]byte(raw), &e) == nil && e.Declared && e.Version == Version(f)
 }
 

@@ -86,7 +86,7 @@ type WriteRequest struct {
 	DryRun bool
 	// AllowMissing accepts a binding to rules that do not exist yet.
 	AllowMissing bool
-	// Via names who made the change, for the history (see HistoryEntry).
+	// Via names who made the change, for the history (see history.Entry).
 	Via string
 	// HistoryOp is "rollback" for a rollback, else "".
 	HistoryOp string

@@ -13,6 +13,7 @@ import (
 	"github.com/sluicegw/sluice/internal/redistest"
 	"github.com/sluicegw/sluice/internal/testcaddy"
 	"github.com/sluicegw/sluice/rulestore"
+	"github.com/sluicegw/sluice/rulestore/history"
 )
 
 // adminReq sends one admin API request with headers "Name: value".
@@ -139,10 +140,10 @@ func TestAdminWriteSemantics(t *testing.T) {
 			// Every change of s was recorded, newest first, with the
 			// fields before and after: PUT, PATCH, DELETE.
 			code, body, _ = adminReq(t, in, "GET", "/sluice/rules/rate_limit/s/history", "")
-			var hist []rulestore.HistoryEntry
+			var hist []history.Entry
 			json.Unmarshal([]byte(body), &hist)
-			if code != 200 || len(hist) != 3 || hist[0].Op != "delete" || !hist[0].Prev.Equal(rulestore.Fields{"qps": "1", "burst": "3"}) ||
-				!hist[1].Fields.Equal(rulestore.Fields{"qps": "1", "burst": "3"}) || !hist[2].Fields.Equal(rulestore.Fields{"qps": "1"}) || hist[2].Prev != nil {
+			if code != 200 || len(hist) != 3 || hist[0].Op != "delete" || !rulestore.Fields(hist[0].Prev).Equal(rulestore.Fields{"qps": "1", "burst": "3"}) ||
+				!rulestore.Fields(hist[1].Fields).Equal(rulestore.Fields{"qps": "1", "burst": "3"}) || !rulestore.Fields(hist[2].Fields).Equal(rulestore.Fields{"qps": "1"}) || hist[2].Prev != nil {
 				t.Fatalf("history: %d %s", code, body)
 			}
 			// A rollback to the first overlay writes it back.
@@ -264,7 +265,7 @@ func TestHistoryKeepsTheLastChanges(t *testing.T) {
 				}
 			}
 			code, body, _ := adminReq(t, in, "GET", "/sluice/rules/rate_limit/s/history", "")
-			var hist []rulestore.HistoryEntry
+			var hist []history.Entry
 			if err := json.Unmarshal([]byte(body), &hist); code != 200 || err != nil {
 				t.Fatalf("history: %d %v %s", code, err, body)
 			}
@@ -288,7 +289,7 @@ func TestHistoryKeepsTheLastChanges(t *testing.T) {
 }
 
 // historySummary is one line per entry: new qps, previous qps, via.
-func historySummary(h []rulestore.HistoryEntry) string {
+func historySummary(h []history.Entry) string {
 	var b strings.Builder
 	for _, e := range h {
 		fmt.Fprintf(&b, "%s %s %s %s\n", e.Fields["qps"], e.Prev["qps"], e.Via, e.At.Format("15:04:05.000000"))

@@ -10,6 +10,7 @@ import (
 	"github.com/sluicegw/sluice/internal/redistest"
 	"github.com/sluicegw/sluice/internal/testcaddy"
 	"github.com/sluicegw/sluice/rulestore"
+	"github.com/sluicegw/sluice/rulestore/history"
 )
 
 // A rule's history stays within historyBytes however large its versions:
@@ -40,7 +41,7 @@ func TestHistoryStaysWithinItsByteBudget(t *testing.T) {
 		if err != nil {
 			return ""
 		}
-		var e rulestore.HistoryEntry
+		var e history.Entry
 		json.Unmarshal([]byte(raw), &e)
 		return e.Fields["key_resolver"]
 	}
@@ -61,7 +62,7 @@ func TestHistoryStaysWithinItsByteBudget(t *testing.T) {
 	}
 	// The entries kept are the newest ones, newest first, without a gap.
 	for i, raw := range entries {
-		var e rulestore.HistoryEntry
+		var e history.Entry
 		if err := json.Unmarshal([]byte(raw), &e); err != nil {
 			t.Fatalf("entry %d: %v", i, err)
 		}
@@ -71,7 +72,7 @@ func TestHistoryStaysWithinItsByteBudget(t *testing.T) {
 	}
 	// What a user reads through the admin API is the same, newest first.
 	code, answer, _ := adminReq(t, in, "GET", "/sluice/rules/rate_limit/big/history", "")
-	var h []rulestore.HistoryEntry
+	var h []history.Entry
 	if code != 200 || json.Unmarshal([]byte(answer), &h) != nil || len(h) != len(entries) || h[0].Via != "redis" ||
 		h[1].Via != "admin_api" {
 		t.Fatalf("GET history: %d, %d entries, want %d (newest via redis, then admin_api)", code, len(h), len(entries))

@@ -1,4 +1,4 @@
-package rulestore
+package redisconf
 
 import (
 	"bytes"
@@ -14,10 +14,11 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/redis/go-redis/v9"
+	"github.com/sluicegw/sluice/rulestore/syntax"
 )
 
-// RedisConfig says how to reach Redis: standalone, Sentinel or Cluster.
-type RedisConfig struct {
+// Config says how to reach Redis: standalone, Sentinel or Cluster.
+type Config struct {
 	// URL is redis://[user:password@]host:port[/db], or rediss:// for TLS.
 	URL string `json:"url,omitempty"`
 	// Addrs lists several nodes: Cluster seeds, or Sentinels with MasterName.
@@ -44,7 +45,7 @@ type RedisConfig struct {
 	DB int `json:"db,omitempty"`
 	// TLS connects over TLS. `{}` (or `true`) uses the system's trusted
 	// CAs and the address's host as server name; a rediss:// URL implies it.
-	TLS *RedisTLS `json:"tls,omitempty"`
+	TLS *TLS `json:"tls,omitempty"`
 	// PoolSize is the most connections kept per Redis node (go-redis's
 	// default, 10 per CPU, when omitted). The store's own session uses a
 	// few; the rest serve handlers that keep state in Redis (cluster
@@ -52,21 +53,21 @@ type RedisConfig struct {
 	PoolSize int `json:"pool_size,omitempty"`
 	// DialTimeout bounds connecting to Redis; 1s by default, so a dead
 	// Redis is noticed fast and never holds a request or a reload for
-	// long. At most MaxRedisTimeout.
-	DialTimeout Duration `json:"dial_timeout,omitempty"`
+	// long. At most MaxTimeout.
+	DialTimeout syntax.Duration `json:"dial_timeout,omitempty"`
 	// ReadTimeout bounds waiting for a reply; 1s by default, so a hung
-	// Redis is noticed fast. At most MaxRedisTimeout.
-	ReadTimeout Duration `json:"read_timeout,omitempty"`
+	// Redis is noticed fast. At most MaxTimeout.
+	ReadTimeout syntax.Duration `json:"read_timeout,omitempty"`
 	// WriteTimeout bounds sending a command; 1s by default. At most
-	// MaxRedisTimeout.
-	WriteTimeout Duration `json:"write_timeout,omitempty"`
+	// MaxTimeout.
+	WriteTimeout syntax.Duration `json:"write_timeout,omitempty"`
 }
 
-// RedisTLS is how the store speaks TLS to Redis (and to Sentinels), shaped
+// TLS is how the store speaks TLS to Redis (and to Sentinels), shaped
 // like the TLS settings of Caddy's reverse-proxy transport. File names may
 // use placeholders. Files are read when the config is provisioned, so a bad
 // file fails `caddy validate` and a reload picks up rotated files.
-type RedisTLS struct {
+type TLS struct {
 	// CAFiles are PEM files of the CAs that Redis's certificate must chain
 	// to. When set, only these are trusted; else the system's CAs are.
 	CAFiles []string `json:"ca_files,omitempty"`
@@ -86,10 +87,10 @@ type RedisTLS struct {
 }
 
 // UnmarshalJSON also accepts `true`, the older form of `"tls": {}`.
-func (t *RedisTLS) UnmarshalJSON(b []byte) error {
+func (t *TLS) UnmarshalJSON(b []byte) error {
 	switch strings.TrimSpace(string(b)) {
 	case "true":
-		*t = RedisTLS{}
+		*t = TLS{}
 		return nil
 	case "false":
 		return fmt.Errorf("redis tls: false is not a setting: leave tls out for plain TCP")
@@ -97,7 +98,7 @@ func (t *RedisTLS) UnmarshalJSON(b []byte) error {
 	// Strict, as Caddy decodes the rest of the config: a custom
 	// UnmarshalJSON would otherwise let a misspelled setting (ca_file for
 	// ca_files) pass silently.
-	type plain RedisTLS
+	type plain TLS
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode((*plain)(t)); err != nil {
@@ -112,31 +113,32 @@ const defaultRedisTimeout = time.Second
 // forever" to go-redis, stalling requests on a hung Redis; more than a
 // minute, or thousands of connections per node, is a typo.
 const (
-	MaxRedisTimeout = time.Minute
-	MaxPoolSize     = 10000
+	MaxTimeout  = time.Minute
+	MaxPoolSize = 10000
 )
 
 // Options turns the config into go-redis options for a universal client.
 // Placeholders such as {env.REDIS_PASSWORD} are expanded. A bad value fails
 // with an error naming its field.
-func (c *RedisConfig) Options() (*redis.UniversalOptions, error) {
-	o, _, err := c.options()
+func (c *Config) Options() (*redis.UniversalOptions, error) {
+	o, _, err := c.OptionsDigest()
 	return o, err
 }
 
-// options is Options plus a digest of the TLS files read, so a reload after
-// a certificate rotation gets a new client even if the paths are the same.
-func (c *RedisConfig) options() (*redis.UniversalOptions, string, error) {
+// OptionsDigest is Options plus a digest of the TLS files read, so a
+// reload after a certificate rotation gets a new client even if the paths
+// are the same.
+func (c *Config) OptionsDigest() (*redis.UniversalOptions, string, error) {
 	repl := caddy.NewReplacer()
 	if c.PoolSize < 0 || c.PoolSize > MaxPoolSize {
 		return nil, "", fmt.Errorf("redis pool_size: want a number > 0 and at most %d, got %d", MaxPoolSize, c.PoolSize)
 	}
 	for _, t := range []struct {
 		name string
-		d    Duration
+		d    syntax.Duration
 	}{{"dial_timeout", c.DialTimeout}, {"read_timeout", c.ReadTimeout}, {"write_timeout", c.WriteTimeout}} {
-		if t.d < 0 || time.Duration(t.d) > MaxRedisTimeout {
-			return nil, "", fmt.Errorf("redis %s: want a duration above 0 and at most %s, got %s", t.name, MaxRedisTimeout, time.Duration(t.d))
+		if t.d < 0 || time.Duration(t.d) > MaxTimeout {
+			return nil, "", fmt.Errorf("redis %s: want a duration above 0 and at most %s, got %s", t.name, MaxTimeout, time.Duration(t.d))
 		}
 	}
 	o := &redis.UniversalOptions{
@@ -203,7 +205,7 @@ func (c *RedisConfig) options() (*redis.UniversalOptions, string, error) {
 
 // config builds the client TLS config, reading the files it names; the
 // digest covers their contents.
-func (t *RedisTLS) config(repl *caddy.Replacer) (*tls.Config, string, error) {
+func (t *TLS) config(repl *caddy.Replacer) (*tls.Config, string, error) {
 	cfg := &tls.Config{
 		MinVersion:         tls.VersionTLS12,
 		ServerName:         repl.ReplaceAll(t.ServerName, ""),
@@ -254,7 +256,7 @@ func (t *RedisTLS) config(repl *caddy.Replacer) (*tls.Config, string, error) {
 	return cfg, hex.EncodeToString(h.Sum(nil)), nil
 }
 
-func orDefault(d Duration) time.Duration {
+func orDefault(d syntax.Duration) time.Duration {
 	if d <= 0 {
 		return defaultRedisTimeout
 	}

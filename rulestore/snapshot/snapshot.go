@@ -1,4 +1,12 @@
-package rulestore
+// Package snapshot owns the local snapshot's file: a copy on disk of the
+// good rules a Redis source holds, so an instance that starts while Redis
+// has lost its data (or while a rule's only good version in Redis is
+// unreadable) still serves what the fleet served, not nothing. Redis stays
+// the source of truth: the rulestore reads the snapshot once, on a
+// source's first load, and only for what Redis cannot answer (its
+// diskseed.go). This package owns the file's name, format, and atomic
+// read and write (snapshot.go); it knows nothing of Redis or Caddy.
+package snapshot
 
 import (
 	"crypto/sha256"
@@ -14,18 +22,11 @@ import (
 	"time"
 )
 
-// The local snapshot: a copy on disk of the good rules a Redis source
-// holds, so an instance that starts while Redis has lost its data (or
-// while a rule's only good version in Redis is unreadable) still serves
-// what the fleet served, not nothing. Redis stays the source of truth:
-// the snapshot is read once, on a source's first load, and only for
-// what Redis cannot answer (see diskseed.go).
+// Format is the file's format; another one is not read.
+const Format = 1
 
-// diskSnapshotFormat is the file's format; another one is not read.
-const diskSnapshotFormat = 1
-
-// diskSnapshot is the file's content.
-type diskSnapshot struct {
+// File is the file's content.
+type File struct {
 	Format int       `json:"format"`
 	Redis  []string  `json:"redis"`
 	Prefix string    `json:"prefix"`
@@ -34,27 +35,27 @@ type diskSnapshot struct {
 	// marker in Redis means it lost its data since.
 	Epoch string `json:"epoch"`
 	// Rules by kind name, then id: the raw fields from Redis.
-	Rules map[string]map[string]diskRule `json:"rules"`
+	Rules map[string]map[string]Rule `json:"rules"`
 }
 
-// diskRule is one rule of the snapshot.
-type diskRule struct {
-	Fields Fields `json:"fields"`
+// Rule is one rule of the snapshot.
+type Rule struct {
+	Fields map[string]string `json:"fields"`
 	// Retained: held since Redis lost its data, not in Redis.
 	Retained bool `json:"retained,omitempty"`
 }
 
-// diskSnapshotName is the file name for a Redis deployment and prefix:
+// Name is the file name for a Redis deployment and prefix:
 // readable, plus a digest so that distinct ones never share a file.
-func diskSnapshotName(addrs []string, db int, master, prefix string) string {
+func Name(addrs []string, db int, master, prefix string) string {
 	a := slices.Clone(addrs)
 	slices.Sort(a)
 	sum := sha256.Sum256([]byte(strings.Join(a, ",") + "\x00" + strconv.Itoa(db) + "\x00" + master + "\x00" + prefix))
 	return "rules-" + hex.EncodeToString(sum[:8]) + ".json"
 }
 
-// readDiskSnapshot reads a snapshot file. A missing file is (nil, nil).
-func readDiskSnapshot(path string) (*diskSnapshot, error) {
+// Read reads a snapshot file. A missing file is (nil, nil).
+func Read(path string) (*File, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -62,19 +63,19 @@ func readDiskSnapshot(path string) (*diskSnapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	var d diskSnapshot
+	var d File
 	if err := json.Unmarshal(b, &d); err != nil {
 		return nil, fmt.Errorf("not a rule snapshot: %w", err)
 	}
-	if d.Format != diskSnapshotFormat {
-		return nil, fmt.Errorf("snapshot format %d, want %d", d.Format, diskSnapshotFormat)
+	if d.Format != Format {
+		return nil, fmt.Errorf("snapshot format %d, want %d", d.Format, Format)
 	}
 	return &d, nil
 }
 
-// writeDiskSnapshot replaces the file atomically: a reader (or a crash)
+// Write replaces the file atomically: a reader (or a crash)
 // sees the old file or the new one, never part of one.
-func writeDiskSnapshot(path string, d *diskSnapshot) error {
+func Write(path string, d *File) error {
 	b, err := json.Marshal(d)
 	if err != nil {
 		return err

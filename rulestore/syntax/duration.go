@@ -1,6 +1,7 @@
-package rulestore
+package syntax
 
 import (
+	"encoding/json"
 	"errors"
 	"strconv"
 	"strings"
@@ -25,4 +26,19 @@ func ParseDuration(v string) (time.Duration, error) {
 		return 0, errors.New("want a duration with a unit, e.g. 500ms, 10s or 5m")
 	}
 	return d, nil
+}
+
+// Duration is a caddy.Duration that JSON shows as a Go duration string
+// ("10s", "1m30s"); it reads a string with a unit or integer nanoseconds,
+// as caddy.Duration does.
+type Duration caddy.Duration
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(DocDuration(time.Duration(d)))
+}
+
+// UnmarshalJSON reads what caddy.Duration reads.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	return (*caddy.Duration)(d).UnmarshalJSON(b)
 }
