@@ -48,7 +48,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		return err
 	}
 	h.adapted.Take(p)
-	src, err := handlerkit.ToRuleSource[*rulestore.CircuitBreakerSpec](p)
-	h.Rule, h.Route, h.Inline, h.OnMissingRule = src.Rule, src.Route, src.Inline, src.OnMissingRule
+	sel, err := handlerkit.ToSelection[*rulestore.CircuitBreakerSpec](p)
+	h.Rule, h.Route, h.Inline, h.OnMissingRule = sel.Rule, sel.Route, sel.Inline, sel.OnMissingRule
 	return err
 }

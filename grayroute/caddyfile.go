@@ -42,18 +42,12 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if err != nil {
 		return err
 	}
-	h.Route, h.adapted.Refs = p.Route, p.Refs
-	for _, r := range p.Rules {
-		ref := RuleRef{ID: r.ID}
-		if r.Inline != nil {
-			s, err := rulestore.SpecFromFields(rulestore.Gray, r.Inline)
-			if err != nil {
-				return d.Errf("grayroute: inline gray rule %q: %v", r.ID, err)
-			}
-			ref.Inline = s.(*rulestore.GraySpec)
-		}
-		h.Rules = append(h.Rules, ref)
+	h.adapted.Refs = p.Refs
+	sel, err := handlerkit.ListSelection[*rulestore.GraySpec](rulestore.Gray, p)
+	if err != nil {
+		return d.Errf("grayroute: %v", err)
 	}
+	h.Rules, h.Route = sel.Rules, sel.Route
 	return nil
 }
 

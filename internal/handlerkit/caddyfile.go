@@ -187,7 +187,7 @@ func (p *Parsed) name(d *caddyfile.Dispenser, dir Directive, which, id string) e
 	return nil
 }
 
-// check applies RuleSource.Validate's rule at the block's lines and validates
+// check applies Selection.Validate's rule at the block's lines and validates
 // an inline rule.
 func (p *Parsed) check(dir Directive) error {
 	switch {
@@ -218,19 +218,28 @@ func (p *Parsed) check(dir Directive) error {
 	return nil
 }
 
-// ToRuleSource returns what the block selected, the inline rule as the
-// kind's typed rule.
-func ToRuleSource[S rulestore.Spec](p *Parsed) (RuleSource[S], error) {
-	b := RuleSource[S]{Rule: p.Rule, Route: p.Route, OnMissing: p.OnMissing}
-	if len(p.Inline) == 0 {
-		return b, nil
+// ToSelection returns what the block selected, its inline rules as the
+// kind's typed rules.
+func ToSelection[S rulestore.Spec](p *Parsed) (Selection[S], error) {
+	sel := Selection[S]{Rule: p.Rule, Route: p.Route, Rules: Refs[S](p.Rules...), OnMissing: p.OnMissing}
+	if len(p.Rules) == 0 {
+		sel.Rules = nil
 	}
-	s, err := rulestore.SpecFromFields(p.kind, p.Inline)
-	if err != nil {
-		return b, rulestore.ErrAtField(p.Start, p.Lines, err, "inline %s rule: %v", p.kind, err)
+	if len(p.Inline) > 0 {
+		s, err := rulestore.SpecFromFields(p.kind, p.Inline)
+		if err != nil {
+			return sel, rulestore.ErrAtField(p.Start, p.Lines, err, "inline %s rule: %v", p.kind, err)
+		}
+		sel.Inline = s.(S)
 	}
-	b.Inline = s.(S)
-	return b, nil
+	for _, b := range p.Inlines {
+		s, err := rulestore.SpecFromFields(p.kind, b.Fields)
+		if err != nil {
+			return sel, rulestore.ErrAtField(b.Start, b.Lines, err, "inline %s rule: %v", p.kind, err)
+		}
+		sel.Inlines = append(sel.Inlines, s.(S))
+	}
+	return sel, nil
 }
 
 // UnmarshalDirective reads a directive into h, then checks the rules and

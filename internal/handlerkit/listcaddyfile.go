@@ -1,6 +1,8 @@
 package handlerkit
 
 import (
+	"fmt"
+
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/sluicegw/sluice/rulestore"
@@ -28,9 +30,16 @@ type Option struct {
 	Parse func(d *caddyfile.Dispenser) error
 }
 
+// listEntry is one rule of a list directive's block: an id, with fields
+// when inline.
+type listEntry struct {
+	ID     string
+	Inline rulestore.Fields
+}
+
 // ParsedList is what a list directive's block said.
 type ParsedList struct {
-	Rules []ListRef
+	Rules []listEntry
 	Route string
 	Refs  []rulestore.CaddyfileRef // rules and routes named, for RequireAll
 }
@@ -49,7 +58,7 @@ func (dir ListDirective) ParseCaddyfile(d *caddyfile.Dispenser) (*ParsedList, er
 	p := &ParsedList{}
 	d.Next() // directive name
 	for d.NextArg() {
-		if err := p.add(d, dir, ListRef{ID: d.Val()}, true); err != nil {
+		if err := p.add(d, dir, listEntry{ID: d.Val()}, true); err != nil {
 			return nil, err
 		}
 	}
@@ -76,7 +85,7 @@ func (dir ListDirective) line(d *caddyfile.Dispenser, p *ParsedList) error {
 			return d.Errf("%s: rule needs one or more rule ids", dir.Name)
 		}
 		for _, id := range args {
-			if err := p.add(d, dir, ListRef{ID: id}, true); err != nil {
+			if err := p.add(d, dir, listEntry{ID: id}, true); err != nil {
 				return err
 			}
 		}
@@ -136,12 +145,12 @@ func (dir ListDirective) inline(d *caddyfile.Dispenser, p *ParsedList) error {
 	if _, err := rulestore.SpecFromFields(dir.Kind, fields); err != nil {
 		return rulestore.ErrAtField(d.Token(), lines, err, "%s: inline %s rule %q: %v", dir.Name, dir.Kind, id, err)
 	}
-	return p.add(d, dir, ListRef{ID: id, Inline: fields}, false)
+	return p.add(d, dir, listEntry{ID: id, Inline: fields}, false)
 }
 
 // add appends a rule once; named says the rule is the store's, checked
 // against the rulestore block.
-func (p *ParsedList) add(d *caddyfile.Dispenser, dir ListDirective, ref ListRef, named bool) error {
+func (p *ParsedList) add(d *caddyfile.Dispenser, dir ListDirective, ref listEntry, named bool) error {
 	if err := rulestore.ValidID(ref.ID); err != nil {
 		return d.Errf("%s: %v", dir.Name, err)
 	}
@@ -155,4 +164,22 @@ func (p *ParsedList) add(d *caddyfile.Dispenser, dir ListDirective, ref ListRef,
 		p.Refs = append(p.Refs, rulestore.CaddyfileRef{Tok: d.Token(), Kind: dir.Kind, ID: ref.ID})
 	}
 	return nil
+}
+
+// ListSelection returns what a list directive's block selected, its inline
+// rules as the kind's typed rules.
+func ListSelection[S rulestore.Spec](k rulestore.Kind, p *ParsedList) (Selection[S], error) {
+	sel := Selection[S]{Route: p.Route}
+	for _, r := range p.Rules {
+		ref := RuleRef[S]{ID: r.ID}
+		if r.Inline != nil {
+			s, err := rulestore.SpecFromFields(k, r.Inline)
+			if err != nil {
+				return sel, fmt.Errorf("inline %s rule %q: %w", k, r.ID, err)
+			}
+			ref.Inline = s.(S)
+		}
+		sel.Rules = append(sel.Rules, ref)
+	}
+	return sel, nil
 }

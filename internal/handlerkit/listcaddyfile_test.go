@@ -42,21 +42,24 @@ func TestListDirectiveOptionsAndChecks(t *testing.T) {
 	}
 }
 
-func TestValidateList(t *testing.T) {
+func TestSelectionValidateList(t *testing.T) {
+	ref := Refs[*rulestore.GraySpec]
 	for _, c := range []struct {
 		route string
-		refs  []ListRef
+		refs  []RuleRef[*rulestore.GraySpec]
 		want  string
 	}{
-		{"r", []ListRef{{ID: "a"}}, "either a route or rules"},
+		{"r", ref("a"), "either a route or rules"},
 		{"", nil, "no gray rules"},
-		{"", []ListRef{{ID: "a"}, {ID: "a"}}, `gray rule "a" listed twice`},
+		{"", ref("a", "a"), `gray rule "a" listed twice`},
 	} {
-		if err := ValidateList(rulestore.Gray, c.route, c.refs); err == nil || !strings.Contains(err.Error(), c.want) {
+		s := Selection[*rulestore.GraySpec]{Route: c.route, Rules: c.refs}
+		if err := s.Validate("grayroute", rulestore.Gray); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: error %v, want %q", c, err, c.want)
 		}
 	}
-	if err := ValidateList(rulestore.Gray, "r", nil); err != nil {
+	s := Selection[*rulestore.GraySpec]{Route: "r"}
+	if err := s.Validate("grayroute", rulestore.Gray); err != nil {
 		t.Errorf("a route alone: %v", err)
 	}
 }

@@ -133,16 +133,3 @@ func (p *Parsed) limitBlock(d *caddyfile.Dispenser, dir Directive, tok caddyfile
 	p.Inlines = append(p.Inlines, b)
 	return nil
 }
-
-// ToSpecs returns the inline blocks as the kind's typed rules.
-func ToSpecs[S rulestore.Spec](p *Parsed) ([]S, error) {
-	out := make([]S, 0, len(p.Inlines))
-	for _, b := range p.Inlines {
-		s, err := rulestore.SpecFromFields(p.kind, b.Fields)
-		if err != nil {
-			return nil, rulestore.ErrAtField(b.Start, b.Lines, err, "inline %s rule: %v", p.kind, err)
-		}
-		out = append(out, s.(S))
-	}
-	return out, nil
-}
