@@ -77,10 +77,7 @@ func init() {
 
 // CaddyModule returns the Caddy module information.
 func (*Handler) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{
-		ID:  "http.handlers.circuitbreaker",
-		New: func() caddy.Module { return new(Handler) },
-	}
+	return handlerkit.ModuleInfo[Handler]("http.handlers.circuitbreaker")
 }
 
 // Provision loads the rule store, parses an inline rule and registers the

@@ -2,8 +2,6 @@ package grayroute
 
 import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/sluicegw/sluice/internal/handlerkit"
 	"github.com/sluicegw/sluice/rulestore"
@@ -18,10 +16,10 @@ import (
 //		default_version <version>
 //		header          <name>|off
 //	}]
-func ParseCaddyfile(hp httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
-	h := new(Handler)
-	return handlerkit.ParseDirective(hp, "grayroute", h, &h.adapted)
-}
+var ParseCaddyfile = handlerkit.Parser[Handler]("grayroute")
+
+// Adapting is what the handler keeps while its Caddyfile block is adapted.
+func (h *Handler) Adapting() *handlerkit.Adapted { return &h.adapted }
 
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens; the rule
 // list is handlerkit's, the options grayroute's own.

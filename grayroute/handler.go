@@ -71,10 +71,7 @@ func init() {
 
 // CaddyModule returns the Caddy module information.
 func (*Handler) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{
-		ID:  "http.handlers.grayroute",
-		New: func() caddy.Module { return new(Handler) },
-	}
+	return handlerkit.ModuleInfo[Handler]("http.handlers.grayroute")
 }
 
 // Provision resolves the rule store, parses inline rules and registers metrics.

@@ -73,10 +73,7 @@ func init() {
 
 // CaddyModule returns the Caddy module information.
 func (*Handler) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{
-		ID:  "http.handlers.ratelimit",
-		New: func() caddy.Module { return new(Handler) },
-	}
+	return handlerkit.ModuleInfo[Handler]("http.handlers.ratelimit")
 }
 
 // Provision loads the rule store and this handler's limiter.

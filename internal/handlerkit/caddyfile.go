@@ -254,17 +254,25 @@ func UnmarshalDirective(hp httpcaddyfile.Helper, name string, h caddyfile.Unmars
 	return rulestore.DeclaredIn(hp).RequireAll(name, a.Refs)
 }
 
-// DirectiveHandler is a handler that reads its own directive.
-type DirectiveHandler interface {
+// Adapting is a handler that reads its own directive, keeping an Adapted
+// while its Caddyfile block is adapted.
+type Adapting interface {
 	caddyhttp.MiddlewareHandler
 	caddyfile.Unmarshaler
+	Adapting() *Adapted
 }
 
-// ParseDirective is the httpcaddyfile parser of a handler directive:
-// UnmarshalDirective, giving back h when it succeeds.
-func ParseDirective(hp httpcaddyfile.Helper, name string, h DirectiveHandler, a *Adapted) (caddyhttp.MiddlewareHandler, error) {
-	if err := UnmarshalDirective(hp, name, h, a); err != nil {
-		return nil, err
+// Parser is the httpcaddyfile parser of a handler directive: a new
+// handler (a *T) reads its block (UnmarshalDirective).
+func Parser[T any, PT interface {
+	*T
+	Adapting
+}](name string) httpcaddyfile.UnmarshalHandlerFunc {
+	return func(hp httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+		h := PT(new(T))
+		if err := UnmarshalDirective(hp, name, h, h.Adapting()); err != nil {
+			return nil, err
+		}
+		return h, nil
 	}
-	return h, nil
 }
