@@ -24,29 +24,20 @@ func (h *Handler) Adapting() *handlerkit.Adapted { return &h.adapted }
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens; the rule
 // list is handlerkit's, the options grayroute's own.
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	dir := handlerkit.ListDirective{Name: "grayroute", Kind: rulestore.Gray, Inline: "gray",
+	dir := handlerkit.Directive{Name: "grayroute", Kind: rulestore.Gray, List: "gray", ListOnly: true, ListNeedsID: true,
 		RefFields: map[string]rulestore.Kind{"fallback_on_open": rulestore.CircuitBreaker},
 		Options: []handlerkit.Option{
 			{Name: "default_version", Parse: h.parseDefaultVersion},
 			{Name: "header", Parse: h.parseHeader},
-			{Name: "on_missing_rule", Parse: func(d *caddyfile.Dispenser) error {
-				var o handlerkit.OnMissing
-				err := handlerkit.ParseOnMissing(d, "grayroute", &o)
-				h.OnMissingRule = o.OnMissingRule
-				return err
-			}},
 		}}
 	p, err := dir.ParseCaddyfile(d)
 	if err != nil {
 		return err
 	}
-	h.adapted.Refs = p.Refs
-	sel, err := handlerkit.ListSelection[*rulestore.GraySpec](rulestore.Gray, p)
-	if err != nil {
-		return d.Errf("grayroute: %v", err)
-	}
-	h.Rules, h.Route = sel.Rules, sel.Route
-	return nil
+	h.adapted.Take(p)
+	sel, err := handlerkit.ToSelection[*rulestore.GraySpec](p)
+	h.Rules, h.Route, h.OnMissingRule = sel.Rules, sel.Route, sel.OnMissingRule
+	return err
 }
 
 func (h *Handler) parseDefaultVersion(d *caddyfile.Dispenser) error {

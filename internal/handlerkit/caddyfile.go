@@ -25,6 +25,25 @@ type Directive struct {
 	// `rule <id> <id>`): a list of rules that all apply (ratelimit).
 	// Without it, one rule (circuitbreaker).
 	List string
+	// ListOnly: the directive always applies a list (grayroute): rule ids
+	// and List blocks in the order written, a list of one included, ids
+	// also before a block; no rule fields directly in the block.
+	ListOnly bool
+	// ListNeedsID: a List block names its rule (`gray <id> { ... }`).
+	ListNeedsID bool
+	// RefFields are inline rule fields that name a rule of another kind,
+	// checked against the rulestore block like rule and route.
+	RefFields map[string]rulestore.Kind
+	// Options are a ListOnly directive's own block lines; their order is
+	// the "(want ...)" order of an unknown line.
+	Options []Option
+}
+
+// Option is one of a directive's own block lines. Parse is called with d
+// at the line's name and reads its arguments.
+type Option struct {
+	Name  string
+	Parse func(d *caddyfile.Dispenser) error
 }
 
 // Parsed is what a directive's block said, with the lines to point at.
@@ -41,7 +60,9 @@ type Parsed struct {
 	Rules    []string
 	RuleToks []caddyfile.Token
 	Inlines  []InlineBlock
+	order    []string // Rules and Inlines' ids, as written
 	kind     rulestore.Kind
+	listOnly bool
 }
 
 // Field sets an inline field at tok's line; several calls append with sep.
@@ -66,9 +87,12 @@ func (p *Parsed) Field(tok caddyfile.Token, name, value, sep string) {
 //
 // An inline rule is validated here, a bad field failing at its line.
 func (dir Directive) ParseCaddyfile(d *caddyfile.Dispenser) (*Parsed, error) {
-	p := &Parsed{Lines: map[string]caddyfile.Token{}, kind: dir.Kind}
+	p := &Parsed{Lines: map[string]caddyfile.Token{}, kind: dir.Kind, listOnly: dir.ListOnly}
 	d.Next() // directive name
 	p.Start = d.Token()
+	if dir.ListOnly {
+		return p, dir.parseList(d, p)
+	}
 	if d.NextArg() {
 		if err := p.name(d, dir, "rule", d.Val()); err != nil {
 			return nil, err
@@ -113,7 +137,7 @@ func (dir Directive) ParseCaddyfile(d *caddyfile.Dispenser) (*Parsed, error) {
 				return nil, d.Errf("%s: %s cannot be mixed with inline rule fields", dir.Name, name)
 			}
 			if name == "route" && len(p.Rules)+len(p.Inlines) > 0 {
-				return nil, d.Errf("%s: route cannot be mixed with a list of rules", dir.Name)
+				return nil, d.Errf("%s: give either a route or rules, not both", dir.Name)
 			}
 			if err := p.name(d, dir, name, args[0]); err != nil {
 				return nil, err
@@ -221,6 +245,9 @@ func (p *Parsed) check(dir Directive) error {
 // ToSelection returns what the block selected, its inline rules as the
 // kind's typed rules.
 func ToSelection[S rulestore.Spec](p *Parsed) (Selection[S], error) {
+	if p.listOnly {
+		return toList[S](p)
+	}
 	sel := Selection[S]{Rule: p.Rule, Route: p.Route, Rules: Refs[S](p.Rules...), OnMissing: p.OnMissing}
 	if len(p.Rules) == 0 {
 		sel.Rules = nil
@@ -238,6 +265,34 @@ func ToSelection[S rulestore.Spec](p *Parsed) (Selection[S], error) {
 			return sel, rulestore.ErrAtField(b.Start, b.Lines, err, "inline %s rule: %v", p.kind, err)
 		}
 		sel.Inlines = append(sel.Inlines, s.(S))
+	}
+	return sel, nil
+}
+
+// toList is a ListOnly directive's selection: its rules in the order
+// written, each inline block an entry with its id, all written as objects
+// in the adapted JSON (grayroute's form).
+func toList[S rulestore.Spec](p *Parsed) (Selection[S], error) {
+	sel := Selection[S]{Route: p.Route, OnMissing: p.OnMissing}
+	for _, id := range p.order {
+		ref := RuleRef[S]{ID: id, object: true}
+		for _, b := range p.Inlines {
+			if b.ID() != id {
+				continue
+			}
+			f := make(rulestore.Fields, len(b.Fields))
+			for k, v := range b.Fields {
+				if k != InlineIDField {
+					f[k] = v
+				}
+			}
+			s, err := rulestore.SpecFromFields(p.kind, f)
+			if err != nil {
+				return sel, rulestore.ErrAtField(b.Start, b.Lines, err, "inline %s rule %q: %v", p.kind, id, err)
+			}
+			ref.Inline = s.(S)
+		}
+		sel.Rules = append(sel.Rules, ref)
 	}
 	return sel, nil
 }

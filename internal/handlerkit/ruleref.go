@@ -10,8 +10,9 @@ import (
 // RuleRef is one entry of a handler's rule list (JSON "rules"): the id of
 // a rule of the store, or an inline rule with its id. In JSON an entry is
 // the id alone ("per_second") or an object ({"id": "beta", "inline":
-// {...}}); both are read, and an entry is written as the id alone unless
-// it has an inline rule.
+// {...}}); both are read in every handler, and an entry is written as it
+// was read: the Caddyfile adapter writes grayroute's entries as objects
+// and ratelimit's ids alone, as it always has.
 type RuleRef[S rulestore.Spec] struct {
 	// ID is the rule's id: a rule of the rule store, or the name of the
 	// Inline rule.
@@ -19,6 +20,8 @@ type RuleRef[S rulestore.Spec] struct {
 	// Inline declares the rule here, with the rule store's field names
 	// (values typed, or strings in the Redis syntax).
 	Inline S `json:"inline,omitempty"`
+
+	object bool // written as an object even without Inline
 }
 
 // refObject is RuleRef's object form, without its JSON methods.
@@ -37,16 +40,17 @@ func (r *RuleRef[S]) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &o); err != nil {
 		return err
 	}
-	*r = RuleRef[S](o)
+	*r = RuleRef[S]{ID: o.ID, Inline: o.Inline, object: true}
 	return nil
 }
 
-// MarshalJSON writes the id alone, or the object with an inline rule.
+// MarshalJSON writes the id alone, or the object when it was read as one
+// or has an inline rule.
 func (r RuleRef[S]) MarshalJSON() ([]byte, error) {
-	if !r.HasInline() {
+	if !r.object && !r.HasInline() {
 		return json.Marshal(r.ID)
 	}
-	return json.Marshal(refObject[S](r))
+	return json.Marshal(refObject[S]{ID: r.ID, Inline: r.Inline})
 }
 
 // HasInline reports whether the entry declares its rule inline.

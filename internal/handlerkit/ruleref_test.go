@@ -9,7 +9,7 @@ import (
 
 // A rule list entry reads as an id string (ratelimit's documented
 // "rules": ["a"]) or an object (grayroute's {"id": "a", "inline": {...}}),
-// and is written as the id alone unless it is inline.
+// and is written as it was read.
 func TestRuleRefJSONShapes(t *testing.T) {
 	var refs []RuleRef[*rulestore.GraySpec]
 	in := `["a", {"id": "b"}, {"id": "c", "inline": {"target_version": "v2", "weight": 10}}]`
@@ -24,7 +24,7 @@ func TestRuleRefJSONShapes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := `["a","b",{"id":"c","inline":{"target_version":"v2","weight":10}}]`; string(out) != want {
+	if want := `["a",{"id":"b"},{"id":"c","inline":{"target_version":"v2","weight":10}}]`; string(out) != want {
 		t.Fatalf("wrote %s, want %s", out, want)
 	}
 	for _, bad := range []string{`[1]`, `[{"id": "x", "inline": {"colour": "red"}}]`} {

@@ -9,32 +9,41 @@ import (
 	"github.com/sluicegw/sluice/rulestore"
 )
 
-// The directive's own options are called at their line and listed, in
-// table order, after the selection's lines when a line is unknown.
+// A list directive's own options are called at their line and listed, in table order, after
+// the selection's lines when a line is unknown.
 func TestListDirectiveOptionsAndChecks(t *testing.T) {
 	var got string
-	dir := ListDirective{Name: "grayroute", Kind: rulestore.Gray, Inline: "gray",
+	dir := Directive{Name: "grayroute", Kind: rulestore.Gray, List: "gray", ListOnly: true, ListNeedsID: true,
 		Options: []Option{{Name: "header", Parse: func(d *caddyfile.Dispenser) error {
 			d.NextArg()
 			got = d.Val()
 			return nil
 		}}}}
-	parse := func(src string) (*ParsedList, error) {
+	parse := func(src string) (*Parsed, error) {
 		return dir.ParseCaddyfile(caddyfile.NewTestDispenser(src))
 	}
 	p, err := parse("grayroute a {\n rule b c\n header X-V\n}")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(p.Rules) != 3 || p.Rules[2].ID != "c" || len(p.Refs) != 3 || got != "X-V" {
-		t.Fatalf("rules %+v refs %d header %q", p.Rules, len(p.Refs), got)
+	sel, err := ToSelection[*rulestore.GraySpec](p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, r := range sel.Rules {
+		ids = append(ids, r.ID)
+	}
+	if strings.Join(ids, " ") != "a b c" || len(p.Refs) != 3 || got != "X-V" {
+		t.Fatalf("rules %v refs %d header %q", ids, len(p.Refs), got)
 	}
 	for src, want := range map[string]string{
-		"grayroute {\n colour red\n}":        "(want rule, route, gray, header), at Testfile:2",
-		"grayroute a {\n route r\n}":         "grayroute: give either a route or rules, not both",
-		"grayroute":                          "grayroute: no gray rules: give rule ids, inline gray rules or a route",
-		"grayroute a {\n rule b a\n}":        `grayroute: gray rule "a" listed twice, at Testfile:2`,
-		"grayroute {\n route r\n route s\n}": "grayroute: route given twice, at Testfile:3",
+		"grayroute {\n colour red\n}":                      "(want rule, route, gray, header, on_missing_rule), at Testfile:2",
+		"grayroute a {\n route r\n}":                       "grayroute: give either a route or rules, not both",
+		"grayroute":                                        "grayroute: no gray rules: give rule ids, inline gray rules or a route",
+		"grayroute a {\n rule b a\n}":                      `grayroute: gray rule "a" listed twice, at Testfile:2`,
+		"grayroute {\n route r\n route s\n}":               "grayroute: route given twice, at Testfile:3",
+		"grayroute {\n gray {\n  target_version v2\n }\n}": "grayroute: gray needs a rule id",
 	} {
 		if _, err := parse(src); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: error %v, want %q", src, err, want)
