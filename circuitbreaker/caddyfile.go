@@ -5,18 +5,16 @@ import (
 	"strings"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/sluicegw/sluice/internal/handlerkit"
 	"github.com/sluicegw/sluice/rulestore"
 )
 
 // ParseCaddyfile parses the circuitbreaker directive.
-func ParseCaddyfile(hp httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
-	h := new(Handler)
-	return handlerkit.ParseDirective(hp, "circuitbreaker", h, &h.adapted)
-}
+var ParseCaddyfile = handlerkit.Parser[Handler]("circuitbreaker")
+
+// Adapting is what the handler keeps while its Caddyfile block is adapted.
+func (h *Handler) Adapting() *handlerkit.Adapted { return &h.adapted }
 
 // UnmarshalCaddyfile reads:
 //
@@ -48,7 +46,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		return err
 	}
 	h.adapted.Take(p)
-	src, err := handlerkit.ToRuleSource[*rulestore.CircuitBreakerSpec](p)
-	h.Rule, h.Route, h.Inline, h.OnMissingRule = src.Rule, src.Route, src.Inline, src.OnMissingRule
+	sel, err := handlerkit.ToSelection[*rulestore.CircuitBreakerSpec](p)
+	h.Rule, h.Route, h.Inline, h.OnMissingRule = sel.Rule, sel.Route, sel.Inline, sel.OnMissingRule
 	return err
 }

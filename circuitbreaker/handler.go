@@ -77,10 +77,7 @@ func init() {
 
 // CaddyModule returns the Caddy module information.
 func (*Handler) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{
-		ID:  "http.handlers.circuitbreaker",
-		New: func() caddy.Module { return new(Handler) },
-	}
+	return handlerkit.ModuleInfo[Handler]("http.handlers.circuitbreaker")
 }
 
 // Provision loads the rule store, parses an inline rule and registers the
@@ -95,22 +92,16 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := h.Validate(); err != nil {
 		return err
 	}
-	src := h.source()
-	if err := src.Require(store, rulestore.CircuitBreaker, "circuitbreaker"); err != nil {
+	sel := h.selection()
+	chosen, err := sel.Provision(store, rulestore.CircuitBreaker, "circuitbreaker",
+		func(b *rulestore.RouteBinding) []string { return nonEmpty(b.CircuitBreaker) })
+	if err != nil {
 		return err
 	}
-	if src.HasInline() {
-		id, err := src.StateID(store, rulestore.CircuitBreaker, "circuitbreaker")
-		if err != nil {
-			return err
-		}
-		v, err := src.ParseInline(store, rulestore.CircuitBreaker, "circuitbreaker", id)
-		if err != nil {
-			return err
-		}
-		h.inline = v.(*Rule)
+	if chosen.Inline != nil {
+		h.inline = chosen.Inline.Rule.(*Rule)
 	} else {
-		h.sel = handlerkit.NewSelector[*Rule](store, rulestore.CircuitBreaker, src,
+		h.sel = handlerkit.NewSelector[*Rule](store, rulestore.CircuitBreaker, sel,
 			func(b *rulestore.RouteBinding) string { return b.CircuitBreaker },
 			func(string) struct{} { return struct{}{} })
 	}
@@ -129,13 +120,24 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	return nil
 }
 
-// Validate checks that exactly one rule source is given, well formed.
-func (h *Handler) Validate() error { return h.source().Validate("circuitbreaker") }
+// nonEmpty is id as a list: none when "".
+func nonEmpty(id string) []string {
+	if id == "" {
+		return nil
+	}
+	return []string{id}
+}
 
-// source hands Rule, Route, Inline and OnMissingRule to the helpers the
-// handlers share.
-func (h *Handler) source() *handlerkit.RuleSource[*rulestore.CircuitBreakerSpec] {
-	return handlerkit.NewRuleSource(h.Rule, h.Route, h.Inline, h.OnMissingRule)
+// Validate checks that exactly one rule source is given, well formed.
+func (h *Handler) Validate() error {
+	return h.selection().Validate("circuitbreaker", rulestore.CircuitBreaker)
+}
+
+// selection hands Rule, Route, Inline and OnMissingRule to the rule
+// selection the handlers share.
+func (h *Handler) selection() *handlerkit.Selection[*rulestore.CircuitBreakerSpec] {
+	return &handlerkit.Selection[*rulestore.CircuitBreakerSpec]{Rule: h.Rule, Route: h.Route, Inline: h.Inline,
+		OnMissing: handlerkit.OnMissing{OnMissingRule: h.OnMissingRule}}
 }
 
 // ruleID is the id of the rule in force, if it is known at provision time.

@@ -11,11 +11,7 @@ import (
 	"github.com/sluicegw/sluice/rulestore/syntax"
 )
 
-func init() {
-	rulestore.RegisterParser(rulestore.CircuitBreaker, func(id string, f rulestore.Fields) (any, error) {
-		return ParseRule(id, f)
-	})
-}
+func init() { handlerkit.RegisterParser(rulestore.CircuitBreaker, ParseRule) }
 
 // Rule is a validated circuit_breaker rule. Its fields have the same names
 // in the Caddyfile, in JSON and in the Redis hash circuit_breaker:rule:<id>.

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sluicegw/sluice/ratelimit"
 )
 
 // quotaCommand is `quota <rule> <key> [--json]`: GET
@@ -66,27 +68,6 @@ func quotaValues(c *cobra.Command) (url.Values, error) {
 	return v, nil
 }
 
-// quotaUsage mirrors ratelimit.QuotaUsage.
-type quotaUsage struct {
-	Rule         string    `json:"rule"`
-	Key          string    `json:"key"`
-	Scope        string    `json:"scope"`
-	Type         string    `json:"type"`
-	Override     bool      `json:"override"`
-	Limit        float64   `json:"limit"`
-	Used         float64   `json:"used"`
-	Remaining    int64     `json:"remaining"`
-	Debt         float64   `json:"debt"`
-	ResetSeconds float64   `json:"reset_seconds"`
-	Reset        time.Time `json:"reset"`
-	Period       string    `json:"period"`
-	Tracked      bool      `json:"tracked"`
-	Source       string    `json:"source"`
-	Given        string    `json:"given"`
-	LookedUp     string    `json:"looked_up"`
-	Note         string    `json:"note"`
-}
-
 func quotaPath(rule, key string) string {
 	return "/sluice/quota/" + url.PathEscape(rule) + "/" + url.PathEscape(key)
 }
@@ -112,11 +93,11 @@ func quota(c *cobra.Command, rule, key string) error {
 	if js, _ := c.Flags().GetBool("json"); js {
 		return print(c, body)
 	}
-	var u quotaUsage
+	u := ratelimit.QuotaAnswer{QuotaUsage: new(ratelimit.QuotaUsage)}
 	if err := json.Unmarshal(body, &u); err != nil {
 		return err
 	}
-	fmt.Fprintln(c.OutOrStdout(), quotaLine(u))
+	fmt.Fprintln(c.OutOrStdout(), quotaLine(u.QuotaUsage))
 	if u.Key != u.Given {
 		fmt.Fprintf(c.OutOrStdout(), "looked up %s: %s (given %s)\n", u.Key, u.LookedUp, u.Given)
 	}
@@ -129,7 +110,7 @@ func quota(c *cobra.Command, rule, key string) error {
 // quotaLine is the answer as one line:
 //
 //	order_api user:alice  token_bucket local  limit 5  used 3  remaining 2  debt 0  reset in 50m0s (2026-12-03T05:00:00Z)  from memory
-func quotaLine(u quotaUsage) string {
+func quotaLine(u *ratelimit.QuotaUsage) string {
 	typ := u.Type
 	if u.Period != "" {
 		typ += "/" + u.Period

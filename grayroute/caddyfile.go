@@ -2,8 +2,6 @@ package grayroute
 
 import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/sluicegw/sluice/internal/handlerkit"
 	"github.com/sluicegw/sluice/rulestore"
@@ -19,43 +17,28 @@ import (
 //		default_version <version>
 //		header          <name>|off
 //	}]
-func ParseCaddyfile(hp httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
-	h := new(Handler)
-	return handlerkit.ParseDirective(hp, "grayroute", h, &h.adapted)
-}
+var ParseCaddyfile = handlerkit.Parser[Handler]("grayroute")
+
+// Adapting is what the handler keeps while its Caddyfile block is adapted.
+func (h *Handler) Adapting() *handlerkit.Adapted { return &h.adapted }
 
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens; the rule
 // list is handlerkit's, the options grayroute's own.
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	dir := handlerkit.ListDirective{Name: "grayroute", Kind: rulestore.Gray, Inline: "gray",
+	dir := handlerkit.Directive{Name: "grayroute", Kind: rulestore.Gray, List: "gray", ListOnly: true, ListNeedsID: true,
 		RefFields: map[string]rulestore.Kind{"fallback_on_open": rulestore.CircuitBreaker},
 		Options: []handlerkit.Option{
 			{Name: "default_version", Parse: h.parseDefaultVersion},
 			{Name: "header", Parse: h.parseHeader},
-			{Name: "on_missing_rule", Parse: func(d *caddyfile.Dispenser) error {
-				var o handlerkit.OnMissing
-				err := handlerkit.ParseOnMissing(d, "grayroute", &o)
-				h.OnMissingRule = o.OnMissingRule
-				return err
-			}},
 		}}
 	p, err := dir.ParseCaddyfile(d)
 	if err != nil {
 		return err
 	}
-	h.Route, h.adapted.Refs = p.Route, p.Refs
-	for _, r := range p.Rules {
-		ref := RuleRef{ID: r.ID}
-		if r.Inline != nil {
-			s, err := rulestore.SpecFromFields(rulestore.Gray, r.Inline)
-			if err != nil {
-				return d.Errf("grayroute: inline gray rule %q: %v", r.ID, err)
-			}
-			ref.Inline = s.(*rulestore.GraySpec)
-		}
-		h.Rules = append(h.Rules, ref)
-	}
-	return nil
+	h.adapted.Take(p)
+	sel, err := handlerkit.ToSelection[*rulestore.GraySpec](p)
+	h.Rules, h.Route, h.OnMissingRule = sel.Rules, sel.Route, sel.OnMissingRule
+	return err
 }
 
 func (h *Handler) parseDefaultVersion(d *caddyfile.Dispenser) error {

@@ -56,22 +56,15 @@ type Handler struct {
 	defaultCtr *metrickit.Counter
 	now        func() time.Time
 	isOpen     func(ruleID, key string) bool
-	hub        *analysisHub       // canary analysis (analysis_hub.go)
-	adapted    handlerkit.Adapted // while the Caddyfile is adapted
-	handles    ruleHandles        // the rules, held (handles.go)
+	hub        *analysisHub                                     // canary analysis (analysis_hub.go)
+	adapted    handlerkit.Adapted                               // while the Caddyfile is adapted
+	rules      *handlerkit.RuleList[*Rule, struct{}, heldRules] // handles.go
 }
 
-// RuleRef is one entry of a handler's rule list.
-type RuleRef struct {
-	// ID is the gray rule's id: a rule of the rule store, or the name of
-	// the Inline rule.
-	ID string `json:"id"`
-	// Inline declares the rule here, a local rule, with the rule store's
-	// field names (values typed, or strings in the Redis syntax). A rule
-	// of the same id in the rule store (from Redis) replaces it while it
-	// exists.
-	Inline *rulestore.GraySpec `json:"inline,omitempty"`
-}
+// RuleRef is one entry of a handler's rule list: the id of a gray rule of
+// the rule store, or an inline rule with its id. A rule of the same id in
+// the rule store (from Redis) replaces an inline one while it exists.
+type RuleRef = handlerkit.RuleRef[*rulestore.GraySpec]
 
 func init() {
 	caddy.RegisterModule(new(Handler))
@@ -79,10 +72,7 @@ func init() {
 
 // CaddyModule returns the Caddy module information.
 func (*Handler) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{
-		ID:  "http.handlers.grayroute",
-		New: func() caddy.Module { return new(Handler) },
-	}
+	return handlerkit.ModuleInfo[Handler]("http.handlers.grayroute")
 }
 
 // Provision resolves the rule store, parses inline rules and registers metrics.
@@ -125,16 +115,16 @@ func (h *Handler) setup(store *rulestore.App, reg *prometheus.Registry, logger *
 	}
 	h.noMatch = newDecision(h.DefaultVersion, "")
 
-	inline, err := handlerkit.ProvisionList(store, rulestore.Gray, h.listRefs(), h.Route,
+	chosen, err := h.selection().Provision(store, rulestore.Gray, "grayroute",
 		func(b *rulestore.RouteBinding) []string { return b.Gray })
 	if err != nil {
 		return err
 	}
-	h.inline = make([]*Rule, len(inline))
-	for i, v := range inline {
-		if v != nil {
-			h.inline[i] = v.(*Rule)
-			h.inlineIDs = append(h.inlineIDs, h.inline[i].ID)
+	h.inline = make([]*Rule, len(chosen.List))
+	for i, c := range chosen.List {
+		if c.Rule != nil {
+			h.inline[i] = c.Rule.(*Rule)
+			h.inlineIDs = append(h.inlineIDs, c.ID)
 		}
 	}
 	metrics.inline.hold(h.inlineIDs)
@@ -155,19 +145,14 @@ func (h *Handler) Validate() error {
 	if h.Header != "off" && !syntax.ValidHeaderName(h.Header) {
 		return fmt.Errorf("header: %q is not a valid header name", h.Header)
 	}
-	if err := (handlerkit.OnMissing{OnMissingRule: h.OnMissingRule}).Validate("grayroute"); err != nil {
-		return err
-	}
-	return handlerkit.ValidateList(rulestore.Gray, h.Route, h.listRefs())
+	return h.selection().Validate("grayroute", rulestore.Gray)
 }
 
-// listRefs are Rules as handlerkit's rule list.
-func (h *Handler) listRefs() []handlerkit.ListRef {
-	refs := make([]handlerkit.ListRef, len(h.Rules))
-	for i, r := range h.Rules {
-		refs[i] = handlerkit.ListRef{ID: r.ID, Inline: rulestore.SpecFields(r.Inline)}
-	}
-	return refs
+// selection hands Rules, Route and OnMissingRule to the rule selection the
+// handlers share.
+func (h *Handler) selection() *handlerkit.Selection[*rulestore.GraySpec] {
+	return &handlerkit.Selection[*rulestore.GraySpec]{Rules: h.Rules, Route: h.Route,
+		OnMissing: handlerkit.OnMissing{OnMissingRule: h.OnMissingRule}}
 }
 
 // ServeHTTP decides the version, hands it over and calls the next handler.

@@ -1,58 +1,23 @@
 package grayroute
 
 import (
-	"sync/atomic"
-
 	"github.com/sluicegw/sluice/internal/handlerkit"
 	"github.com/sluicegw/sluice/rulestore"
 )
 
-// ruleHandles are a handler's rules held as store handles, resolved once at
-// setup (and, for a route, once per binding version), so a decision reads
-// each rule without a map lookup; rulestore.Handle re-resolves on a new
-// layer.
-type ruleHandles struct {
-	list  []*rulestore.Handle // parallel to Rules
-	route *rulestore.Handle   // the route binding, with Route
-	// bound: the handles of the binding's gray list, for the binding
-	// version they were made for.
-	bound atomic.Pointer[boundRules]
-	held  handlerkit.ByChanges[heldRules] // what they answer now (current)
-}
-
-type boundRules struct {
-	binding *rulestore.RouteBinding
-	list    []*rulestore.Handle
-}
-
+// holdRules prepares the rule list: every rule by its handle, resolved
+// once at setup (and, for a route, once per binding version), so a
+// decision reads each rule without a map lookup, an inline rule beside its
+// handle (the store's rule of its id replaces it while it exists).
 func (h *Handler) holdRules() {
-	h.handles.list = make([]*rulestore.Handle, len(h.Rules))
+	var fixed []handlerkit.Entry[*Rule, struct{}]
 	for i, ref := range h.Rules {
-		h.handles.list[i] = h.store.UseHandle(rulestore.Gray, ref.ID)
+		fixed = append(fixed, handlerkit.Entry[*Rule, struct{}]{ID: ref.ID,
+			Handle: h.store.UseHandle(rulestore.Gray, ref.ID), Inline: h.inline[i]})
 	}
-	if h.Route != "" {
-		h.handles.route = h.store.UseHandle(rulestore.Binding, h.Route)
-	}
-	h.handles.held.Init(h.store, h.resolveRules)
-}
-
-// routeRules returns the handles of the route's gray list, or false when
-// the binding is missing.
-func (h *Handler) routeRules() ([]*rulestore.Handle, bool) {
-	r := h.handles.route.Rule()
-	if r == nil {
-		return nil, false
-	}
-	b := r.Value.(*rulestore.RouteBinding)
-	if cur := h.handles.bound.Load(); cur != nil && cur.binding == b {
-		return cur.list, true
-	}
-	next := &boundRules{binding: b, list: make([]*rulestore.Handle, len(b.Gray))}
-	for i, id := range b.Gray {
-		next.list[i] = h.store.Handle(rulestore.Gray, id)
-	}
-	h.handles.bound.Store(next)
-	return next.list, true
+	h.rules = handlerkit.NewRuleList(h.store, rulestore.Gray, fixed, h.Route,
+		func(b *rulestore.RouteBinding) []string { return b.Gray },
+		func(string) struct{} { return struct{}{} }, heldOf)
 }
 
 // heldRules are the rules a decision tries, as the handles answer while
@@ -88,29 +53,19 @@ type heldRule struct {
 }
 
 // current returns the rules as the store holds them now.
-func (h *Handler) current() *heldRules { return h.handles.held.Get() }
+func (h *Handler) current() *heldRules { return h.rules.Current() }
 
-// resolveRules reads the handles: the rules until the store changes.
-func (h *Handler) resolveRules() heldRules {
-	var next heldRules
-	if h.Route != "" {
-		list, ok := h.routeRules()
-		next.noBinding = !ok
-		for _, hd := range list {
-			next.add(hd, nil)
-		}
-	} else {
-		for i, hd := range h.handles.list {
-			next.add(hd, h.inline[i])
-		}
-	}
-	if next.noBinding {
-		next.missing = missingRule{rulestore.Binding, h.Route}
+// heldOf is the resolved list as a decision reads it.
+func heldOf(res *handlerkit.Resolved[*Rule, struct{}]) heldRules {
+	next := heldRules{noBinding: res.MissingKind == rulestore.Binding && res.Missing != ""}
+	if res.Missing != "" {
+		next.missing = missingRule{res.MissingKind, res.Missing}
 	}
 	first := true
-	for _, e := range next.list {
-		if e.rule == nil && next.missing.id == "" {
-			next.missing = missingRule{rulestore.Gray, e.id}
+	for _, m := range res.Members {
+		e := heldRule{rule: m.Rule, id: m.ID}
+		if g := e.rule; g != nil && g.Tag != "" {
+			e.tag = tagCheck{bit: g.tagBit, src: g.Source}
 		}
 		if e.rule != nil && first {
 			next.readFirst, first = e.tag.bit != 0, false
@@ -118,20 +73,9 @@ func (h *Handler) resolveRules() heldRules {
 		if e.tag.bit != 0 {
 			next.tagged++
 		}
+		next.list = append(next.list, e)
 	}
 	return next
-}
-
-// add appends a handle's current rule: the store's, else the inline one.
-func (l *heldRules) add(hd *rulestore.Handle, inline *Rule) {
-	e := heldRule{rule: inline, id: hd.ID()}
-	if r := hd.Rule(); r != nil {
-		e.rule = r.Value.(*Rule)
-	}
-	if g := e.rule; g != nil && g.Tag != "" {
-		e.tag = tagCheck{bit: g.tagBit, src: g.Source}
-	}
-	l.list = append(l.list, e)
 }
 
 // tagCheck is a rule's tag as the presence mask reads it; bit 0: no tag.

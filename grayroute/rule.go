@@ -10,11 +10,7 @@ import (
 	"github.com/sluicegw/sluice/rulestore"
 )
 
-func init() {
-	rulestore.RegisterParser(rulestore.Gray, func(id string, f rulestore.Fields) (any, error) {
-		return ParseRule(id, f)
-	})
-}
+func init() { handlerkit.RegisterParser(rulestore.Gray, ParseRule) }
 
 // DefaultHashKey buckets by the X-User-Id header, else the client IP.
 const DefaultHashKey = "userId"

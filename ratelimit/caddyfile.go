@@ -52,9 +52,9 @@ func (h *Handler) checkClusterHasRedis(hp httpcaddyfile.Helper) error {
 			return rulestore.ErrAt(h.listToks.scopes[i], "ratelimit: %s", errClusterNeedsRedis)
 		}
 	}
-	for i, id := range h.Rules {
-		if cluster(declared.Fields(rulestore.RateLimit, id)) {
-			return rulestore.ErrAt(h.listToks.rules[i], "ratelimit rule %s: %s", id, errClusterNeedsRedis)
+	for i, ref := range h.Rules {
+		if cluster(declared.Fields(rulestore.RateLimit, ref.ID)) {
+			return rulestore.ErrAt(h.listToks.rules[i], "ratelimit rule %s: %s", ref.ID, errClusterNeedsRedis)
 		}
 	}
 	return nil
@@ -68,15 +68,12 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	}
 	h.adapted.Take(p)
 	h.ruleTok, h.scopeTok = p.RuleTok, p.Lines["scope"]
-	src, err := handlerkit.ToRuleSource[*rulestore.RateLimitSpec](p)
+	sel, err := handlerkit.ToSelection[*rulestore.RateLimitSpec](p)
 	if err != nil {
 		return err
 	}
-	h.Rule, h.Route, h.Inline, h.OnMissingRule = src.Rule, src.Route, src.Inline, src.OnMissingRule
-	h.Rules, h.listToks.rules = p.Rules, p.RuleToks
-	if h.Inlines, err = handlerkit.ToSpecs[*rulestore.RateLimitSpec](p); err != nil {
-		return err
-	}
+	h.Rule, h.Route, h.Inline, h.OnMissingRule = sel.Rule, sel.Route, sel.Inline, sel.OnMissingRule
+	h.Rules, h.Inlines, h.listToks.rules = sel.Rules, sel.Inlines, p.RuleToks
 	for _, b := range p.Inlines {
 		tok, ok := b.Lines["scope"]
 		if !ok {

@@ -41,10 +41,12 @@ type Handler struct {
 	// binding does not exist, requests go on unchecked and it is warned
 	// about) or refuse (503 Service Unavailable until it exists).
 	OnMissingRule string `json:"on_missing_rule,omitempty"`
-	// Rules are several rule ids of the rule store: a request passes only
-	// when every one admits it, decided in order, Rules before Inlines.
-	// Not with rule, route or inline.
-	Rules []string `json:"rules,omitempty"`
+	// Rules are several rules: a request passes only when every one
+	// admits it, decided in order, Rules before Inlines. Each is the id of
+	// a rule of the rule store ("per_second"), or an inline rule with its
+	// id ({"id": "search", "inline": {...}}). Not with rule, route or
+	// inline.
+	Rules []handlerkit.RuleRef[*rulestore.RateLimitSpec] `json:"rules,omitempty"`
 	// Inlines are several rules declared in place, each like Inline,
 	// decided after Rules. Not with rule, route or inline.
 	Inlines []*rulestore.RateLimitSpec `json:"inlines,omitempty"`
@@ -71,10 +73,7 @@ func init() {
 
 // CaddyModule returns the Caddy module information.
 func (*Handler) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{
-		ID:  "http.handlers.ratelimit",
-		New: func() caddy.Module { return new(Handler) },
-	}
+	return handlerkit.ModuleInfo[Handler]("http.handlers.ratelimit")
 }
 
 // Provision loads the rule store and this handler's limiter.
@@ -93,17 +92,20 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	h.holder = limiters.Holder(func(id string) *limiter { return newLimiter(id, nil) })
-	if err := h.source().Require(app, rulestore.RateLimit, "ratelimit"); err != nil {
+	chosen, err := h.selection().Provision(app, rulestore.RateLimit, "ratelimit",
+		func(b *rulestore.RouteBinding) []string { return b.RateLimits })
+	if err != nil {
 		return err
 	}
-	if len(h.Rules)+len(h.Inlines) > 0 {
-		return h.provisionList()
-	}
 	switch {
+	case chosen.List != nil:
+		return h.provisionList(chosen.List)
 	case h.Rule != "":
 		if err := h.needsRedis(h.Rule); err != nil {
 			return err
 		}
+		h.sel = handlerkit.NewSelector[*Rule](app, rulestore.RateLimit, h.selection(),
+			func(b *rulestore.RouteBinding) string { return b.RateLimit }, h.limFor)
 	case h.Route != "":
 		if b := app.Route(h.Route); b != nil {
 			for _, id := range b.RateLimits {
@@ -113,33 +115,16 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 			}
 		}
 		h.list = h.newRuleList(nil)
-		return nil
 	default:
-		id, err := h.source().StateID(app, rulestore.RateLimit, "ratelimit")
-		if err != nil {
-			return err
-		}
-		v, err := h.source().ParseInline(app, rulestore.RateLimit, "ratelimit", id)
-		if err != nil {
-			return err
-		}
-		r := v.(*Rule)
+		c := chosen.Inline
+		r := c.Rule.(*Rule)
 		if r.Cluster() && app.Client() == nil {
 			return errors.New("inline rate_limit rule: " + errClusterNeedsRedis)
 		}
-		_, f := h.source().InlineRule()
-		h.fixed = h.holder.Get(id)
-		h.inline = h.fixed.intern(r, f.Digest())
+		h.fixed = h.holder.Get(c.ID)
+		h.inline = h.fixed.intern(r, c.Digest)
 		h.fixed.setBackend(app, h.logger)
-		return nil
 	}
-	h.sel = handlerkit.NewSelector[*Rule](app, rulestore.RateLimit, h.source(),
-		func(b *rulestore.RouteBinding) string { return b.RateLimit },
-		func(id string) *limiter {
-			lim := h.holder.Get(id)
-			lim.setBackend(app, h.logger)
-			return lim
-		})
 	return nil
 }
 
@@ -157,18 +142,15 @@ func (h *Handler) needsRedis(id string) error {
 	return nil
 }
 
-// Validate checks that exactly one rule source is given.
-func (h *Handler) Validate() error {
-	if len(h.Rules)+len(h.Inlines) > 0 {
-		return h.validateList()
-	}
-	return h.source().Validate("ratelimit")
-}
+// Validate checks that exactly one rule source, or a list of rules, is
+// given.
+func (h *Handler) Validate() error { return h.selection().Validate("ratelimit", rulestore.RateLimit) }
 
-// source hands Rule, Route, Inline and OnMissingRule to the helpers the
+// selection hands the handler's rule fields to the rule selection the
 // handlers share.
-func (h *Handler) source() *handlerkit.RuleSource[*rulestore.RateLimitSpec] {
-	return handlerkit.NewRuleSource(h.Rule, h.Route, h.Inline, h.OnMissingRule)
+func (h *Handler) selection() *handlerkit.Selection[*rulestore.RateLimitSpec] {
+	return &handlerkit.Selection[*rulestore.RateLimitSpec]{Rule: h.Rule, Route: h.Route, Inline: h.Inline,
+		Rules: h.Rules, Inlines: h.Inlines, OnMissing: handlerkit.OnMissing{OnMissingRule: h.OnMissingRule}}
 }
 
 // Cleanup drops this handler's hold on the shared limiters.

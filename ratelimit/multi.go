@@ -2,9 +2,9 @@ package ratelimit
 
 import (
 	"fmt"
-	"sync/atomic"
 	"time"
 
+	"github.com/sluicegw/sluice/internal/handlerkit"
 	"github.com/sluicegw/sluice/rulestore"
 )
 
@@ -19,19 +19,9 @@ type member struct {
 	lim  *limiter
 }
 
-// listed is one entry of a handler's list: a rule of the store (by its
-// handle) or an inline rule.
-type listed struct {
-	id     string
-	h      *rulestore.Handle // nil for an inline rule
-	lim    *limiter
-	inline *Rule
-}
-
-// ruleSet is what ruleList answered at one count of store changes; never
-// changed once stored, so requests share it without a lock.
+// ruleSet is the handler's view of its rule list at one count of store
+// changes; never changed once made, so requests share it without a lock.
 type ruleSet struct {
-	changes uint64
 	members []member // the rules present, in the list's order
 	// missing: the first rule (or the route binding) missing, warned about
 	// per request; its id is "" when none is.
@@ -48,33 +38,17 @@ type ruleSet struct {
 	policies string
 }
 
-// ruleList is the rule list of a handler with Rules/Inlines or a Route.
+// ruleList is the rule list of a handler with Rules/Inlines or a Route,
+// resolved by handlerkit.RuleList.
 type ruleList struct {
+	*handlerkit.RuleList[*Rule, *limiter, ruleSet]
 	app    *rulestore.App
-	refuse bool     // on_missing_rule refuse
-	fixed  []listed // Rules then Inlines; nil for a route
-	route  string
-	routeH *rulestore.Handle
-	limFor func(id string) *limiter
-	bound  atomic.Pointer[boundList] // the route binding's list, resolved
-	held   atomic.Pointer[ruleSet]
+	refuse bool // on_missing_rule refuse
 }
 
-// boundList is a route binding's rate_limit list as handles and limiters.
-type boundList struct {
-	b    *rulestore.RouteBinding
-	list []listed
-}
-
-// current returns the rules in force, re-reading the handles only when
-// the store changed since the last answer.
+// current returns the rules in force, warning about a missing one.
 func (l *ruleList) current() *ruleSet {
-	n := l.app.Changes() // before the handles: a change after this is re-read next time
-	s := l.held.Load()
-	if s == nil || s.changes != n {
-		s = l.resolve(n)
-		l.held.Store(s)
-	}
+	s := l.Current()
 	if s.missing != "" {
 		if l.refuse {
 			l.app.WarnMissingRefused(s.missingKind, s.missing)
@@ -85,31 +59,17 @@ func (l *ruleList) current() *ruleSet {
 	return s
 }
 
-// resolve reads the handles: the answer at count n of store changes.
-func (l *ruleList) resolve(n uint64) *ruleSet {
-	s := &ruleSet{changes: n}
-	list := l.fixed
-	if l.routeH != nil {
-		var ok bool
-		if list, ok = l.routeList(); !ok {
-			s.missingKind, s.missing = rulestore.Binding, l.route
-			return s
+// setOf is the resolved list as the handler decides it: the rules present,
+// marked as listed when there are several.
+func setOf(res *handlerkit.Resolved[*Rule, *limiter]) ruleSet {
+	s := ruleSet{missingKind: res.MissingKind, missing: res.Missing}
+	for _, m := range res.Members {
+		if len(res.Members) > 1 {
+			m.State.listed.Store(true)
 		}
-	}
-	for _, e := range list {
-		r := e.inline
-		if e.h != nil {
-			if rr := e.h.Rule(); rr != nil {
-				r = rr.Value.(*Rule)
-			}
+		if m.Rule != nil {
+			s.members = append(s.members, member{rule: m.Rule, lim: m.State})
 		}
-		if r == nil {
-			if s.missing == "" {
-				s.missingKind, s.missing = rulestore.RateLimit, e.id
-			}
-			continue
-		}
-		s.members = append(s.members, member{rule: r, lim: e.lim})
 	}
 	if len(s.members) > 1 {
 		s.policies = staticPolicies(s.members)
@@ -123,28 +83,6 @@ func (l *ruleList) resolve(n uint64) *ruleSet {
 		}
 	}
 	return s
-}
-
-// routeList returns the route binding's list, or false when the binding
-// is missing.
-func (l *ruleList) routeList() ([]listed, bool) {
-	rr := l.routeH.Rule()
-	if rr == nil {
-		return nil, false
-	}
-	b := rr.Value.(*rulestore.RouteBinding)
-	if cur := l.bound.Load(); cur != nil && cur.b == b {
-		return cur.list, true
-	}
-	next := &boundList{b: b, list: make([]listed, len(b.RateLimits))}
-	for i, id := range b.RateLimits {
-		next.list[i] = listed{id: id, h: l.app.Handle(rulestore.RateLimit, id), lim: l.limFor(id)}
-		if len(b.RateLimits) > 1 {
-			next.list[i].lim.listed.Store(true)
-		}
-	}
-	l.bound.Store(next)
-	return next.list, true
 }
 
 // listedRecheck is how long a cluster engine keeps refusing a key of a

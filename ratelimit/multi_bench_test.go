@@ -8,7 +8,9 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/sluicegw/sluice/internal/handlerkit"
 	"github.com/sluicegw/sluice/internal/testcaddy"
+	"github.com/sluicegw/sluice/rulestore"
 )
 
 // BenchmarkServeHTTPSeveral is BenchmarkServeHTTP's rule=store case with
@@ -24,7 +26,7 @@ func BenchmarkServeHTTPSeveral(b *testing.B) {
 		b.Fatal(err)
 	}
 	testcaddy.RunJSON(b, cfg)
-	h := &Handler{Rules: []string{"bench_m1", "bench_m2"}}
+	h := &Handler{Rules: handlerkit.Refs[*rulestore.RateLimitSpec]("bench_m1", "bench_m2")}
 	if err := h.Provision(caddy.ActiveContext()); err != nil {
 		b.Fatal(err)
 	}

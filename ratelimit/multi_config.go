@@ -1,7 +1,6 @@
 package ratelimit
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -19,15 +18,18 @@ type listTokens struct {
 // singleList turns a list of one rule into the single-rule form (rule or
 // inline), which takes the one-rule path.
 func (h *Handler) singleList() {
-	if h.Rule != "" || h.Route != "" || h.source().HasInline() {
+	if h.Rule != "" || h.Route != "" || rulestore.SpecFields(h.Inline) != nil {
 		return
 	}
 	switch {
-	case len(h.Rules) == 1 && len(h.Inlines) == 0:
-		h.Rule, h.Rules = h.Rules[0], nil
+	case len(h.Rules) == 1 && len(h.Inlines) == 0 && !h.Rules[0].HasInline():
+		h.Rule, h.Rules = h.Rules[0].ID, nil
 		if len(h.listToks.rules) == 1 {
 			h.ruleTok = h.listToks.rules[0]
 		}
+	case len(h.Rules) == 1 && len(h.Inlines) == 0:
+		s := *h.Rules[0].Inline
+		s.ID, h.Inline, h.Rules = h.Rules[0].ID, &s, nil
 	case len(h.Rules) == 0 && len(h.Inlines) == 1:
 		h.Inline, h.Inlines = h.Inlines[0], nil
 		if len(h.listToks.scopes) == 1 {
@@ -36,110 +38,56 @@ func (h *Handler) singleList() {
 	}
 }
 
-// inlineSource is inline rule s as a RuleSource, for its id and parsing.
-func inlineSource(s *rulestore.RateLimitSpec) *handlerkit.RuleSource[*rulestore.RateLimitSpec] {
-	return handlerkit.NewRuleSource("", "", s, "")
-}
-
-// validateList checks Rules and Inlines: well-formed ids, each rule listed
-// once, nothing mixed with rule, route or inline.
-func (h *Handler) validateList() error {
-	if h.Rule != "" || h.Route != "" || h.source().HasInline() {
-		return errors.New("ratelimit: rules and inlines cannot be mixed with rule, route or inline")
-	}
-	if err := h.source().OnMissing.Validate("ratelimit"); err != nil {
-		return err
-	}
-	seen := map[string]bool{}
-	for _, id := range h.Rules {
-		if err := rulestore.ValidID(id); err != nil {
-			return fmt.Errorf("ratelimit: rules: %w", err)
-		}
-		if seen[id] {
-			return fmt.Errorf("ratelimit: rate_limit rule %q listed twice", id)
-		}
-		seen[id] = true
-	}
-	for i, s := range h.Inlines {
-		b := inlineSource(s)
-		if !b.HasInline() {
-			return fmt.Errorf("ratelimit: inlines[%d] has no fields", i)
-		}
-		if err := b.Validate("ratelimit"); err != nil {
-			return err
-		}
-		id, _ := b.InlineRule()
-		if seen[id] {
-			return fmt.Errorf("ratelimit: rate_limit rule %q listed twice", id)
-		}
-		seen[id] = true
-	}
-	return nil
-}
-
-// provisionList prepares Rules and Inlines: each named rule must exist (or
-// can come from Redis), each inline rule parse; a cluster rule needs Redis
-// and none may shape traffic (multiFits).
-func (h *Handler) provisionList() error {
-	fixed := make([]listed, 0, len(h.Rules)+len(h.Inlines))
-	for _, id := range h.Rules {
-		if err := h.app.Require(rulestore.RateLimit, id); err != nil {
-			return fmt.Errorf("ratelimit: %w", err)
-		}
-		if err := h.needsRedis(id); err != nil {
-			return err
-		}
-		if rr := h.app.Lookup(rulestore.RateLimit, id); rr != nil {
-			if err := multiFits(rr.Value.(*Rule)); err != nil {
-				return fmt.Errorf("ratelimit: %w", err)
+// provisionList prepares the rules of Rules and Inlines (list, as
+// provisioned): a cluster rule needs Redis and none may shape traffic
+// (multiFits).
+func (h *Handler) provisionList(list []handlerkit.Choice) error {
+	fixed := make([]handlerkit.Entry[*Rule, *limiter], 0, len(list))
+	for _, c := range list {
+		if c.Rule == nil {
+			if err := h.needsRedis(c.ID); err != nil {
+				return err
 			}
+			if rr := h.app.Lookup(rulestore.RateLimit, c.ID); rr != nil {
+				if err := multiFits(rr.Value.(*Rule)); err != nil {
+					return fmt.Errorf("ratelimit: %w", err)
+				}
+			}
+			fixed = append(fixed, handlerkit.Entry[*Rule, *limiter]{ID: c.ID,
+				Handle: h.app.UseHandle(rulestore.RateLimit, c.ID), State: h.limFor(c.ID)})
+			continue
 		}
-		lim := h.holder.Get(id)
-		lim.setBackend(h.app, h.logger)
-		fixed = append(fixed, listed{id: id, h: h.app.UseHandle(rulestore.RateLimit, id), lim: lim})
-	}
-	for _, s := range h.Inlines {
-		b := inlineSource(s)
-		id, err := b.StateID(h.app, rulestore.RateLimit, "ratelimit")
-		if err != nil {
-			return err
-		}
-		v, err := b.ParseInline(h.app, rulestore.RateLimit, "ratelimit", id)
-		if err != nil {
-			return err
-		}
-		r := v.(*Rule)
+		r := c.Rule.(*Rule)
 		if r.Cluster() && h.app.Client() == nil {
-			return fmt.Errorf("inline rate_limit rule %q: %s", id, errClusterNeedsRedis)
+			return fmt.Errorf("inline rate_limit rule %q: %s", c.ID, errClusterNeedsRedis)
 		}
 		if err := multiFits(r); err != nil {
 			return fmt.Errorf("ratelimit: %w", err)
 		}
-		_, f := b.InlineRule()
-		lim := h.holder.Get(id)
-		r = lim.intern(r, f.Digest())
+		lim := h.holder.Get(c.ID)
+		r = lim.intern(r, c.Digest)
 		lim.setBackend(h.app, h.logger)
-		fixed = append(fixed, listed{id: id, lim: lim, inline: r})
+		fixed = append(fixed, handlerkit.Entry[*Rule, *limiter]{ID: c.ID, Inline: r, State: lim})
 	}
 	if len(fixed) > 1 {
 		for _, e := range fixed {
-			e.lim.listed.Store(true)
+			e.State.listed.Store(true)
 		}
 	}
 	h.list = h.newRuleList(fixed)
 	return nil
 }
 
+// limFor is the limiter of rule id, with its backend.
+func (h *Handler) limFor(id string) *limiter {
+	lim := h.holder.Get(id)
+	lim.setBackend(h.app, h.logger)
+	return lim
+}
+
 // newRuleList makes the rule list of Rules/Inlines (fixed) or of Route.
-func (h *Handler) newRuleList(fixed []listed) *ruleList {
-	l := &ruleList{app: h.app, refuse: h.source().Refuse(), fixed: fixed, route: h.Route,
-		limFor: func(id string) *limiter {
-			lim := h.holder.Get(id)
-			lim.setBackend(h.app, h.logger)
-			return lim
-		}}
-	if h.Route != "" {
-		l.routeH = h.app.UseHandle(rulestore.Binding, h.Route)
-	}
-	return l
+func (h *Handler) newRuleList(fixed []handlerkit.Entry[*Rule, *limiter]) *ruleList {
+	return &ruleList{app: h.app, refuse: h.OnMissingRule == handlerkit.MissingRefuse,
+		RuleList: handlerkit.NewRuleList(h.app, rulestore.RateLimit, fixed, h.Route,
+			func(b *rulestore.RouteBinding) []string { return b.RateLimits }, h.limFor, setOf)}
 }

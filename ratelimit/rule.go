@@ -14,11 +14,7 @@ import (
 	"github.com/sluicegw/sluice/rulestore/syntax"
 )
 
-func init() {
-	rulestore.RegisterParser(rulestore.RateLimit, func(id string, f rulestore.Fields) (any, error) {
-		return ParseRule(id, f)
-	})
-}
+func init() { handlerkit.RegisterParser(rulestore.RateLimit, ParseRule) }
 
 // LimitType is a rule's engine.
 type LimitType uint8

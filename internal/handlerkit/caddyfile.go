@@ -25,6 +25,25 @@ type Directive struct {
 	// `rule <id> <id>`): a list of rules that all apply (ratelimit).
 	// Without it, one rule (circuitbreaker).
 	List string
+	// ListOnly: the directive always applies a list (grayroute): rule ids
+	// and List blocks in the order written, a list of one included, ids
+	// also before a block; no rule fields directly in the block.
+	ListOnly bool
+	// ListNeedsID: a List block names its rule (`gray <id> { ... }`).
+	ListNeedsID bool
+	// RefFields are inline rule fields that name a rule of another kind,
+	// checked against the rulestore block like rule and route.
+	RefFields map[string]rulestore.Kind
+	// Options are a ListOnly directive's own block lines; their order is
+	// the "(want ...)" order of an unknown line.
+	Options []Option
+}
+
+// Option is one of a directive's own block lines. Parse is called with d
+// at the line's name and reads its arguments.
+type Option struct {
+	Name  string
+	Parse func(d *caddyfile.Dispenser) error
 }
 
 // Parsed is what a directive's block said, with the lines to point at.
@@ -41,7 +60,9 @@ type Parsed struct {
 	Rules    []string
 	RuleToks []caddyfile.Token
 	Inlines  []InlineBlock
+	order    []string // Rules and Inlines' ids, as written
 	kind     rulestore.Kind
+	listOnly bool
 }
 
 // Field sets an inline field at tok's line; several calls append with sep.
@@ -66,9 +87,12 @@ func (p *Parsed) Field(tok caddyfile.Token, name, value, sep string) {
 //
 // An inline rule is validated here, a bad field failing at its line.
 func (dir Directive) ParseCaddyfile(d *caddyfile.Dispenser) (*Parsed, error) {
-	p := &Parsed{Lines: map[string]caddyfile.Token{}, kind: dir.Kind}
+	p := &Parsed{Lines: map[string]caddyfile.Token{}, kind: dir.Kind, listOnly: dir.ListOnly}
 	d.Next() // directive name
 	p.Start = d.Token()
+	if dir.ListOnly {
+		return p, dir.parseList(d, p)
+	}
 	if d.NextArg() {
 		if err := p.name(d, dir, "rule", d.Val()); err != nil {
 			return nil, err
@@ -113,7 +137,7 @@ func (dir Directive) ParseCaddyfile(d *caddyfile.Dispenser) (*Parsed, error) {
 				return nil, d.Errf("%s: %s cannot be mixed with inline rule fields", dir.Name, name)
 			}
 			if name == "route" && len(p.Rules)+len(p.Inlines) > 0 {
-				return nil, d.Errf("%s: route cannot be mixed with a list of rules", dir.Name)
+				return nil, d.Errf("%s: give either a route or rules, not both", dir.Name)
 			}
 			if err := p.name(d, dir, name, args[0]); err != nil {
 				return nil, err
@@ -187,7 +211,7 @@ func (p *Parsed) name(d *caddyfile.Dispenser, dir Directive, which, id string) e
 	return nil
 }
 
-// check applies RuleSource.Validate's rule at the block's lines and validates
+// check applies Selection.Validate's rule at the block's lines and validates
 // an inline rule.
 func (p *Parsed) check(dir Directive) error {
 	switch {
@@ -218,19 +242,59 @@ func (p *Parsed) check(dir Directive) error {
 	return nil
 }
 
-// ToRuleSource returns what the block selected, the inline rule as the
-// kind's typed rule.
-func ToRuleSource[S rulestore.Spec](p *Parsed) (RuleSource[S], error) {
-	b := RuleSource[S]{Rule: p.Rule, Route: p.Route, OnMissing: p.OnMissing}
-	if len(p.Inline) == 0 {
-		return b, nil
+// ToSelection returns what the block selected, its inline rules as the
+// kind's typed rules.
+func ToSelection[S rulestore.Spec](p *Parsed) (Selection[S], error) {
+	if p.listOnly {
+		return toList[S](p)
 	}
-	s, err := rulestore.SpecFromFields(p.kind, p.Inline)
-	if err != nil {
-		return b, rulestore.ErrAtField(p.Start, p.Lines, err, "inline %s rule: %v", p.kind, err)
+	sel := Selection[S]{Rule: p.Rule, Route: p.Route, Rules: Refs[S](p.Rules...), OnMissing: p.OnMissing}
+	if len(p.Rules) == 0 {
+		sel.Rules = nil
 	}
-	b.Inline = s.(S)
-	return b, nil
+	if len(p.Inline) > 0 {
+		s, err := rulestore.SpecFromFields(p.kind, p.Inline)
+		if err != nil {
+			return sel, rulestore.ErrAtField(p.Start, p.Lines, err, "inline %s rule: %v", p.kind, err)
+		}
+		sel.Inline = s.(S)
+	}
+	for _, b := range p.Inlines {
+		s, err := rulestore.SpecFromFields(p.kind, b.Fields)
+		if err != nil {
+			return sel, rulestore.ErrAtField(b.Start, b.Lines, err, "inline %s rule: %v", p.kind, err)
+		}
+		sel.Inlines = append(sel.Inlines, s.(S))
+	}
+	return sel, nil
+}
+
+// toList is a ListOnly directive's selection: its rules in the order
+// written, each inline block an entry with its id, all written as objects
+// in the adapted JSON (grayroute's form).
+func toList[S rulestore.Spec](p *Parsed) (Selection[S], error) {
+	sel := Selection[S]{Route: p.Route, OnMissing: p.OnMissing}
+	for _, id := range p.order {
+		ref := RuleRef[S]{ID: id, object: true}
+		for _, b := range p.Inlines {
+			if b.ID() != id {
+				continue
+			}
+			f := make(rulestore.Fields, len(b.Fields))
+			for k, v := range b.Fields {
+				if k != InlineIDField {
+					f[k] = v
+				}
+			}
+			s, err := rulestore.SpecFromFields(p.kind, f)
+			if err != nil {
+				return sel, rulestore.ErrAtField(b.Start, b.Lines, err, "inline %s rule %q: %v", p.kind, id, err)
+			}
+			ref.Inline = s.(S)
+		}
+		sel.Rules = append(sel.Rules, ref)
+	}
+	return sel, nil
 }
 
 // UnmarshalDirective reads a directive into h, then checks the rules and
@@ -245,17 +309,25 @@ func UnmarshalDirective(hp httpcaddyfile.Helper, name string, h caddyfile.Unmars
 	return rulestore.DeclaredIn(hp).RequireAll(name, a.Refs)
 }
 
-// DirectiveHandler is a handler that reads its own directive.
-type DirectiveHandler interface {
+// Adapting is a handler that reads its own directive, keeping an Adapted
+// while its Caddyfile block is adapted.
+type Adapting interface {
 	caddyhttp.MiddlewareHandler
 	caddyfile.Unmarshaler
+	Adapting() *Adapted
 }
 
-// ParseDirective is the httpcaddyfile parser of a handler directive:
-// UnmarshalDirective, giving back h when it succeeds.
-func ParseDirective(hp httpcaddyfile.Helper, name string, h DirectiveHandler, a *Adapted) (caddyhttp.MiddlewareHandler, error) {
-	if err := UnmarshalDirective(hp, name, h, a); err != nil {
-		return nil, err
+// Parser is the httpcaddyfile parser of a handler directive: a new
+// handler (a *T) reads its block (UnmarshalDirective).
+func Parser[T any, PT interface {
+	*T
+	Adapting
+}](name string) httpcaddyfile.UnmarshalHandlerFunc {
+	return func(hp httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+		h := PT(new(T))
+		if err := UnmarshalDirective(hp, name, h, h.Adapting()); err != nil {
+			return nil, err
+		}
+		return h, nil
 	}
-	return h, nil
 }

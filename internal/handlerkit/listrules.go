@@ -61,7 +61,7 @@ func (p *Parsed) addRule(d *caddyfile.Dispenser, dir Directive, id string) error
 	if id == p.Rule || slices.Contains(p.Rules, id) {
 		return d.Errf("%s: %s rule %q listed twice", dir.Name, dir.Kind, id)
 	}
-	p.Rules, p.RuleToks = append(p.Rules, id), append(p.RuleToks, d.Token())
+	p.Rules, p.RuleToks, p.order = append(p.Rules, id), append(p.RuleToks, d.Token()), append(p.order, id)
 	p.Refs = append(p.Refs, rulestore.CaddyfileRef{Tok: d.Token(), Kind: dir.Kind, ID: id})
 	return nil
 }
@@ -86,6 +86,9 @@ func (p *Parsed) limitBlock(d *caddyfile.Dispenser, dir Directive, tok caddyfile
 	}
 	if len(args) > 1 {
 		return d.Errf("%s: %s wants at most a rule id, then a { field value ... } block", dir.Name, dir.List)
+	}
+	if len(args) == 0 && dir.ListNeedsID {
+		return d.Errf("%s: %s needs a rule id and a { field value ... } block", dir.Name, dir.List)
 	}
 	b := InlineBlock{Fields: rulestore.Fields{}, Start: tok, Lines: map[string]caddyfile.Token{}}
 	if len(args) == 1 {
@@ -130,19 +133,83 @@ func (p *Parsed) limitBlock(d *caddyfile.Dispenser, dir Directive, tok caddyfile
 	if id == p.Rule || slices.Contains(p.Rules, id) || slices.ContainsFunc(p.Inlines, func(o InlineBlock) bool { return o.ID() == id }) {
 		return rulestore.ErrAt(tok, "%s: %s rule %q listed twice", dir.Name, dir.Kind, id)
 	}
-	p.Inlines = append(p.Inlines, b)
+	for _, name := range f.Names() {
+		if k, ok := dir.RefFields[name]; ok {
+			p.Refs = append(p.Refs, rulestore.CaddyfileRef{Tok: b.Lines[name], Kind: k, ID: f[name]})
+		}
+	}
+	p.Inlines, p.order = append(p.Inlines, b), append(p.order, id)
 	return nil
 }
 
-// ToSpecs returns the inline blocks as the kind's typed rules.
-func ToSpecs[S rulestore.Spec](p *Parsed) ([]S, error) {
-	out := make([]S, 0, len(p.Inlines))
-	for _, b := range p.Inlines {
-		s, err := rulestore.SpecFromFields(p.kind, b.Fields)
-		if err != nil {
-			return nil, rulestore.ErrAtField(b.Start, b.Lines, err, "inline %s rule: %v", p.kind, err)
+// parseList reads a ListOnly directive:
+//
+//	<directive> [<matcher>] [<rule-id> ...] [{
+//		rule   <id> [<id> ...]
+//		route  <name>
+//		<List> <id> { <field> <value> ... }
+//		on_missing_rule pass|refuse
+//		<option> ...
+//	}]
+func (dir Directive) parseList(d *caddyfile.Dispenser, p *Parsed) error {
+	for d.NextArg() {
+		if err := p.addRule(d, dir, d.Val()); err != nil {
+			return err
 		}
-		out = append(out, s.(S))
 	}
-	return out, nil
+	for d.NextBlock(0) {
+		if err := dir.listLine(d, p); err != nil {
+			return err
+		}
+	}
+	switch {
+	case p.Route != "" && len(p.Rules)+len(p.Inlines) > 0:
+		return d.Errf("%s: give either a route or rules, not both", dir.Name)
+	case p.Route == "" && len(p.Rules)+len(p.Inlines) == 0:
+		return d.Errf("%s: no %s rules: give rule ids, inline %[2]s rules or a route", dir.Name, dir.Kind)
+	}
+	return nil
+}
+
+// listLine reads one block line of a ListOnly directive, d at its name.
+func (dir Directive) listLine(d *caddyfile.Dispenser, p *Parsed) error {
+	switch name, tok := d.Val(), d.Token(); name {
+	case "rule":
+		args := d.RemainingArgs()
+		if len(args) == 0 {
+			return d.Errf("%s: rule needs one or more rule ids", dir.Name)
+		}
+		for _, id := range args {
+			if err := p.addRule(d, dir, id); err != nil {
+				return err
+			}
+		}
+	case "route":
+		if !d.NextArg() {
+			return d.Errf("%s: route needs a route name", dir.Name)
+		}
+		if p.Route != "" {
+			return d.Errf("%s: route given twice", dir.Name)
+		}
+		if err := p.name(d, dir, "route", d.Val()); err != nil {
+			return err
+		}
+		if d.NextArg() {
+			return d.ArgErr()
+		}
+	case dir.List:
+		return p.limitBlock(d, dir, tok, d.RemainingArgs())
+	case "on_missing_rule":
+		return ParseOnMissing(d, dir.Name, &p.OnMissing)
+	default:
+		known := []string{"rule", "route", dir.List}
+		for _, o := range dir.Options {
+			if o.Name == name {
+				return o.Parse(d)
+			}
+			known = append(known, o.Name)
+		}
+		return rulestore.UnknownField(d, dir.Name, name, append(known, "on_missing_rule")...)
+	}
+	return nil
 }

@@ -44,10 +44,10 @@ type routed[T any] struct {
 	state T
 }
 
-// NewSelector prepares the selection of b's Rule or Route (not Inline: a
-// handler keeps its inline rule itself). stateFor gives the state for a
-// rule id; pick reads the rule id of kind k off a route binding.
-func NewSelector[V, T any, S rulestore.Spec](app *rulestore.App, k rulestore.Kind, b *RuleSource[S], pick func(*rulestore.RouteBinding) string, stateFor func(id string) T) *Selector[V, T] {
+// NewSelector prepares the selection of b's Rule or Route naming one rule
+// (not Inline: a handler keeps its inline rule itself). stateFor gives the
+// state for a rule id; pick reads the rule id of kind k off a route binding.
+func NewSelector[V, T any, S rulestore.Spec](app *rulestore.App, k rulestore.Kind, b *Selection[S], pick func(*rulestore.RouteBinding) string, stateFor func(id string) T) *Selector[V, T] {
 	s := &Selector[V, T]{app: app, kind: k, pick: pick, stateFor: stateFor, refuse: b.Refuse()}
 	s.held.Init(app, s.resolve)
 	if b.Route != "" {
