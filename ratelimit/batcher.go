@@ -156,7 +156,7 @@ func (b *batcher) run(typ LimitType, key string, l *Limits, min, max int64, time
 	if typ == SlidingWindow {
 		script = slidingWindowScript
 	}
-	return b.runScript(script, true, key, [4]any{l.scriptArgs[0], l.scriptArgs[1], min, max}, timeout)
+	return b.runScript(script, true, key, [4]any{l.ScriptArgs[0], l.ScriptArgs[1], min, max}, timeout)
 }
 
 // runPace reserves a paced request's slot (paceLua) through the batcher:

@@ -19,7 +19,7 @@ import (
 // on from one deadline to the next.
 func TestDeadlineWatchTimesOutEachDecisionAtItsOwnDeadline(t *testing.T) {
 	srv := redistest.Start(t)
-	l := &Limits{scriptArgs: [2]any{1000.0, 1000.0}}
+	l := &Limits{ScriptArgs: [2]any{1000.0, 1000.0}}
 	bt := warmBatcher(t, srv.Addr, l)
 	srv.Pause()
 	defer srv.Resume()
@@ -103,7 +103,7 @@ func isTimeout(err error) bool {
 // a later one), every answer is a grant from Redis, and the long ones are
 // all answered. Run it with -race.
 func TestDeadlineWatchWithPooledCallsUnderChurn(t *testing.T) {
-	l := &Limits{scriptArgs: [2]any{1e9, 1e9}}
+	l := &Limits{ScriptArgs: [2]any{1e9, 1e9}}
 	bt := warmBatcher(t, redistest.Start(t).Addr, l)
 	var mu sync.Mutex
 	answered, timedOut := 0, 0

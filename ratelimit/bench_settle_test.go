@@ -12,6 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/sluicegw/sluice/internal/redistest"
+	"github.com/sluicegw/sluice/ratelimit/engine"
 	"github.com/sluicegw/sluice/rulestore"
 )
 
@@ -128,11 +129,11 @@ func BenchmarkSettleCharge(b *testing.B) {
 		"response_cost": "{http.response.header.X-Tokens-Used}", "reserve": "1", "max_cost": "10"})
 	e := newLocalEngine(r)
 	keys := make([][]byte, 10_000)
-	refs := make([]entryRef, len(keys))
+	refs := make([]engine.EntryRef, len(keys))
 	for i := range keys {
 		keys[i] = []byte(fmt.Sprintf("user:%d", i))
 		d := e.take(r, keys[i], 1e9, r.Cost)
-		refs[i] = refOf(&d)
+		refs[i] = engine.RefOf(&d)
 	}
 	b.Run("lookup", func(b *testing.B) {
 		for i := 0; b.Loop(); i++ {

@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sluicegw/sluice/ratelimit/engine"
 )
 
 // A calendar quota with scope cluster counts each key's window in its own
@@ -101,14 +102,14 @@ func calendarRedisKey(prefix, id string, key []byte, start int64) string {
 // engine time now, and fills in the times from the window: a refusal
 // waits until the window ends, and so does the reset.
 func (e *clusterEngine) callCalendar(b *batcher, prefix string, r *Rule, l *Limits, key []byte, now, min, max int64) (string, grant, error) {
-	wall := wallOf(now)
-	w := r.Calendar.window(wall)
-	rkey := calendarRedisKey(prefix, r.ID, key, w.start)
-	g, err := b.runScript(calendarScript, true, rkey, [4]any{l.scriptArgs[1], w.expireAt, min, max}, r.RedisTimeout)
+	wall := engine.Wall(now)
+	w := r.Calendar.Window(wall)
+	rkey := calendarRedisKey(prefix, r.ID, key, w.Start)
+	g, err := b.runScript(calendarScript, true, rkey, [4]any{l.ScriptArgs[1], w.ExpireAt, min, max}, r.RedisTimeout)
 	if err != nil {
 		return rkey, g, err
 	}
-	g.reset = w.end - wall
+	g.reset = w.End - wall
 	if g.wait > 0 {
 		g.wait = g.reset
 	}
@@ -118,8 +119,8 @@ func (e *clusterEngine) callCalendar(b *batcher, prefix string, r *Rule, l *Limi
 // settleCalendar charges n units to key's count in Redis, in the window
 // of now, and reports whether Redis took it and it took the key into debt.
 func (e *clusterEngine) settleCalendar(b *batcher, prefix string, r *Rule, key []byte, now, n int64) (applied, debt bool) {
-	w := r.Calendar.window(wallOf(now))
-	res, err := b.runScript(calendarSettleScript, false, calendarRedisKey(prefix, r.ID, key, w.start),
-		[4]any{n, w.expireAt, r.limitsFor(key).quotaStr}, r.RedisTimeout)
+	w := r.Calendar.Window(engine.Wall(now))
+	res, err := b.runScript(calendarSettleScript, false, calendarRedisKey(prefix, r.ID, key, w.Start),
+		[4]any{n, w.ExpireAt, r.LimitsFor(key).QuotaStr}, r.RedisTimeout)
 	return err == nil, err == nil && res.wait != 0
 }

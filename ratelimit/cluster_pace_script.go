@@ -4,7 +4,7 @@ import "github.com/redis/go-redis/v9"
 
 // paceLua spaces a cluster rule's admissions fleet-wide (control_behavior
 // pace with scope cluster): the same virtual scheduling as the local pacer
-// (pace.go), with the schedule in Redis and Redis's own TIME as the clock,
+// (engine/pace.go), with the schedule in Redis and Redis's own TIME as the clock,
 // so the instances' clocks do not matter.
 //
 // KEYS[1] hash {p = the next free slot, µs of Redis time}; ARGV interval µs

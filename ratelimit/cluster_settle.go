@@ -95,8 +95,8 @@ func (e *clusterEngine) settle(r *Rule, key []byte, now, n int64) (applied, debt
 		if e.typ == SlidingWindow {
 			eng = "sw"
 		}
-		l := r.limitsFor(key)
-		res, err := g.batch.runScript(settleScript, false, redisKey(ref.b.KeyPrefix(), e.typ, r.ID, key), [4]any{eng, l.scriptArgs[0], l.scriptArgs[1], n}, r.RedisTimeout)
+		l := r.LimitsFor(key)
+		res, err := g.batch.runScript(settleScript, false, redisKey(ref.b.KeyPrefix(), e.typ, r.ID, key), [4]any{eng, l.ScriptArgs[0], l.ScriptArgs[1], n}, r.RedisTimeout)
 		applied, debt = err == nil, err == nil && res.wait != 0
 	}
 	if applied {
@@ -110,10 +110,10 @@ func (e *clusterEngine) settle(r *Rule, key []byte, now, n int64) (applied, debt
 // nearer), so the next request asks Redis and tells its client the true
 // wait.
 func (e *clusterEngine) forgetRefusal(key []byte) {
-	s := e.keys.shard(key)
-	s.mu.Lock()
-	if ls := e.keys.leaseOf(s, key); ls != nil {
+	s := e.keys.Shard(key)
+	s.Lock()
+	if ls := leaseOf(e.keys, s, key); ls != nil {
 		ls.deniedUntil, ls.deniedBy = 0, nil
 	}
-	s.mu.Unlock()
+	s.Unlock()
 }

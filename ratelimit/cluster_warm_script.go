@@ -3,7 +3,7 @@ package ratelimit
 import "github.com/redis/go-redis/v9"
 
 // warmLua is the warm-up curve of a cluster rule (control_behavior
-// warm_up or warm_up_pace with scope cluster): the model of warmup.go,
+// warm_up or warm_up_pace with scope cluster): the model of engine/warmup.go,
 // with the bucket in Redis and Redis's own TIME as the clock, so the
 // fleet warms up once, as the upstream does, and the instances' clocks do
 // not matter. Its unit is one request (requested_tokens permits), which

@@ -65,6 +65,12 @@ type ruleCounters struct {
 	fallbackAllow, fallbackDeny, fallbackLocal *counter
 }
 
+// settled adds charged and refunded tokens to stripe i.
+func (c *ruleCounters) settled(i int, charged, refunded uint64) {
+	c.charged.Add(i, charged)
+	c.refunded.Add(i, refunded)
+}
+
 // counter is a count the collector exports: the one counter of the three
 // handlers.
 type counter = metrickit.Counter
@@ -168,7 +174,7 @@ func (*collector) Collect(ch chan<- prometheus.Metric) {
 		// A rule edited to settle no more keeps its (monotonic) settlement
 		// series once it has any.
 		charged, refunded := l.settledTokens()
-		if charged|refunded|l.counters.debtEntered.Load() != 0 || (r != nil && r.settles) {
+		if charged|refunded|l.counters.debtEntered.Load() != 0 || (r != nil && r.Settles) {
 			collectSettled(ch, l, s, r, charged, refunded)
 		}
 		if s != nil {

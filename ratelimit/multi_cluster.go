@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sluicegw/sluice/ratelimit/engine"
 	"go.uber.org/zap"
 )
 
@@ -44,7 +45,7 @@ func decideAtomic(ts []taken, kb []byte) (refused int, handled bool) {
 	prefix := ref.b.KeyPrefix()
 	keys := make([]string, len(ts))
 	args := make([]any, 0, 5*len(ts))
-	wins := make([]*calendarWindow, len(ts))
+	wins := make([]*engine.Window, len(ts))
 	walls := make([]int64, len(ts))
 	var timeout time.Duration
 	for i := range ts {
@@ -54,21 +55,21 @@ func decideAtomic(ts []taken, kb []byte) (refused int, handled bool) {
 			return -1, false // rules on different stores' Redis
 		}
 		r := t.m.rule
-		l := r.limitsFor(t.key(kb))
+		l := r.LimitsFor(t.key(kb))
 		spend := t.spent()
 		switch {
 		case r.Calendar != nil:
-			walls[i] = wallOf(e.lim.now())
-			w := r.Calendar.window(walls[i])
+			walls[i] = engine.Wall(e.lim.now())
+			w := r.Calendar.Window(walls[i])
 			wins[i] = w
-			keys[i] = calendarRedisKey(prefix, r.ID, t.key(kb), w.start)
-			args = append(args, "cq", l.scriptArgs[1], w.expireAt, t.cost, spend)
+			keys[i] = calendarRedisKey(prefix, r.ID, t.key(kb), w.Start)
+			args = append(args, "cq", l.ScriptArgs[1], w.ExpireAt, t.cost, spend)
 		case e.typ == SlidingWindow:
 			keys[i] = redisKey(prefix, e.typ, r.ID, t.key(kb))
-			args = append(args, "sw", l.scriptArgs[0], l.scriptArgs[1], t.cost, spend)
+			args = append(args, "sw", l.ScriptArgs[0], l.ScriptArgs[1], t.cost, spend)
 		default:
 			keys[i] = redisKey(prefix, e.typ, r.ID, t.key(kb))
-			args = append(args, "tb", l.scriptArgs[0], l.scriptArgs[1], t.cost, spend)
+			args = append(args, "tb", l.ScriptArgs[0], l.ScriptArgs[1], t.cost, spend)
 		}
 		timeout = max(timeout, r.RedisTimeout)
 	}
@@ -102,11 +103,11 @@ func decideAtomic(ts []taken, kb []byte) (refused int, handled bool) {
 		now := e.lim.now()
 		e.lim.counters.redisCalls.Inc()
 		if w := wins[i]; w != nil {
-			gr.reset = w.end - walls[i]
+			gr.reset = w.End - walls[i]
 			if gr.wait > 0 {
 				gr.wait = gr.reset
 			}
-			t.d.cal = w
+			t.d.Cal = w
 		}
 		t.d.Remaining, t.d.Reset = gr.remaining, gr.reset
 		if gr.n < t.spent() || gr.remaining+gr.n < t.cost {
@@ -135,30 +136,30 @@ func decideAtomic(ts []taken, kb []byte) (refused int, handled bool) {
 // knownRefusal refuses d locally when Redis said key has fewer than cost
 // tokens until a time not reached yet (as decideExact does).
 func (e *clusterEngine) knownRefusal(r *Rule, key []byte, now, cost int64, d *Decision) {
-	s := e.keys.shard(key)
-	s.mu.Lock()
-	if ls := e.keys.leaseOf(s, key); ls != nil && ls.refusing(r, now, cost) {
+	s := e.keys.Shard(key)
+	s.Lock()
+	if ls := leaseOf(e.keys, s, key); ls != nil && ls.refusing(r, now, cost) {
 		d.Reason, d.RetryAfter = RateLimited, ls.deniedUntil-now
 		d.Remaining, d.Reset = 0, max(0, ls.resetAt-now)
 	}
-	s.mu.Unlock()
+	s.Unlock()
 }
 
 // learnExact remembers what a script told about key (a refusal until some
 // time), or forgets a refusal remembered, as decideExact does.
 func (e *clusterEngine) learnExact(r *Rule, key []byte, now, cost int64, g grant) {
 	if g.wait == 0 {
-		s := e.keys.shard(key)
-		s.mu.Lock()
-		known := e.keys.leaseOf(s, key)
-		s.mu.Unlock()
+		s := e.keys.Shard(key)
+		s.Lock()
+		known := leaseOf(e.keys, s, key)
+		s.Unlock()
 		if known == nil {
 			return
 		}
 	}
 	s, _, ls := e.lockLease(r, key, now)
 	ls.learn(r, g, now, cost, e.lim.listed.Load())
-	s.mu.Unlock()
+	s.Unlock()
 }
 
 // release frees the in-flight slots of ts's admitted rules: the request

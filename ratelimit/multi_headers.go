@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"github.com/sluicegw/sluice/ratelimit/engine"
 	"net/http"
 	"strings"
 )
@@ -94,13 +95,13 @@ func staticPolicies(ms []member) string {
 func (t *taken) policy() string {
 	r := t.m.rule
 	if t.decided {
-		if t.d.cal != nil {
-			return calendarPolicy(r.ID, t.d.Limits, t.d.cal)
+		if t.d.Cal != nil {
+			return calendarPolicy(r.ID, t.d.Limits, t.d.Cal)
 		}
-		return t.d.Limits.policy
+		return t.d.Limits.Policy
 	}
 	if r.Calendar != nil {
-		return calendarPolicy(r.ID, &r.Limits, r.Calendar.window(wallOf(t.m.lim.now())))
+		return calendarPolicy(r.ID, &r.Limits, r.Calendar.Window(engine.Wall(t.m.lim.now())))
 	}
-	return r.Limits.policy
+	return r.Limits.Policy
 }

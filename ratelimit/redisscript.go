@@ -110,7 +110,7 @@ return out
 
 // slidingWindowLua: each key {s = current window start µs, c = its count,
 // p = the previous window's count}; a run's numbers: window µs, limit. The
-// same estimate as the local engine (slidingwindow.go).
+// same estimate as the local engine (engine/slidingwindow.go).
 const slidingWindowLua = stateValidLua + `
 local t = redis.call('TIME')
 local clock = tonumber(t[1]) * 1000000 + tonumber(t[2])

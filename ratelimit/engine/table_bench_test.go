@@ -1,11 +1,9 @@
-package ratelimit
+package engine
 
 import (
 	"fmt"
 	"runtime"
 	"testing"
-
-	"github.com/sluicegw/sluice/rulestore"
 )
 
 // BenchmarkTable is one table lookup (the shard's lock held, as the
@@ -20,17 +18,17 @@ func BenchmarkTable(b *testing.B) {
 			keys[i] = fmt.Appendf(nil, "user:%d", i)
 		}
 		b.Run(fmt.Sprintf("hit/keys=%d", nkeys), func(b *testing.B) {
-			t := newTable(shardsFor(1_000_000))
+			t := NewTable(ShardsFor(1_000_000))
 			per := 1_000_000 / len(t.shards)
 			for _, k := range keys {
-				s := t.shard(k)
+				s := t.Shard(k)
 				t.get(s, k, sec, sec, per)
 			}
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				k := keys[(i*7919)%nkeys]
-				s := t.shard(k)
+				s := t.Shard(k)
 				s.mu.Lock()
 				t.get(s, k, sec, sec, per)
 				s.mu.Unlock()
@@ -38,13 +36,13 @@ func BenchmarkTable(b *testing.B) {
 		})
 	}
 	b.Run("miss-evict/max_keys=10000", func(b *testing.B) {
-		t := newTable(shardsFor(10_000))
+		t := NewTable(ShardsFor(10_000))
 		per := 10_000 / len(t.shards)
 		key := make([]byte, 0, 32)
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
 			key = fmt.Appendf(key[:0], "user:%d", i)
-			s := t.shard(key)
+			s := t.Shard(key)
 			s.mu.Lock()
 			t.get(s, key, sec, sec, per)
 			s.mu.Unlock()
@@ -65,11 +63,11 @@ func BenchmarkTableHeapObjects(b *testing.B) {
 // tableHeap tracks n keys in a local engine with the default max_keys and
 // returns the live heap objects and bytes that it adds.
 func tableHeap(tb testing.TB, n int) (objects, bytes float64) {
-	r := mustRule(tb, rulestore.Fields{"qps": "10", "burst": "20"})
+	r := bucket(10, 20, 0)
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	e := newLocalEngine(r)
+	e := NewLocal(r)
 	key := make([]byte, 0, 32)
 	for i := range n {
 		key = fmt.Appendf(key[:0], "user-%d", i)
@@ -82,31 +80,4 @@ func tableHeap(tb testing.TB, n int) (objects, bytes float64) {
 	}
 	runtime.KeepAlive(e)
 	return float64(after.HeapObjects) - float64(before.HeapObjects), float64(after.HeapAlloc) - float64(before.HeapAlloc)
-}
-
-// BenchmarkTakeEvict is one decision of the local engine for a key it has
-// never seen, at max_keys 10,000, so each evicts one: the path a flood of
-// distinct keys takes. The keys spend one unit each (a trace to keep).
-func BenchmarkTakeEvict(b *testing.B) {
-	for _, typ := range []string{"token_bucket", "sliding_window", "calendar"} {
-		f := rulestore.Fields{"limit_type": typ, "qps": "10", "burst": "100", "max_keys": "10000"}
-		if typ == "sliding_window" {
-			f = rulestore.Fields{"limit_type": typ, "qps": "1", "window_size": "100s", "max_keys": "10000"}
-		}
-		if typ == "calendar" {
-			f = rulestore.Fields{"quota": "1000", "period": "day", "max_keys": "10000"}
-		}
-		r := mustRule(b, f)
-		b.Run(typ, func(b *testing.B) {
-			e := newLocalEngine(r)
-			key := make([]byte, 0, 32)
-			now := sec
-			b.ReportAllocs()
-			for i := 0; i < b.N; i++ {
-				now += 1000
-				key = fmt.Appendf(key[:0], "junk:%d", i)
-				e.Take(r, key, now)
-			}
-		})
-	}
 }

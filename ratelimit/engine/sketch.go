@@ -1,4 +1,4 @@
-package ratelimit
+package engine
 
 // evictSketch is what one stripe of a key table remembers of the keys it
 // evicted with part of their quota spent, so that such a key, coming back,

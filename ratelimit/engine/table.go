@@ -1,4 +1,4 @@
-package ratelimit
+package engine
 
 import (
 	"hash/maphash"
@@ -20,14 +20,14 @@ import (
 // has nothing in them to mark however many keys there are (a
 // pointer-linked table was a large part of the rate limit's GC cost; see
 // docs/performance.md).
-type table struct {
+type Table struct {
 	seed   maphash.Seed
-	shards []shard
+	shards []Shard
 	mask   uint64
 	keys   atomic.Int64
 }
 
-type shard struct {
+type Shard struct {
 	mu      sync.Mutex
 	idx     keyIndex  // key hash → entry
 	chunks  [][]entry // entry i is at(i); index 0 means none
@@ -42,7 +42,7 @@ type shard struct {
 	dead    int       // arena bytes of removed keys
 	zombies []int32   // removed with requests in flight (see remove)
 	zpos    int
-	leases  map[int32]*leaseState // cluster lease mode only
+	leases  map[int32]any // a cluster engine's lease state per entry (Lease)
 	// oldest is no later than the tail's seen (entries are listed by seen:
 	// a tail that goes is followed by a newer one), so while now-oldest is
 	// within the idle time no entry has been idle that long, and expire
@@ -104,9 +104,9 @@ const (
 // that the LRU stays close to exact (each shard evicts on its own).
 const maxShards = 64
 
-// shardsFor picks the number of shards for a max_keys cap: a power of two,
+// ShardsFor picks the number of shards for a max_keys cap: a power of two,
 // at most 64, with at least 64 keys per shard.
-func shardsFor(maxKeys int) int {
+func ShardsFor(maxKeys int) int {
 	n := 1
 	for n < maxShards && maxKeys/(n*2) >= 64 {
 		n *= 2
@@ -114,8 +114,8 @@ func shardsFor(maxKeys int) int {
 	return n
 }
 
-func newTable(nshards int) *table {
-	t := &table{seed: maphash.MakeSeed(), shards: make([]shard, nshards), mask: uint64(nshards - 1)}
+func NewTable(nshards int) *Table {
+	t := &Table{seed: maphash.MakeSeed(), shards: make([]Shard, nshards), mask: uint64(nshards - 1)}
 	for i := range t.shards {
 		t.shards[i].reset()
 	}
@@ -123,7 +123,7 @@ func newTable(nshards int) *table {
 }
 
 // reset empties s (all but its mutex); nothing may point into its entries.
-func (s *shard) reset() {
+func (s *Shard) reset() {
 	s.gen++
 	s.idx, s.chunks, s.links, s.arena, s.zombies, s.leases = keyIndex{}, nil, nil, nil, nil, nil
 	// The sketch stays: it is what the evicted keys still owe.
@@ -131,7 +131,7 @@ func (s *shard) reset() {
 	s.live, s.dead, s.zpos = 0, 0, 0
 }
 
-func (t *table) shard(key []byte) *shard {
+func (t *Table) Shard(key []byte) *Shard {
 	if t.mask == 0 {
 		return &t.shards[0]
 	}
@@ -139,7 +139,7 @@ func (t *table) shard(key []byte) *shard {
 }
 
 // at returns entry i (not 0).
-func (s *shard) at(i int32) *entry {
+func (s *Shard) at(i int32) *entry {
 	u := uint32(i) + firstChunk
 	if u < 2*maxChunk {
 		k := bits.Len32(u) - 4 // firstChunk is 1<<3
@@ -149,7 +149,7 @@ func (s *shard) at(i int32) *entry {
 	return &s.chunks[growChunks+u/maxChunk][u%maxChunk]
 }
 
-func (s *shard) keyOf(e *entry) []byte {
+func (s *Shard) keyOf(e *entry) []byte {
 	if e.klen <= inlineKey {
 		return e.kbuf[:e.klen]
 	}
@@ -160,34 +160,34 @@ func (s *shard) keyOf(e *entry) []byte {
 // (evicting the least recently used entry when the shard is full), and marks
 // it most recently used. Entries idle for longer than idle ns are dropped
 // from the cold end first, two at most per call, so the work stays O(1).
-func (t *table) get(s *shard, key []byte, now, idle int64, perShard int) *entry {
-	return s.at(t.find(s, key, now, idle, perShard))
+func (t *Table) get(s *Shard, key []byte, now, idle int64, perShard int) *entry {
+	return s.at(t.Find(s, key, now, idle, perShard))
 }
 
 // find is get returning the entry's index.
-func (t *table) find(s *shard, key []byte, now, idle int64, perShard int) int32 {
+func (t *Table) Find(s *Shard, key []byte, now, idle int64, perShard int) int32 {
 	return t.findHashed(s, key, maphash.Bytes(t.seed, key), now, idle, perShard)
 }
 
 // hash is key's hash in the table: its shard is shardOf(hash).
-func (t *table) hash(key []byte) uint64 { return maphash.Bytes(t.seed, key) }
+func (t *Table) hash(key []byte) uint64 { return maphash.Bytes(t.seed, key) }
 
 // shardOf is the shard of a key of hash h (shard without hashing again).
-func (t *table) shardOf(h uint64) *shard { return &t.shards[h&t.mask] }
+func (t *Table) shardOf(h uint64) *Shard { return &t.shards[h&t.mask] }
 
 // getHashed is get for a key whose hash is known.
-func (t *table) getHashed(s *shard, key []byte, h uint64, now, idle int64, perShard int) *entry {
+func (t *Table) getHashed(s *Shard, key []byte, h uint64, now, idle int64, perShard int) *entry {
 	return s.at(t.findHashed(s, key, h, now, idle, perShard))
 }
 
 // findHashed is find for a key whose hash h is known.
-func (t *table) findHashed(s *shard, key []byte, h uint64, now, idle int64, perShard int) int32 {
+func (t *Table) findHashed(s *Shard, key []byte, h uint64, now, idle int64, perShard int) int32 {
 	return t.findKept(s, key, h, now, idle, perShard, nil)
 }
 
 // getKept is getHashed keeping the spent state of keys of rule r across
 // eviction (findKept).
-func (t *table) getKept(s *shard, key []byte, h uint64, now, idle int64, perShard int, r *Rule) *entry {
+func (t *Table) getKept(s *Shard, key []byte, h uint64, now, idle int64, perShard int, r *Spec) *entry {
 	return s.at(t.findKept(s, key, h, now, idle, perShard, r))
 }
 
@@ -195,7 +195,7 @@ func (t *table) getKept(s *shard, key []byte, h uint64, now, idle int64, perShar
 // state eviction keeps (evict.go): a key evicted with spent state leaves a
 // trace in the shard's sketch, and a new key starts from its trace. A key
 // found in the table touches neither.
-func (t *table) findKept(s *shard, key []byte, h uint64, now, idle int64, perShard int, r *Rule) int32 {
+func (t *Table) findKept(s *Shard, key []byte, h uint64, now, idle int64, perShard int, r *Spec) int32 {
 	if i := t.lookupHashed(s, key, h); i != 0 {
 		e := s.at(i)
 		e.seen = now
@@ -209,13 +209,13 @@ func (t *table) findKept(s *shard, key []byte, h uint64, now, idle int64, perSha
 	}
 	i := t.insertHashed(s, key, h, now)
 	if r != nil && s.sketch.cells != nil {
-		k.restore(&s.sketch, s.at(i), h, r.limitsFor(key))
+		k.restore(&s.sketch, s.at(i), h, r.LimitsFor(key))
 	}
 	return i
 }
 
 // lookupHashed returns the index of key, whose hash is h, or 0.
-func (t *table) lookupHashed(s *shard, key []byte, h uint64) int32 {
+func (t *Table) lookupHashed(s *Shard, key []byte, h uint64) int32 {
 	for i, p := s.idx.candidate(h, s.idx.start(h)); i != 0; i, p = s.idx.candidate(h, p) {
 		// The tag matched; the key's bytes decide (the entry's hash is
 		// in its second cache line, not read on a lookup).
@@ -228,7 +228,7 @@ func (t *table) lookupHashed(s *shard, key []byte, h uint64) int32 {
 
 // insertHashed adds key, whose hash is h and which s does not hold, as the
 // most recently used entry.
-func (t *table) insertHashed(s *shard, key []byte, h uint64, now int64) int32 {
+func (t *Table) insertHashed(s *Shard, key []byte, h uint64, now int64) int32 {
 	i := s.alloc()
 	e := s.at(i)
 	*e = entry{seen: now, hash: h, klen: int32(len(key))}
@@ -245,7 +245,7 @@ func (t *table) insertHashed(s *shard, key []byte, h uint64, now int64) int32 {
 }
 
 // alloc returns an unused entry index, growing the chunks when none is free.
-func (s *shard) alloc() int32 {
+func (s *Shard) alloc() int32 {
 	s.reclaim()
 	if i := s.free; i != 0 {
 		s.free = s.links[i].next
@@ -268,7 +268,7 @@ func (s *shard) alloc() int32 {
 }
 
 // reclaim frees up to two removed entries whose requests have finished.
-func (s *shard) reclaim() {
+func (s *Shard) reclaim() {
 	for n := 0; n < 2 && len(s.zombies) > 0; n++ {
 		s.zpos %= len(s.zombies)
 		i := s.zombies[s.zpos]
@@ -285,7 +285,7 @@ func (s *shard) reclaim() {
 
 // store appends a long key to the arena, first compacting it when most of
 // it is removed keys; it returns the key's offset.
-func (s *shard) store(key []byte) int32 {
+func (s *Shard) store(key []byte) int32 {
 	if s.dead >= 4096 && s.dead > len(s.arena)/2 {
 		s.compact()
 	}
@@ -294,7 +294,7 @@ func (s *shard) store(key []byte) int32 {
 }
 
 // compact copies the live long keys into a new arena.
-func (s *shard) compact() {
+func (s *Shard) compact() {
 	a := make([]byte, 0, len(s.arena)-s.dead)
 	for i := s.head; i != 0; {
 		e := s.at(i)
@@ -308,7 +308,7 @@ func (s *shard) compact() {
 }
 
 // expire drops up to max entries idle for longer than idle ns.
-func (t *table) expire(s *shard, now, idle int64, max int) {
+func (t *Table) expire(s *Shard, now, idle int64, max int) {
 	if now-s.oldest <= idle {
 		return
 	}
@@ -334,7 +334,7 @@ func (t *table) expire(s *shard, now, idle int64, max int) {
 // whether it dropped anything. With a rule to keep (k.r), an entry whose
 // state is a fresh key's, among the evictLook coldest, goes first (it
 // loses nothing), and an entry with spent state leaves its trace.
-func (t *table) evictOldest(s *shard, k *keeper, perShard int) bool {
+func (t *Table) evictOldest(s *Shard, k *keeper, perShard int) bool {
 	pick, trace := int32(0), uint64(0)
 	for i, n := s.tail, 0; n < 8 && i != 0; i, n = s.links[i].prev, n+1 {
 		e := s.at(i)
@@ -348,7 +348,7 @@ func (t *table) evictOldest(s *shard, k *keeper, perShard int) bool {
 		if n >= evictLook && pick != 0 {
 			break
 		}
-		v := k.trace(e, k.r.limitsFor(s.keyOf(e)))
+		v := k.trace(e, k.r.LimitsFor(s.keyOf(e)))
 		if v == 0 {
 			t.remove(s, i) // fresh: nothing to keep
 			return true
@@ -364,7 +364,7 @@ func (t *table) evictOldest(s *shard, k *keeper, perShard int) bool {
 		}
 		if k.r != nil {
 			e := s.at(pick)
-			trace = k.trace(e, k.r.limitsFor(s.keyOf(e)))
+			trace = k.trace(e, k.r.LimitsFor(s.keyOf(e)))
 		}
 	}
 	if trace != 0 && k.beyondSketch(&s.sketch, s.at(pick), s.keyOf(s.at(pick))) {
@@ -381,7 +381,7 @@ const evictLook = 4
 // remove drops entry i. One with requests in flight is referenced by their
 // decisions, which release their slots into it: it is reused only once
 // they have (reclaim), so that a release never lands in another key.
-func (t *table) remove(s *shard, i int32) {
+func (t *Table) remove(s *Shard, i int32) {
 	s.gen++
 	e := s.at(i)
 	s.unlink(i)
@@ -404,7 +404,7 @@ func (t *table) remove(s *shard, i int32) {
 // sweep drops every idle entry; the janitor calls it now and then so memory
 // is returned even for keys never seen again: a shard left empty lets go of
 // its chunks and index, and a long-key arena of mostly removed keys shrinks.
-func (t *table) sweep(now, idle int64) {
+func (t *Table) Sweep(now, idle int64) {
 	for i := range t.shards {
 		s := &t.shards[i]
 		s.mu.Lock()
@@ -420,7 +420,7 @@ func (t *table) sweep(now, idle int64) {
 
 // sketchBytes is the memory the shards' eviction sketches hold: none
 // until a shard evicts a key with spent state, then a fixed size each.
-func (t *table) sketchBytes() int {
+func (t *Table) sketchBytes() int {
 	n := 0
 	for i := range t.shards {
 		s := &t.shards[i]
@@ -433,7 +433,7 @@ func (t *table) sketchBytes() int {
 
 // scan calls fn on every entry with its key, each shard locked only while
 // it is read; fn must not keep e or key, or change them.
-func (t *table) scan(fn func(e *entry, key []byte)) {
+func (t *Table) scan(fn func(e *entry, key []byte)) {
 	for i := range t.shards {
 		s := &t.shards[i]
 		s.mu.Lock()
@@ -446,24 +446,25 @@ func (t *table) scan(fn func(e *entry, key []byte)) {
 	}
 }
 
-// lease returns entry i's lease state, made on first use. It points to a
-// rule, so it lives beside the entries, in a map only lease tables have.
-func (s *shard) lease(i int32) *leaseState {
+// Lease returns entry i's lease state, made by mk on first use (a cluster
+// engine's, in lease mode). It points to a rule, so it lives beside the
+// entries, in a map only lease tables have.
+func (s *Shard) Lease(i int32, mk func() any) any {
 	ls := s.leases[i]
 	if ls == nil {
 		if s.leases == nil {
-			s.leases = make(map[int32]*leaseState)
+			s.leases = make(map[int32]any)
 		}
-		ls = new(leaseState)
+		ls = mk()
 		s.leases[i] = ls
 	}
 	return ls
 }
 
-// leaseOf returns key's lease state in the locked shard s, or nil, without
+// LeaseOf returns key's lease state in the locked shard s, or nil, without
 // making an entry or changing the key's recency (for a check that only
 // reads, such as an exact cluster decision's cached refusal).
-func (t *table) leaseOf(s *shard, key []byte) *leaseState {
+func (t *Table) LeaseOf(s *Shard, key []byte) any {
 	if s.leases == nil {
 		return nil
 	}
@@ -474,14 +475,14 @@ func (t *table) leaseOf(s *shard, key []byte) *leaseState {
 }
 
 // toFront makes entry i, in the list, the most recently used.
-func (s *shard) toFront(i int32) {
+func (s *Shard) toFront(i int32) {
 	if s.head != i {
 		s.unlink(i)
 		s.pushFront(i)
 	}
 }
 
-func (s *shard) pushFront(i int32) {
+func (s *Shard) pushFront(i int32) {
 	s.links[i] = link{next: s.head}
 	if s.head != 0 {
 		s.links[s.head].prev = i
@@ -491,7 +492,7 @@ func (s *shard) pushFront(i int32) {
 	s.head = i
 }
 
-func (s *shard) unlink(i int32) {
+func (s *Shard) unlink(i int32) {
 	l := s.links[i]
 	if l.prev != 0 {
 		s.links[l.prev].next = l.next
@@ -504,4 +505,22 @@ func (s *shard) unlink(i int32) {
 		s.tail = l.prev
 	}
 	s.links[i] = link{}
+}
+
+// Keys is the number of keys the table holds.
+func (t *Table) Keys() int64 { return t.keys.Load() }
+
+// PerShard is each shard's share of maxKeys.
+func (t *Table) PerShard(maxKeys int) int { return max(1, maxKeys/len(t.shards)) }
+
+// Lock locks s.
+func (s *Shard) Lock() { s.mu.Lock() }
+
+// Unlock unlocks s.
+func (s *Shard) Unlock() { s.mu.Unlock() }
+
+// SketchBytes is the memory the shards' eviction sketches hold, and the
+// most they may hold for a rule of maxKeys.
+func (t *Table) SketchBytes(maxKeys int) (held, most int) {
+	return t.sketchBytes(), len(t.shards) * sketchBytes(maxKeys/len(t.shards))
 }

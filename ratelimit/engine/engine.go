@@ -1,25 +1,10 @@
-package ratelimit
+package engine
 
 import (
 	"sync/atomic"
 
 	"github.com/sluicegw/sluice/ratelimit/overload"
 )
-
-// Engine keeps one rule's counters and decides requests. The local engine
-// (here) keeps them in this process's memory; the cluster engine
-// (cluster.go, scope cluster) keeps the rate counters in Redis behind the
-// same interface and a local table for in-flight slots.
-type Engine interface {
-	// Take decides one request of rule r for key at now (ns).
-	Take(r *Rule, key []byte, now int64) Decision
-	// Release frees the in-flight slot of an admitted request.
-	Release(d *Decision)
-	// Keys is the number of keys tracked.
-	Keys() int64
-	// InFlight is the number of admitted requests not finished yet.
-	InFlight() int64
-}
 
 // Reason says why a request was refused.
 type Reason uint8
@@ -46,11 +31,11 @@ type Decision struct {
 	// Unknown: decided without quota information (Redis failed and
 	// on_redis_error is allow or deny), so no rate limit headers.
 	Unknown bool
-	// cal is the calendar window decided in (limit_type calendar).
-	cal *calendarWindow
+	// Cal is the calendar window decided in (limit_type calendar).
+	Cal *Window
 
 	slot  *entry // holds an in-flight slot to release
-	shard *shard // slot's shard; a local settling rule's entry's too
+	shard *Shard // slot's shard; a local settling rule's entry's too
 	total bool   // holds a slot of max_concurrent_total
 	// at and gen: a local settling rule's entry index in shard when
 	// admitted, and the shard's gen then, so the settlement finds the
@@ -61,22 +46,22 @@ type Decision struct {
 	// Wait (ns) is how long a paced request waits for its slot before it
 	// goes on; meanwhile it holds a place in the rule's queue.
 	Wait   int64
-	queued *atomic.Int64
-	// adaptive: the request holds a slot of max_concurrent adaptive
-	// (ticket), released with the upstream's latency (adaptive.go).
-	adaptive *overload.Controller
-	ticket   overload.Ticket
-	// shed: how the adaptive queue refused the request, and its class.
-	shed  overload.Outcome
-	class overload.Class
+	Queued *atomic.Int64
+	// Adaptive: the request holds a slot of max_concurrent adaptive
+	// (Ticket), released with the upstream's latency.
+	Adaptive *overload.Controller
+	Ticket   overload.Ticket
+	// Shed: how the adaptive queue refused the request, and its Class.
+	Shed  overload.Outcome
+	Class overload.Class
 }
 
 // OK reports whether the request may pass.
 func (d *Decision) OK() bool { return d.Reason == Allowed }
 
-// localEngine is the in-memory engine: a sharded table of per-key state.
-type localEngine struct {
-	tab       *table
+// Local is the in-memory engine: a sharded table of per-key state.
+type Local struct {
+	tab       *Table
 	typ       LimitType
 	inflight  atomic.Int64
 	flowState // pacing queue and adaptive limit (flow.go)
@@ -85,16 +70,37 @@ type localEngine struct {
 	slotsOnly bool
 }
 
-func newLocalEngine(r *Rule) *localEngine {
-	return &localEngine{tab: newTable(shardsFor(r.MaxKeys)), typ: r.Type, slotsOnly: r.inFlightOnly}
+// NewLocal is an empty engine for rule r.
+func NewLocal(r *Spec) *Local {
+	e := new(Local)
+	e.Init(r, r.InFlightOnly)
+	return e
 }
 
-func (e *localEngine) Keys() int64           { return e.tab.keys.Load() }
-func (e *localEngine) sweep(now, idle int64) { e.tab.sweep(now, idle) }
+// Init makes e an empty engine for rule r; slotsOnly: e counts in-flight
+// slots only (a cluster engine's caps, which stay per instance).
+func (e *Local) Init(r *Spec, slotsOnly bool) {
+	e.tab, e.typ, e.slotsOnly = NewTable(ShardsFor(r.MaxKeys)), r.Type, slotsOnly
+}
+
+// Holds reports whether e's table holds rule r's keys as they are: the
+// same engine type and number of shards.
+func (e *Local) Holds(r *Spec) bool {
+	return e.typ == r.Type && len(e.tab.shards) == ShardsFor(r.MaxKeys)
+}
+
+// SlotsOnly reports whether e counts in-flight slots only.
+func (e *Local) SlotsOnly() bool { return e.slotsOnly }
+
+// Table is e's key table.
+func (e *Local) Table() *Table { return e.tab }
+
+func (e *Local) Keys() int64           { return e.tab.keys.Load() }
+func (e *Local) Sweep(now, idle int64) { e.tab.Sweep(now, idle) }
 
 // InFlight counts the adaptive limit's slots when the rule has one (its
 // requests hold no other slot unless max_concurrent_total is set too).
-func (e *localEngine) InFlight() int64 {
+func (e *Local) InFlight() int64 {
 	if c := e.adaptive.Load(); c != nil {
 		return c.InFlight()
 	}
@@ -103,12 +109,12 @@ func (e *localEngine) InFlight() int64 {
 
 // Take admits or refuses a request of the rule's cost; it allocates only
 // for a key it has not seen before.
-func (e *localEngine) Take(r *Rule, key []byte, now int64) Decision {
-	return e.take(r, key, now, r.Cost)
+func (e *Local) Take(r *Spec, key []byte, now int64) Decision {
+	return e.TakeCost(r, key, now, r.Cost)
 }
 
 // take is Take for a request of cost tokens.
-func (e *localEngine) take(r *Rule, key []byte, now int64, cost int64) Decision {
+func (e *Local) TakeCost(r *Spec, key []byte, now int64, cost int64) Decision {
 	d := Decision{Limits: &r.Limits}
 	if len(r.Overrides) > 0 {
 		if l := r.Overrides[string(key)]; l != nil {
@@ -136,7 +142,7 @@ func (e *localEngine) take(r *Rule, key []byte, now int64, cost int64) Decision 
 	s := e.tab.shardOf(h)
 	perShard := max(1, r.MaxKeys/len(e.tab.shards))
 	s.mu.Lock()
-	at := e.tab.findKept(s, key, h, now, r.idle, perShard, e.keeps(r))
+	at := e.tab.findKept(s, key, h, now, r.Idle, perShard, e.keeps(r))
 	ent := s.at(at)
 	if r.MaxConcurrent > 0 && ent.inflight >= r.MaxConcurrent {
 		s.mu.Unlock()
@@ -147,7 +153,7 @@ func (e *localEngine) take(r *Rule, key []byte, now int64, cost int64) Decision 
 	ok := true
 	var left float64
 	n, spend := float64(cost), float64(cost)
-	if r.settles {
+	if r.Settles {
 		spend = float64(r.Reserve) // the rest is settled after the response
 	}
 	if e.slotsOnly {
@@ -169,7 +175,7 @@ func (e *localEngine) take(r *Rule, key []byte, now int64, cost int64) Decision 
 		ent.inflight++
 		d.slot, d.shard = ent, s
 	}
-	if ok && r.settles {
+	if ok && r.Settles {
 		d.shard, d.at, d.gen = s, at, s.gen
 	}
 	s.mu.Unlock()
@@ -182,13 +188,13 @@ func (e *localEngine) take(r *Rule, key []byte, now int64, cost int64) Decision 
 
 // noQuota marks the decision of a rule without a rate (in-flight caps
 // only) as carrying no quota: no headers, no limit or remaining.
-func noQuota(r *Rule, d *Decision) {
-	if r.inFlightOnly {
+func noQuota(r *Spec, d *Decision) {
+	if r.InFlightOnly {
 		d.Limits, d.Unknown = nil, true
 	}
 }
 
-func (e *localEngine) releaseTotal(d *Decision) {
+func (e *Local) releaseTotal(d *Decision) {
 	if d.total {
 		e.inflight.Add(-1)
 		d.total = false
@@ -196,7 +202,7 @@ func (e *localEngine) releaseTotal(d *Decision) {
 }
 
 // Release frees d's in-flight slots; calling it twice is harmless.
-func (e *localEngine) Release(d *Decision) {
+func (e *Local) Release(d *Decision) {
 	if d.slot != nil {
 		d.shard.mu.Lock()
 		d.slot.inflight--
@@ -204,4 +210,28 @@ func (e *localEngine) Release(d *Decision) {
 		d.slot, d.shard = nil, nil
 	}
 	e.releaseTotal(d)
+}
+
+// HoldsSlot reports whether d holds an in-flight slot to Release.
+func (d *Decision) HoldsSlot() bool { return d.slot != nil || d.total }
+
+// ForgetSlots marks d as holding no in-flight slot (its copy released
+// them).
+func (d *Decision) ForgetSlots() { d.slot, d.shard, d.total = nil, nil, false }
+
+// String is the reason as metrics and logs name it.
+func (r Reason) String() string {
+	switch r {
+	case RateLimited:
+		return "rate"
+	case TooManyInFlight:
+		return "max_concurrent"
+	case TooManyInFlightTotal:
+		return "max_concurrent_total"
+	case RedisUnavailable:
+		return "redis_unavailable"
+	case OverAdaptiveLimit:
+		return "max_concurrent_adaptive"
+	}
+	return "allowed"
 }

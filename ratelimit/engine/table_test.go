@@ -1,12 +1,10 @@
-package ratelimit
+package engine
 
 import (
 	"fmt"
 	"reflect"
 	"strings"
 	"testing"
-
-	"github.com/sluicegw/sluice/rulestore"
 )
 
 // The entry must hold no pointer (else the GC marks every key again) and
@@ -51,7 +49,7 @@ func TestTableHeapObjectsPerKey(t *testing.T) {
 // own state while the table turns over many times, the arena is compacted
 // (it stays near the live keys' size), and scan reports every live key.
 func TestTableLongKeys(t *testing.T) {
-	tab := newTable(1)
+	tab := NewTable(1)
 	s := &tab.shards[0]
 	const live = 100
 	long := func(i int) []byte { return fmt.Appendf(nil, "%s-%d", strings.Repeat("k", 40), i) }
@@ -85,7 +83,7 @@ func TestTableLongKeys(t *testing.T) {
 // Keys whose hashes are equal are told apart by their bytes, and removing
 // one from the start, middle or end of their probe run keeps the others.
 func TestTableHashCollisions(t *testing.T) {
-	tab := newTable(1)
+	tab := NewTable(1)
 	s := &tab.shards[0]
 	const h = 42
 	keys := []string{"a", "b", "c", "d"}
@@ -128,8 +126,9 @@ func TestTableHashCollisions(t *testing.T) {
 // A key evicted while it has a request in flight keeps its entry until the
 // request ends, so that the release does not land in the entry's next key.
 func TestTableEvictedInFlightKeyIsNotReused(t *testing.T) {
-	r := mustRule(t, rulestore.Fields{"qps": "1e9", "max_keys": "3", "max_concurrent": "1"})
-	e := newLocalEngine(r)
+	r := bucket(1e9, 0, 3)
+	r.MaxConcurrent = 1
+	e := NewLocal(r)
 	var held []Decision
 	for _, k := range []string{"a", "b", "c"} {
 		d := e.Take(r, []byte(k), sec)
@@ -174,14 +173,14 @@ func TestTableEvictedInFlightKeyIsNotReused(t *testing.T) {
 // A sweep that empties a shard gives its chunks back; the table then works
 // as new.
 func TestTableSweepReturnsChunks(t *testing.T) {
-	tab := newTable(1)
+	tab := NewTable(1)
 	s := &tab.shards[0]
 	for i := range 5000 {
 		s.mu.Lock()
 		tab.get(s, fmt.Appendf(nil, "%d", i), sec, sec, 10_000)
 		s.mu.Unlock()
 	}
-	tab.sweep(3*sec, sec)
+	tab.Sweep(3*sec, sec)
 	if tab.keys.Load() != 0 || s.chunks != nil || s.idx.n != 0 || s.idx.slots != nil {
 		t.Fatalf("after the sweep: %d keys, %d chunks, %d indexed", tab.keys.Load(), len(s.chunks), s.idx.n)
 	}
@@ -192,24 +191,27 @@ func TestTableSweepReturnsChunks(t *testing.T) {
 	}
 }
 
-// leaseOf reads a key's lease without making an entry or moving the key.
+// testLease is what a table user keeps beside an entry.
+type testLease struct{ tokens int64 }
+
+// LeaseOf reads a key's lease without making an entry or moving the key.
 func TestTableLeaseOf(t *testing.T) {
-	tab := newTable(1)
+	tab := NewTable(1)
 	s := &tab.shards[0]
-	if ls := tab.leaseOf(s, []byte("a")); ls != nil {
+	if ls := tab.LeaseOf(s, []byte("a")); ls != nil {
 		t.Fatal("a lease for a key never seen")
 	}
-	ia := tab.find(s, []byte("a"), sec, sec, 10)
-	la := s.lease(ia)
+	ia := tab.Find(s, []byte("a"), sec, sec, 10)
+	la := s.Lease(ia, func() any { return new(testLease) }).(*testLease)
 	la.tokens = 5
-	tab.find(s, []byte("b"), sec, sec, 10)
-	if ls := tab.leaseOf(s, []byte("a")); ls != la || ls.tokens != 5 {
+	tab.Find(s, []byte("b"), sec, sec, 10)
+	if ls := tab.LeaseOf(s, []byte("a")); ls != any(la) || la.tokens != 5 {
 		t.Fatalf("leaseOf(a) = %v, want a's lease", ls)
 	}
-	if ls := tab.leaseOf(s, []byte("b")); ls != nil {
+	if ls := tab.LeaseOf(s, []byte("b")); ls != nil {
 		t.Fatal("a lease for b, which has none")
 	}
-	if ls := tab.leaseOf(s, []byte("c")); ls != nil || s.live != 2 || s.head == ia {
+	if ls := tab.LeaseOf(s, []byte("c")); ls != nil || s.live != 2 || s.head == ia {
 		t.Fatalf("leaseOf(c) = %v with %d keys; a is most recent: %v", ls, s.live, s.head == ia)
 	}
 }
@@ -219,7 +221,7 @@ func TestTableLeaseOf(t *testing.T) {
 // then), after that tail was touched again, and with a shorter idle time
 // (a changed rule).
 func TestTableLookupsExpireIdleKeys(t *testing.T) {
-	tab := newTable(1)
+	tab := NewTable(1)
 	s := &tab.shards[0]
 	const idle = 10 * sec
 	tab.get(s, []byte("a"), 1*sec, idle, 100)

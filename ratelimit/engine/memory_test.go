@@ -1,4 +1,4 @@
-package ratelimit
+package engine
 
 import (
 	"fmt"
@@ -8,18 +8,16 @@ import (
 	"strconv"
 	"testing"
 	"unsafe"
-
-	"github.com/sluicegw/sluice/rulestore"
 )
 
 // bytesPerKey tracks n distinct per-user keys in one local engine whose
 // max_keys has room for them all, and returns the live heap per tracked key.
 func bytesPerKey(t testing.TB, n int) float64 {
-	r := mustRule(t, rulestore.Fields{"qps": "10", "burst": "20", "max_keys": fmt.Sprint(2 * n)}) // room: shards fill unevenly
+	r := bucket(10, 20, 2*n) // room: shards fill unevenly
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	e := newLocalEngine(r)
+	e := NewLocal(r)
 	key := make([]byte, 0, 32)
 	now := sec
 	for i := range n {
@@ -44,7 +42,7 @@ var memoryDoc = regexp.MustCompile(`about (\d+) bytes of heap: its (\d+)-byte ta
 // docMemory reads the three figures of docs/ratelimit.md's Memory section.
 func docMemory(t *testing.T) (perKey, entryBytes, inline int) {
 	t.Helper()
-	raw, err := os.ReadFile("../docs/ratelimit.md")
+	raw, err := os.ReadFile("../../docs/ratelimit.md")
 	if err != nil {
 		t.Fatal(err)
 	}

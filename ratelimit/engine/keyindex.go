@@ -1,4 +1,4 @@
-package ratelimit
+package engine
 
 import "math/bits"
 

@@ -1,4 +1,4 @@
-package ratelimit
+package engine
 
 import "math"
 
@@ -17,9 +17,9 @@ import "math"
 // store is full. The caller decides what a future slot means: wait for it
 // (warm_up_pace) or admit only within a tolerance (warm_up).
 
-// warmModel is the curve of one quota, derived from qps, the cold factor
+// WarmModel is the curve of one quota, derived from qps, the cold factor
 // and the period; intervals in ns.
-type warmModel struct {
+type WarmModel struct {
 	stable, cold float64 // ns per permit, warm and cold
 	threshold    float64 // permits
 	maxPermits   float64
@@ -27,8 +27,8 @@ type warmModel struct {
 	coolDown     float64 // ns for an idle key to store one permit
 }
 
-func newWarmModel(qps, coldFactor float64, period int64) warmModel {
-	m := warmModel{stable: math.Min(1e9/qps, maxFlowSeconds*1e9)}
+func NewWarmModel(qps, coldFactor float64, period int64) WarmModel {
+	m := WarmModel{stable: math.Min(1e9/qps, MaxFlowSeconds*1e9)}
 	m.cold = m.stable * coldFactor
 	p := float64(period)
 	// The area under the interval curve between threshold and maxPermits
@@ -42,7 +42,7 @@ func newWarmModel(qps, coldFactor float64, period int64) warmModel {
 
 // interval is the cost in ns of the next permit when stored are held:
 // 1/current rate.
-func (m *warmModel) interval(stored float64) float64 {
+func (m *WarmModel) interval(stored float64) float64 {
 	if stored <= m.threshold {
 		return m.stable
 	}
@@ -52,7 +52,7 @@ func (m *warmModel) interval(stored float64) float64 {
 // cost is the time to spend n of the stored permits (the integral of the
 // interval curve from stored-n to stored), plus the stable interval for
 // each permit that is not stored.
-func (m *warmModel) cost(stored, n float64) float64 {
+func (m *WarmModel) cost(stored, n float64) float64 {
 	fromStore := min(n, stored) // the builtin: math.Min is a call, and -0 or NaN cannot occur here
 	var ns float64
 	if above := stored - m.threshold; above > 0 {
@@ -72,7 +72,7 @@ type warmBucket struct {
 }
 
 // sync brings the bucket to now: time beyond next, unused, stores permits.
-func (b *warmBucket) sync(now int64, m *warmModel) {
+func (b *warmBucket) sync(now int64, m *WarmModel) {
 	if b.next == 0 {
 		b.next, b.stored = now, m.maxPermits
 		return
@@ -86,7 +86,7 @@ func (b *warmBucket) sync(now int64, m *warmModel) {
 // take decides a request of n permits at now: wait is the time until its
 // slot; it is admitted (and the slot taken) when wait <= tolerance,
 // otherwise retry is the time until it would be.
-func (b *warmBucket) take(now int64, n float64, m *warmModel, tolerance int64) (wait int64, ok bool, retry int64) {
+func (b *warmBucket) take(now int64, n float64, m *WarmModel, tolerance int64) (wait int64, ok bool, retry int64) {
 	b.sync(now, m)
 	wait = b.next - now
 	if wait > tolerance {
@@ -98,7 +98,7 @@ func (b *warmBucket) take(now int64, n float64, m *warmModel, tolerance int64) (
 
 // spend takes the slot of a request of n permits from a synced bucket and
 // returns the next slot and the interval of the permit after it.
-func (b *warmBucket) spend(n float64, m *warmModel) (next, interval int64) {
+func (b *warmBucket) spend(n float64, m *WarmModel) (next, interval int64) {
 	b.next += int64(math.Ceil(m.cost(b.stored, n)))
 	b.stored -= min(n, b.stored)
 	return b.next, int64(m.interval(b.stored))
@@ -106,6 +106,21 @@ func (b *warmBucket) spend(n float64, m *warmModel) (next, interval int64) {
 
 // rate is the admitted rate in requests per second the bucket allows at
 // its current store (for tests and /sluice/state).
-func (b *warmBucket) rate(m *warmModel) float64 {
+func (b *warmBucket) rate(m *WarmModel) float64 {
 	return 1e9 / m.interval(b.stored)
+}
+
+// ColdSlots are the slots (ns after the first request) the warm-up model
+// gives n requests that all arrive at once on a cold key: what the
+// cluster's script reproduces for the fleet.
+func ColdSlots(qps, coldFactor float64, period int64, n int) []int64 {
+	m := NewWarmModel(qps, coldFactor, period)
+	var b warmBucket
+	b.sync(1, &m)
+	slots := make([]int64, n)
+	for i := range slots {
+		slots[i] = b.next - 1
+		b.take(1, 1, &m, 1<<62)
+	}
+	return slots
 }

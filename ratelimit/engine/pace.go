@@ -1,4 +1,4 @@
-package ratelimit
+package engine
 
 // pacer is one key's schedule for control_behavior pace: the generic cell
 // rate algorithm in its "virtual scheduling" form. tat (theoretical arrival

@@ -1,4 +1,4 @@
-package ratelimit
+package engine
 
 import (
 	"math"
@@ -32,8 +32,8 @@ func (p Period) String() string {
 	return "unknown"
 }
 
-// parsePeriod reads minute, hour, day, week or month (case-insensitive).
-func parsePeriod(s string) (Period, bool) {
+// ParsePeriod reads minute, hour, day, week or month (case-insensitive).
+func ParsePeriod(s string) (Period, bool) {
 	for p, name := range periodNames {
 		if p != 0 && strings.EqualFold(s, name) {
 			return Period(p), true
@@ -44,7 +44,7 @@ func parsePeriod(s string) (Period, bool) {
 
 // longest is the longest window of p: a day or week with a DST change in
 // it is an hour longer, a month at most 31 days (plus an hour).
-func (p Period) longest() time.Duration {
+func (p Period) Longest() time.Duration {
 	switch p {
 	case PeriodMinute:
 		return time.Minute

@@ -1,4 +1,4 @@
-package ratelimit
+package engine
 
 // Eviction never forgives: a key the table evicts (max_keys) with part of
 // its quota spent leaves a trace in its stripe's sketch (sketch.go), and
@@ -8,14 +8,14 @@ package ratelimit
 // keeper is what a table needs to keep keys' spent state for rule r at
 // now: nil r keeps none (in-flight slots, leases, shaping rules).
 type keeper struct {
-	r   *Rule
+	r   *Spec
 	now int64
 	cal int64 // a calendar quota's window start at now, once read
 }
 
 // keeps is the rule whose keys' spent state the engine's table keeps
 // across eviction: a rule counting a quota in this engine, else nil.
-func (e *localEngine) keeps(r *Rule) *Rule {
+func (e *Local) keeps(r *Spec) *Spec {
 	if e.slotsOnly || r.Flow.Behavior != Reject {
 		return nil
 	}
@@ -25,7 +25,7 @@ func (e *localEngine) keeps(r *Rule) *Rule {
 // calStart is a calendar quota's current window start (Unix ns).
 func (k *keeper) calStart() int64 {
 	if k.cal == 0 {
-		k.cal = k.r.Calendar.window(wallOf(k.now)).start
+		k.cal = k.r.Calendar.Window(Wall(k.now)).Start
 	}
 	return k.cal
 }
@@ -62,7 +62,7 @@ func (k *keeper) trace(e *entry, l *Limits) uint64 {
 	if deficit <= 0 {
 		return 0
 	}
-	return uint64(k.now + ceilNanos(deficit/l.QPS)) // full again then
+	return uint64(k.now + CeilNanos(deficit/l.QPS)) // full again then
 }
 
 // beyondSketch reports whether evicted entry e of key holds more spent
@@ -73,7 +73,7 @@ func (k *keeper) trace(e *entry, l *Limits) uint64 {
 // does, and a key restored from its trace that spends nothing more finds
 // it there again.
 func (k *keeper) beyondSketch(sk *evictSketch, e *entry, key []byte) bool {
-	l := k.r.limitsFor(key)
+	l := k.r.LimitsFor(key)
 	known := 0.0
 	if sk.cells != nil {
 		var was entry
@@ -86,7 +86,7 @@ func (k *keeper) beyondSketch(sk *evictSketch, e *entry, key []byte) bool {
 
 // forgiven is what an evicted key may come back owing less than it did:
 // a sixteenth of its quota, at least one unit.
-func forgiven(l *Limits) float64 { return max(float64(l.quota)/16, 1) }
+func forgiven(l *Limits) float64 { return max(float64(l.Quota)/16, 1) }
 
 // spent is what entry e has spent of quota l at now, debt included.
 func (k *keeper) spent(e *entry, l *Limits) float64 {
@@ -164,12 +164,12 @@ func restoreWindow(w *slidingWindow, cells [sketchRows]uint64, now, size int64) 
 	return true
 }
 
-// peekTrace is the state key, not in the table, starts from on its next
+// PeekTrace is the state key, not in the table, starts from on its next
 // request at now under rule r: its eviction trace, if its shard's sketch
 // holds one (ok). It changes nothing.
-func (e *localEngine) peekTrace(r *Rule, key []byte, now int64) (ent entry, ok bool) {
+func (e *Local) PeekTrace(r *Spec, key []byte, now int64) (snap Snapshot, ok bool) {
 	if e.keeps(r) == nil {
-		return ent, false
+		return snap, false
 	}
 	h := e.tab.hash(key)
 	s := e.tab.shardOf(h)
@@ -177,7 +177,7 @@ func (e *localEngine) peekTrace(r *Rule, key []byte, now int64) (ent entry, ok b
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.sketch.cells == nil {
-		return ent, false
+		return snap, false
 	}
-	return ent, k.restore(&s.sketch, &ent, h, r.limitsFor(key))
+	return snap, k.restore(&s.sketch, &snap.ent, h, r.LimitsFor(key))
 }

@@ -1,11 +1,9 @@
-package ratelimit
+package engine
 
 import (
 	"math"
 	"testing"
 	"time"
-
-	"github.com/sluicegw/sluice/rulestore"
 )
 
 const ms = int64(time.Millisecond)
@@ -50,7 +48,7 @@ func TestPacerSpacesRequestsAndRefusesBeyondMaxWait(t *testing.T) {
 func TestWarmUpRateCurve(t *testing.T) {
 	const qps, cold = 100.0, 3.0
 	period := 10 * sec
-	m := newWarmModel(qps, cold, period)
+	m := NewWarmModel(qps, cold, period)
 	var b warmBucket
 	now := 5 * sec
 	b.sync(now, &m)
@@ -110,8 +108,8 @@ func TestWarmUpRateCurve(t *testing.T) {
 // TestWarmUpToleranceScalesTheBurst: in warm_up (refusing) mode a cold key
 // lets through about burst/cold_factor at once, a warm one burst.
 func TestWarmUpToleranceScalesTheBurst(t *testing.T) {
-	m := newWarmModel(100, 3, 10*sec)
-	tolerance := ceilNanos(99.0 / 100) // burst 100, cost 1
+	m := NewWarmModel(100, 3, 10*sec)
+	tolerance := CeilNanos(99.0 / 100) // burst 100, cost 1
 	count := func(b *warmBucket, now int64) int {
 		n := 0
 		for {
@@ -137,26 +135,4 @@ func TestWarmUpToleranceScalesTheBurst(t *testing.T) {
 type simUpstream struct {
 	capacity int64
 	base     int64
-}
-
-// A rule with an absurdly low or high qps keeps its schedule arithmetic in
-// range (no overflow into the past).
-func TestFlowExtremeRates(t *testing.T) {
-	for _, qps := range []string{"0.000001", "1e9"} { // the ends of qps's range
-		for _, b := range []string{"pace", "warm_up", "warm_up_pace"} {
-			f := rulestore.Fields{"qps": qps, "control_behavior": b, "key_resolver": "global"}
-			if b != "pace" {
-				f["warm_up_period"] = "24h"
-			}
-			r := mustRule(t, f)
-			e := newLocalEngine(r)
-			now := sec
-			for i := 0; i < 3; i++ {
-				d := e.Take(r, []byte("global"), now)
-				if d.Wait < 0 || d.RetryAfter < 0 || d.Reset < 0 {
-					t.Fatalf("%s qps %s take %d: %+v", b, qps, i, d)
-				}
-			}
-		}
-	}
 }

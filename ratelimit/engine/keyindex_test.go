@@ -1,4 +1,4 @@
-package ratelimit
+package engine
 
 import (
 	"fmt"
@@ -6,8 +6,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-
-	"github.com/sluicegw/sluice/rulestore"
 )
 
 // indexHolds reports the entries x lists under hash h.
@@ -108,7 +106,7 @@ func TestKeyIndexEmpty(t *testing.T) {
 // (max_keys evictions, idle expiry), keeps every live key's own state, its
 // index and its recency list in step with its entries.
 func TestTableIndexThroughChurn(t *testing.T) {
-	tab := newTable(4)
+	tab := NewTable(4)
 	const perShard = 50
 	r := rand.New(rand.NewPCG(3, 4))
 	mark := map[string]float64{}
@@ -116,7 +114,7 @@ func TestTableIndexThroughChurn(t *testing.T) {
 	for step := range 50_000 {
 		now += int64(r.IntN(1000))
 		k := []byte{byte('a' + r.IntN(26)), byte('a' + r.IntN(26)), byte('a' + r.IntN(26))}
-		s := tab.shard(k)
+		s := tab.Shard(k)
 		e := tab.get(s, k, now, 30_000, perShard)
 		if want, ok := mark[string(k)]; ok && e.tb.tokens != 0 && e.tb.tokens != want {
 			t.Fatalf("step %d: key %s holds %v, want %v", step, k, e.tb.tokens, want)
@@ -136,7 +134,7 @@ func TestTableIndexThroughChurn(t *testing.T) {
 	n := 0
 	tab.scan(func(e *entry, key []byte) {
 		n++
-		s := tab.shard(key)
+		s := tab.Shard(key)
 		if got := tab.lookupHashed(s, key, tab.hash(key)); s.at(got) != e {
 			t.Fatalf("key %s: lookup finds entry %d, not its own", key, got)
 		}
@@ -155,7 +153,7 @@ func TestTableIndexThroughChurn(t *testing.T) {
 // with one clock used the table (callers on several goroutines read their
 // clocks before they take the lock, so their times can reach it out of
 // order).
-func checkRecencyList(t *testing.T, s *shard, bySeen bool) {
+func checkRecencyList(t *testing.T, s *Shard, bySeen bool) {
 	t.Helper()
 	n, prev := 0, int32(0)
 	for i := s.head; i != 0; i = s.links[i].next {
@@ -181,8 +179,9 @@ func checkRecencyList(t *testing.T, s *shard, bySeen bool) {
 // shard's index, recency list and free entries agree, and every in-flight
 // count is back to 0. Run with -race it also checks the shards' locking.
 func TestTableConcurrentChurn(t *testing.T) {
-	r := mustRule(t, rulestore.Fields{"qps": "1e9", "max_keys": "256", "max_concurrent": "2"})
-	e := newLocalEngine(r)
+	r := bucket(1e9, 0, 256)
+	r.MaxConcurrent = 2
+	e := NewLocal(r)
 	const callers, perCaller = 4, 5000
 	var wg sync.WaitGroup
 	for c := range callers {

@@ -1,4 +1,4 @@
-package ratelimit
+package engine
 
 import "math"
 
@@ -29,7 +29,7 @@ func (b *tokenBucket) admit(now int64, rate, burst, need, spend float64) (ok boo
 		b.tokens -= spend
 		return true, math.Floor(max(b.tokens, 0)), 0
 	}
-	return false, math.Floor(max(b.tokens, 0)), ceilNanos((need - b.tokens) / rate)
+	return false, math.Floor(max(b.tokens, 0)), CeilNanos((need - b.tokens) / rate)
 }
 
 // charge spends n more tokens at now (refunds -n when n < 0): the bucket
@@ -82,10 +82,10 @@ func (b *tokenBucket) untilFull(rate, burst float64) int64 {
 	if b.tokens >= burst {
 		return 0
 	}
-	return ceilNanos((burst - b.tokens) / rate)
+	return CeilNanos((burst - b.tokens) / rate)
 }
 
-// ceilNanos converts seconds to whole nanoseconds, rounding up.
-func ceilNanos(seconds float64) int64 {
+// CeilNanos converts seconds to whole nanoseconds, rounding up.
+func CeilNanos(seconds float64) int64 {
 	return int64(math.Ceil(seconds * 1e9))
 }

@@ -1,9 +1,7 @@
-package ratelimit
+package engine
 
 import (
 	"testing"
-
-	"github.com/sluicegw/sluice/rulestore"
 )
 
 // peek, which GET /sluice/quota reads a local key through, leaves the
@@ -11,30 +9,27 @@ import (
 // place in the LRU (the least recently used key stays the one evicted
 // next), and the copy it returns is the state a request left.
 func TestPeekLeavesTheTableAlone(t *testing.T) {
-	r, err := ParseRule("peek", rulestore.Fields{"qps": "1", "burst": "5", "max_keys": "64"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := newLocalEngine(r)
+	r := bucket(1, 5, 64)
+	e := NewLocal(r)
 	now := int64(1e9)
 	for _, k := range []string{"a", "b", "c"} {
 		e.Take(r, []byte(k), now)
 	}
 	e.Take(r, []byte("a"), now) // a: two tokens spent
-	s := e.tab.shard([]byte("b"))
+	s := e.tab.Shard([]byte("b"))
 	tail := string(s.keyOf(s.at(s.tail)))
 	if tail != "b" {
 		t.Fatalf("least recently used %q, want b", tail)
 	}
 
-	ent, ok := e.peek([]byte("b"))
-	if !ok || ent.tb.tokens != 4 {
-		t.Fatalf("peek b: ok=%v tokens %v, want 4", ok, ent.tb.tokens)
+	ent, ok := e.Peek([]byte("b"))
+	if !ok || ent.ent.tb.tokens != 4 {
+		t.Fatalf("peek b: ok=%v tokens %v, want 4", ok, ent.ent.tb.tokens)
 	}
-	if ent, ok := e.peek([]byte("a")); !ok || ent.tb.tokens != 3 {
-		t.Fatalf("peek a: ok=%v tokens %v, want 3", ok, ent.tb.tokens)
+	if ent, ok := e.Peek([]byte("a")); !ok || ent.ent.tb.tokens != 3 {
+		t.Fatalf("peek a: ok=%v tokens %v, want 3", ok, ent.ent.tb.tokens)
 	}
-	if _, ok := e.peek([]byte("nobody")); ok {
+	if _, ok := e.Peek([]byte("nobody")); ok {
 		t.Fatal("peek found a key never taken")
 	}
 	if got := string(s.keyOf(s.at(s.tail))); got != tail {
