@@ -82,13 +82,14 @@ func BenchmarkSettleCluster(b *testing.B) {
 			r := clusterRule(b, tc.fields)
 			l := instance(b, be, "bench-settle")
 			h := &Handler{inline: r, fixed: l}
-			bt := gateOf(be).batch
-			rt0, sc0 := bt.roundTrips.Load(), bt.scripts.Load()
+			bt := gateOf(be).Batch
+			_, rt0, sc0 := bt.Stats()
 			procs := runtime.GOMAXPROCS(0)
 			b.SetParallelism(max(1, 64/procs))
 			benchHandlerParallel(b, h, usageNext, max(1, 64/procs)*procs, 1000)
-			b.ReportMetric(float64(bt.roundTrips.Load()-rt0)/float64(b.N), "roundtrips/op")
-			b.ReportMetric(float64(bt.scripts.Load()-sc0)/float64(b.N), "scripts/op")
+			_, rt, sc := bt.Stats()
+			b.ReportMetric(float64(rt-rt0)/float64(b.N), "roundtrips/op")
+			b.ReportMetric(float64(sc-sc0)/float64(b.N), "scripts/op")
 		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sluicegw/sluice/ratelimit/cluster"
 	"github.com/sluicegw/sluice/ratelimit/engine"
 	"go.uber.org/zap"
 )
@@ -214,13 +215,13 @@ func (e *clusterEngine) decide(r *Rule, key []byte, now, cost int64, d *Decision
 		return
 	}
 	ls.learn(r, g, now, cost, e.lim.listed.Load())
-	if g.n >= cost {
-		ls.tokens += g.n - cost
-		d.Remaining = g.remaining + ls.tokens
+	if g.N >= cost {
+		ls.tokens += g.N - cost
+		d.Remaining = g.Remaining + ls.tokens
 	} else {
-		d.Reason, d.RetryAfter, d.Remaining = RateLimited, g.wait, 0
+		d.Reason, d.RetryAfter, d.Remaining = RateLimited, g.Wait, 0
 	}
-	d.Reset = g.reset
+	d.Reset = g.Reset
 	s.Unlock()
 }
 
@@ -257,13 +258,13 @@ func (e *clusterEngine) decideExact(r *Rule, key []byte, now, cost int64, d *Dec
 	}
 	// Admitted: spend granted, and cost was there before it (what is left
 	// plus what was granted).
-	if g.n >= spend && g.remaining+g.n >= cost {
-		d.Remaining = g.remaining
+	if g.N >= spend && g.Remaining+g.N >= cost {
+		d.Remaining = g.Remaining
 	} else {
-		d.Reason, d.RetryAfter, d.Remaining = RateLimited, g.wait, 0
+		d.Reason, d.RetryAfter, d.Remaining = RateLimited, g.Wait, 0
 	}
-	d.Reset = g.reset
-	if g.wait > 0 || known != nil {
+	d.Reset = g.Reset
+	if g.Wait > 0 || known != nil {
 		// Remember the refusal, or clear the one remembered.
 		s, _, ls := e.lockLease(r, key, now)
 		ls.learn(r, g, now, cost, e.lim.listed.Load())
@@ -313,15 +314,15 @@ func (ls *leaseState) refuseAsDenied(now int64, d *Decision) {
 // concurrent request whose clock reading came earlier. A refusal is kept
 // at most clusterRecheck, or listedRecheck when the rule is one of
 // several limits somewhere (listed); its Retry-After stays Redis's wait.
-func (ls *leaseState) learn(r *Rule, g grant, now, cost int64, listed bool) {
-	ls.remaining, ls.resetAt = g.remaining, now+g.reset
-	if g.wait > 0 {
-		ls.deniedUntil, ls.deniedBy, ls.deniedCost = now+g.wait, r, cost
+func (ls *leaseState) learn(r *Rule, g cluster.Grant, now, cost int64, listed bool) {
+	ls.remaining, ls.resetAt = g.Remaining, now+g.Reset
+	if g.Wait > 0 {
+		ls.deniedUntil, ls.deniedBy, ls.deniedCost = now+g.Wait, r, cost
 		keep := clusterRecheck
 		if listed {
 			keep = listedRecheck
 		}
-		ls.recheckAt = now + min(g.wait, keep)
+		ls.recheckAt = now + min(g.Wait, keep)
 	} else {
 		ls.deniedUntil, ls.deniedBy = 0, nil
 	}
@@ -334,7 +335,7 @@ func (e *clusterEngine) topUp(r *Rule, l *Limits, key string, s *engine.Shard, l
 	s.Lock()
 	ls.pending = false
 	if err == nil {
-		ls.tokens += g.n
+		ls.tokens += g.N
 		ls.learn(r, g, now, 1, e.lim.listed.Load())
 	}
 	s.Unlock()
@@ -343,10 +344,10 @@ func (e *clusterEngine) topUp(r *Rule, l *Limits, key string, s *engine.Shard, l
 // call runs one script on Redis within the rule's redis_timeout, unless the
 // gate is down, in a batch with the other decisions waiting on the client
 // (batcher.go); a failure brings the gate down.
-func (e *clusterEngine) call(r *Rule, l *Limits, key []byte, min, max int64) (grant, error) {
+func (e *clusterEngine) call(r *Rule, l *Limits, key []byte, min, max int64) (cluster.Grant, error) {
 	ref := e.lim.backend.Load()
 	if ref == nil {
-		return grant{}, errNoRedis
+		return cluster.Grant{}, errNoRedis
 	}
 	c := ref.b.Client()
 	if c == nil {
@@ -355,33 +356,33 @@ func (e *clusterEngine) call(r *Rule, l *Limits, key []byte, min, max int64) (gr
 		if e.warnedNoRedis.CompareAndSwap(false, true) && ref.logger != nil {
 			ref.logger.Warn("scope cluster rule but no redis configured: requests follow on_redis_error", zap.String("rule", r.ID))
 		}
-		return grant{}, errNoRedis
+		return cluster.Grant{}, errNoRedis
 	}
-	g := ref.b.ClientState(gateKey, newGate).(*gate)
-	if g.down.Load() {
-		return grant{}, errGateDown
+	g := ref.b.ClientState(cluster.GateKey, cluster.NewGate).(*cluster.Gate)
+	if g.Down.Load() {
+		return cluster.Grant{}, cluster.ErrGateDown
 	}
 	var rkey string
-	var res grant
+	var res cluster.Grant
 	var err error
 	switch fl := &r.Flow; {
 	case fl.Behavior.Warms():
-		rkey = redisKeyOf(ref.b.KeyPrefix(), "wu", r.ID, key)
-		res, err = g.batch.runWarm(rkey, math.Min(float64(min)/l.QPS, engine.MaxFlowSeconds)*1e6, fl.ColdFactor, fl.WarmUpPeriod/1000,
+		rkey = cluster.RedisKeyOf(ref.b.KeyPrefix(), "wu", r.ID, key)
+		res, err = g.Batch.RunWarm(rkey, math.Min(float64(min)/l.QPS, engine.MaxFlowSeconds)*1e6, fl.ColdFactor, fl.WarmUpPeriod/1000,
 			fl.Tolerance(l, float64(min))/1000, r.RedisTimeout)
 	case r.Calendar != nil:
-		rkey, res, err = e.callCalendar(g.batch, ref.b.KeyPrefix(), r, l, key, e.lim.now(), min, max)
+		rkey, res, err = e.callCalendar(g.Batch, ref.b.KeyPrefix(), r, l, key, e.lim.now(), min, max)
 	case fl.Behavior == Pace:
-		rkey = redisKeyOf(ref.b.KeyPrefix(), "pc", r.ID, key)
-		res, err = g.batch.runPace(rkey, math.Min(float64(min)/l.QPS, engine.MaxFlowSeconds)*1e6, r.Flow.MaxQueueWait/1000, r.RedisTimeout)
+		rkey = cluster.RedisKeyOf(ref.b.KeyPrefix(), "pc", r.ID, key)
+		res, err = g.Batch.RunPace(rkey, math.Min(float64(min)/l.QPS, engine.MaxFlowSeconds)*1e6, r.Flow.MaxQueueWait/1000, r.RedisTimeout)
 	default:
-		rkey = redisKey(ref.b.KeyPrefix(), e.typ, r.ID, key)
-		res, err = g.batch.run(e.typ, rkey, l, min, max, r.RedisTimeout)
+		rkey = cluster.RedisKey(ref.b.KeyPrefix(), e.typ, r.ID, key)
+		res, err = g.Batch.Run(e.typ, rkey, l, min, max, r.RedisTimeout)
 	}
 	if err != nil {
 		e.lim.counters.redisErrors.Inc()
-		if unreachable(err) {
-			g.fail(err, rkey, ref.logger)
+		if cluster.Unreachable(err) {
+			g.Fail(err, rkey, ref.logger)
 		} else if e.warned.CompareAndSwap(false, true) && ref.logger != nil {
 			// Redis answered, with an error about this key or script
 			// (e.g. WRONGTYPE: something else wrote the key): this
@@ -389,24 +390,10 @@ func (e *clusterEngine) call(r *Rule, l *Limits, key []byte, min, max int64) (gr
 			ref.logger.Warn("cluster rate limit: redis refused the script; this decision follows on_redis_error",
 				zap.String("rule", r.ID), zap.Error(err))
 		}
-		return grant{}, err
+		return cluster.Grant{}, err
 	}
 	e.lim.counters.redisCalls.Inc()
 	return res, nil
-}
-
-var errGateDown = errors.New("redis marked unreachable")
-
-// unreachable tells a Redis that cannot serve (connection refused or lost,
-// timeout, loading, failover, cluster down) from a reply error about one
-// command, which says nothing about the others.
-func unreachable(err error) bool {
-	var re redis.Error
-	if !errors.As(err, &re) {
-		return true
-	}
-	return redis.IsLoadingError(err) || redis.IsReadOnlyError(err) || redis.IsClusterDownError(err) ||
-		redis.IsTryAgainError(err) || redis.IsMasterDownError(err)
 }
 
 // fail decides d without Redis, by the rule's on_redis_error.

@@ -54,20 +54,20 @@ func (e *clusterEngine) pace(r *Rule, key []byte, now int64, d *Decision) {
 		e.fail(r, key, now, r.Cost, d)
 		return
 	}
-	d.Remaining, d.Reset = g.remaining, g.reset
+	d.Remaining, d.Reset = g.Remaining, g.Reset
 	switch {
-	case g.n == 0:
+	case g.N == 0:
 		q.Add(-1)
-		d.Reason, d.RetryAfter = RateLimited, g.wait
+		d.Reason, d.RetryAfter = RateLimited, g.Wait
 		// now was read before the call, so now + wait ends no later than
 		// the refusal Redis computed.
 		s.Lock()
-		ls.deniedUntil, ls.deniedBy, ls.resetAt = now+g.wait, r, now+g.reset
+		ls.deniedUntil, ls.deniedBy, ls.resetAt = now+g.Wait, r, now+g.Reset
 		s.Unlock()
-	case g.wait == 0:
+	case g.Wait == 0:
 		q.Add(-1)
 	default:
-		d.Wait, d.Queued = g.wait, q
+		d.Wait, d.Queued = g.Wait, q
 	}
 }
 
@@ -79,11 +79,11 @@ func (e *clusterEngine) warmUp(r *Rule, key []byte, now int64, d *Decision, s *e
 		e.fail(r, key, now, r.Cost, d)
 		return
 	}
-	d.Remaining, d.Reset = g.remaining, g.reset
-	if g.n == 0 {
-		d.Reason, d.RetryAfter = RateLimited, g.wait
+	d.Remaining, d.Reset = g.Remaining, g.Reset
+	if g.N == 0 {
+		d.Reason, d.RetryAfter = RateLimited, g.Wait
 		s.Lock()
-		ls.deniedUntil, ls.deniedBy, ls.resetAt = now+g.wait, r, now+g.reset
+		ls.deniedUntil, ls.deniedBy, ls.resetAt = now+g.Wait, r, now+g.Reset
 		s.Unlock()
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicegw/sluice/internal/redistest"
+	"github.com/sluicegw/sluice/ratelimit/cluster"
 	"github.com/sluicegw/sluice/ratelimit/engine"
 	"github.com/sluicegw/sluice/rulestore"
 )
@@ -142,7 +143,7 @@ func TestClusterInvalidStateNumbersRepair(t *testing.T) {
 				l := instance(t, b, "invalid-"+kind)
 				key := "t:ratelimit:" + kind + ":{" + r.ID + ":global}"
 				if kind == "cq" {
-					key = calendarRedisKey("t:", r.ID, []byte("global"), r.Calendar.Window(engine.Wall(l.now())).Start)
+					key = cluster.CalendarRedisKey("t:", r.ID, []byte("global"), r.Calendar.Window(engine.Wall(l.now())).Start)
 				}
 				srv.Client().Set(ctx, key, tc.value, 0) // a hot key: its TTL would never run out
 				deadline := time.Now().Add(10 * time.Second)
@@ -201,7 +202,7 @@ func TestClusterSettleInvalidStateNumbersRepair(t *testing.T) {
 			e := l.engine(r).(*clusterEngine)
 			key := "t:ratelimit:" + tc.engine + ":{" + r.ID + ":global}"
 			if tc.engine == "cq" {
-				key = calendarRedisKey("t:", r.ID, []byte("global"), r.Calendar.Window(engine.Wall(l.now())).Start)
+				key = cluster.CalendarRedisKey("t:", r.ID, []byte("global"), r.Calendar.Window(engine.Wall(l.now())).Start)
 			}
 			for _, v := range tc.values {
 				srv.Client().Set(ctx, key, v, 0)

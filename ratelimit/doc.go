@@ -7,9 +7,10 @@
 //     per-key state under max_keys with eviction traces), and the adaptive
 //     in-flight limit in ratelimit/overload; here their Caddy glue
 //     (local.go, adaptive*.go, flow*.go);
-//   - scope cluster: the same quotas kept in Redis by Lua scripts, batched
-//     round trips, leases, a health gate and the on_redis_error fallbacks
-//     (cluster*.go, batcher*.go, gate.go, redisscript*.go);
+//   - scope cluster: the same quotas kept in Redis, with leases, remembered
+//     refusals and the on_redis_error fallbacks (cluster*.go,
+//     multi_cluster.go); the scripts, the batcher and the health gate are
+//     package ratelimit/cluster;
 //   - in-flight caps (max_concurrent, max_concurrent_total), costs declared
 //     by the request and settled from the response (count_status,
 //     response_cost; cost.go, settle.go, debt.go), overrides per key, and

@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicegw/sluice/internal/metrickit"
+	"github.com/sluicegw/sluice/ratelimit/cluster"
 	"github.com/sluicegw/sluice/rulestore"
 )
 
@@ -42,14 +43,9 @@ import (
 // registry; it reads the live limiters when scraped.
 var metrics collector
 
-var transitions = prometheus.NewCounterVec(prometheus.CounterOpts{
-	Namespace: "sluice", Subsystem: "ratelimit", Name: "redis_transitions_total",
-	Help: "Transitions of the Redis health gate of cluster rate limits (to down or up).",
-}, []string{"to"})
-
 // registerMetrics registers the collectors on a config's registry.
 func registerMetrics(reg *prometheus.Registry) error {
-	return metrickit.Register(reg, &metrics, transitions, queueWaitHist)
+	return metrickit.Register(reg, &metrics, cluster.Transitions, queueWaitHist)
 }
 
 // ruleCounters are one rule's counters, owned by its limiter: the request

@@ -3,7 +3,7 @@ package ratelimit
 import (
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/sluicegw/sluice/ratelimit/cluster"
 	"github.com/sluicegw/sluice/ratelimit/engine"
 	"go.uber.org/zap"
 )
@@ -38,8 +38,8 @@ func decideAtomic(ts []taken, kb []byte) (refused int, handled bool) {
 	if ref == nil || ref.b.Client() == nil {
 		return -1, false
 	}
-	g := ref.b.ClientState(gateKey, newGate).(*gate)
-	if g.down.Load() {
+	g := ref.b.ClientState(cluster.GateKey, cluster.NewGate).(*cluster.Gate)
+	if g.Down.Load() {
 		return -1, false
 	}
 	prefix := ref.b.KeyPrefix()
@@ -62,18 +62,18 @@ func decideAtomic(ts []taken, kb []byte) (refused int, handled bool) {
 			walls[i] = engine.Wall(e.lim.now())
 			w := r.Calendar.Window(walls[i])
 			wins[i] = w
-			keys[i] = calendarRedisKey(prefix, r.ID, t.key(kb), w.Start)
+			keys[i] = cluster.CalendarRedisKey(prefix, r.ID, t.key(kb), w.Start)
 			args = append(args, "cq", l.ScriptArgs[1], w.ExpireAt, t.cost, spend)
 		case e.typ == SlidingWindow:
-			keys[i] = redisKey(prefix, e.typ, r.ID, t.key(kb))
+			keys[i] = cluster.RedisKey(prefix, e.typ, r.ID, t.key(kb))
 			args = append(args, "sw", l.ScriptArgs[0], l.ScriptArgs[1], t.cost, spend)
 		default:
-			keys[i] = redisKey(prefix, e.typ, r.ID, t.key(kb))
+			keys[i] = cluster.RedisKey(prefix, e.typ, r.ID, t.key(kb))
 			args = append(args, "tb", l.ScriptArgs[0], l.ScriptArgs[1], t.cost, spend)
 		}
 		timeout = max(timeout, r.RedisTimeout)
 	}
-	if !oneSlot(ref.b.Client(), keys) {
+	if !cluster.OneSlot(ref.b.Client(), keys) {
 		return -1, false
 	}
 	// In-flight caps and the refusals Redis told, locally, before Redis.
@@ -91,7 +91,7 @@ func decideAtomic(ts []taken, kb []byte) (refused int, handled bool) {
 			return i, true
 		}
 	}
-	gs, err := g.batch.runMulti(keys, args, timeout)
+	gs, err := g.Batch.RunMulti(keys, args, timeout)
 	if err != nil {
 		return failAtomic(ts, kb, ref, g, keys, err), true
 	}
@@ -103,18 +103,18 @@ func decideAtomic(ts []taken, kb []byte) (refused int, handled bool) {
 		now := e.lim.now()
 		e.lim.counters.redisCalls.Inc()
 		if w := wins[i]; w != nil {
-			gr.reset = w.End - walls[i]
-			if gr.wait > 0 {
-				gr.wait = gr.reset
+			gr.Reset = w.End - walls[i]
+			if gr.Wait > 0 {
+				gr.Wait = gr.Reset
 			}
 			t.d.Cal = w
 		}
-		t.d.Remaining, t.d.Reset = gr.remaining, gr.reset
-		if gr.n < t.spent() || gr.remaining+gr.n < t.cost {
+		t.d.Remaining, t.d.Reset = gr.Remaining, gr.Reset
+		if gr.N < t.spent() || gr.Remaining+gr.N < t.cost {
 			if bad < 0 {
 				bad = i
 			}
-			if gr.wait > 0 && refused < 0 {
+			if gr.Wait > 0 && refused < 0 {
 				refused = i
 			}
 		}
@@ -128,7 +128,7 @@ func decideAtomic(ts []taken, kb []byte) (refused int, handled bool) {
 		refused = bad
 	}
 	d := &ts[refused].d
-	d.Reason, d.RetryAfter, d.Remaining = RateLimited, gs[refused].wait, 0
+	d.Reason, d.RetryAfter, d.Remaining = RateLimited, gs[refused].Wait, 0
 	release(ts)
 	return refused, true
 }
@@ -147,8 +147,8 @@ func (e *clusterEngine) knownRefusal(r *Rule, key []byte, now, cost int64, d *De
 
 // learnExact remembers what a script told about key (a refusal until some
 // time), or forgets a refusal remembered, as decideExact does.
-func (e *clusterEngine) learnExact(r *Rule, key []byte, now, cost int64, g grant) {
-	if g.wait == 0 {
+func (e *clusterEngine) learnExact(r *Rule, key []byte, now, cost int64, g cluster.Grant) {
+	if g.Wait == 0 {
 		s := e.keys.Shard(key)
 		s.Lock()
 		known := leaseOf(e.keys, s, key)
@@ -176,10 +176,10 @@ func release(ts []taken) {
 // failAtomic decides ts by each rule's on_redis_error when the script
 // failed, rule by rule: a rule that refuses gives back what the ones
 // before it took from their local shares.
-func failAtomic(ts []taken, kb []byte, ref *backendRef, g *gate, keys []string, err error) int {
+func failAtomic(ts []taken, kb []byte, ref *backendRef, g *cluster.Gate, keys []string, err error) int {
 	e0 := ts[0].eng.(*clusterEngine)
-	if unreachable(err) {
-		g.fail(err, keys[0], ref.logger)
+	if cluster.Unreachable(err) {
+		g.Fail(err, keys[0], ref.logger)
 	} else if e0.warned.CompareAndSwap(false, true) && ref.logger != nil {
 		ref.logger.Warn("cluster rate limit: redis refused the script of several limits; this decision follows on_redis_error",
 			zap.String("rule", ts[0].m.rule.ID), zap.Error(err))
@@ -204,19 +204,4 @@ func failAtomic(ts []taken, kb []byte, ref *backendRef, g *gate, keys []string, 
 		return i
 	}
 	return -1
-}
-
-// oneSlot reports whether one script may name all of keys: always on a
-// single Redis, on a Redis Cluster only when they share a hash slot.
-func oneSlot(c redis.UniversalClient, keys []string) bool {
-	if _, cluster := c.(*redis.ClusterClient); !cluster {
-		return true
-	}
-	s := keySlot(keys[0])
-	for _, k := range keys[1:] {
-		if keySlot(k) != s {
-			return false
-		}
-	}
-	return true
 }

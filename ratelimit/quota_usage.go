@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sluicegw/sluice/ratelimit/cluster"
 	"github.com/sluicegw/sluice/ratelimit/engine"
 	"github.com/sluicegw/sluice/rulestore"
 )
@@ -239,7 +240,7 @@ func quotaFromRedis(ctx context.Context, app *rulestore.App, r *Rule, key string
 	if r.Calendar != nil {
 		wall := engine.Wall(engine.Now())
 		w := r.Calendar.Window(wall)
-		rkey := calendarRedisKey(prefix, r.ID, []byte(key), w.Start)
+		rkey := cluster.CalendarRedisKey(prefix, r.ID, []byte(key), w.Start)
 		v, err := c.Get(ctx, rkey).Result()
 		if err != nil && !errors.Is(err, redis.Nil) {
 			return nil, redisDown(r, rkey, timeout, err)
@@ -248,7 +249,7 @@ func quotaFromRedis(ctx context.Context, app *rulestore.App, r *Rule, key string
 		u.Tracked = err == nil && perr == nil
 		// A value that is no count, or no valid one, counts as none, as in
 		// the script (script_valid.go).
-		used = validCount(used, float64(l.Quota))
+		used = cluster.ValidCount(used, float64(l.Quota))
 		if !u.Tracked {
 			used = 0
 		}
@@ -257,7 +258,7 @@ func quotaFromRedis(ctx context.Context, app *rulestore.App, r *Rule, key string
 		return u, nil
 	}
 	u.Clock = "redis"
-	rkey := redisKey(prefix, r.Type, r.ID, []byte(key))
+	rkey := cluster.RedisKey(prefix, r.Type, r.ID, []byte(key))
 	var get *redis.StringCmd
 	var clock *redis.TimeCmd
 	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -277,7 +278,7 @@ func quotaFromRedis(ctx context.Context, app *rulestore.App, r *Rule, key string
 		if len(v) == 24 {
 			u.Tracked = true
 			clock := float64(now / 1000)
-			if s, c, p, ok := validWindow(f64le(v[0:]), f64le(v[8:]), f64le(v[16:]), clock, float64(l.Window/1000), l.Max); ok {
+			if s, c, p, ok := cluster.ValidWindow(f64le(v[0:]), f64le(v[8:]), f64le(v[16:]), clock, float64(l.Window/1000), l.Max); ok {
 				start, cur, prev = int64(s)*1000, c, p
 			}
 			if start > now-now%l.Window {
@@ -292,7 +293,7 @@ func quotaFromRedis(ctx context.Context, app *rulestore.App, r *Rule, key string
 	var tokens float64
 	if len(v) == 16 {
 		u.Tracked = true
-		ls, tk, _ := validTokenBucket(f64le(v[0:]), f64le(v[8:]), float64(now/1000), l.Burst)
+		ls, tk, _ := cluster.ValidTokenBucket(f64le(v[0:]), f64le(v[8:]), float64(now/1000), l.Burst)
 		last, tokens = int64(ls)*1000, tk
 	}
 	spent, full := engine.BucketSpent(last, tokens, now, l.QPS, l.Burst)

@@ -1,9 +1,10 @@
-package ratelimit
+package cluster
 
 import (
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sluicegw/sluice/ratelimit/engine"
 )
 
 // The cluster engines: each decision (or lease) is answered by a script on
@@ -181,21 +182,21 @@ var (
 	slidingWindowScript = redis.NewScript(slidingWindowLua)
 )
 
-// grant is a script's answer, times in ns.
-type grant struct {
-	n, remaining, wait, reset int64
+// Grant is a script's answer, times in ns.
+type Grant struct {
+	N, Remaining, Wait, Reset int64
 }
 
 // parseGrant reads a script's reply {granted, remaining, wait µs, reset µs}.
-func parseGrant(cmd *redis.Cmd) (grant, error) {
+func parseGrant(cmd *redis.Cmd) (Grant, error) {
 	res, err := cmd.Int64Slice()
 	if err != nil {
-		return grant{}, err
+		return Grant{}, err
 	}
 	if len(res) != 4 {
-		return grant{}, fmt.Errorf("ratelimit script: unexpected reply %v", res)
+		return Grant{}, fmt.Errorf("ratelimit script: unexpected reply %v", res)
 	}
-	return grant{n: res[0], remaining: res[1], wait: res[2] * 1000, reset: res[3] * 1000}, nil
+	return Grant{N: res[0], Remaining: res[1], Wait: res[2] * 1000, Reset: res[3] * 1000}, nil
 }
 
 // parseGrants answers the calls of a script over many keys from its reply:
@@ -207,7 +208,7 @@ func parseGrants(cmd *redis.Cmd, calls []*scriptCall) {
 	}
 	for i, c := range calls {
 		if err != nil {
-			c.answer(grant{}, err)
+			c.answer(Grant{}, err)
 			continue
 		}
 		c.answer(parseKeyGrant(vals[4*i : 4*i+4]))
@@ -215,19 +216,19 @@ func parseGrants(cmd *redis.Cmd, calls []*scriptCall) {
 }
 
 // parseKeyGrant reads one key's four values of a script over many keys.
-func parseKeyGrant(v []any) (grant, error) {
+func parseKeyGrant(v []any) (Grant, error) {
 	if msg, ok := v[0].(string); ok {
-		return grant{}, keyError(msg)
+		return Grant{}, keyError(msg)
 	}
 	var n [4]int64
 	for j := range n {
 		x, ok := v[j].(int64)
 		if !ok {
-			return grant{}, fmt.Errorf("ratelimit script: unexpected reply %v", v)
+			return Grant{}, fmt.Errorf("ratelimit script: unexpected reply %v", v)
 		}
 		n[j] = x
 	}
-	return grant{n: n[0], remaining: n[1], wait: n[2] * 1000, reset: n[3] * 1000}, nil
+	return Grant{N: n[0], Remaining: n[1], Wait: n[2] * 1000, Reset: n[3] * 1000}, nil
 }
 
 // keyError is Redis's error about one key of a script over many, a reply
@@ -237,7 +238,7 @@ type keyError string
 func (e keyError) Error() string { return string(e) }
 func (keyError) RedisError()     {}
 
-// redisKey names a key's state in Redis:
+// RedisKey names a key's state in Redis:
 //
 //	<prefix>ratelimit:tb2:{<rule-id>:<key>}  token bucket (packed string)
 //	<prefix>ratelimit:sw2:{<rule-id>:<key>}  sliding window (packed string)
@@ -252,15 +253,15 @@ func (keyError) RedisError()     {}
 // there and answer WRONGTYPE (its on_redis_error) for as long as we kept
 // the key alive. Apart, each build counts in its own keys. The pc and wu
 // hashes kept their format and their names: both builds share them.
-func redisKey(prefix string, typ LimitType, id string, key []byte) string {
+func RedisKey(prefix string, typ engine.LimitType, id string, key []byte) string {
 	eng := "tb2"
-	if typ == SlidingWindow {
+	if typ == engine.SlidingWindow {
 		eng = "sw2"
 	}
-	return redisKeyOf(prefix, eng, id, key)
+	return RedisKeyOf(prefix, eng, id, key)
 }
 
-func redisKeyOf(prefix, eng, id string, key []byte) string {
+func RedisKeyOf(prefix, eng, id string, key []byte) string {
 	b := make([]byte, 0, len(prefix)+len("ratelimit:tb2:{:}")+len(id)+len(key))
 	b = append(b, prefix...)
 	b = append(b, "ratelimit:"...)

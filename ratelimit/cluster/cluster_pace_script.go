@@ -1,4 +1,4 @@
-package ratelimit
+package cluster
 
 import "github.com/redis/go-redis/v9"
 

@@ -1,4 +1,4 @@
-package ratelimit
+package cluster
 
 import (
 	"fmt"
@@ -120,7 +120,7 @@ var multiScript = redis.NewScript(multiLua)
 
 // parseMulti reads multiLua's reply: four values per key, as parseKeyGrant
 // reads them.
-func parseMulti(cmd *redis.Cmd, n int) ([]grant, error) {
+func parseMulti(cmd *redis.Cmd, n int) ([]Grant, error) {
 	vals, err := cmd.Slice()
 	if err != nil {
 		return nil, err
@@ -128,7 +128,7 @@ func parseMulti(cmd *redis.Cmd, n int) ([]grant, error) {
 	if len(vals) != 4*n {
 		return nil, fmt.Errorf("ratelimit script: %d values for %d keys", len(vals), n)
 	}
-	gs := make([]grant, n)
+	gs := make([]Grant, n)
 	for i := range gs {
 		if gs[i], err = parseKeyGrant(vals[4*i : 4*i+4]); err != nil {
 			return nil, err

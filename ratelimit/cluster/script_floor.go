@@ -1,6 +1,6 @@
 //go:build sluice_floor
 
-package ratelimit
+package cluster
 
 // A sluice_floor build (make bench's floor case, never a release) answers
 // every exact token bucket decision with a script that reads and writes

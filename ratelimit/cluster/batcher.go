@@ -1,4 +1,4 @@
-package ratelimit
+package cluster
 
 import (
 	"context"
@@ -10,9 +10,10 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sluicegw/sluice/ratelimit/engine"
 )
 
-// batcher coalesces the exact cluster decisions waiting on one Redis client
+// Batcher coalesces the exact cluster decisions waiting on one Redis client
 // at the same moment into one pipelined round trip. The token bucket and
 // sliding window decisions in it share one script call per engine (on a
 // Redis Cluster, per engine and hash slot) over all their keys, so every
@@ -38,7 +39,7 @@ import (
 // submitted: it stops waiting at its deadline whatever its batch does, and
 // a flusher skips decisions already given up. One timer per batcher keeps
 // the deadlines (batcher_deadline.go), not one per decision.
-type batcher struct {
+type Batcher struct {
 	client      redis.UniversalClient
 	window      time.Duration
 	maxBatch    int
@@ -72,8 +73,8 @@ const (
 	defaultMaxInFlight = 2
 )
 
-func newBatcher(c redis.UniversalClient) *batcher {
-	return &batcher{client: c, window: defaultBatchWindow, maxBatch: defaultMaxBatch, maxInFlight: defaultMaxInFlight}
+func NewBatcher(c redis.UniversalClient) *Batcher {
+	return &Batcher{client: c, window: defaultBatchWindow, maxBatch: defaultMaxBatch, maxInFlight: defaultMaxInFlight}
 }
 
 // scriptCall is one decision's script run, pooled with its done channel.
@@ -89,11 +90,11 @@ type scriptCall struct {
 	multi    bool
 	mkeys    []string
 	margs    []any
-	mres     []grant
+	mres     []Grant
 	deadline time.Time
 	state    atomic.Int32 // callWaiting until answered or timed out
 	done     chan struct{}
-	res      grant
+	res      Grant
 	err      error
 }
 
@@ -106,13 +107,13 @@ const (
 
 // answer gives the call its batch's outcome and wakes its caller, unless
 // it timed out already (while its batch was in flight).
-func (c *scriptCall) answer(res grant, err error) { c.finish(res, err, callAnswered) }
+func (c *scriptCall) answer(res Grant, err error) { c.finish(res, err, callAnswered) }
 
 // timeOut gives up the call at its deadline, unless it was answered.
-func (c *scriptCall) timeOut() { c.finish(grant{}, errRedisTimeout, callTimedOut) }
+func (c *scriptCall) timeOut() { c.finish(Grant{}, ErrRedisTimeout, callTimedOut) }
 
 // finish: the call is finished once, by whichever of the two comes first.
-func (c *scriptCall) finish(res grant, err error, as int32) {
+func (c *scriptCall) finish(res Grant, err error, as int32) {
 	if c.state.CompareAndSwap(callWaiting, as) {
 		c.res, c.err = res, err
 		c.done <- struct{}{}
@@ -120,7 +121,7 @@ func (c *scriptCall) finish(res grant, err error, as int32) {
 }
 
 // answerMulti answers a call of runMulti, unless it timed out already.
-func (c *scriptCall) answerMulti(res []grant, err error) {
+func (c *scriptCall) answerMulti(res []Grant, err error) {
 	if c.state.CompareAndSwap(callWaiting, callAnswered) {
 		c.mres, c.err = res, err
 		c.done <- struct{}{}
@@ -145,35 +146,35 @@ func (c *scriptCall) callArgs() []any {
 
 var callPool = sync.Pool{New: func() any { return &scriptCall{done: make(chan struct{}, 1)} }}
 
-// errRedisTimeout: the decision's redis_timeout passed before its batch
+// ErrRedisTimeout: the decision's redis_timeout passed before its batch
 // was answered.
-var errRedisTimeout = fmt.Errorf("redis_timeout: %w", context.DeadlineExceeded)
+var ErrRedisTimeout = fmt.Errorf("redis_timeout: %w", context.DeadlineExceeded)
 
-// run runs the engine's script for one key through the batcher and waits
+// Run runs the engine's script for one key through the batcher and waits
 // for its answer at most timeout.
-func (b *batcher) run(typ LimitType, key string, l *Limits, min, max int64, timeout time.Duration) (grant, error) {
+func (b *Batcher) Run(typ engine.LimitType, key string, l *engine.Limits, min, max int64, timeout time.Duration) (Grant, error) {
 	script := tokenBucketScript
-	if typ == SlidingWindow {
+	if typ == engine.SlidingWindow {
 		script = slidingWindowScript
 	}
-	return b.runScript(script, true, key, [4]any{l.ScriptArgs[0], l.ScriptArgs[1], min, max}, timeout)
+	return b.RunScript(script, true, key, [4]any{l.ScriptArgs[0], l.ScriptArgs[1], min, max}, timeout)
 }
 
-// runPace reserves a paced request's slot (paceLua) through the batcher:
+// RunPace reserves a paced request's slot (paceLua) through the batcher:
 // interval and maxWait in µs.
-func (b *batcher) runPace(key string, interval float64, maxWait int64, timeout time.Duration) (grant, error) {
-	return b.runScript(paceScript, false, key, [4]any{interval, maxWait}, timeout)
+func (b *Batcher) RunPace(key string, interval float64, maxWait int64, timeout time.Duration) (Grant, error) {
+	return b.RunScript(paceScript, false, key, [4]any{interval, maxWait}, timeout)
 }
 
-// runWarm takes a warm-up slot (warmLua) through the batcher: stable and
+// RunWarm takes a warm-up slot (warmLua) through the batcher: stable and
 // tolerance in µs, period in µs.
-func (b *batcher) runWarm(key string, stable, coldFactor float64, period, tolerance int64, timeout time.Duration) (grant, error) {
-	return b.runScript(warmScript, false, key, [4]any{stable, coldFactor, period, tolerance}, timeout)
+func (b *Batcher) RunWarm(key string, stable, coldFactor float64, period, tolerance int64, timeout time.Duration) (Grant, error) {
+	return b.RunScript(warmScript, false, key, [4]any{stable, coldFactor, period, tolerance}, timeout)
 }
 
-// runScript runs script on key with args (a trailing nil ends them); many:
+// RunScript runs script on key with args (a trailing nil ends them); many:
 // the script decides many keys in one call (redisscript.go).
-func (b *batcher) runScript(script *redis.Script, many bool, key string, args [4]any, timeout time.Duration) (grant, error) {
+func (b *Batcher) RunScript(script *redis.Script, many bool, key string, args [4]any, timeout time.Duration) (Grant, error) {
 	c := callPool.Get().(*scriptCall)
 	c.script, c.many = script, many
 	c.keys[0] = key
@@ -188,16 +189,16 @@ func (b *batcher) runScript(script *redis.Script, many bool, key string, args [4
 	if c.state.Load() == callTimedOut {
 		return g, err // not reused: its flusher may still read it
 	}
-	c.res, c.err, c.keys[0], c.args = grant{}, nil, "", [4]any{}
+	c.res, c.err, c.keys[0], c.args = Grant{}, nil, "", [4]any{}
 	callPool.Put(c) // answered: the deadline watch leaves it alone until submitted again
 	return g, err
 }
 
-// runMulti runs multiLua on keys with args (five per key) through the
+// RunMulti runs multiLua on keys with args (five per key) through the
 // batcher, one script call of its own in the next pipeline, and waits for
 // its answer at most timeout. keys and args are the script's until it is
 // answered: a flusher may still read them after a timeout.
-func (b *batcher) runMulti(keys []string, args []any, timeout time.Duration) ([]grant, error) {
+func (b *Batcher) RunMulti(keys []string, args []any, timeout time.Duration) ([]Grant, error) {
 	c := callPool.Get().(*scriptCall)
 	c.script, c.many, c.multi = multiScript, false, true
 	c.mkeys, c.margs = keys, args
@@ -215,7 +216,7 @@ func (b *batcher) runMulti(keys []string, args []any, timeout time.Duration) ([]
 // submit queues c to be decided by deadline. The deadline and the waiting
 // state are set under b.mu, where the deadline watch reads them: a pooled
 // call may still sit in a batch the watch looks at.
-func (b *batcher) submit(c *scriptCall, deadline time.Time) {
+func (b *Batcher) submit(c *scriptCall, deadline time.Time) {
 	b.mu.Lock()
 	c.deadline = deadline
 	c.state.Store(callWaiting)
@@ -236,7 +237,7 @@ func (b *batcher) submit(c *scriptCall, deadline time.Time) {
 
 // flush sends batches while decisions are pending and no other flusher is
 // collecting them; the caller made it the collector.
-func (b *batcher) flush() {
+func (b *Batcher) flush() {
 	if b.window > 0 {
 		time.Sleep(b.window) // sleep: the batching window, for the decisions arriving meanwhile
 	} else {
@@ -290,7 +291,7 @@ func (b *batcher) flush() {
 // node) are sent again in full with EVAL, which also reloads them, as
 // Script.Run does. live is room for the decisions still waiting (batch
 // itself stays as it is: the deadline watch reads it).
-func (b *batcher) send(batch, live []*scriptCall) {
+func (b *Batcher) send(batch, live []*scriptCall) {
 	live = live[:0]
 	var deadline time.Time
 	for _, c := range batch {
@@ -378,7 +379,7 @@ func groupCalls(live []*scriptCall, cluster bool) []callGroup {
 		if c.many {
 			many++
 			if cluster {
-				slots[i] = keySlot(c.keys[0])
+				slots[i] = KeySlot(c.keys[0])
 			}
 		}
 	}
@@ -421,4 +422,10 @@ func groupCalls(live []*scriptCall, cluster bool) []callGroup {
 			keys: keys[from:len(keys):len(keys)], args: args[argsFrom:len(args):len(args)]})
 	}
 	return groups
+}
+
+// Stats are the decisions b sent, the pipelines (round trips) they left
+// in and the script calls carrying them, for tests and benchmarks.
+func (b *Batcher) Stats() (decisions, roundTrips, scripts int64) {
+	return b.decisions.Load(), b.roundTrips.Load(), b.scripts.Load()
 }

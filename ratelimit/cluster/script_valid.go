@@ -1,4 +1,4 @@
-package ratelimit
+package cluster
 
 import "math"
 
@@ -48,8 +48,8 @@ local function count_valid(used, quota)
 end
 `
 
-// validTokenBucket is tb_valid: last and clock in µs.
-func validTokenBucket(last, tokens, clock, burst float64) (float64, float64, bool) {
+// ValidTokenBucket is tb_valid: last and clock in µs.
+func ValidTokenBucket(last, tokens, clock, burst float64) (float64, float64, bool) {
 	if !(last >= 0 && tokens >= -maxDebtQuotas*burst && tokens <= maxDebtQuotas*burst) {
 		return clock, burst, false
 	}
@@ -59,8 +59,8 @@ func validTokenBucket(last, tokens, clock, burst float64) (float64, float64, boo
 	return last, tokens, true
 }
 
-// validWindow is sw_valid: start, clock and size in µs; ok false: fresh.
-func validWindow(start, cur, prev, clock, size, limit float64) (float64, float64, float64, bool) {
+// ValidWindow is sw_valid: start, clock and size in µs; ok false: fresh.
+func ValidWindow(start, cur, prev, clock, size, limit float64) (float64, float64, float64, bool) {
 	limit *= maxDebtQuotas
 	if !(start >= 0 && cur >= 0 && cur <= limit && prev >= 0 && prev <= limit) {
 		return 0, 0, 0, false
@@ -71,8 +71,8 @@ func validWindow(start, cur, prev, clock, size, limit float64) (float64, float64
 	return start, cur, prev, true
 }
 
-// validCount is count_valid: a calendar window's count, 0 if invalid.
-func validCount(used, quota float64) float64 {
+// ValidCount is count_valid: a calendar window's count, 0 if invalid.
+func ValidCount(used, quota float64) float64 {
 	if used >= 0 && used <= maxDebtQuotas*quota {
 		return used
 	}

@@ -1,4 +1,4 @@
-package ratelimit
+package cluster
 
 import (
 	"slices"
@@ -15,7 +15,7 @@ import (
 // batch does; a flusher skips the ones timed out before it sends them.
 
 // watchLocked makes sure the timer fires by deadline. b.mu is held.
-func (b *batcher) watchLocked(deadline time.Time) {
+func (b *Batcher) watchLocked(deadline time.Time) {
 	if !b.watchAt.IsZero() && !deadline.Before(b.watchAt) {
 		return
 	}
@@ -29,7 +29,7 @@ func (b *batcher) watchLocked(deadline time.Time) {
 
 // expire times out the decisions whose deadline has passed and arms the
 // timer for the earliest one left.
-func (b *batcher) expire() {
+func (b *Batcher) expire() {
 	now := time.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -61,7 +61,7 @@ func (b *batcher) expire() {
 }
 
 // land forgets a batch whose answers are in.
-func (b *batcher) land(batch []*scriptCall) {
+func (b *Batcher) land(batch []*scriptCall) {
 	if len(batch) == 0 {
 		return // never in flight
 	}

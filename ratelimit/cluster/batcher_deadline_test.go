@@ -1,4 +1,4 @@
-package ratelimit
+package cluster
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicegw/sluice/internal/redistest"
+	"github.com/sluicegw/sluice/ratelimit/engine"
 )
 
 // With Redis paused, one 4 s decision is in flight, and decisions of
@@ -19,7 +20,7 @@ import (
 // on from one deadline to the next.
 func TestDeadlineWatchTimesOutEachDecisionAtItsOwnDeadline(t *testing.T) {
 	srv := redistest.Start(t)
-	l := &Limits{ScriptArgs: [2]any{1000.0, 1000.0}}
+	l := &engine.Limits{ScriptArgs: [2]any{1000.0, 1000.0}}
 	bt := warmBatcher(t, srv.Addr, l)
 	srv.Pause()
 	defer srv.Resume()
@@ -34,7 +35,7 @@ func TestDeadlineWatchTimesOutEachDecisionAtItsOwnDeadline(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			t0 := time.Now()
-			_, err := bt.run(TokenBucket, key, l, 1, 1, timeout)
+			_, err := bt.Run(engine.TokenBucket, key, l, 1, 1, timeout)
 			results <- result{timeout, time.Since(t0), err}
 		}()
 	}
@@ -79,10 +80,10 @@ func TestDeadlineWatchTimesOutEachDecisionAtItsOwnDeadline(t *testing.T) {
 // warmBatcher is a batcher of its own on Redis at addr, its token bucket
 // script loaded (by one decision on rule numbers l), so that no decision
 // of the test waits on a NOSCRIPT retry.
-func warmBatcher(t *testing.T, addr string, l *Limits) *batcher {
+func warmBatcher(t *testing.T, addr string, l *engine.Limits) *Batcher {
 	t.Helper()
-	bt := newBatcher(patientClient(t, addr))
-	if _, err := bt.run(TokenBucket, "k:warm", l, 1, 1, 10*time.Second); err != nil {
+	bt := NewBatcher(patientClient(t, addr))
+	if _, err := bt.Run(engine.TokenBucket, "k:warm", l, 1, 1, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	return bt
@@ -103,7 +104,7 @@ func isTimeout(err error) bool {
 // a later one), every answer is a grant from Redis, and the long ones are
 // all answered. Run it with -race.
 func TestDeadlineWatchWithPooledCallsUnderChurn(t *testing.T) {
-	l := &Limits{ScriptArgs: [2]any{1e9, 1e9}}
+	l := &engine.Limits{ScriptArgs: [2]any{1e9, 1e9}}
 	bt := warmBatcher(t, redistest.Start(t).Addr, l)
 	var mu sync.Mutex
 	answered, timedOut := 0, 0
@@ -118,7 +119,7 @@ func TestDeadlineWatchWithPooledCallsUnderChurn(t *testing.T) {
 			defer wg.Done()
 			for i := range 200 {
 				t0 := time.Now()
-				res, err := bt.run(TokenBucket, "k:churn:"+string(rune('a'+g)), l, 1, 1, timeout)
+				res, err := bt.Run(engine.TokenBucket, "k:churn:"+string(rune('a'+g)), l, 1, 1, timeout)
 				elapsed := time.Since(t0)
 				mu.Lock()
 				switch {
@@ -134,7 +135,7 @@ func TestDeadlineWatchWithPooledCallsUnderChurn(t *testing.T) {
 					t.Errorf("caller %d, decision %d: %v", g, i, err)
 				default:
 					answered++
-					if res.n != 1 {
+					if res.N != 1 {
 						t.Errorf("caller %d, decision %d: %+v, want 1 granted", g, i, res)
 					}
 				}
