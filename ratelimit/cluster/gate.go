@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 )
@@ -72,22 +71,3 @@ func (g *Gate) probe(key string, logger *zap.Logger) {
 		}
 	}
 }
-
-// Unreachable tells a Redis that cannot serve (connection refused or lost,
-// timeout, loading, failover, cluster down) from a reply error about one
-// command, which says nothing about the others.
-func Unreachable(err error) bool {
-	var re redis.Error
-	if !errors.As(err, &re) {
-		return true
-	}
-	return redis.IsLoadingError(err) || redis.IsReadOnlyError(err) || redis.IsClusterDownError(err) ||
-		redis.IsTryAgainError(err) || redis.IsMasterDownError(err)
-}
-
-var Transitions = prometheus.NewCounterVec(prometheus.CounterOpts{
-	Namespace: "sluice", Subsystem: "ratelimit", Name: "redis_transitions_total",
-	Help: "Transitions of the Redis health Gate of cluster rate limits (to down or up).",
-}, []string{"to"})
-
-var ErrGateDown = errors.New("redis marked unreachable")
