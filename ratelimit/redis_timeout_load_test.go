@@ -87,7 +87,7 @@ func TestClusterDenyHealthyUnderCPUContention(t *testing.T) {
 	}
 	respond "ok"`)
 	testcaddy.Run(t, s.cfg)
-	expect(t, s.urls[0], []int{200}, "X-User-Id: warm") // scripts loaded, Gate up
+	expect(t, s.urls[0], []int{200}, "X-User-Id: warm") // scripts loaded, gate up
 	busyChild(t, spinners)
 
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}, Timeout: 30 * time.Second}

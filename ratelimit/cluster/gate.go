@@ -67,7 +67,7 @@ func (g *Gate) probe(key string, logger *zap.Logger) {
 			return
 		}
 		if errors.Is(err, redis.ErrClosed) {
-			return // the config that owned the client is gone, and the Gate with it
+			return // the config that owned the client is gone, and the gate with it
 		}
 	}
 }
