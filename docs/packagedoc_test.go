@@ -10,7 +10,7 @@ import (
 )
 
 // The packages whose doc comment says what they own.
-var ownerPackages = []string{"ratelimit", "circuitbreaker", "grayroute", "rulestore", "internal/handlerkit"}
+var ownerPackages = []string{"ratelimit", "ratelimit/engine", "ratelimit/cluster", "circuitbreaker", "grayroute", "rulestore", "internal/handlerkit"}
 
 var goFileName = regexp.MustCompile(`[\w*]+\.go\b`)
 

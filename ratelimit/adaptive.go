@@ -44,9 +44,9 @@ func (r *Rule) priorityOf(req *http.Request, repl *caddy.Replacer) overload.Clas
 // slot (Allowed) or the queue's refusal (OverAdaptiveLimit). err: the
 // client left while it waited.
 func admitAdaptive(ctx context.Context, c *overload.Controller, rule *Rule, class overload.Class, key []byte, lim *limiter, repl *caddy.Replacer) (d Decision, err error) {
-	d.class = class
+	d.Class = class
 	if t, ok := c.TryAcquire(); ok {
-		d.adaptive, d.ticket = c, t
+		d.Adaptive, d.Ticket = c, t
 		return d, nil
 	}
 	if rule.Shadow {
@@ -79,10 +79,10 @@ func admitAdaptive(ctx context.Context, c *overload.Controller, rule *Rule, clas
 		}
 	}
 	if out == overload.Admitted {
-		d.adaptive, d.ticket = c, t
+		d.Adaptive, d.Ticket = c, t
 		return d, nil
 	}
-	d.Reason, d.shed = OverAdaptiveLimit, out
+	d.Reason, d.Shed = OverAdaptiveLimit, out
 	return d, nil
 }
 
@@ -93,7 +93,7 @@ func admitAdaptive(ctx context.Context, c *overload.Controller, rule *Rule, clas
 // says nothing of the upstream), and whether the upstream failed.
 func serveAdaptive(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, lim *limiter, d *Decision) error {
 	latency, drop := int64(-1), false
-	defer func() { d.adaptive.Release(d.ticket, latency, drop, lim.now()) }()
+	defer func() { d.Adaptive.Release(d.Ticket, latency, drop, lim.now()) }()
 	admitted := lim.now()
 	timer := &upstreamTimer{now: lim.now}
 	rec := &statusRecorder{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}}

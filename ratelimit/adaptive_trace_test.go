@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"github.com/sluicegw/sluice/ratelimit/engine"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -22,8 +23,8 @@ func TestUpstreamTimerSpansTheUpstreamOnly(t *testing.T) {
 		io.WriteString(w, "done")
 	}))
 	defer up.Close()
-	timer := &upstreamTimer{now: monotonicNow}
-	admitted := monotonicNow()
+	timer := &upstreamTimer{now: engine.Now}
+	admitted := engine.Now()
 	time.Sleep(50 * time.Millisecond) // sleep: time inside the gateway before the upstream
 	req, _ := http.NewRequestWithContext(timer.trace(context.Background()), "GET", up.URL, nil)
 	resp, err := http.DefaultClient.Do(req)
@@ -32,13 +33,13 @@ func TestUpstreamTimerSpansTheUpstreamOnly(t *testing.T) {
 	}
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	returned := monotonicNow()
+	returned := engine.Now()
 	start, end := timer.span(admitted, returned)
 	if d := time.Duration(end - start); d < 20*time.Millisecond || start < admitted+int64(50*time.Millisecond) || end > returned-int64(40*time.Millisecond) {
 		t.Fatalf("span %v from %v after admission to %v before the return; want >= 20ms, starting after the 50ms in the gateway and ending before the 50ms body",
 			d, time.Duration(start-admitted), time.Duration(returned-end))
 	}
-	bare := &upstreamTimer{now: monotonicNow}
+	bare := &upstreamTimer{now: engine.Now}
 	if s, e := bare.span(admitted, returned); s != admitted || e != returned {
 		t.Fatalf("no HTTP client: span %d..%d, want admission to return", s, e)
 	}

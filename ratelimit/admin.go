@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicegw/sluice/internal/handlerkit"
+	"github.com/sluicegw/sluice/ratelimit/engine"
 	"github.com/sluicegw/sluice/rulestore"
 )
 
@@ -113,15 +114,15 @@ func liveLimiters() []*limiter {
 func topKeys(s *limiterState, now int64, n int) []KeyUsage {
 	top := []KeyUsage{}
 	e, ok := s.engine.(interface {
-		TopKeys(r *Rule, now int64, n int) []keyUse
+		TopKeys(r *Rule, now int64, n int) []engine.KeyUse
 	})
 	if !ok {
 		return top
 	}
 	for _, u := range e.TopKeys(s.rule, now, n) {
-		q, _ := newQuotaUsage(s.rule, u.key)
-		top = append(top, KeyUsage{Key: s.rule.shownKey(u.key), Remaining: int64(u.remaining),
-			Used: math.Round(u.used*q.Limit*1000) / 1000, UsedShare: u.used, Limited: u.limited})
+		q, _ := newQuotaUsage(s.rule, u.Key)
+		top = append(top, KeyUsage{Key: s.rule.shownKey(u.Key), Remaining: int64(u.Remaining),
+			Used: math.Round(u.Used*q.Limit*1000) / 1000, UsedShare: u.Used, Limited: u.Limited})
 	}
 	return top
 }

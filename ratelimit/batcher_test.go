@@ -5,9 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/sluicegw/sluice/internal/redistest"
+	"github.com/sluicegw/sluice/ratelimit/cluster"
 	"github.com/sluicegw/sluice/rulestore"
 )
 
@@ -44,20 +43,11 @@ func concurrentTakes(t *testing.T, ls []*limiter, r *Rule, keys []string, copies
 	return admitted
 }
 
-// patientClient is a client of Redis at addr whose reads and writes wait
-// far longer than the tests' own waits: a batch must not fail while Redis
-// is paused on a busy machine.
-func patientClient(t *testing.T, addr string) redis.UniversalClient {
-	c := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{addr}, ContextTimeoutEnabled: true,
-		MaxRetries: 1, DialTimeout: time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second})
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
 // batchStats is how many decisions and round trips a client's batcher sent.
 func batchStats(l *limiter) (decisions, roundTrips int64) {
 	g := gateOf(l.backend.Load().b)
-	return g.batch.decisions.Load(), g.batch.roundTrips.Load()
+	decisions, roundTrips, _ = g.Batch.Stats()
+	return decisions, roundTrips
 }
 
 // Many concurrent decisions on a quota of Q, from two instances sharing one
@@ -120,9 +110,9 @@ func TestBatchedDecisionsOnRedisCluster(t *testing.T) {
 	keys = append(keys, "x}1", "x}2", "x}3")
 	slots := map[int64]bool{}
 	for _, k := range keys {
-		rk := redisKey(b.KeyPrefix(), TokenBucket, r.ID, []byte(k))
+		rk := cluster.RedisKey(b.KeyPrefix(), TokenBucket, r.ID, []byte(k))
 		s := clusterSlot(t, b, rk)
-		if got := keySlot(rk); int64(got) != s {
+		if got := cluster.KeySlot(rk); int64(got) != s {
 			t.Errorf("keySlot(%q) = %d, the cluster says %d", rk, got, s)
 		}
 		slots[s] = true
@@ -242,7 +232,7 @@ func TestBatchedDecisionsKeepTimeoutAndFailureMode(t *testing.T) {
 	}
 	// The gate probe brings Redis back; then decisions come from Redis.
 	deadline := time.Now().Add(20 * time.Second)
-	for gateOf(b).down.Load() {
+	for gateOf(b).Down.Load() {
 		if time.Now().After(deadline) {
 			t.Fatal("gate still down 20s after Redis resumed")
 		}
@@ -250,70 +240,6 @@ func TestBatchedDecisionsKeepTimeoutAndFailureMode(t *testing.T) {
 	}
 	if d := take(l, rules[1], "global"); !d.OK() || d.Unknown {
 		t.Fatalf("after resume: %+v, want decided by Redis", d)
-	}
-}
-
-// One batch, decided by hand: the token bucket decisions share one script
-// call (the sliding window one has its own), also those of another rule (a
-// second run of numbers), in order (a key named twice sees its first
-// decision's spending), and a key holding a value that is no state of ours
-// is decided as fresh state and repaired (packed state, with a TTL).
-func TestOneScriptCallDecidesManyKeys(t *testing.T) {
-	srv := redistest.Start(t)
-	b := &testBackend{c: newTestClient(t, srv.Addr), instances: 1}
-	srv.Client().Set(t.Context(), "k:tb:bad", "x", 0)
-	bt := gateOf(b).batch
-	call := func(script *redis.Script, key string, a, b any) *scriptCall {
-		return &scriptCall{script: script, many: true, keys: [1]string{key}, args: [4]any{a, b, int64(1), int64(1)},
-			nargs: 4, deadline: time.Now().Add(10 * time.Second), done: make(chan struct{}, 1)}
-	}
-	batch := []*scriptCall{
-		call(tokenBucketScript, "k:tb:1", 0.01, 1.0), // burst 1, no refill to speak of
-		call(tokenBucketScript, "k:tb:bad", 0.01, 1.0),
-		call(slidingWindowScript, "k:sw:1", int64(1e9), 1.0), // 1000 s window, limit 1
-		call(tokenBucketScript, "k:tb:2", 0.01, 1.0),
-		call(tokenBucketScript, "k:tb:3", 0.01, 5.0), // another rule: burst 5
-		call(tokenBucketScript, "k:tb:1", 0.01, 1.0),
-	}
-	bt.send(batch, nil)
-	if n, sc := bt.decisions.Load(), bt.scripts.Load(); n != 6 || sc != 2 {
-		t.Fatalf("%d decisions in %d script calls, want 6 in 2 (one per engine)", n, sc)
-	}
-	for i, want := range []int64{1, 1, 1, 1, 1, 0} {
-		c := batch[i]
-		<-c.done
-		if c.err != nil || c.res.n != want {
-			t.Errorf("decision %d (%s): %+v %v, want %d granted", i, c.keys[0], c.res, c.err, want)
-		}
-	}
-	if last := batch[5].res; last.wait <= 0 || last.remaining != 0 {
-		t.Errorf("second decision of k:tb:1: %+v, want refused with a wait", last)
-	}
-	if other := batch[4].res; other.remaining != 4 {
-		t.Errorf("k:tb:3 (burst 5): %+v, want 4 remaining", other)
-	}
-	if v, ttl := srv.Client().Get(t.Context(), "k:tb:bad").Val(), srv.Client().PTTL(t.Context(), "k:tb:bad").Val(); len(v) != 16 || ttl <= 0 {
-		t.Errorf("k:tb:bad after the batch: %d bytes, TTL %v; want a packed token-bucket state (16 bytes) with a TTL", len(v), ttl)
-	}
-}
-
-// keySlot is Redis Cluster's hash slot (the values from the cluster
-// specification's examples and CLUSTER KEYSLOT).
-func TestKeySlot(t *testing.T) {
-	for key, want := range map[string]uint16{
-		"123456789":                  0x31c3, // the CRC16 check value
-		"foo":                        12182,
-		"{foo}bar":                   12182,
-		"x{foo}{bar}":                12182,
-		"{user1000}.following":       keySlot("user1000"),
-		"{}foo":                      keySlot("{}foo"), // empty tag: the whole key
-		"foo{":                       keySlot("foo{"),
-		"ratelimit:tb:{r:a}}":        keySlot("r:a"),
-		"p{ratelimit:tb:{r:alice}}x": keySlot("ratelimit:tb:{r:alice"),
-	} {
-		if got := keySlot(key); got != want {
-			t.Errorf("keySlot(%q) = %d, want %d", key, got, want)
-		}
 	}
 }
 
@@ -331,14 +257,14 @@ func TestExactModeKeepsOnlyRefusals(t *testing.T) {
 			t.Fatalf("key %s: %+v, want admitted by Redis, 1 left", k, d)
 		}
 	}
-	if n := e.keys.keys.Load(); n != 0 {
+	if n := e.keys.Keys(); n != 0 {
 		t.Fatalf("%d keys held after three admitted decisions, want 0", n)
 	}
 	calls := counterValue(l.counters.redisCalls)
 	if d := take(l, r, "a"); !d.OK() || d.Remaining != 0 {
 		t.Fatalf("key a again: %+v, want admitted with the last token", d)
 	}
-	if n := e.keys.keys.Load(); n != 1 {
+	if n := e.keys.Keys(); n != 1 {
 		t.Fatalf("%d keys held after a's last token, want 1", n)
 	}
 	if d := take(l, r, "a"); d.Reason != RateLimited || d.RetryAfter <= 0 {
@@ -346,107 +272,5 @@ func TestExactModeKeepsOnlyRefusals(t *testing.T) {
 	}
 	if got := counterValue(l.counters.redisCalls) - calls; got != 1 {
 		t.Fatalf("%v Redis calls for a's last token and its refusal, want 1: the refusal is remembered", got)
-	}
-}
-
-// On a Redis Cluster one script call may only name keys of one hash slot:
-// a batch by hand over keys of two slots (two keys sharing a hash tag)
-// leaves as one call per slot, and every key is decided (a CROSSSLOT error
-// would fail them all).
-func TestOneScriptCallPerSlotOnRedisCluster(t *testing.T) {
-	cl := redistest.StartCluster(t, 3)
-	b := &testBackend{c: newTestClient(t, cl.Addrs()...), instances: 1}
-	bt := gateOf(b).batch
-	call := func(key string) *scriptCall {
-		return &scriptCall{script: tokenBucketScript, many: true, keys: [1]string{key}, args: [4]any{0.01, 2.0, int64(1), int64(1)},
-			nargs: 4, deadline: time.Now().Add(10 * time.Second), done: make(chan struct{}, 1)}
-	}
-	batch := []*scriptCall{call("k:{a}:1"), call("k:{b}:1"), call("k:{a}:2"), call("k:{a}:1")}
-	if keySlot("k:{a}:1") == keySlot("k:{b}:1") {
-		t.Fatal("the test's two hash tags share a slot")
-	}
-	bt.send(batch, nil)
-	if n, sc := bt.decisions.Load(), bt.scripts.Load(); n != 4 || sc != 2 {
-		t.Fatalf("%d decisions in %d script calls, want 4 in 2 (one per slot)", n, sc)
-	}
-	for i, wantLeft := range []int64{1, 1, 1, 0} {
-		c := batch[i]
-		<-c.done
-		if c.err != nil || c.res.n != 1 || c.res.remaining != wantLeft {
-			t.Errorf("decision %d (%s): %+v %v, want granted with %d left", i, c.keys[0], c.res, c.err, wantLeft)
-		}
-	}
-}
-
-// While a batch is in flight, the decisions that arrive meanwhile wait for
-// it and leave together in the next one; a second batch leaves while one
-// is in flight only once a whole batch (maxBatch) is waiting. Redis is
-// paused (SIGSTOP) so that the batches stay in flight while the test looks.
-func TestBatchWaitsForTheOneInFlight(t *testing.T) {
-	srv := redistest.Start(t)
-	b := &testBackend{c: patientClient(t, srv.Addr), instances: 1}
-	bt := gateOf(b).batch
-	bt.maxBatch = 4
-	r := clusterRule(t, rulestore.Fields{"qps": "1000", "key_resolver": "userId"})
-	r.RedisTimeout = 30 * time.Second // counting, not timing
-	l := instance(t, b, "inflight")
-	if d := take(l, r, "warm"); !d.OK() || d.Unknown { // loads the script before the pause
-		t.Fatalf("first decision: %+v", d)
-	}
-	n0, rt0 := bt.decisions.Load(), bt.roundTrips.Load()
-	state := func() (flushers, pending int) {
-		bt.mu.Lock()
-		defer bt.mu.Unlock()
-		return bt.flushers, len(bt.pending)
-	}
-	waitFor := func(what string, ok func(flushers, pending int) bool) {
-		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for f, p := state(); !ok(f, p); f, p = state() {
-			if time.Now().After(deadline) {
-				t.Fatalf("waiting for %s: %d flushers, %d decisions pending", what, f, p)
-			}
-			time.Sleep(time.Millisecond) // sleep: polling the batcher's state
-		}
-	}
-	// The first decision's flusher is gone before the pause (it yields
-	// once after its batch, then finds nothing pending).
-	waitFor("the first flusher to finish", func(f, p int) bool { return f == 0 && p == 0 })
-	srv.Pause()
-	resumed := false
-	defer func() {
-		if !resumed {
-			srv.Resume()
-		}
-	}()
-	var wg sync.WaitGroup
-	next := 0
-	decide := func(n int) {
-		for range n {
-			key := "user-" + string(rune('a'+next))
-			next++
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if d := take(l, r, key); !d.OK() || d.Unknown {
-					t.Errorf("key %s: %+v, want admitted by Redis", key, d)
-				}
-			}()
-		}
-	}
-	decide(1)
-	waitFor("the first batch in flight", func(f, p int) bool { return f == 1 && p == 0 })
-	decide(3)
-	waitFor("3 decisions waiting", func(f, p int) bool { return p == 3 })
-	if f, _ := state(); f != 1 {
-		t.Fatalf("%d batches in flight for 3 waiting decisions, want still 1 (they wait for it)", f)
-	}
-	decide(1)
-	waitFor("a second batch for the full one", func(f, p int) bool { return f == 2 && p == 0 })
-	srv.Resume()
-	resumed = true
-	wg.Wait()
-	if n, rt := bt.decisions.Load()-n0, bt.roundTrips.Load()-rt0; n != 5 || rt != 2 {
-		t.Errorf("%d decisions in %d round trips, want 5 in 2 (1, then the full batch of 4)", n, rt)
 	}
 }

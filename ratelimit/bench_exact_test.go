@@ -56,8 +56,8 @@ func BenchmarkClusterExact(b *testing.B) {
 				var next atomic.Uint64
 				var refused atomic.Int64
 				cpu0 := redisCPU(b, c)
-				bt := gateOf(be).batch
-				n0, rt0, sc0 := bt.decisions.Load(), bt.roundTrips.Load(), bt.scripts.Load()
+				bt := gateOf(be).Batch
+				n0, rt0, sc0 := bt.Stats()
 				cpuStart := processCPU()
 				b.ReportAllocs()
 				b.SetParallelism(max(1, callers/runtime.GOMAXPROCS(0))) // RunParallel runs parallelism × GOMAXPROCS callers
@@ -87,7 +87,8 @@ func BenchmarkClusterExact(b *testing.B) {
 					b.Fatalf("%d of %d decisions refused or not answered by Redis", n, b.N)
 				}
 				reportRedisCPU(b, c, cpu0)
-				if n, rt, sc := bt.decisions.Load()-n0, bt.roundTrips.Load()-rt0, bt.scripts.Load()-sc0; rt > 0 && sc > 0 {
+				n1, rt1, sc1 := bt.Stats()
+				if n, rt, sc := n1-n0, rt1-rt0, sc1-sc0; rt > 0 && sc > 0 {
 					b.ReportMetric(float64(n)/float64(rt), "decisions/roundtrip")
 					b.ReportMetric(float64(n)/float64(sc), "decisions/script")
 				}

@@ -16,6 +16,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/sluicegw/sluice/internal/redistest"
+	"github.com/sluicegw/sluice/ratelimit/engine"
 	"github.com/sluicegw/sluice/rulestore"
 )
 
@@ -98,7 +99,7 @@ func paceGaps(b *testing.B, hs ...*Handler) {
 	var mu sync.Mutex
 	released := make([]int64, 0, b.N)
 	next := caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error {
-		t := monotonicNow()
+		t := engine.Now()
 		mu.Lock()
 		released = append(released, t)
 		mu.Unlock()
@@ -173,7 +174,7 @@ func BenchmarkAdaptiveHealthyThroughput(b *testing.B) {
 		refused, refused2   int64
 		lastRefused         int64 // ns after the start
 	}
-	deadline := monotonicNow() + int64(adaptiveBenchRun)
+	deadline := engine.Now() + int64(adaptiveBenchRun)
 	run := func(f rulestore.Fields, start int64, out *result) {
 		r, err := ParseRule(InlineID(f), f)
 		if err != nil {
@@ -195,14 +196,14 @@ func BenchmarkAdaptiveHealthyThroughput(b *testing.B) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				for sent.Add(1) <= int64(b.N) || monotonicNow() < deadline {
+				for sent.Add(1) <= int64(b.N) || engine.Now() < deadline {
 					req := httptest.NewRequest("GET", "/", nil)
 					req = req.WithContext(context.WithValue(req.Context(), caddy.ReplacerCtxKey, caddy.NewReplacer()))
 					w := &floodWriter{h: http.Header{}}
 					if err := h.ServeHTTP(w, req, next); err != nil {
 						b.Error(err)
 					}
-					t := monotonicNow()
+					t := engine.Now()
 					ok := w.status == 0 || w.status == http.StatusOK
 					mu.Lock()
 					if ok {
@@ -218,7 +219,7 @@ func BenchmarkAdaptiveHealthyThroughput(b *testing.B) {
 			}()
 		}
 		wg.Wait()
-		end := monotonicNow()
+		end := engine.Now()
 		mid, lastSec := start+(end-start)/2, end-int64(time.Second)
 		rate := func(from int64) float64 {
 			n := 0
@@ -240,7 +241,7 @@ func BenchmarkAdaptiveHealthyThroughput(b *testing.B) {
 	b.ResetTimer()
 	var none, ad result
 	var wg sync.WaitGroup
-	start := monotonicNow()
+	start := engine.Now()
 	wg.Add(2)
 	go func() {
 		defer wg.Done()

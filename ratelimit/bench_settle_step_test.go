@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"fmt"
+	"github.com/sluicegw/sluice/ratelimit/engine"
 	"net/http"
 	"testing"
 	"time"
@@ -33,7 +34,7 @@ func BenchmarkSettleStep(b *testing.B) {
 		key := keys[i%len(keys)]
 		d := decide(eng, r, key, lim.now(), r.Cost)
 		if cur == 1 {
-			settleResponse(r, lim, eng, key, refOf(&d), r.charge(finished, 0, r.Cost, h))
+			settleResponse(r, lim, eng, key, engine.RefOf(&d), r.charge(finished, 0, r.Cost, h))
 		}
 		if (i+1)%settleBlock == 0 {
 			now := time.Now()

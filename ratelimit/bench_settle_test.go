@@ -12,6 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/sluicegw/sluice/internal/redistest"
+	"github.com/sluicegw/sluice/ratelimit/engine"
 	"github.com/sluicegw/sluice/rulestore"
 )
 
@@ -81,13 +82,14 @@ func BenchmarkSettleCluster(b *testing.B) {
 			r := clusterRule(b, tc.fields)
 			l := instance(b, be, "bench-settle")
 			h := &Handler{inline: r, fixed: l}
-			bt := gateOf(be).batch
-			rt0, sc0 := bt.roundTrips.Load(), bt.scripts.Load()
+			bt := gateOf(be).Batch
+			_, rt0, sc0 := bt.Stats()
 			procs := runtime.GOMAXPROCS(0)
 			b.SetParallelism(max(1, 64/procs))
 			benchHandlerParallel(b, h, usageNext, max(1, 64/procs)*procs, 1000)
-			b.ReportMetric(float64(bt.roundTrips.Load()-rt0)/float64(b.N), "roundtrips/op")
-			b.ReportMetric(float64(bt.scripts.Load()-sc0)/float64(b.N), "scripts/op")
+			_, rt, sc := bt.Stats()
+			b.ReportMetric(float64(rt-rt0)/float64(b.N), "roundtrips/op")
+			b.ReportMetric(float64(sc-sc0)/float64(b.N), "scripts/op")
 		})
 	}
 }
@@ -128,11 +130,11 @@ func BenchmarkSettleCharge(b *testing.B) {
 		"response_cost": "{http.response.header.X-Tokens-Used}", "reserve": "1", "max_cost": "10"})
 	e := newLocalEngine(r)
 	keys := make([][]byte, 10_000)
-	refs := make([]entryRef, len(keys))
+	refs := make([]engine.EntryRef, len(keys))
 	for i := range keys {
 		keys[i] = []byte(fmt.Sprintf("user:%d", i))
 		d := e.take(r, keys[i], 1e9, r.Cost)
-		refs[i] = refOf(&d)
+		refs[i] = engine.RefOf(&d)
 	}
 	b.Run("lookup", func(b *testing.B) {
 		for i := 0; b.Loop(); i++ {

@@ -268,3 +268,30 @@ func TestPlaceholdersReadLater(t *testing.T) {
 		t.Fatalf("after a second handler refused:\n got %s\nwant %s", got, want)
 	}
 }
+
+// BenchmarkTakeEvict is one decision of the local engine for a key it has
+// never seen, at max_keys 10,000, so each evicts one: the path a flood of
+// distinct keys takes. The keys spend one unit each (a trace to keep).
+func BenchmarkTakeEvict(b *testing.B) {
+	for _, typ := range []string{"token_bucket", "sliding_window", "calendar"} {
+		f := rulestore.Fields{"limit_type": typ, "qps": "10", "burst": "100", "max_keys": "10000"}
+		if typ == "sliding_window" {
+			f = rulestore.Fields{"limit_type": typ, "qps": "1", "window_size": "100s", "max_keys": "10000"}
+		}
+		if typ == "calendar" {
+			f = rulestore.Fields{"quota": "1000", "period": "day", "max_keys": "10000"}
+		}
+		r := mustRule(b, f)
+		b.Run(typ, func(b *testing.B) {
+			e := newLocalEngine(r)
+			key := make([]byte, 0, 32)
+			now := sec
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				now += 1000
+				key = fmt.Appendf(key[:0], "junk:%d", i)
+				e.Take(r, key, now)
+			}
+		})
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sluicegw/sluice/ratelimit/cluster"
+	"github.com/sluicegw/sluice/ratelimit/engine"
 	"go.uber.org/zap"
 )
 
@@ -39,10 +41,10 @@ var errNoRedis = errors.New("no redis configured")
 // rule's on_redis_error.
 type clusterEngine struct {
 	typ      LimitType
-	lim      *limiter     // its backend and counters
-	slots    *localEngine // in-flight caps
-	keys     *table       // per key: lease and remembered refusal
-	fallback *localEngine // on_redis_error local: this instance's share
+	lim      *limiter      // its backend and counters
+	slots    *localEngine  // in-flight caps
+	keys     *engine.Table // per key: lease and remembered refusal
+	fallback *localEngine  // on_redis_error local: this instance's share
 	share    atomic.Pointer[shareRule]
 	warned   atomic.Bool // a reply error was logged
 	leased   atomic.Bool // a rule with lease_size used it: keys idle for leaseHold
@@ -78,19 +80,19 @@ func newClusterEngine(r *Rule, lim *limiter) *clusterEngine {
 	return &clusterEngine{
 		typ:      r.Type,
 		lim:      lim,
-		slots:    &localEngine{tab: newTable(shardsFor(r.MaxKeys)), typ: r.Type, slotsOnly: true},
-		keys:     newTable(shardsFor(r.MaxKeys)),
+		slots:    newSlotsEngine(r),
+		keys:     engine.NewTable(engine.ShardsFor(r.MaxKeys)),
 		fallback: newLocalEngine(r),
 	}
 }
 
 // fits reports whether e can serve rule r without losing state.
 func (e *clusterEngine) fits(r *Rule) bool {
-	return r.Cluster() && e.typ == r.Type && len(e.slots.tab.shards) == shardsFor(r.MaxKeys)
+	return r.Cluster() && e.typ == r.Type && e.slots.Holds(&r.Spec)
 }
 
 func (e *clusterEngine) Keys() int64 {
-	return e.slots.Keys() + e.fallback.Keys() + e.keys.keys.Load()
+	return e.slots.Keys() + e.fallback.Keys() + e.keys.Keys()
 }
 
 func (e *clusterEngine) InFlight() int64 { return e.slots.InFlight() }
@@ -98,12 +100,12 @@ func (e *clusterEngine) InFlight() int64 { return e.slots.InFlight() }
 func (e *clusterEngine) Release(d *Decision) { e.slots.Release(d) }
 
 func (e *clusterEngine) sweep(now, idle int64) {
-	e.slots.sweep(now, idle)
-	e.fallback.sweep(now, idle)
+	e.slots.Sweep(now, idle)
+	e.fallback.Sweep(now, idle)
 	if e.leased.Load() {
 		idle = max(idle, leaseHold)
 	}
-	e.keys.sweep(now, idle)
+	e.keys.Sweep(now, idle)
 }
 
 // leaseHold is how long an idle key keeps its lease at least. Its tokens
@@ -140,8 +142,8 @@ func (e *clusterEngine) take(r *Rule, key []byte, now int64, cost int64) Decisio
 	} else {
 		e.decide(r, key, now, cost, &d)
 	}
-	if r.Calendar != nil && d.cal == nil && !d.Unknown {
-		d.cal = r.Calendar.window(wallOf(now))
+	if r.Calendar != nil && d.Cal == nil && !d.Unknown {
+		d.Cal = r.Calendar.Window(engine.Wall(now))
 	}
 	if !d.OK() {
 		e.slots.Release(&d)
@@ -168,7 +170,7 @@ func (e *clusterEngine) decide(r *Rule, key []byte, now, cost int64, d *Decision
 	}
 	size := cost
 	if r.LeaseSize > 0 {
-		size = max(min(r.LeaseSize, d.Limits.quota), cost) // an override may be smaller
+		size = max(min(r.LeaseSize, d.Limits.Quota), cost) // an override may be smaller
 	}
 	s, _, ls := e.lockLease(r, key, now)
 	if ls.tokens >= cost {
@@ -178,7 +180,7 @@ func (e *clusterEngine) decide(r *Rule, key []byte, now, cost int64, d *Decision
 		if !ls.pending && ls.tokens*2 < size && r.LeaseSize > 0 && !ls.refusing(r, now, 1) {
 			ls.pending, want = true, size-ls.tokens
 		}
-		s.mu.Unlock()
+		s.Unlock()
 		if want > 0 {
 			go e.topUp(r, d.Limits, string(key), s, ls, want)
 		}
@@ -186,7 +188,7 @@ func (e *clusterEngine) decide(r *Rule, key []byte, now, cost int64, d *Decision
 	}
 	if ls.refusing(r, now, cost) {
 		ls.refuseAsDenied(now, d)
-		s.mu.Unlock()
+		s.Unlock()
 		return
 	}
 	// Only one lease call per key at a time, so the tokens held stay under
@@ -196,31 +198,31 @@ func (e *clusterEngine) decide(r *Rule, key []byte, now, cost int64, d *Decision
 	if leasing {
 		ls.pending, want = true, size
 	}
-	s.mu.Unlock()
+	s.Unlock()
 	g, err := e.call(r, d.Limits, key, cost, want)
-	s.mu.Lock()
+	s.Lock()
 	if leasing {
 		ls.pending = false
 	}
 	if err != nil {
 		if ls.denied(r, now, cost) {
 			ls.refuseAsDenied(now, d)
-			s.mu.Unlock()
+			s.Unlock()
 			return
 		}
-		s.mu.Unlock()
+		s.Unlock()
 		e.fail(r, key, now, cost, d)
 		return
 	}
 	ls.learn(r, g, now, cost, e.lim.listed.Load())
-	if g.n >= cost {
-		ls.tokens += g.n - cost
-		d.Remaining = g.remaining + ls.tokens
+	if g.N >= cost {
+		ls.tokens += g.N - cost
+		d.Remaining = g.Remaining + ls.tokens
 	} else {
-		d.Reason, d.RetryAfter, d.Remaining = RateLimited, g.wait, 0
+		d.Reason, d.RetryAfter, d.Remaining = RateLimited, g.Wait, 0
 	}
-	d.Reset = g.reset
-	s.mu.Unlock()
+	d.Reset = g.Reset
+	s.Unlock()
 }
 
 // decideExact asks Redis for this request's cost, unless Redis said the key
@@ -229,61 +231,61 @@ func (e *clusterEngine) decide(r *Rule, key []byte, now, cost int64, d *Decision
 // entry here, so exact mode makes none for it (no allocation, no LRU work,
 // nothing for the GC to mark per key) and looks the key up once.
 func (e *clusterEngine) decideExact(r *Rule, key []byte, now, cost int64, d *Decision) {
-	s := e.keys.shard(key)
-	s.mu.Lock()
-	known := e.keys.leaseOf(s, key)
+	s := e.keys.Shard(key)
+	s.Lock()
+	known := leaseOf(e.keys, s, key)
 	if known != nil && known.refusing(r, now, cost) {
 		known.refuseAsDenied(now, d)
-		s.mu.Unlock()
+		s.Unlock()
 		return
 	}
-	s.mu.Unlock()
+	s.Unlock()
 	spend := cost
-	if r.settles {
+	if r.Settles {
 		spend = r.Reserve // the rest is settled after the response
 	}
 	g, err := e.call(r, d.Limits, key, cost, spend)
 	if err != nil {
-		s.mu.Lock()
+		s.Lock()
 		if known != nil && known.denied(r, now, cost) {
 			known.refuseAsDenied(now, d)
-			s.mu.Unlock()
+			s.Unlock()
 			return
 		}
-		s.mu.Unlock()
+		s.Unlock()
 		e.fail(r, key, now, cost, d)
 		return
 	}
 	// Admitted: spend granted, and cost was there before it (what is left
 	// plus what was granted).
-	if g.n >= spend && g.remaining+g.n >= cost {
-		d.Remaining = g.remaining
+	if g.N >= spend && g.Remaining+g.N >= cost {
+		d.Remaining = g.Remaining
 	} else {
-		d.Reason, d.RetryAfter, d.Remaining = RateLimited, g.wait, 0
+		d.Reason, d.RetryAfter, d.Remaining = RateLimited, g.Wait, 0
 	}
-	d.Reset = g.reset
-	if g.wait > 0 || known != nil {
+	d.Reset = g.Reset
+	if g.Wait > 0 || known != nil {
 		// Remember the refusal, or clear the one remembered.
 		s, _, ls := e.lockLease(r, key, now)
 		ls.learn(r, g, now, cost, e.lim.listed.Load())
-		s.mu.Unlock()
+		s.Unlock()
 	}
 }
 
 // lockLease locks the key's shard and returns its entry and lease state,
 // made on first use. The caller unlocks s.mu.
-func (e *clusterEngine) lockLease(r *Rule, key []byte, now int64) (s *shard, ent *entry, ls *leaseState) {
-	idle := r.idle
+func (e *clusterEngine) lockLease(r *Rule, key []byte, now int64) (s *engine.Shard, i int32, ls *leaseState) {
+	idle := r.Idle
 	if r.LeaseSize > 0 {
 		idle = max(idle, leaseHold)
 		if !e.leased.Load() {
 			e.leased.Store(true)
 		}
 	}
-	s = e.keys.shard(key)
-	s.mu.Lock()
-	i := e.keys.find(s, key, now, idle, max(1, r.MaxKeys/len(e.keys.shards)))
-	return s, s.at(i), s.lease(i)
+	s = e.keys.Shard(key)
+	s.Lock()
+	i = e.keys.Find(s, key, now, idle, e.keys.PerShard(r.MaxKeys))
+	return s, i, leaseAt(s, i)
 }
 
 // refusing reports whether Redis said, under rule r, it has fewer than
@@ -312,40 +314,40 @@ func (ls *leaseState) refuseAsDenied(now int64, d *Decision) {
 // concurrent request whose clock reading came earlier. A refusal is kept
 // at most clusterRecheck, or listedRecheck when the rule is one of
 // several limits somewhere (listed); its Retry-After stays Redis's wait.
-func (ls *leaseState) learn(r *Rule, g grant, now, cost int64, listed bool) {
-	ls.remaining, ls.resetAt = g.remaining, now+g.reset
-	if g.wait > 0 {
-		ls.deniedUntil, ls.deniedBy, ls.deniedCost = now+g.wait, r, cost
+func (ls *leaseState) learn(r *Rule, g cluster.Grant, now, cost int64, listed bool) {
+	ls.remaining, ls.resetAt = g.Remaining, now+g.Reset
+	if g.Wait > 0 {
+		ls.deniedUntil, ls.deniedBy, ls.deniedCost = now+g.Wait, r, cost
 		keep := clusterRecheck
 		if listed {
 			keep = listedRecheck
 		}
-		ls.recheckAt = now + min(g.wait, keep)
+		ls.recheckAt = now + min(g.Wait, keep)
 	} else {
 		ls.deniedUntil, ls.deniedBy = 0, nil
 	}
 }
 
 // topUp leases up to want more tokens for a key in the background.
-func (e *clusterEngine) topUp(r *Rule, l *Limits, key string, s *shard, ls *leaseState, want int64) {
+func (e *clusterEngine) topUp(r *Rule, l *Limits, key string, s *engine.Shard, ls *leaseState, want int64) {
 	g, err := e.call(r, l, []byte(key), 1, want)
 	now := e.lim.now()
-	s.mu.Lock()
+	s.Lock()
 	ls.pending = false
 	if err == nil {
-		ls.tokens += g.n
+		ls.tokens += g.N
 		ls.learn(r, g, now, 1, e.lim.listed.Load())
 	}
-	s.mu.Unlock()
+	s.Unlock()
 }
 
 // call runs one script on Redis within the rule's redis_timeout, unless the
 // gate is down, in a batch with the other decisions waiting on the client
 // (batcher.go); a failure brings the gate down.
-func (e *clusterEngine) call(r *Rule, l *Limits, key []byte, min, max int64) (grant, error) {
+func (e *clusterEngine) call(r *Rule, l *Limits, key []byte, min, max int64) (cluster.Grant, error) {
 	ref := e.lim.backend.Load()
 	if ref == nil {
-		return grant{}, errNoRedis
+		return cluster.Grant{}, errNoRedis
 	}
 	c := ref.b.Client()
 	if c == nil {
@@ -354,33 +356,33 @@ func (e *clusterEngine) call(r *Rule, l *Limits, key []byte, min, max int64) (gr
 		if e.warnedNoRedis.CompareAndSwap(false, true) && ref.logger != nil {
 			ref.logger.Warn("scope cluster rule but no redis configured: requests follow on_redis_error", zap.String("rule", r.ID))
 		}
-		return grant{}, errNoRedis
+		return cluster.Grant{}, errNoRedis
 	}
-	g := ref.b.ClientState(gateKey, newGate).(*gate)
-	if g.down.Load() {
-		return grant{}, errGateDown
+	g := ref.b.ClientState(cluster.GateKey, cluster.NewGate).(*cluster.Gate)
+	if g.Down.Load() {
+		return cluster.Grant{}, cluster.ErrGateDown
 	}
 	var rkey string
-	var res grant
+	var res cluster.Grant
 	var err error
 	switch fl := &r.Flow; {
-	case fl.Behavior.warms():
-		rkey = redisKeyOf(ref.b.KeyPrefix(), "wu", r.ID, key)
-		res, err = g.batch.runWarm(rkey, math.Min(float64(min)/l.QPS, maxFlowSeconds)*1e6, fl.ColdFactor, fl.WarmUpPeriod/1000,
-			fl.tolerance(l, float64(min))/1000, r.RedisTimeout)
+	case fl.Behavior.Warms():
+		rkey = cluster.RedisKeyOf(ref.b.KeyPrefix(), "wu", r.ID, key)
+		res, err = g.Batch.RunWarm(rkey, math.Min(float64(min)/l.QPS, engine.MaxFlowSeconds)*1e6, fl.ColdFactor, fl.WarmUpPeriod/1000,
+			fl.Tolerance(l, float64(min))/1000, r.RedisTimeout)
 	case r.Calendar != nil:
-		rkey, res, err = e.callCalendar(g.batch, ref.b.KeyPrefix(), r, l, key, e.lim.now(), min, max)
+		rkey, res, err = e.callCalendar(g.Batch, ref.b.KeyPrefix(), r, l, key, e.lim.now(), min, max)
 	case fl.Behavior == Pace:
-		rkey = redisKeyOf(ref.b.KeyPrefix(), "pc", r.ID, key)
-		res, err = g.batch.runPace(rkey, math.Min(float64(min)/l.QPS, maxFlowSeconds)*1e6, r.Flow.MaxQueueWait/1000, r.RedisTimeout)
+		rkey = cluster.RedisKeyOf(ref.b.KeyPrefix(), "pc", r.ID, key)
+		res, err = g.Batch.RunPace(rkey, math.Min(float64(min)/l.QPS, engine.MaxFlowSeconds)*1e6, r.Flow.MaxQueueWait/1000, r.RedisTimeout)
 	default:
-		rkey = redisKey(ref.b.KeyPrefix(), e.typ, r.ID, key)
-		res, err = g.batch.run(e.typ, rkey, l, min, max, r.RedisTimeout)
+		rkey = cluster.RedisKey(ref.b.KeyPrefix(), e.typ, r.ID, key)
+		res, err = g.Batch.Run(e.typ, rkey, l, min, max, r.RedisTimeout)
 	}
 	if err != nil {
 		e.lim.counters.redisErrors.Inc()
-		if unreachable(err) {
-			g.fail(err, rkey, ref.logger)
+		if cluster.Unreachable(err) {
+			g.Fail(err, rkey, ref.logger)
 		} else if e.warned.CompareAndSwap(false, true) && ref.logger != nil {
 			// Redis answered, with an error about this key or script
 			// (e.g. WRONGTYPE: something else wrote the key): this
@@ -388,24 +390,10 @@ func (e *clusterEngine) call(r *Rule, l *Limits, key []byte, min, max int64) (gr
 			ref.logger.Warn("cluster rate limit: redis refused the script; this decision follows on_redis_error",
 				zap.String("rule", r.ID), zap.Error(err))
 		}
-		return grant{}, err
+		return cluster.Grant{}, err
 	}
 	e.lim.counters.redisCalls.Inc()
 	return res, nil
-}
-
-var errGateDown = errors.New("redis marked unreachable")
-
-// unreachable tells a Redis that cannot serve (connection refused or lost,
-// timeout, loading, failover, cluster down) from a reply error about one
-// command, which says nothing about the others.
-func unreachable(err error) bool {
-	var re redis.Error
-	if !errors.As(err, &re) {
-		return true
-	}
-	return redis.IsLoadingError(err) || redis.IsReadOnlyError(err) || redis.IsClusterDownError(err) ||
-		redis.IsTryAgainError(err) || redis.IsMasterDownError(err)
 }
 
 // fail decides d without Redis, by the rule's on_redis_error.
@@ -422,7 +410,7 @@ func (e *clusterEngine) fail(r *Rule, key []byte, now, cost int64, d *Decision) 
 		fd := e.fallback.take(e.shareOf(r), key, now, cost)
 		d.Reason, d.Limits = fd.Reason, fd.Limits
 		d.Remaining, d.Reset, d.RetryAfter = fd.Remaining, fd.Reset, fd.RetryAfter
-		d.Wait, d.queued = fd.Wait, fd.queued // a paced rule waits in the local pacer
+		d.Wait, d.Queued = fd.Wait, fd.Queued // a paced rule waits in the local pacer
 	}
 }
 
@@ -457,7 +445,7 @@ func scaleRule(r *Rule, n int) *Rule {
 	}
 	// A paced share spaces requests n times further apart: its schedule
 	// stays ahead of the clock for longer, so its keys must too.
-	c.idle = max(r.idle, c.Flow.idle(&c))
+	c.Idle = max(r.Idle, c.Flow.Idle(&c.Spec))
 	return &c
 }
 
@@ -468,16 +456,16 @@ func scaleLimits(r *Rule, l *Limits, n int) Limits {
 	s.QPS = l.QPS / f
 	if r.Type == SlidingWindow || r.Type == Calendar {
 		s.Max = max(cost, math.Floor(l.Max/f))
-		s.quota = int64(s.Max)
+		s.Quota = int64(s.Max)
 	} else {
 		s.Burst = max(cost, math.Floor(l.Burst/f))
-		s.quota = int64(s.Burst)
-		s.window = int64(math.Ceil(s.Burst / s.QPS))
+		s.Quota = int64(s.Burst)
+		s.WindowSecs = int64(math.Ceil(s.Burst / s.QPS))
 	}
-	if r.Flow.Behavior.warms() {
-		s.warm = newWarmModel(s.QPS, r.Flow.ColdFactor, r.Flow.WarmUpPeriod)
+	if r.Flow.Behavior.Warms() {
+		s.Warm = engine.NewWarmModel(s.QPS, r.Flow.ColdFactor, r.Flow.WarmUpPeriod)
 	}
-	s.advertise(r.ID)
-	s.boxScriptArgs(r.Type)
+	s.Advertise(r.ID)
+	s.BoxScriptArgs(r.Type)
 	return s
 }

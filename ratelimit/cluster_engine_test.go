@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicegw/sluice/internal/redistest"
+	"github.com/sluicegw/sluice/ratelimit/cluster"
 	"github.com/sluicegw/sluice/rulestore"
 )
 
@@ -29,7 +30,9 @@ func (b *testBackend) ClientState(key string, newValue func(redis.UniversalClien
 }
 
 // gateOf is the health gate the limiters of backend b share.
-func gateOf(b Backend) *gate { return b.ClientState(gateKey, newGate).(*gate) }
+func gateOf(b Backend) *cluster.Gate {
+	return b.ClientState(cluster.GateKey, cluster.NewGate).(*cluster.Gate)
+}
 
 func (b *testBackend) Client() redis.UniversalClient { return b.c }
 func (b *testBackend) KeyPrefix() string             { return "t:" }
@@ -205,7 +208,7 @@ func TestClusterScriptReloadAfterFlush(t *testing.T) {
 		if d := take(l, r, "k"); !d.OK() || d.Remaining != 1 || counterValue(l.counters.redisCalls) != calls+1 {
 			t.Fatalf("%s: after SCRIPT FLUSH: %+v, want allowed by Redis with 1 left", typ, d)
 		}
-		if gateOf(b).down.Load() {
+		if gateOf(b).Down.Load() {
 			t.Fatalf("%s: NOSCRIPT brought the gate down", typ)
 		}
 	}
@@ -333,7 +336,7 @@ func TestClusterReplyErrorDoesNotCloseGate(t *testing.T) {
 	if d := take(l, r, "bad"); d.Reason != RedisUnavailable {
 		t.Fatalf("write refused by Redis: %+v, want the deny path", d)
 	}
-	if gateOf(b).down.Load() {
+	if gateOf(b).Down.Load() {
 		t.Fatal("a reply error marked Redis down")
 	}
 	srv.Client().ConfigSet(ctx, "maxmemory", "0")

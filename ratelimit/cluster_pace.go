@@ -1,6 +1,9 @@
 package ratelimit
 
-import "math"
+import (
+	"github.com/sluicegw/sluice/ratelimit/engine"
+	"math"
+)
 
 // pace decides a request of a paced cluster rule (control_behavior pace,
 // scope cluster): one script call per request reserves its slot in the
@@ -28,21 +31,21 @@ func (e *clusterEngine) pace(r *Rule, key []byte, now int64, d *Decision) {
 	s, _, ls := e.lockLease(r, key, now)
 	if ls.refusing(r, now, r.Cost) {
 		d.Reason, d.RetryAfter, d.Remaining, d.Reset = RateLimited, ls.deniedUntil-now, 0, max(0, ls.resetAt-now)
-		s.mu.Unlock()
+		s.Unlock()
 		return
 	}
-	s.mu.Unlock()
-	if !r.Flow.Behavior.paces() {
+	s.Unlock()
+	if !r.Flow.Behavior.Paces() {
 		e.warmUp(r, key, now, d, s, ls)
 		return
 	}
-	q := &e.slots.queued
+	q := e.slots.Queued()
 	if q.Add(1) > r.Flow.MaxQueued {
 		q.Add(-1)
 		// The queue drains one slot per interval at the fleet's rate at
 		// least; the hint is the next slot's distance at that rate.
 		d.Reason, d.Remaining = RateLimited, 0
-		d.RetryAfter = ceilNanos(math.Min(float64(r.Cost)/d.Limits.QPS, maxFlowSeconds))
+		d.RetryAfter = engine.CeilNanos(math.Min(float64(r.Cost)/d.Limits.QPS, engine.MaxFlowSeconds))
 		return
 	}
 	g, err := e.call(r, d.Limits, key, r.Cost, r.Cost)
@@ -51,36 +54,36 @@ func (e *clusterEngine) pace(r *Rule, key []byte, now int64, d *Decision) {
 		e.fail(r, key, now, r.Cost, d)
 		return
 	}
-	d.Remaining, d.Reset = g.remaining, g.reset
+	d.Remaining, d.Reset = g.Remaining, g.Reset
 	switch {
-	case g.n == 0:
+	case g.N == 0:
 		q.Add(-1)
-		d.Reason, d.RetryAfter = RateLimited, g.wait
+		d.Reason, d.RetryAfter = RateLimited, g.Wait
 		// now was read before the call, so now + wait ends no later than
 		// the refusal Redis computed.
-		s.mu.Lock()
-		ls.deniedUntil, ls.deniedBy, ls.resetAt = now+g.wait, r, now+g.reset
-		s.mu.Unlock()
-	case g.wait == 0:
+		s.Lock()
+		ls.deniedUntil, ls.deniedBy, ls.resetAt = now+g.Wait, r, now+g.Reset
+		s.Unlock()
+	case g.Wait == 0:
 		q.Add(-1)
 	default:
-		d.Wait, d.queued = g.wait, q
+		d.Wait, d.Queued = g.Wait, q
 	}
 }
 
 // warmUp decides a request of a warm_up cluster rule: admitted at once or
 // refused (the refusal remembered), never waiting.
-func (e *clusterEngine) warmUp(r *Rule, key []byte, now int64, d *Decision, s *shard, ls *leaseState) {
+func (e *clusterEngine) warmUp(r *Rule, key []byte, now int64, d *Decision, s *engine.Shard, ls *leaseState) {
 	g, err := e.call(r, d.Limits, key, r.Cost, r.Cost)
 	if err != nil {
 		e.fail(r, key, now, r.Cost, d)
 		return
 	}
-	d.Remaining, d.Reset = g.remaining, g.reset
-	if g.n == 0 {
-		d.Reason, d.RetryAfter = RateLimited, g.wait
-		s.mu.Lock()
-		ls.deniedUntil, ls.deniedBy, ls.resetAt = now+g.wait, r, now+g.reset
-		s.mu.Unlock()
+	d.Remaining, d.Reset = g.Remaining, g.Reset
+	if g.N == 0 {
+		d.Reason, d.RetryAfter = RateLimited, g.Wait
+		s.Lock()
+		ls.deniedUntil, ls.deniedBy, ls.resetAt = now+g.Wait, r, now+g.Reset
+		s.Unlock()
 	}
 }

@@ -78,8 +78,8 @@ func TestClusterPaceOnRedisCluster(t *testing.T) {
 			t.Fatalf("%s: %+v then %+v, want at once then about 1s later", key, first, second)
 		}
 		for _, d := range []Decision{first, second} {
-			if d.queued != nil {
-				d.queued.Add(-1)
+			if d.Queued != nil {
+				d.Queued.Add(-1)
 			}
 		}
 	}
@@ -100,8 +100,8 @@ func takeAlternately(t *testing.T, ls []*limiter, r *Rule, n int) []time.Duratio
 			t.Fatalf("request %d: %+v, want a slot", i+1, d)
 		}
 		waits = append(waits, time.Duration(d.Wait))
-		if d.queued != nil {
-			d.queued.Add(-1) // what waitTurn does when the wait ends
+		if d.Queued != nil {
+			d.Queued.Add(-1) // what waitTurn does when the wait ends
 		}
 		l.engine(r).Release(&d)
 	}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/sluicegw/sluice/internal/redistest"
+	"github.com/sluicegw/sluice/ratelimit/cluster"
+	"github.com/sluicegw/sluice/ratelimit/engine"
 	"github.com/sluicegw/sluice/rulestore"
 )
 
@@ -130,18 +132,18 @@ func TestClusterInvalidStateNumbersRepair(t *testing.T) {
 		"cq":  {"quota": "2", "period": "day", "timezone": "UTC"},
 	}
 	tm := srv.Client().Time(ctx).Val()
-	for engine, cases := range badStates(float64(tm.UnixMicro())) {
+	for kind, cases := range badStates(float64(tm.UnixMicro())) {
 		for _, tc := range cases {
-			t.Run(engine+"/"+tc.name, func(t *testing.T) {
+			t.Run(kind+"/"+tc.name, func(t *testing.T) {
 				f := rulestore.Fields{"key_resolver": "global", "on_redis_error": "deny"}
-				for k, v := range rules[engine] {
+				for k, v := range rules[kind] {
 					f[k] = v
 				}
 				r := clusterRule(t, f)
-				l := instance(t, b, "invalid-"+engine)
-				key := "t:ratelimit:" + engine + ":{" + r.ID + ":global}"
-				if engine == "cq" {
-					key = calendarRedisKey("t:", r.ID, []byte("global"), r.Calendar.window(wallOf(l.now())).start)
+				l := instance(t, b, "invalid-"+kind)
+				key := "t:ratelimit:" + kind + ":{" + r.ID + ":global}"
+				if kind == "cq" {
+					key = cluster.CalendarRedisKey("t:", r.ID, []byte("global"), r.Calendar.Window(engine.Wall(l.now())).Start)
 				}
 				srv.Client().Set(ctx, key, tc.value, 0) // a hot key: its TTL would never run out
 				deadline := time.Now().Add(10 * time.Second)
@@ -200,7 +202,7 @@ func TestClusterSettleInvalidStateNumbersRepair(t *testing.T) {
 			e := l.engine(r).(*clusterEngine)
 			key := "t:ratelimit:" + tc.engine + ":{" + r.ID + ":global}"
 			if tc.engine == "cq" {
-				key = calendarRedisKey("t:", r.ID, []byte("global"), r.Calendar.window(wallOf(l.now())).start)
+				key = cluster.CalendarRedisKey("t:", r.ID, []byte("global"), r.Calendar.Window(engine.Wall(l.now())).Start)
 			}
 			for _, v := range tc.values {
 				srv.Client().Set(ctx, key, v, 0)

@@ -41,11 +41,11 @@ func TestClusterRollingUpgradeKeepsFormatsApart(t *testing.T) {
 			tc.fields["key_resolver"] = "global"
 			tc.fields["on_redis_error"] = "deny"
 			r := clusterRule(t, tc.fields)
-			l := r.limitsFor([]byte("global"))
+			l := r.LimitsFor([]byte("global"))
 			oldKey := b.KeyPrefix() + "ratelimit:" + tc.engine + ":{" + r.ID + ":global}"
 			old := func() int64 {
 				t.Helper()
-				res, err := srv.Client().Eval(ctx, string(src), []string{oldKey}, 1, l.scriptArgs[0], l.scriptArgs[1], 1, 1).Slice()
+				res, err := srv.Client().Eval(ctx, string(src), []string{oldKey}, 1, l.ScriptArgs[0], l.ScriptArgs[1], 1, 1).Slice()
 				if err != nil {
 					t.Fatalf("previous release's script: %v", err)
 				}
@@ -130,8 +130,8 @@ func TestClusterRollingUpgradeSharesPaceSchedule(t *testing.T) {
 		if d.Unknown || d.Reason == RedisUnavailable {
 			t.Fatalf("this build: %+v, want decided by Redis", d)
 		}
-		if d.queued != nil {
-			d.queued.Add(-1) // what waitTurn does when the wait ends
+		if d.Queued != nil {
+			d.Queued.Add(-1) // what waitTurn does when the wait ends
 		}
 		inst.engine(r).Release(&d)
 		return d.OK()

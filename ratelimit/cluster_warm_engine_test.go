@@ -6,23 +6,9 @@ import (
 	"time"
 
 	"github.com/sluicegw/sluice/internal/redistest"
+	"github.com/sluicegw/sluice/ratelimit/engine"
 	"github.com/sluicegw/sluice/rulestore"
 )
-
-// modelSlots are the slots (ns after the first request) the local warm-up
-// model gives n requests that all arrive at once on a cold key: what the
-// Redis script must reproduce for the fleet.
-func modelSlots(qps, coldFactor float64, period int64, n int) []int64 {
-	m := newWarmModel(qps, coldFactor, period)
-	var b warmBucket
-	b.sync(1, &m)
-	slots := make([]int64, n)
-	for i := range slots {
-		slots[i] = b.next - 1
-		b.take(1, 1, &m, 1<<62)
-	}
-	return slots
-}
 
 // Two instances share one warm-up curve in Redis (warm_up_pace, scope
 // cluster): quick requests alternating between them get the cold slots
@@ -36,7 +22,7 @@ func TestClusterWarmUpPaceSharedCurve(t *testing.T) {
 	r := clusterRule(t, rulestore.Fields{"qps": "10", "control_behavior": "warm_up_pace", "warm_up_period": "1m",
 		"max_queue_wait": "1s", "key_resolver": "global"})
 	ls := []*limiter{instance(t, b, "warm-a"), instance(t, b, "warm-b")}
-	slots := modelSlots(10, 3, int64(time.Minute), 5)
+	slots := engine.ColdSlots(10, 3, int64(time.Minute), 5)
 	start := time.Now()
 	waits := takeAlternately(t, ls, r, 4)
 	d := take(ls[0], r, "k")
@@ -68,8 +54,8 @@ func TestClusterWarmUpColdBurst(t *testing.T) {
 	r := clusterRule(t, rulestore.Fields{"qps": "30", "burst": "30", "control_behavior": "warm_up", "warm_up_period": "1m",
 		"key_resolver": "global"})
 	ls := []*limiter{instance(t, b, "warm-a"), instance(t, b, "warm-b")}
-	slots := modelSlots(30, 3, int64(time.Minute), 30)
-	tol := r.Flow.tolerance(&r.Limits, 1)
+	slots := engine.ColdSlots(30, 3, int64(time.Minute), 30)
+	tol := r.Flow.Tolerance(&r.Limits, 1)
 	start := time.Now()
 	var admitted [2]int
 	for i := 0; i < 30; i++ {
@@ -107,7 +93,7 @@ func TestClusterWarmUpOnRedisCluster(t *testing.T) {
 	r := clusterRule(t, rulestore.Fields{"qps": "10", "control_behavior": "warm_up_pace", "warm_up_period": "1m",
 		"max_queue_wait": "1s", "key_resolver": "userId"})
 	l := instance(t, b, "warm-cluster")
-	slot := time.Duration(modelSlots(10, 3, int64(time.Minute), 2)[1])
+	slot := time.Duration(engine.ColdSlots(10, 3, int64(time.Minute), 2)[1])
 	for k := 0; k < 12; k++ {
 		key := fmt.Sprintf("user-%d", k)
 		start := time.Now()
@@ -117,8 +103,8 @@ func TestClusterWarmUpOnRedisCluster(t *testing.T) {
 			t.Fatalf("%s: %+v then %+v, want at once then %v later", key, first, second, slot)
 		}
 		for _, d := range []Decision{first, second} {
-			if d.queued != nil {
-				d.queued.Add(-1)
+			if d.Queued != nil {
+				d.Queued.Add(-1)
 			}
 		}
 	}

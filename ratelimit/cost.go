@@ -68,7 +68,7 @@ func (r *Rule) parseCost(f rulestore.Fields, get func(string) (string, bool)) er
 		if err := r.CountStatus.Parse(v); err != nil {
 			return f.Errorf("count_status", "%v", err)
 		}
-		r.settles = true
+		r.Settles = true
 	}
 	if v, ok := get("response_cost"); ok {
 		name, ok := strings.CutPrefix(v, "{http.response.header.")
@@ -77,7 +77,7 @@ func (r *Rule) parseCost(f rulestore.Fields, get func(string) (string, bool)) er
 		}
 		r.respCost = textproto.CanonicalMIMEHeaderKey(name[:len(name)-1])
 		r.respTrailer = http.TrailerPrefix + r.respCost
-		r.settles = true
+		r.Settles = true
 	}
 	r.countsAll = r.CountStatus == (handlerkit.StatusSet{})
 	if v, ok := get("reserve"); ok {
@@ -103,7 +103,7 @@ func (r *Rule) parseCost(f rulestore.Fields, get func(string) (string, bool)) er
 // is known: max_cost defaults to the smallest quota and may not exceed it
 // (a request costing more could never pass).
 func (r *Rule) finishCost(f rulestore.Fields) error {
-	if r.settles {
+	if r.Settles {
 		field := "count_status"
 		if r.respCost != "" {
 			field = "response_cost"
@@ -115,7 +115,7 @@ func (r *Rule) finishCost(f rulestore.Fields) error {
 			return f.Errorf(field, "does not apply with lease_size: a settlement goes to Redis, not to a lease")
 		}
 		// A key in debt needs longer than its refill time to be whole.
-		r.idle *= 2
+		r.Idle *= 2
 	}
 	if r.respCost != "" {
 		if r.costExpr.expr != "" || r.costField == "cost" {
@@ -128,9 +128,9 @@ func (r *Rule) finishCost(f rulestore.Fields) error {
 	if r.Flow.Behavior != Reject {
 		return f.Errorf("cost", "a cost per request applies to control_behavior reject only (pacing spaces requests of one cost)")
 	}
-	least := r.Limits.quota
+	least := r.Limits.Quota
 	for _, l := range r.Overrides {
-		least = min(least, l.quota)
+		least = min(least, l.Quota)
 	}
 	if r.MaxCost == 0 {
 		r.MaxCost = least

@@ -2,29 +2,25 @@
 // directive ratelimit). It owns every decision of whether a request may
 // pass a quota, and what the client is told:
 //
-//   - the engines, each in plain Go with an injected clock: token bucket
-//     (tokenbucket.go), sliding window (slidingwindow.go), calendar quotas
-//     by hour, day, week or month in a time zone (calendar.go), pacing
-//     (pace.go) and warm-up (warmup.go), and the adaptive in-flight limit
-//     (adaptive*.go);
-//   - the key table of a local rule: entries without pointers, an exact LRU
-//     under max_keys, idle expiry, and an eviction sketch so an evicted key
-//     comes back owing what it spent (table.go, keyindex.go, evict.go,
-//     sketch.go);
-//   - scope cluster: the same quotas kept in Redis by Lua scripts, batched
-//     round trips, leases, a health gate and the on_redis_error fallbacks
-//     (cluster*.go, batcher*.go, gate.go, redisscript*.go);
+//   - the local engines and the key table, in package ratelimit/engine
+//     (token bucket, sliding window, calendar quotas, pacing and warm-up,
+//     per-key state under max_keys with eviction traces), and the adaptive
+//     in-flight limit in ratelimit/overload; here their Caddy glue
+//     (local.go, adaptive*.go, flow*.go);
+//   - scope cluster: the same quotas kept in Redis, with leases, remembered
+//     refusals and the on_redis_error fallbacks (cluster*.go,
+//     multi_cluster.go); the scripts, the batcher and the health gate are
+//     package ratelimit/cluster;
 //   - in-flight caps (max_concurrent, max_concurrent_total), costs declared
 //     by the request and settled from the response (count_status,
-//     response_cost; cost.go, settle*.go, debt.go), overrides per key, and
+//     response_cost; cost.go, settle.go, debt.go), overrides per key, and
 //     several rules on one route, all of which must admit (multi*.go);
 //   - the request and the response (handler.go, headers*.go): the key,
 //     refusals, RateLimit and X-RateLimit-* headers, Retry-After, the
 //     {http.ratelimit.*} placeholders, shadow mode;
 //   - what operators read: metrics (metrics.go, flow_metrics.go), the
 //     ratelimit section of GET /sluice/state and its events (admin.go),
-//     and one key's usage, GET /sluice/quota/{rule}/{key} (usage.go,
-//     quota_*.go).
+//     and one key's usage, GET /sluice/quota/{rule}/{key} (quota_*.go).
 //
 // Rules come from the rule store (package rulestore: static, Redis or
 // inline) and are read from local memory on every request; a request on a

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicegw/sluice/ratelimit/engine"
 	"github.com/sluicegw/sluice/rulestore"
 )
 
@@ -28,7 +29,7 @@ func flood(e *localEngine, r *Rule, n int, now int64) int64 {
 
 // tracked reports whether the engine's table holds key.
 func tracked(e *localEngine, key string) bool {
-	_, ok := e.peek([]byte(key))
+	_, ok := e.Peek([]byte(key))
 	return ok
 }
 
@@ -73,11 +74,11 @@ func TestEvictionKeepsSpentQuotaAndDebt(t *testing.T) {
 				t.Fatalf("evicted spent key admitted again: remaining %d", d.Remaining)
 			}
 			// Back in the table: what it holds is its debt, or more.
-			var ent entry
-			if ent, _ = e.peek(key); !tracked(e, "spent") {
+			var ent engine.Snapshot
+			if ent, _ = e.Peek(key); !tracked(e, "spent") {
 				t.Fatal("the refused key is not tracked")
 			}
-			bal := ent.balance(r, &r.Limits, now, r.windowStartOr0(now))
+			bal := ent.Balance(&r.Spec, &r.Limits, now, r.windowStartOr0(now))
 			t.Logf("balance after eviction and return: %.3f (was -5398)", bal)
 			if bal > -5398+0.01 {
 				t.Fatalf("balance %.3f after eviction, want at most -5398 (the debt kept)", bal)
@@ -91,7 +92,7 @@ func (r *Rule) windowStartOr0(now int64) int64 {
 	if r.Calendar == nil {
 		return 0
 	}
-	return r.Calendar.window(wallOf(now)).start
+	return r.Calendar.Window(engine.Wall(now)).Start
 }
 
 // Eviction takes a key whose state is a fresh one's before a spent key
@@ -181,13 +182,13 @@ func TestMillionJunkKeysForgiveNothing(t *testing.T) {
 			if tracked(e, "spent") {
 				t.Fatal("a million junk keys did not evict the spent key")
 			}
-			keys, sketch := e.Keys(), e.tab.sketchBytes()
-			perShard := r.MaxKeys / len(e.tab.shards)
-			if keys > int64(r.MaxKeys) || sketch > len(e.tab.shards)*sketchBytes(perShard) {
-				t.Fatalf("%d keys tracked (max_keys %d), sketches %d bytes (at most %d)", keys, r.MaxKeys, sketch, len(e.tab.shards)*sketchBytes(perShard))
+			keys := e.Keys()
+			sketch, most := e.Table().SketchBytes(r.MaxKeys)
+			if keys > int64(r.MaxKeys) || sketch > most {
+				t.Fatalf("%d keys tracked (max_keys %d), sketches %d bytes (at most %d)", keys, r.MaxKeys, sketch, most)
 			}
 			ent, _ := e.peekTrace(r, key, now)
-			bal := ent.balance(r, &r.Limits, now, r.windowStartOr0(now))
+			bal := ent.Balance(&r.Spec, &r.Limits, now, r.windowStartOr0(now))
 			if d := e.Take(r, key, now); d.OK() {
 				t.Fatalf("evicted spent key admitted again: remaining %d", d.Remaining)
 			}
@@ -213,38 +214,5 @@ func TestMillionJunkKeysForgiveNothing(t *testing.T) {
 				t.Fatalf("new keys: %d of %d refused, %.2f charged on average; want none refused and less than one unit", refused, probes, mean)
 			}
 		})
-	}
-}
-
-// A sketch lookup never counts less than the key left, whatever else was
-// merged into its cells; sliding-window traces merge by window.
-func TestSketchNeverUnderCounts(t *testing.T) {
-	var k evictSketch
-	left := map[uint64]uint64{}
-	for i := range uint64(20_000) {
-		h := spread(i + 1) // any 64-bit hashes
-		v := 1 + i%1000
-		k.add(h, v, traceMax, 1000)
-		left[h] = max(left[h], v)
-	}
-	for h, v := range left {
-		if got := least(k.rows(h)); got < v {
-			t.Fatalf("hash %x left %d, sketch says %d", h, v, got)
-		}
-	}
-	if got := len(k.cells); got != sketchRows*sketchWidth(1000) {
-		t.Fatalf("%d cells, want %d", got, sketchRows*sketchWidth(1000))
-	}
-	for _, c := range []struct{ a, b, want uint64 }{
-		{packTrace(7, 5), packTrace(7, 3), packTrace(7, 5)},
-		{packTrace(7, 5), packTrace(8, 3), packTrace(8, 5)}, // adjacent: later window, larger estimate
-		{packTrace(8, 3), packTrace(7, 5), packTrace(8, 5)},
-		{packTrace(5, 9), packTrace(8, 3), packTrace(8, 3)}, // the old one slid out
-		{0, packTrace(8, 3), packTrace(8, 3)},
-		{packTrace(1<<32-1, 4), packTrace(0, 2), packTrace(0, 4)}, // the index wrapped
-	} {
-		if got := mergeWindow(c.a, c.b); got != c.want {
-			t.Errorf("mergeWindow(%x, %x) = %x, want %x", c.a, c.b, got, c.want)
-		}
 	}
 }

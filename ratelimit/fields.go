@@ -281,8 +281,8 @@ func adaptiveRow(row field) field { return only(whenAdaptive, "max_concurrent ad
 func whenTokenBucket(p *ruleParse) bool   { return p.r.Type == TokenBucket }
 func whenSlidingWindow(p *ruleParse) bool { return p.r.Type == SlidingWindow }
 func whenCluster(p *ruleParse) bool       { return p.r.Cluster() }
-func whenPacing(p *ruleParse) bool        { return p.r.Flow.Behavior.paces() }
-func whenWarming(p *ruleParse) bool       { return p.r.Flow.Behavior.warms() }
+func whenPacing(p *ruleParse) bool        { return p.r.Flow.Behavior.Paces() }
+func whenWarming(p *ruleParse) bool       { return p.r.Flow.Behavior.Warms() }
 func whenAdaptive(p *ruleParse) bool      { return p.adaptive != nil }
 func whenQueueing(p *ruleParse) bool      { return p.queues }
 
@@ -340,8 +340,8 @@ func parseLeaseSize(p *ruleParse, v string) error {
 	if n > 0 && n < r.Cost {
 		return p.Errorf("%d is less than requested_tokens %d", n, r.Cost)
 	}
-	if n > r.Limits.quota {
-		return p.Errorf("%d exceeds the quota %d (burst, or qps × window_size)", n, r.Limits.quota)
+	if n > r.Limits.Quota {
+		return p.Errorf("%d exceeds the quota %d (burst, or qps × window_size)", n, r.Limits.Quota)
 	}
 	r.LeaseSize = n
 	return nil
@@ -370,7 +370,7 @@ func parseControlBehavior(p *ruleParse, v string) error {
 			return p.Fields.Errorf("lease_size", "does not apply to control_behavior %s with scope cluster: each request reserves its own slot in Redis", fl.Behavior)
 		}
 	}
-	if _, ok := p.Get("burst"); ok && fl.Behavior.paces() {
+	if _, ok := p.Get("burst"); ok && fl.Behavior.Paces() {
 		return p.Fields.Errorf("burst", "does not apply to control_behavior %s: requests are spaced 1/qps apart, and max_queue_wait bounds how far ahead they may queue", fl.Behavior)
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/sluicegw/sluice/ratelimit/engine"
 )
 
 // StatusClientClosed is the status logged for a paced request whose client
@@ -35,7 +36,7 @@ func serveShaped(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler,
 			return caddyhttp.Error(StatusClientClosed, err)
 		}
 	}
-	if d.adaptive == nil {
+	if d.Adaptive == nil {
 		return next.ServeHTTP(w, r)
 	}
 	return serveAdaptive(w, r, next, lim, &d)
@@ -44,9 +45,9 @@ func serveShaped(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler,
 // waitTurn waits d.Wait for the request's slot, or until ctx ends; it
 // returns the time waited. The request leaves the rule's queue either way.
 func waitTurn(ctx context.Context, d *Decision, lim *limiter) (int64, error) {
-	defer d.queued.Add(-1)
+	defer d.Queued.Add(-1)
 	start := lim.now()
-	err := sleepUntil(ctx, monotonicNow()+d.Wait, lim.flow.sleepers)
+	err := sleepUntil(ctx, engine.Now()+d.Wait, lim.flow.sleepers)
 	waited := lim.now() - start
 	lim.flow.queueWait.Observe(float64(waited) / 1e9)
 	return waited, err

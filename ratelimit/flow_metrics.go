@@ -84,7 +84,7 @@ func collectFlow(ch chan<- prometheus.Metric, l *limiter, e Engine) {
 	if !ok {
 		return
 	}
-	c := le.adaptive.Load()
+	c := le.Adaptive()
 	if c == nil {
 		return
 	}

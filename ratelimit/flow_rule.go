@@ -1,44 +1,12 @@
 package ratelimit
 
 import (
-	"fmt"
-	"math"
 	"strings"
 	"time"
 
+	"github.com/sluicegw/sluice/ratelimit/engine"
 	"github.com/sluicegw/sluice/ratelimit/overload"
 )
-
-// ControlBehavior is what a token bucket rule does with a request beyond
-// its rate: refuse it (reject), make it wait for its slot (pace), or either
-// of those with a rate that starts low after idleness (warm_up,
-// warm_up_pace).
-type ControlBehavior uint8
-
-const (
-	Reject ControlBehavior = iota
-	Pace
-	WarmUp
-	WarmUpPace
-)
-
-func (b ControlBehavior) String() string {
-	switch b {
-	case Pace:
-		return "pace"
-	case WarmUp:
-		return "warm_up"
-	case WarmUpPace:
-		return "warm_up_pace"
-	}
-	return "reject"
-}
-
-// paces reports whether requests wait for their slot.
-func (b ControlBehavior) paces() bool { return b == Pace || b == WarmUpPace }
-
-// warms reports whether the rate warms up after idleness.
-func (b ControlBehavior) warms() bool { return b == WarmUp || b == WarmUpPace }
 
 // Flow-shaping defaults.
 const (
@@ -46,22 +14,6 @@ const (
 	DefaultMaxQueued    = 1000
 	DefaultColdFactor   = 3
 )
-
-// Flow is how a rule shapes the flow it admits (docs/ratelimit-flow.md,
-// "Protecting the upstream").
-type Flow struct {
-	Behavior ControlBehavior
-	// MaxQueueWait (ns) is the longest a paced request waits for its slot;
-	// MaxQueued bounds the requests waiting at once, per rule.
-	MaxQueueWait int64
-	MaxQueued    int64
-	// WarmUpPeriod (ns) is how long the rate takes to rise from
-	// qps/ColdFactor to qps after idleness.
-	WarmUpPeriod int64
-	ColdFactor   float64
-	// Adaptive is set by max_concurrent adaptive.
-	Adaptive *overload.Config
-}
 
 // flowFields are the rule fields of flow shaping (read by parseFlow).
 var flowFields = []string{"control_behavior", "max_queue_wait", "max_queued", "warm_up_period", "cold_factor",
@@ -84,14 +36,14 @@ func (r *Rule) parseFlow(p *ruleParse) error {
 	if v, ok := p.Get("max_concurrent"); ok && isAdaptive(v) {
 		adaptive = true
 	}
-	if fl.Behavior.paces() || adaptive {
+	if fl.Behavior.Paces() || adaptive {
 		fl.MaxQueueWait, fl.MaxQueued = int64(DefaultMaxQueueWait), DefaultMaxQueued
 		p.queues = true
 	}
 	if err := p.read("max_queue_wait", "max_queued"); err != nil {
 		return err
 	}
-	if fl.Behavior.warms() {
+	if fl.Behavior.Warms() {
 		fl.ColdFactor = DefaultColdFactor
 		if _, ok := p.Get("warm_up_period"); !ok {
 			return p.Fields.Errorf("warm_up_period", "required by control_behavior %s (e.g. 30s)", fl.Behavior)
@@ -112,31 +64,14 @@ func (r *Rule) parseFlow(p *ruleParse) error {
 	} else if err := p.read(adaptiveFields...); err != nil {
 		return err // each applies to max_concurrent adaptive only
 	}
-	if fl.Behavior.warms() {
-		r.Limits.warm = newWarmModel(r.Limits.QPS, fl.ColdFactor, fl.WarmUpPeriod)
+	if fl.Behavior.Warms() {
+		r.Limits.Warm = engine.NewWarmModel(r.Limits.QPS, fl.ColdFactor, fl.WarmUpPeriod)
 		for _, l := range r.Overrides {
-			l.warm = newWarmModel(l.QPS, fl.ColdFactor, fl.WarmUpPeriod)
+			l.Warm = engine.NewWarmModel(l.QPS, fl.ColdFactor, fl.WarmUpPeriod)
 		}
 	}
-	r.idle = max(r.idle, fl.idle(r))
+	r.Idle = max(r.Idle, fl.Idle(&r.Spec))
 	return nil
-}
-
-// idle is how long a key's flow state needs to be untouched before it
-// equals a fresh one: the pacing schedule has run out and a warm-up bucket
-// is cold again.
-func (fl *Flow) idle(r *Rule) int64 {
-	if fl.Behavior == Reject {
-		return 0
-	}
-	d := fl.MaxQueueWait + ceilNanos(math.Min(float64(r.Cost)/r.Limits.QPS, maxFlowSeconds))
-	for _, l := range r.Overrides {
-		d = max(d, fl.MaxQueueWait+ceilNanos(math.Min(float64(r.Cost)/l.QPS, maxFlowSeconds)))
-	}
-	if fl.Behavior.warms() {
-		d += fl.WarmUpPeriod + ceilNanos(math.Min(r.Limits.Burst/r.Limits.QPS, maxFlowSeconds))
-	}
-	return d
 }
 
 // Adaptive concurrency defaults.
@@ -174,16 +109,4 @@ func parseAdaptive(p *ruleParse) error {
 		return p.Fields.Errorf("min_rtt_interval", "%v is less than 4 sample windows (%v): the limit would spend its time re-measuring", time.Duration(a.MinRTTInterval), time.Duration(4*a.SampleWindow))
 	}
 	return nil
-}
-
-// String describes the flow settings for logs and /sluice/state.
-func (fl *Flow) String() string {
-	s := fl.Behavior.String()
-	if fl.Behavior.paces() {
-		s += fmt.Sprintf(" max_queue_wait=%v max_queued=%d", time.Duration(fl.MaxQueueWait), fl.MaxQueued)
-	}
-	if fl.Behavior.warms() {
-		s += fmt.Sprintf(" warm_up_period=%v cold_factor=%g", time.Duration(fl.WarmUpPeriod), fl.ColdFactor)
-	}
-	return s
 }

@@ -9,6 +9,8 @@ import (
 	"github.com/sluicegw/sluice/rulestore"
 )
 
+const ms = int64(time.Millisecond)
+
 func TestFlowRuleErrorsNameTheField(t *testing.T) {
 	cases := []struct {
 		f     rulestore.Fields
@@ -76,10 +78,10 @@ func TestEnginePacesWithBoundedQueue(t *testing.T) {
 	}
 	// The schedule has room (slot 40ms < 1s) but 3 are waiting: refused.
 	d := e.Take(r, key, now)
-	if d.Reason != RateLimited || d.RetryAfter != 40*ms || e.queued.Load() != 3 {
-		t.Fatalf("queue full: %+v queued=%d", d, e.queued.Load())
+	if d.Reason != RateLimited || d.RetryAfter != 40*ms || e.Queued().Load() != 3 {
+		t.Fatalf("queue full: %+v queued=%d", d, e.Queued().Load())
 	}
-	held[1].queued.Add(-1) // one waiter's turn came (the handler does this)
+	held[1].Queued.Add(-1) // one waiter's turn came (the handler does this)
 	if d := e.Take(r, key, now); !d.OK() || d.Wait != 40*ms {
 		t.Fatalf("after a waiter left: %+v", d)
 	}
@@ -92,16 +94,38 @@ func TestEngineAdaptiveLimitKeptAcrossRuleChanges(t *testing.T) {
 	l := newLimiter("adaptive-test", func() int64 { return 5 * sec })
 	defer l.Destruct()
 	e := l.engine(r).(*localEngine)
-	c := e.adaptive.Load()
+	c := e.Adaptive()
 	if c == nil || c.Limit() != 3 { // the first probe: ¾ of initial_limit 4, at least min_limit 2
 		t.Fatalf("controller %v", c)
 	}
 	r2 := mustRule(t, rulestore.Fields{"qps": "1e6", "max_concurrent": "adaptive", "min_limit": "2", "max_limit": "8", "key_resolver": "global"})
-	if e2 := l.engine(r2).(*localEngine); e2 != e || e2.adaptive.Load() != c {
+	if e2 := l.engine(r2).(*localEngine); e2 != e || e2.Adaptive() != c {
 		t.Fatal("rule change dropped the adaptive state")
 	}
 	r3 := mustRule(t, rulestore.Fields{"qps": "1e6", "key_resolver": "global"})
-	if l.engine(r3).(*localEngine).adaptive.Load() != nil {
+	if l.engine(r3).(*localEngine).Adaptive() != nil {
 		t.Fatal("adaptive state kept after the rule dropped it")
+	}
+}
+
+// A rule with an absurdly low or high qps keeps its schedule arithmetic in
+// range (no overflow into the past).
+func TestFlowExtremeRates(t *testing.T) {
+	for _, qps := range []string{"0.000001", "1e9"} { // the ends of qps's range
+		for _, b := range []string{"pace", "warm_up", "warm_up_pace"} {
+			f := rulestore.Fields{"qps": qps, "control_behavior": b, "key_resolver": "global"}
+			if b != "pace" {
+				f["warm_up_period"] = "24h"
+			}
+			r := mustRule(t, f)
+			e := newLocalEngine(r)
+			now := sec
+			for i := 0; i < 3; i++ {
+				d := e.Take(r, []byte("global"), now)
+				if d.Wait < 0 || d.RetryAfter < 0 || d.Reset < 0 {
+					t.Fatalf("%s qps %s take %d: %+v", b, qps, i, d)
+				}
+			}
+		}
 	}
 }

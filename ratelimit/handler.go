@@ -246,14 +246,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if d.OK() {
 		held := d
 		d = decide(eng, rule, key, lim.now(), cost)
-		if held.adaptive != nil {
+		if held.Adaptive != nil {
 			if d.OK() {
-				d.adaptive, d.ticket = held.adaptive, held.ticket
+				d.Adaptive, d.Ticket = held.Adaptive, held.Ticket
 			} else {
-				held.adaptive.Release(held.ticket, -1, false, lim.now())
+				held.Adaptive.Release(held.Ticket, -1, false, lim.now())
 			}
 		}
-		d.class = held.class
+		d.Class = held.Class
 	}
 	ph.setKey(key)
 	// An in-flight cap refuses before the rate quota is consulted: the
@@ -279,16 +279,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	lim.counters.allowed.Inc()
 	ph.result = resultAllowed
-	if d.Wait > 0 || d.adaptive != nil {
+	if d.Wait > 0 || d.Adaptive != nil {
 		ph.publish(pub)
 		return serveShaped(w, r, next, rule, lim, eng, d, repl)
 	}
-	ph.paces = rule.Flow.Behavior.paces()
+	ph.paces = rule.Flow.Behavior.Paces()
 	ph.publish(pub)
-	if rule.settles {
+	if rule.Settles {
 		return serveSettled(w, r, next, rule, lim, eng, key, cost, &d)
 	}
-	if d.slot != nil || d.total {
+	if d.HoldsSlot() {
 		return serveHolding(w, r, next, eng, d)
 	}
 	return next.ServeHTTP(w, r)
@@ -345,7 +345,7 @@ func (h *Handler) reject(w http.ResponseWriter, rule *Rule, lim *limiter, d *Dec
 	name := resultNames[res]
 	w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
 	if d.Reason == OverAdaptiveLimit {
-		w.Header().Set(PriorityHeader, d.class.String())
+		w.Header().Set(PriorityHeader, d.Class.String())
 	}
 	ph.result, ph.retry = res, uint32(min(retry, math.MaxUint32))
 	ph.publish(pub)
@@ -404,22 +404,6 @@ func writeBody(w http.ResponseWriter, status int, body string) {
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	_, _ = w.Write([]byte(body))
-}
-
-func (r Reason) String() string {
-	switch r {
-	case RateLimited:
-		return "rate"
-	case TooManyInFlight:
-		return "max_concurrent"
-	case TooManyInFlightTotal:
-		return "max_concurrent_total"
-	case RedisUnavailable:
-		return "redis_unavailable"
-	case OverAdaptiveLimit:
-		return "max_concurrent_adaptive"
-	}
-	return "allowed"
 }
 
 var (

@@ -44,11 +44,11 @@ func setHeaders(hdr http.Header, rule *Rule, d *Decision) {
 	// slice of the RateLimit value.
 	rl := unsafe.String(unsafe.SliceData(b), len(b))
 	l := d.Limits
-	policy := l.policy
-	if d.cal != nil {
-		policy = calendarPolicy(rule.ID, l, d.cal)
+	policy := l.Policy
+	if d.Cal != nil {
+		policy = calendarPolicy(rule.ID, l, d.Cal)
 	}
-	h.vals = [4]string{l.quotaStr, rl[from:to], policy, rl}
+	h.vals = [4]string{l.QuotaStr, rl[from:to], policy, rl}
 	// Each slice's capacity is 1, so a later Add to one header copies
 	// instead of overwriting the next.
 	hdr["X-Ratelimit-Limit"] = h.vals[0:1:1]

@@ -82,7 +82,7 @@ func (p placeholders) Placeholder(name string) (any, bool) {
 		if p.limits == nil {
 			return nil, false
 		}
-		return p.limits.quotaAny, true
+		return p.limits.QuotaAny, true
 	case "http.ratelimit.result":
 		if p.result == resultNone {
 			return nil, false

@@ -57,7 +57,7 @@ func (r *Rule) parseInFlightOnly(f rulestore.Fields, get func(string) (string, b
 			return f.Errorf("headers", "the rate-limit headers describe a rate quota; this rule has none (qps)")
 		}
 	}
-	r.inFlightOnly = true
+	r.InFlightOnly = true
 	r.Headers = false
 	r.Limits.QPS, r.Limits.Burst = MaxQPS, MaxBurst
 	return nil

@@ -32,8 +32,8 @@ func TestParseRuleInFlightOnly(t *testing.T) {
 		if c.field == "" {
 			if err != nil {
 				t.Errorf("%v: %v, want a rule", c.fields, err)
-			} else if !r.inFlightOnly || r.Headers {
-				t.Errorf("%v: inFlightOnly %v headers %v, want a rule without rate or headers", c.fields, r.inFlightOnly, r.Headers)
+			} else if !r.InFlightOnly || r.Headers {
+				t.Errorf("%v: inFlightOnly %v headers %v, want a rule without rate or headers", c.fields, r.InFlightOnly, r.Headers)
 			}
 			continue
 		}
@@ -43,7 +43,7 @@ func TestParseRuleInFlightOnly(t *testing.T) {
 		}
 	}
 	// A rule with qps is not one.
-	if r, err := ParseRule("q", rulestore.Fields{"qps": "5", "max_concurrent": "2"}); err != nil || r.inFlightOnly {
-		t.Errorf("qps with max_concurrent: inFlightOnly %v, err %v", r != nil && r.inFlightOnly, err)
+	if r, err := ParseRule("q", rulestore.Fields{"qps": "5", "max_concurrent": "2"}); err != nil || r.InFlightOnly {
+		t.Errorf("qps with max_concurrent: inFlightOnly %v, err %v", r != nil && r.InFlightOnly, err)
 	}
 }

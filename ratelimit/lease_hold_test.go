@@ -16,8 +16,8 @@ func TestLeaseOutlivesRuleIdle(t *testing.T) {
 	srv := redistest.Start(t)
 	b := &testBackend{c: newTestClient(t, srv.Addr), instances: 1}
 	r := clusterRule(t, rulestore.Fields{"qps": "1000", "burst": "1000", "key_resolver": "userId", "lease_size": "100"})
-	if r.idle != int64(time.Second) {
-		t.Fatalf("rule idle %v, want 1s", time.Duration(r.idle))
+	if r.Idle != int64(time.Second) {
+		t.Fatalf("rule idle %v, want 1s", time.Duration(r.Idle))
 	}
 	l := instance(t, b, "hold")
 	e := l.engine(r)
@@ -37,7 +37,7 @@ func TestLeaseOutlivesRuleIdle(t *testing.T) {
 		t.Fatalf("%v Redis calls for the first request, want 1 (the lease)", got)
 	}
 	at := base + 5*time.Second
-	e.(*clusterEngine).sweep(int64(at), r.idle)
+	e.(*clusterEngine).sweep(int64(at), r.Idle)
 	d := takeAt(at)
 	if got := calls(); got != 1 {
 		t.Fatalf("%v Redis calls after 5 s idle, want still 1: the lease is kept", got)
@@ -46,7 +46,7 @@ func TestLeaseOutlivesRuleIdle(t *testing.T) {
 		t.Errorf("remaining %d, want 998 (900 in Redis + 98 still leased)", d.Remaining)
 	}
 	at += time.Duration(leaseHold) + time.Second
-	e.(*clusterEngine).sweep(int64(at), r.idle)
+	e.(*clusterEngine).sweep(int64(at), r.Idle)
 	takeAt(at)
 	if got := calls(); got != 2 {
 		t.Fatalf("%v Redis calls after %v idle, want 2: the key was dropped and leased again", got, time.Duration(leaseHold))

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicegw/sluice/ratelimit/engine"
 	"go.uber.org/zap"
 )
 
@@ -38,15 +39,9 @@ type limiterState struct {
 	engine Engine
 }
 
-// epoch anchors the monotonic clock; ns since epoch are never 0 in practice
-// (a zero time means "new" to the token bucket), so it starts at 1s.
-var epoch = time.Now().Add(-time.Second)
-
-func monotonicNow() int64 { return int64(time.Since(epoch)) }
-
 func newLimiter(id string, now func() int64) *limiter {
 	if now == nil {
-		now = monotonicNow
+		now = engine.Now
 	}
 	l := &limiter{id: id, now: now, stop: make(chan struct{}), counters: countersFor(id), flow: flowMetricsFor(id)}
 	go l.janitor()
@@ -71,7 +66,7 @@ func (l *limiter) adopt(r *Rule) Engine {
 	if s != nil {
 		switch old := s.engine.(type) {
 		case *localEngine:
-			if !r.Cluster() && old.typ == r.Type && old.slotsOnly == r.inFlightOnly && len(old.tab.shards) == shardsFor(r.MaxKeys) {
+			if !r.Cluster() && old.Holds(&r.Spec) && old.SlotsOnly() == r.InFlightOnly {
 				l.store(r, old)
 				return old
 			}
@@ -91,7 +86,7 @@ func (l *limiter) adopt(r *Rule) Engine {
 	l.store(r, e)
 	if s != nil {
 		if old, ok := s.engine.(*localEngine); ok {
-			old.tab.settlementsTo(l.counters)
+			old.Table().SettlementsTo(l.counters.settled)
 		}
 	}
 	return e
@@ -141,7 +136,7 @@ func (l *limiter) janitor() {
 		case <-t.C:
 			if s := l.state.Load(); s != nil {
 				if e, ok := s.engine.(interface{ sweep(now, idle int64) }); ok {
-					e.sweep(l.now(), s.rule.idle)
+					e.sweep(l.now(), s.rule.Idle)
 				}
 			}
 		}
@@ -157,4 +152,19 @@ func (l *limiter) Destruct() error {
 		dropFlowMetrics(l.id)
 	})
 	return nil
+}
+
+// settledTokens are the tokens the rule's settlements charged and
+// refunded beyond what admission spent, for the metrics.
+func (l *limiter) settledTokens() (charged, refunded uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	charged, refunded = l.counters.charged.Load(), l.counters.refunded.Load()
+	if s := l.state.Load(); s != nil {
+		if e, ok := s.engine.(*localEngine); ok {
+			c, r := e.Table().Settled()
+			charged, refunded = charged+c, refunded+r
+		}
+	}
+	return charged, refunded
 }

@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicegw/sluice/internal/metrickit"
+	"github.com/sluicegw/sluice/ratelimit/cluster"
 	"github.com/sluicegw/sluice/rulestore"
 )
 
@@ -42,14 +43,9 @@ import (
 // registry; it reads the live limiters when scraped.
 var metrics collector
 
-var transitions = prometheus.NewCounterVec(prometheus.CounterOpts{
-	Namespace: "sluice", Subsystem: "ratelimit", Name: "redis_transitions_total",
-	Help: "Transitions of the Redis health gate of cluster rate limits (to down or up).",
-}, []string{"to"})
-
 // registerMetrics registers the collectors on a config's registry.
 func registerMetrics(reg *prometheus.Registry) error {
-	return metrickit.Register(reg, &metrics, transitions, queueWaitHist)
+	return metrickit.Register(reg, &metrics, cluster.Transitions, queueWaitHist)
 }
 
 // ruleCounters are one rule's counters, owned by its limiter: the request
@@ -63,6 +59,12 @@ type ruleCounters struct {
 	charged, refunded                          metrickit.StripedCounter
 	redisCalls, redisErrors                    *counter
 	fallbackAllow, fallbackDeny, fallbackLocal *counter
+}
+
+// settled adds charged and refunded tokens to stripe i.
+func (c *ruleCounters) settled(i int, charged, refunded uint64) {
+	c.charged.Add(i, charged)
+	c.refunded.Add(i, refunded)
 }
 
 // counter is a count the collector exports: the one counter of the three
@@ -168,7 +170,7 @@ func (*collector) Collect(ch chan<- prometheus.Metric) {
 		// A rule edited to settle no more keeps its (monotonic) settlement
 		// series once it has any.
 		charged, refunded := l.settledTokens()
-		if charged|refunded|l.counters.debtEntered.Load() != 0 || (r != nil && r.settles) {
+		if charged|refunded|l.counters.debtEntered.Load() != 0 || (r != nil && r.Settles) {
 			collectSettled(ch, l, s, r, charged, refunded)
 		}
 		if s != nil {

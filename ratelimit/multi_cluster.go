@@ -3,7 +3,8 @@ package ratelimit
 import (
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/sluicegw/sluice/ratelimit/cluster"
+	"github.com/sluicegw/sluice/ratelimit/engine"
 	"go.uber.org/zap"
 )
 
@@ -37,14 +38,14 @@ func decideAtomic(ts []taken, kb []byte) (refused int, handled bool) {
 	if ref == nil || ref.b.Client() == nil {
 		return -1, false
 	}
-	g := ref.b.ClientState(gateKey, newGate).(*gate)
-	if g.down.Load() {
+	g := ref.b.ClientState(cluster.GateKey, cluster.NewGate).(*cluster.Gate)
+	if g.Down.Load() {
 		return -1, false
 	}
 	prefix := ref.b.KeyPrefix()
 	keys := make([]string, len(ts))
 	args := make([]any, 0, 5*len(ts))
-	wins := make([]*calendarWindow, len(ts))
+	wins := make([]*engine.Window, len(ts))
 	walls := make([]int64, len(ts))
 	var timeout time.Duration
 	for i := range ts {
@@ -54,25 +55,25 @@ func decideAtomic(ts []taken, kb []byte) (refused int, handled bool) {
 			return -1, false // rules on different stores' Redis
 		}
 		r := t.m.rule
-		l := r.limitsFor(t.key(kb))
+		l := r.LimitsFor(t.key(kb))
 		spend := t.spent()
 		switch {
 		case r.Calendar != nil:
-			walls[i] = wallOf(e.lim.now())
-			w := r.Calendar.window(walls[i])
+			walls[i] = engine.Wall(e.lim.now())
+			w := r.Calendar.Window(walls[i])
 			wins[i] = w
-			keys[i] = calendarRedisKey(prefix, r.ID, t.key(kb), w.start)
-			args = append(args, "cq", l.scriptArgs[1], w.expireAt, t.cost, spend)
+			keys[i] = cluster.CalendarRedisKey(prefix, r.ID, t.key(kb), w.Start)
+			args = append(args, "cq", l.ScriptArgs[1], w.ExpireAt, t.cost, spend)
 		case e.typ == SlidingWindow:
-			keys[i] = redisKey(prefix, e.typ, r.ID, t.key(kb))
-			args = append(args, "sw", l.scriptArgs[0], l.scriptArgs[1], t.cost, spend)
+			keys[i] = cluster.RedisKey(prefix, e.typ, r.ID, t.key(kb))
+			args = append(args, "sw", l.ScriptArgs[0], l.ScriptArgs[1], t.cost, spend)
 		default:
-			keys[i] = redisKey(prefix, e.typ, r.ID, t.key(kb))
-			args = append(args, "tb", l.scriptArgs[0], l.scriptArgs[1], t.cost, spend)
+			keys[i] = cluster.RedisKey(prefix, e.typ, r.ID, t.key(kb))
+			args = append(args, "tb", l.ScriptArgs[0], l.ScriptArgs[1], t.cost, spend)
 		}
 		timeout = max(timeout, r.RedisTimeout)
 	}
-	if !oneSlot(ref.b.Client(), keys) {
+	if !cluster.OneSlot(ref.b.Client(), keys) {
 		return -1, false
 	}
 	// In-flight caps and the refusals Redis told, locally, before Redis.
@@ -90,7 +91,7 @@ func decideAtomic(ts []taken, kb []byte) (refused int, handled bool) {
 			return i, true
 		}
 	}
-	gs, err := g.batch.runMulti(keys, args, timeout)
+	gs, err := g.Batch.RunMulti(keys, args, timeout)
 	if err != nil {
 		return failAtomic(ts, kb, ref, g, keys, err), true
 	}
@@ -102,18 +103,18 @@ func decideAtomic(ts []taken, kb []byte) (refused int, handled bool) {
 		now := e.lim.now()
 		e.lim.counters.redisCalls.Inc()
 		if w := wins[i]; w != nil {
-			gr.reset = w.end - walls[i]
-			if gr.wait > 0 {
-				gr.wait = gr.reset
+			gr.Reset = w.End - walls[i]
+			if gr.Wait > 0 {
+				gr.Wait = gr.Reset
 			}
-			t.d.cal = w
+			t.d.Cal = w
 		}
-		t.d.Remaining, t.d.Reset = gr.remaining, gr.reset
-		if gr.n < t.spent() || gr.remaining+gr.n < t.cost {
+		t.d.Remaining, t.d.Reset = gr.Remaining, gr.Reset
+		if gr.N < t.spent() || gr.Remaining+gr.N < t.cost {
 			if bad < 0 {
 				bad = i
 			}
-			if gr.wait > 0 && refused < 0 {
+			if gr.Wait > 0 && refused < 0 {
 				refused = i
 			}
 		}
@@ -127,7 +128,7 @@ func decideAtomic(ts []taken, kb []byte) (refused int, handled bool) {
 		refused = bad
 	}
 	d := &ts[refused].d
-	d.Reason, d.RetryAfter, d.Remaining = RateLimited, gs[refused].wait, 0
+	d.Reason, d.RetryAfter, d.Remaining = RateLimited, gs[refused].Wait, 0
 	release(ts)
 	return refused, true
 }
@@ -135,30 +136,30 @@ func decideAtomic(ts []taken, kb []byte) (refused int, handled bool) {
 // knownRefusal refuses d locally when Redis said key has fewer than cost
 // tokens until a time not reached yet (as decideExact does).
 func (e *clusterEngine) knownRefusal(r *Rule, key []byte, now, cost int64, d *Decision) {
-	s := e.keys.shard(key)
-	s.mu.Lock()
-	if ls := e.keys.leaseOf(s, key); ls != nil && ls.refusing(r, now, cost) {
+	s := e.keys.Shard(key)
+	s.Lock()
+	if ls := leaseOf(e.keys, s, key); ls != nil && ls.refusing(r, now, cost) {
 		d.Reason, d.RetryAfter = RateLimited, ls.deniedUntil-now
 		d.Remaining, d.Reset = 0, max(0, ls.resetAt-now)
 	}
-	s.mu.Unlock()
+	s.Unlock()
 }
 
 // learnExact remembers what a script told about key (a refusal until some
 // time), or forgets a refusal remembered, as decideExact does.
-func (e *clusterEngine) learnExact(r *Rule, key []byte, now, cost int64, g grant) {
-	if g.wait == 0 {
-		s := e.keys.shard(key)
-		s.mu.Lock()
-		known := e.keys.leaseOf(s, key)
-		s.mu.Unlock()
+func (e *clusterEngine) learnExact(r *Rule, key []byte, now, cost int64, g cluster.Grant) {
+	if g.Wait == 0 {
+		s := e.keys.Shard(key)
+		s.Lock()
+		known := leaseOf(e.keys, s, key)
+		s.Unlock()
 		if known == nil {
 			return
 		}
 	}
 	s, _, ls := e.lockLease(r, key, now)
 	ls.learn(r, g, now, cost, e.lim.listed.Load())
-	s.mu.Unlock()
+	s.Unlock()
 }
 
 // release frees the in-flight slots of ts's admitted rules: the request
@@ -175,10 +176,10 @@ func release(ts []taken) {
 // failAtomic decides ts by each rule's on_redis_error when the script
 // failed, rule by rule: a rule that refuses gives back what the ones
 // before it took from their local shares.
-func failAtomic(ts []taken, kb []byte, ref *backendRef, g *gate, keys []string, err error) int {
+func failAtomic(ts []taken, kb []byte, ref *backendRef, g *cluster.Gate, keys []string, err error) int {
 	e0 := ts[0].eng.(*clusterEngine)
-	if unreachable(err) {
-		g.fail(err, keys[0], ref.logger)
+	if cluster.Unreachable(err) {
+		g.Fail(err, keys[0], ref.logger)
 	} else if e0.warned.CompareAndSwap(false, true) && ref.logger != nil {
 		ref.logger.Warn("cluster rate limit: redis refused the script of several limits; this decision follows on_redis_error",
 			zap.String("rule", ts[0].m.rule.ID), zap.Error(err))
@@ -203,19 +204,4 @@ func failAtomic(ts []taken, kb []byte, ref *backendRef, g *gate, keys []string, 
 		return i
 	}
 	return -1
-}
-
-// oneSlot reports whether one script may name all of keys: always on a
-// single Redis, on a Redis Cluster only when they share a hash slot.
-func oneSlot(c redis.UniversalClient, keys []string) bool {
-	if _, cluster := c.(*redis.ClusterClient); !cluster {
-		return true
-	}
-	s := keySlot(keys[0])
-	for _, k := range keys[1:] {
-		if keySlot(k) != s {
-			return false
-		}
-	}
-	return true
 }

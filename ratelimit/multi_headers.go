@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"github.com/sluicegw/sluice/ratelimit/engine"
 	"net/http"
 	"strings"
 )
@@ -131,12 +132,12 @@ func staticPolicies(ms []member) string {
 func (t *taken) policy() string {
 	r := t.m.rule
 	switch {
-	case t.decided && t.d.cal != nil:
-		return calendarPolicy(r.ID, t.d.Limits, t.d.cal)
+	case t.decided && t.d.Cal != nil:
+		return calendarPolicy(r.ID, t.d.Limits, t.d.Cal)
 	case r.Calendar != nil:
-		return calendarPolicy(r.ID, &r.Limits, r.Calendar.window(wallOf(t.m.lim.now())))
+		return calendarPolicy(r.ID, &r.Limits, r.Calendar.Window(engine.Wall(t.m.lim.now())))
 	case t.decided && t.d.Limits != nil:
-		return t.d.Limits.policy
+		return t.d.Limits.Policy
 	}
-	return r.Limits.policy
+	return r.Limits.Policy
 }

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sluicegw/sluice/internal/handlerkit"
+	"github.com/sluicegw/sluice/ratelimit/engine"
 )
 
 // taken is one rule's part in a request decided by several rules.
@@ -30,7 +31,7 @@ func (t *taken) key(kb []byte) []byte { return kb[t.kfrom:t.kto:t.kto] }
 // spent is what an admitted request took from the rule's quota when
 // admitted (a settling rule takes its reserve; the rest comes after).
 func (t *taken) spent() int64 {
-	if t.m.rule.settles {
+	if t.m.rule.Settles {
 		return t.m.rule.Reserve
 	}
 	return t.cost
@@ -40,10 +41,10 @@ func (t *taken) spent() int64 {
 // gets a copy of the decision: an address given to an interface method
 // escapes, and with ts's own it would move every request's ts to the heap.
 func (t *taken) release() {
-	if t.d.slot != nil || t.d.total {
+	if t.d.HoldsSlot() {
 		d := t.d
 		t.eng.Release(&d)
-		t.d.slot, t.d.shard, t.d.total = nil, nil, false
+		t.d.ForgetSlots()
 	}
 }
 
@@ -224,10 +225,10 @@ func serveAdmitted(w http.ResponseWriter, r *http.Request, next caddyhttp.Handle
 	wr := w
 	for i := range ts {
 		t := &ts[i]
-		if !t.admitted || !t.m.rule.settles {
+		if !t.admitted || !t.m.rule.Settles {
 			continue
 		}
-		sw := newSettleWriter(wr, r, t.m.rule, t.m.lim, t.eng, t.key(kb), t.cost, refOf(&t.d))
+		sw := newSettleWriter(wr, r, t.m.rule, t.m.lim, t.eng, t.key(kb), t.cost, engine.RefOf(&t.d))
 		settling = append(settling, sw)
 		wr = sw
 	}

@@ -130,10 +130,10 @@ func TestPaceFloodRefusedAtOnce(t *testing.T) {
 	eng := lim.engine(r).(*localEngine)
 	// Everything but the waiters ends without waiting for a slot.
 	testcaddy.Eventually(t, 2*time.Minute, "every request but the waiters to end", func() bool {
-		return done.Load()+eng.queued.Load() == n
+		return done.Load()+eng.Queued().Load() == n
 	})
 	elapsed := time.Since(began)
-	waiting := eng.queued.Load()
+	waiting := eng.Queued().Load()
 	t.Logf("%d requests in %v: %d admitted, %d waiting, %d refused", n, elapsed, admitted.Load(), waiting, refused.Load())
 	// One slot per second came due meanwhile (its waiter left the queue
 	// and a later request took its place): admitted ≤ 1 + elapsed s + 1.
@@ -149,8 +149,8 @@ func TestPaceFloodRefusedAtOnce(t *testing.T) {
 
 	cancel() // the waiters' clients go
 	wg.Wait()
-	if cancelled.Load() != waiting || eng.queued.Load() != 0 {
-		t.Errorf("%d ended by their client going, want the %d waiting; %d still queued", cancelled.Load(), waiting, eng.queued.Load())
+	if cancelled.Load() != waiting || eng.Queued().Load() != 0 {
+		t.Errorf("%d ended by their client going, want the %d waiting; %d still queued", cancelled.Load(), waiting, eng.Queued().Load())
 	}
 	testcaddy.Eventually(t, 10*time.Second, "goroutines back to their baseline", func() bool {
 		return runtime.NumGoroutine() <= goroutines

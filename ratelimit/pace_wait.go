@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"github.com/sluicegw/sluice/ratelimit/engine"
 	"sync/atomic"
 	"time"
 )
@@ -21,7 +22,7 @@ const preciseMargin = int64(1100 * time.Microsecond)
 // the timer alone, as all did before.
 const maxPreciseSleepers = 1
 
-// sleepUntil waits until due (monotonicNow's clock), or until ctx ends,
+// sleepUntil waits until due (engine.Now's clock), or until ctx ends,
 // whose error it then returns. The client going away ends the wait at
 // once, except in its last preciseMargin. sleepers counts the rule's
 // requests sleeping in the kernel.
@@ -40,7 +41,7 @@ func sleepUntil(ctx context.Context, due int64, sleepers *atomic.Int32) error {
 
 // timerWait waits on a Go timer until until, or until ctx ends.
 func timerWait(ctx context.Context, until int64) error {
-	left := until - monotonicNow()
+	left := until - engine.Now()
 	if left <= 0 {
 		return ctx.Err()
 	}

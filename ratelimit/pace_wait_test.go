@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"errors"
+	"github.com/sluicegw/sluice/ratelimit/engine"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,11 +17,11 @@ func TestSleepUntilNeverEarlyAndHonoursCancel(t *testing.T) {
 	for _, busy := range []int32{0, maxPreciseSleepers} {
 		sleepers.Store(busy)
 		for _, wait := range []time.Duration{0, 300 * time.Microsecond, 3 * time.Millisecond} {
-			due := monotonicNow() + int64(wait)
+			due := engine.Now() + int64(wait)
 			if err := sleepUntil(context.Background(), due, &sleepers); err != nil {
 				t.Fatalf("wait %v: %v", wait, err)
 			}
-			if early := due - monotonicNow(); early > 0 {
+			if early := due - engine.Now(); early > 0 {
 				t.Fatalf("wait %v, %d kernel sleepers busy: returned %v before the slot", wait, busy, time.Duration(early))
 			}
 			if sleepers.Load() != busy {
@@ -30,7 +31,7 @@ func TestSleepUntilNeverEarlyAndHonoursCancel(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- sleepUntil(ctx, monotonicNow()+int64(time.Hour), &sleepers) }()
+	go func() { done <- sleepUntil(ctx, engine.Now()+int64(time.Hour), &sleepers) }()
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled an hour before the slot: %v, want context.Canceled", err)

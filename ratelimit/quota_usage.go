@@ -11,7 +11,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"math"
 	"net/http"
 	"sort"
@@ -19,6 +18,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sluicegw/sluice/ratelimit/cluster"
+	"github.com/sluicegw/sluice/ratelimit/engine"
 	"github.com/sluicegw/sluice/rulestore"
 )
 
@@ -177,8 +178,8 @@ func (u *QuotaUsage) finish(used float64, reset int64, wall time.Time) {
 }
 
 // setWindow shows a calendar window w.
-func (u *QuotaUsage) setWindow(w *calendarWindow) {
-	s := time.Unix(0, w.start).UTC()
+func (u *QuotaUsage) setWindow(w *engine.Window) {
+	s := time.Unix(0, w.Start).UTC()
 	u.WindowStart = &s
 }
 
@@ -187,17 +188,17 @@ func (u *QuotaUsage) setWindow(w *calendarWindow) {
 // the LRU, and computes on a copy.
 func quotaFromMemory(r *Rule, lim *limiter, key string) *QuotaUsage {
 	u, l := newQuotaUsage(r, key)
-	now := monotonicNow()
-	var ent entry
+	now := engine.Now()
+	var snap engine.Snapshot
 	if lim != nil {
 		now = lim.now()
 		if s := lim.state.Load(); s != nil {
 			// An engine the rule's next request would replace (adopt) holds
 			// nothing for it: the key starts afresh there.
-			if e, ok := s.engine.(*localEngine); ok && e.typ == r.Type && len(e.tab.shards) == shardsFor(r.MaxKeys) {
-				ent, u.Tracked = e.peek([]byte(key))
+			if e, ok := s.engine.(*localEngine); ok && e.Holds(&r.Spec) {
+				snap, u.Tracked = e.Peek([]byte(key))
 				if !u.Tracked {
-					ent, u.Evicted = e.peekTrace(r, []byte(key), now)
+					snap, u.Evicted = e.PeekTrace(&r.Spec, []byte(key), now)
 				}
 			}
 		}
@@ -205,34 +206,16 @@ func quotaFromMemory(r *Rule, lim *limiter, key string) *QuotaUsage {
 	wallNow := time.Now()
 	switch r.Type {
 	case Calendar:
-		wall := wallOf(now)
-		w := r.Calendar.window(wall)
-		c := calendarCount{start: ent.sw.start, used: ent.sw.cur}
-		c.advance(w.start)
+		wall := engine.Wall(now)
+		w := r.Calendar.Window(wall)
+		used, _ := snap.Spent(&r.Spec, l, now, w.Start)
 		u.setWindow(w)
-		u.finish(c.used, w.end-wall, time.Unix(0, wall))
-	case SlidingWindow:
-		sw := ent.sw
-		sw.advance(now, l.Window)
-		u.finish(sw.estimate(now, l.Window), sw.untilWindowEnd(now, l.Window), wallNow)
+		u.finish(used, w.End-wall, time.Unix(0, wall))
 	default:
-		tb := ent.tb
-		tb.refill(now, l.QPS, l.Burst)
-		u.finish(l.Burst-tb.tokens, tb.untilFull(l.QPS, l.Burst), wallNow)
+		used, reset := snap.Spent(&r.Spec, l, now, 0)
+		u.finish(used, reset, wallNow)
 	}
 	return u
-}
-
-// peek copies key's entry if the table holds it, leaving the table as it
-// was (no entry made, no recency moved, nothing expired).
-func (e *localEngine) peek(key []byte) (entry, bool) {
-	s := e.tab.shard(key)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if i := e.tab.lookupHashed(s, key, maphash.Bytes(e.tab.seed, key)); i != 0 {
-		return *s.at(i), true
-	}
-	return entry{}, false
 }
 
 // quotaFromRedis reads a cluster rule's state of key from Redis, within the
@@ -255,9 +238,9 @@ func quotaFromRedis(ctx context.Context, app *rulestore.App, r *Rule, key string
 	defer cancel()
 	prefix := app.KeyPrefix()
 	if r.Calendar != nil {
-		wall := wallOf(monotonicNow())
-		w := r.Calendar.window(wall)
-		rkey := calendarRedisKey(prefix, r.ID, []byte(key), w.start)
+		wall := engine.Wall(engine.Now())
+		w := r.Calendar.Window(wall)
+		rkey := cluster.CalendarRedisKey(prefix, r.ID, []byte(key), w.Start)
 		v, err := c.Get(ctx, rkey).Result()
 		if err != nil && !errors.Is(err, redis.Nil) {
 			return nil, redisDown(r, rkey, timeout, err)
@@ -266,16 +249,16 @@ func quotaFromRedis(ctx context.Context, app *rulestore.App, r *Rule, key string
 		u.Tracked = err == nil && perr == nil
 		// A value that is no count, or no valid one, counts as none, as in
 		// the script (script_valid.go).
-		used = validCount(used, float64(l.quota))
+		used = cluster.ValidCount(used, float64(l.Quota))
 		if !u.Tracked {
 			used = 0
 		}
 		u.setWindow(w)
-		u.finish(used, w.end-wall, time.Unix(0, wall))
+		u.finish(used, w.End-wall, time.Unix(0, wall))
 		return u, nil
 	}
 	u.Clock = "redis"
-	rkey := redisKey(prefix, r.Type, r.ID, []byte(key))
+	rkey := cluster.RedisKey(prefix, r.Type, r.ID, []byte(key))
 	var get *redis.StringCmd
 	var clock *redis.TimeCmd
 	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -290,29 +273,31 @@ func quotaFromRedis(ctx context.Context, app *rulestore.App, r *Rule, key string
 	now := t.UnixNano() / 1000 * 1000 // µs, as the scripts read TIME
 	v, _ := get.Bytes()
 	if r.Type == SlidingWindow {
-		var sw slidingWindow
+		var start int64
+		var cur, prev float64
 		if len(v) == 24 {
 			u.Tracked = true
 			clock := float64(now / 1000)
-			if s, cur, prev, ok := validWindow(f64le(v[0:]), f64le(v[8:]), f64le(v[16:]), clock, float64(l.Window/1000), l.Max); ok {
-				sw = slidingWindow{start: int64(s) * 1000, cur: cur, prev: prev}
+			if s, c, p, ok := cluster.ValidWindow(f64le(v[0:]), f64le(v[8:]), f64le(v[16:]), clock, float64(l.Window/1000), l.Max); ok {
+				start, cur, prev = int64(s)*1000, c, p
 			}
-			if sw.start > now-now%l.Window {
-				now = sw.start // Redis's clock went back: the script counts at the window's start
+			if start > now-now%l.Window {
+				now = start // Redis's clock went back: the script counts at the window's start
 			}
 		}
-		sw.advance(now, l.Window)
-		u.finish(sw.estimate(now, l.Window), sw.untilWindowEnd(now, l.Window), t)
+		spent, reset := engine.WindowSpent(start, cur, prev, now, l.Window)
+		u.finish(spent, reset, t)
 		return u, nil
 	}
-	var tb tokenBucket
+	var last int64
+	var tokens float64
 	if len(v) == 16 {
 		u.Tracked = true
-		last, tokens, _ := validTokenBucket(f64le(v[0:]), f64le(v[8:]), float64(now/1000), l.Burst)
-		tb = tokenBucket{last: int64(last) * 1000, tokens: tokens}
+		ls, tk, _ := cluster.ValidTokenBucket(f64le(v[0:]), f64le(v[8:]), float64(now/1000), l.Burst)
+		last, tokens = int64(ls)*1000, tk
 	}
-	tb.refill(now, l.QPS, l.Burst)
-	u.finish(l.Burst-tb.tokens, tb.untilFull(l.QPS, l.Burst), t)
+	spent, full := engine.BucketSpent(last, tokens, now, l.QPS, l.Burst)
+	u.finish(spent, full, t)
 	return u, nil
 }
 

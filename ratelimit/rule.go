@@ -9,31 +9,13 @@ import (
 	"time"
 
 	"github.com/sluicegw/sluice/internal/handlerkit"
+	"github.com/sluicegw/sluice/ratelimit/engine"
 	"github.com/sluicegw/sluice/ratelimit/overload"
 	"github.com/sluicegw/sluice/rulestore"
 	"github.com/sluicegw/sluice/rulestore/syntax"
 )
 
 func init() { handlerkit.RegisterParser(rulestore.RateLimit, ParseRule) }
-
-// LimitType is a rule's engine.
-type LimitType uint8
-
-const (
-	TokenBucket LimitType = iota
-	SlidingWindow
-	Calendar // quota per calendar period (calendar.go)
-)
-
-func (t LimitType) String() string {
-	switch t {
-	case SlidingWindow:
-		return "sliding_window"
-	case Calendar:
-		return "calendar"
-	}
-	return "token_bucket"
-}
 
 // Defaults.
 const (
@@ -56,37 +38,25 @@ const (
 // Rule is a validated rate_limit rule. Its fields have the same names in the
 // Caddyfile, in JSON and in the Redis hash rate_limit:rule:<id>.
 type Rule struct {
-	ID   string
-	Type LimitType
-	// Limits for every key without an override.
-	Limits Limits
-	// Overrides by resolved key ("user:42", "tenant:acme:/api").
-	Overrides map[string]*Limits
-	Key       handlerkit.Key
-	// Cost of one request in tokens (requested_tokens, or cost as a
-	// number); costExpr reads it from each request instead, up to MaxCost.
-	Cost      int64
+	ID string
+	// Spec holds what the engines decide by: the type, quotas, overrides,
+	// cost, in-flight caps, max_keys, flow shaping and calendar period.
+	engine.Spec
+	Key handlerkit.Key
+	// costExpr reads the cost (Spec.Cost) from each request instead, up to
+	// MaxCost.
 	costExpr  costExpr
 	MaxCost   int64
 	costField string // the field that set the cost, for errors
 	// CountStatus: only responses with these statuses spend the cost,
-	// charged when the response is done (settles); Reserve is what a
-	// request spends when admitted, settled against its charge after.
+	// charged when the response is done (Spec.Settles).
 	CountStatus handlerkit.StatusSet
-	Reserve     int64
-	settles     bool
 	// countsAll: no count_status, every status spends.
 	countsAll bool
 	// respCost is the response header (or trailer) holding the cost, for
 	// response_cost: canonical name, "" without one; respTrailer is the
 	// key net/http files its trailer under (http.TrailerPrefix + name).
 	respCost, respTrailer string
-	// MaxConcurrent caps requests in flight per key; MaxConcurrentTotal
-	// across all keys of the rule. 0 means no cap. inFlightOnly: the rule
-	// has no rate (no qps), only these caps or the adaptive one.
-	MaxConcurrent      int32
-	MaxConcurrentTotal int64
-	inFlightOnly       bool
 	// EmptyKeyStatus is the status for requests whose key is empty; 0 means
 	// EmptyKey (a fallback key) is used instead.
 	EmptyKeyStatus int
@@ -95,7 +65,6 @@ type Rule struct {
 
 	Shadow            bool
 	RawKeys           bool // show raw keys in logs, /sluice/state and events
-	MaxKeys           int
 	Status            int
 	ConcurrencyStatus int
 	Headers           bool
@@ -110,22 +79,12 @@ type Rule struct {
 	RedisTimeout     time.Duration
 	LeaseSize        int64
 
-	// Flow: pacing, warm-up and the adaptive in-flight limit (flow_rule.go).
-	Flow Flow
 	// priority is a request's class under the adaptive limit, or
 	// priorityExpr the placeholder that gives it per request.
 	priority     overload.Class
 	priorityExpr string
 
-	// Calendar is the period and zone of a calendar quota (limit_type
-	// calendar, calendar_rule.go); nil for the other types.
-	Calendar *CalendarQuota
-
 	idAny any // ID boxed once for the placeholder
-
-	// idle is how long a key may go unseen before its state equals a fresh
-	// one (a full bucket, an empty window), so expiring it loses nothing.
-	idle int64
 }
 
 // RedisErrorMode is what a cluster rule does while Redis is unreachable.
@@ -157,33 +116,10 @@ const (
 	DefaultRedisErrorStatus = http.StatusServiceUnavailable
 )
 
-// Limits are the numbers of one quota.
-type Limits struct {
-	QPS    float64
-	Burst  float64 // token bucket capacity
-	Window int64   // sliding window size, ns
-	Max    float64 // sliding window: requests per window (qps × window)
-
-	// Advertised in headers: RateLimit-Policy q and w, precomputed.
-	quota    int64
-	window   int64 // seconds
-	policy   string
-	quotaStr string
-	quotaAny any // boxed once, so setting the placeholder does not allocate
-
-	// scriptArgs are the engine's numbers for the cluster scripts, boxed
-	// once: token bucket qps and burst, sliding window µs and limit.
-	scriptArgs [2]any
-
-	// warm is the warm-up curve of a warm_up/warm_up_pace rule, derived
-	// once from QPS (its divisions would double the decision's cost).
-	warm warmModel
-}
-
 // ParseRule validates a rate_limit rule's fields. Errors are
 // *rulestore.FieldError naming the field.
 func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
-	r := &Rule{ID: id, Cost: 1, costField: "requested_tokens", MaxKeys: DefaultMaxKeys, Status: DefaultStatus,
+	r := &Rule{ID: id, Spec: engine.Spec{Cost: 1, MaxKeys: DefaultMaxKeys}, costField: "requested_tokens", Status: DefaultStatus,
 		ConcurrencyStatus: DefaultStatus, Headers: true, EmptyKeyStatus: http.StatusForbidden, Scope: "local",
 		RedisTimeout: DefaultRedisTimeout, RedisErrorStatus: DefaultRedisErrorStatus}
 	for _, name := range f.Names() {
@@ -234,12 +170,12 @@ func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
 		return nil, err
 	}
 	r.idAny = r.ID
-	r.idle = r.Limits.idle(r.Type)
+	r.Idle = r.Limits.Idle(r.Type)
 	for _, l := range r.Overrides {
-		r.idle = max(r.idle, l.idle(r.Type))
+		r.Idle = max(r.Idle, l.Idle(r.Type))
 	}
 	if r.Calendar != nil {
-		r.idle = int64(r.Calendar.Period.longest()) // a key unseen for a whole window counts afresh
+		r.Idle = int64(r.Calendar.Period.Longest()) // a key unseen for a whole window counts afresh
 	}
 	if err := r.parseFlow(p); err != nil {
 		return nil, err
@@ -264,8 +200,8 @@ func (r *Rule) finish(l *Limits) (string, error) {
 		if float64(r.Cost) > l.Burst {
 			return r.costField, fmt.Errorf("%d exceeds burst %g: no request could ever pass", r.Cost, l.Burst)
 		}
-		l.quota = int64(l.Burst)
-		l.window = int64(math.Ceil(l.Burst / l.QPS))
+		l.Quota = int64(l.Burst)
+		l.WindowSecs = int64(math.Ceil(l.Burst / l.QPS))
 	case SlidingWindow:
 		if l.Window == 0 {
 			l.Window = int64(time.Second)
@@ -277,48 +213,22 @@ func (r *Rule) finish(l *Limits) (string, error) {
 		if float64(r.Cost) > l.Max {
 			return r.costField, fmt.Errorf("%d exceeds qps × window_size = %g: no request could ever pass", r.Cost, l.Max)
 		}
-		l.quota = int64(l.Max)
-		l.window = int64(math.Ceil(float64(l.Window) / 1e9))
+		l.Quota = int64(l.Max)
+		l.WindowSecs = int64(math.Ceil(float64(l.Window) / 1e9))
 	case Calendar:
 		if float64(r.Cost) > l.Max {
 			return r.costField, fmt.Errorf("%d exceeds quota %g: no request could ever pass", r.Cost, l.Max)
 		}
-		l.quota = int64(l.Max)
-		l.window = int64(r.Calendar.Period.longest() / time.Second) // RateLimit-Policy: the current window's, per request
+		l.Quota = int64(l.Max)
+		l.WindowSecs = int64(r.Calendar.Period.Longest() / time.Second) // RateLimit-Policy: the current window's, per request
 	}
-	l.advertise(r.ID)
-	l.boxScriptArgs(r.Type)
+	l.Advertise(r.ID)
+	l.BoxScriptArgs(r.Type)
 	return "", nil
-}
-
-func (l *Limits) boxScriptArgs(t LimitType) {
-	if t == SlidingWindow || t == Calendar {
-		l.scriptArgs = [2]any{l.Window / 1000, l.Max}
-	} else {
-		l.scriptArgs = [2]any{l.QPS, l.Burst}
-	}
-}
-
-// advertise precomputes the header values of l's quota and window.
-func (l *Limits) advertise(id string) {
-	l.quotaStr = strconv.FormatInt(l.quota, 10)
-	l.quotaAny = l.quota
-	l.policy = `"` + id + `";q=` + strconv.FormatInt(l.quota, 10) + ";w=" + strconv.FormatInt(l.window, 10)
 }
 
 // Cluster reports whether the rule keeps its counters in Redis.
 func (r *Rule) Cluster() bool { return r.Scope == "cluster" }
-
-// idle is how long until an untouched key's state equals a fresh one.
-func (l *Limits) idle(t LimitType) int64 {
-	switch t {
-	case SlidingWindow:
-		return 2 * l.Window
-	case Calendar:
-		return 0 // the rule's period says (ParseRule)
-	}
-	return ceilNanos(l.Burst / l.QPS)
-}
 
 // parseEmptyKey reads `deny [status]` or a fallback key: a preset or
 // placeholder expression, or a plain name for one shared named key.

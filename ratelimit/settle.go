@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/sluicegw/sluice/ratelimit/engine"
 )
 
 // Settling: a rule with count_status admits a request when its key holds
@@ -28,10 +29,10 @@ import (
 // before the charge.
 func serveSettled(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, rule *Rule, lim *limiter,
 	eng Engine, key []byte, cost int64, d *Decision) error {
-	if d.slot != nil || d.total {
+	if d.HoldsSlot() {
 		return serveSettledHolding(w, r, next, rule, lim, eng, key, cost, *d)
 	}
-	return serveSettledOnce(w, r, next, rule, lim, eng, key, cost, refOf(d))
+	return serveSettledOnce(w, r, next, rule, lim, eng, key, cost, engine.RefOf(d))
 }
 
 // serveSettledHolding is serveSettled for a request holding an in-flight
@@ -40,11 +41,11 @@ func serveSettled(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler
 func serveSettledHolding(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, rule *Rule, lim *limiter,
 	eng Engine, key []byte, cost int64, d Decision) error {
 	defer eng.Release(&d)
-	return serveSettledOnce(w, r, next, rule, lim, eng, key, cost, refOf(&d))
+	return serveSettledOnce(w, r, next, rule, lim, eng, key, cost, engine.RefOf(&d))
 }
 
 func serveSettledOnce(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, rule *Rule, lim *limiter,
-	eng Engine, key []byte, cost int64, ref entryRef) (err error) {
+	eng Engine, key []byte, cost int64, ref engine.EntryRef) (err error) {
 	sw := newSettleWriter(w, r, rule, lim, eng, key, cost, ref)
 	returned := false
 	defer func() { sw.done(err, returned) }()
@@ -69,7 +70,7 @@ type settleWriter struct {
 	eng     Engine
 	key     []byte // the request's key, copied into the writer's own buffer
 	cost    int64
-	ref     entryRef // the key's entry, local rules
+	ref     engine.EntryRef // the key's entry, local rules
 	status  int
 	end     ending
 	settled bool
@@ -85,7 +86,7 @@ const (
 )
 
 // newSettleWriter takes a pooled settle writer for a request.
-func newSettleWriter(w http.ResponseWriter, r *http.Request, rule *Rule, lim *limiter, eng Engine, key []byte, cost int64, ref entryRef) *settleWriter {
+func newSettleWriter(w http.ResponseWriter, r *http.Request, rule *Rule, lim *limiter, eng Engine, key []byte, cost int64, ref engine.EntryRef) *settleWriter {
 	sw := settleWriters.Get().(*settleWriter)
 	sw.ResponseWriterWrapper.ResponseWriter = w
 	sw.req, sw.rule, sw.lim, sw.eng, sw.key, sw.cost, sw.ref = r, rule, lim, eng, append(sw.key[:0], key...), cost, ref
@@ -182,8 +183,8 @@ func (r *Rule) charge(end ending, status int, cost int64, h http.Header) int64 {
 // it, and counts the charge in the rule's metrics. Small enough to be
 // inlined: the usual charge, counted in its shard and not into debt, is
 // one call.
-func settleResponse(rule *Rule, lim *limiter, eng Engine, key []byte, ref entryRef, charge int64) {
-	if le, ok := eng.(*localEngine); ok && ref.shard != nil && charge != 0 {
+func settleResponse(rule *Rule, lim *limiter, eng Engine, key []byte, ref engine.EntryRef, charge int64) {
+	if le, ok := eng.(*localEngine); ok && ref.Known() && charge != 0 {
 		if debt, counted := le.settleAt(rule, key, ref, lim.now, charge); debt || !counted {
 			lim.countedAt(charge, debt, counted, key, ref)
 		}
@@ -194,20 +195,20 @@ func settleResponse(rule *Rule, lim *limiter, eng Engine, key []byte, ref entryR
 
 // settleLookup is settleResponse without the key's entry (a cluster rule,
 // or a decision that found none).
-func settleLookup(rule *Rule, lim *limiter, eng Engine, key []byte, ref entryRef, charge int64) {
+func settleLookup(rule *Rule, lim *limiter, eng Engine, key []byte, ref engine.EntryRef, charge int64) {
 	if charge == 0 {
 		return
 	}
 	if applied, debt := settle(eng, rule, key, lim.now(), charge); applied {
-		lim.counted(charge, debt, key, stripeOf(key, ref))
+		lim.counted(charge, debt, key, engine.StripeOf(key, ref))
 	}
 }
 
 // countedAt counts what a settlement at key's entry took into debt, and
 // the charge itself when its shard did not count it.
-func (l *limiter) countedAt(charge int64, debt, counted bool, key []byte, ref entryRef) {
+func (l *limiter) countedAt(charge int64, debt, counted bool, key []byte, ref engine.EntryRef) {
 	if !counted {
-		l.counted(charge, debt, key, stripeOf(key, ref))
+		l.counted(charge, debt, key, engine.StripeOf(key, ref))
 	} else if debt {
 		l.enteredDebt(key)
 	}
@@ -299,106 +300,4 @@ func settle(eng Engine, r *Rule, key []byte, now, n int64) (applied, debt bool) 
 		return e.settle(r, key, now, n)
 	}
 	return false, false
-}
-
-// settle charges n tokens to key's state in this process; it reports
-// whether the charge took the key into debt.
-func (e *localEngine) settle(r *Rule, key []byte, now, n int64) (debt bool) {
-	l := r.limitsFor(key)
-	h := e.tab.hash(key)
-	s := e.tab.shardOf(h)
-	s.mu.Lock()
-	ent := e.tab.getKept(s, key, h, now, r.idle, max(1, r.MaxKeys/len(e.tab.shards)), e.keeps(r))
-	debt = e.charge(ent, r, l, now, n)
-	s.mu.Unlock()
-	return debt
-}
-
-// settleAt is settle for the entry the request was admitted on: index at
-// in shard s, whose gen was gen then. While the shard has removed no entry
-// since, the entry still holds the key and is charged without a lookup
-// (a token bucket as of its last update, without reading the clock: see
-// chargeAsOfLast), and the charge is counted in the shard (counted);
-// else the key is looked up again, and the caller counts the charge.
-func (e *localEngine) settleAt(r *Rule, key []byte, ref entryRef, clock func() int64, n int64) (debt, counted bool) {
-	s := ref.shard
-	if e.typ != TokenBucket {
-		return e.settleWindowAt(r, key, ref, clock(), n)
-	}
-	s.mu.Lock()
-	if s.gen != ref.gen {
-		s.mu.Unlock()
-		return e.settle(r, key, clock(), n), false
-	}
-	// The entry keeps its decision's seen and place in the shard's
-	// recency list (ordered by seen): idle time counts from the decision.
-	debt = s.at(ref.at).tb.chargeAsOfLast(r.limitsFor(key).Burst, float64(n))
-	counted = s.count(n)
-	s.mu.Unlock()
-	return debt, counted
-}
-
-// settleWindowAt is settleAt for a sliding window or a calendar quota,
-// charged at now: the entry is marked used then, as a lookup does.
-func (e *localEngine) settleWindowAt(r *Rule, key []byte, ref entryRef, now, n int64) (debt, counted bool) {
-	s := ref.shard
-	s.mu.Lock()
-	if s.gen != ref.gen {
-		s.mu.Unlock()
-		return e.settle(r, key, now, n), false
-	}
-	ent := s.at(ref.at)
-	ent.seen = now
-	s.toFront(ref.at)
-	debt = e.charge(ent, r, r.limitsFor(key), now, n)
-	counted = s.count(n)
-	s.mu.Unlock()
-	return debt, counted
-}
-
-// charge charges n tokens to ent under quota l; the caller holds its
-// shard's lock.
-func (e *localEngine) charge(ent *entry, r *Rule, l *Limits, now, n int64) (debt bool) {
-	switch e.typ {
-	case Calendar:
-		return chargeCalendar(ent, r, l.Max, now, n)
-	case SlidingWindow:
-		return ent.sw.charge(now, l.Window, l.Max, float64(n))
-	}
-	return ent.tb.charge(now, l.QPS, l.Burst, float64(n))
-}
-
-// stripeOf picks key's stripe of the settlement counters: its entry's
-// index when known, else its last byte (keys differ at the end: ids, IPs).
-func stripeOf(key []byte, ref entryRef) int {
-	if ref.at != 0 || len(key) == 0 {
-		return int(ref.at)
-	}
-	return int(key[len(key)-1])
-}
-
-// entryRef is where a local settling rule's decision found its key's
-// entry (Decision.at), for its settlement; shard nil: not known.
-type entryRef struct {
-	shard *shard
-	at    int32
-	gen   uint32
-}
-
-// refOf is d's entry for its settlement.
-func refOf(d *Decision) entryRef {
-	if d.at == 0 {
-		return entryRef{}
-	}
-	return entryRef{shard: d.shard, at: d.at, gen: d.gen}
-}
-
-// limitsFor is the quota of key under r: its override's, or the rule's.
-func (r *Rule) limitsFor(key []byte) *Limits {
-	if len(r.Overrides) > 0 {
-		if l := r.Overrides[string(key)]; l != nil {
-			return l
-		}
-	}
-	return &r.Limits
 }

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/sluicegw/sluice/ratelimit/engine"
 	"github.com/sluicegw/sluice/rulestore"
 )
 
@@ -41,7 +42,7 @@ func TestSettlementsCountedAcrossEngineReplacement(t *testing.T) {
 	old := lim.engine(r1)
 	d1 := decide(old, r1, key, now, r1.Cost)
 	d2 := decide(old, r1, key, now, r1.Cost) // settled after the replacement
-	settleResponse(r1, lim, old, key, refOf(&d1), 3)
+	settleResponse(r1, lim, old, key, engine.RefOf(&d1), 3)
 	want("on the first engine", 3, 0)
 
 	r2 := mustRule(t, withType(countedFields, "sliding_window"))
@@ -50,10 +51,10 @@ func TestSettlementsCountedAcrossEngineReplacement(t *testing.T) {
 		t.Fatal("the limiter kept its engine for another limit type")
 	}
 	want("after the replacement", 3, 0)
-	settleResponse(r1, lim, old, key, refOf(&d2), -1)
+	settleResponse(r1, lim, old, key, engine.RefOf(&d2), -1)
 	want("a request of the old engine settled after it", 3, 1)
 	d3 := decide(cur, r2, key, now, r2.Cost)
-	settleResponse(r2, lim, cur, key, refOf(&d3), 5)
+	settleResponse(r2, lim, cur, key, engine.RefOf(&d3), 5)
 	want("on the new engine", 8, 1)
 }
 
@@ -76,8 +77,8 @@ func TestSettlementCountsMonotonicUnderReplacement(t *testing.T) {
 				key := []byte(fmt.Sprintf("user:%d:%d", w, i%50))
 				if d := decide(eng, r, key, lim.now(), r.Cost); d.OK() {
 					admitted.Add(1)
-					settleResponse(r, lim, eng, key, refOf(&d), 2)
-					settleResponse(r, lim, eng, key, refOf(&d), -1)
+					settleResponse(r, lim, eng, key, engine.RefOf(&d), 2)
+					settleResponse(r, lim, eng, key, engine.RefOf(&d), -1)
 				}
 			}
 		}()

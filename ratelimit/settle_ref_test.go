@@ -3,56 +3,9 @@ package ratelimit
 import (
 	"testing"
 
+	"github.com/sluicegw/sluice/ratelimit/engine"
 	"github.com/sluicegw/sluice/rulestore"
 )
-
-// A local settling rule's settlement charges the entry its decision found,
-// without a lookup, and only while that entry still holds the key: once
-// the key was evicted and its entry reused by another key, the settlement
-// looks the key up again and charges it, never the other key.
-func TestSettleChargesTheAdmittedEntryOnly(t *testing.T) {
-	r := mustRule(t, rulestore.Fields{"qps": "0.001", "burst": "10", "max_keys": "2",
-		"response_cost": "{http.response.header.X-Cost}", "reserve": "1", "max_cost": "10"})
-	const now = int64(1e9)
-	clock := func() int64 { return now }
-	left := func(e *localEngine, key string) int64 { // what a request of the key is told
-		d := e.take(r, []byte(key), now, r.Cost)
-		return d.Remaining
-	}
-
-	e := newLocalEngine(r)
-	d := e.take(r, []byte("alice"), now, r.Cost) // spends the reserve: 9 left
-	ref := refOf(&d)
-	if !d.OK() || ref.shard == nil {
-		t.Fatalf("decision %+v, ref %+v: want admitted with its entry", d, ref)
-	}
-	if debt, _ := e.settleAt(r, []byte("alice"), ref, clock, 4); debt {
-		t.Fatal("charge of 4 on 9 tokens: debt")
-	}
-	if got := left(e, "alice"); got != 10-1-4-1 {
-		t.Fatalf("alice after a charge of 4: %d left, want 4", got)
-	}
-
-	e = newLocalEngine(r)
-	d = e.take(r, []byte("alice"), now, r.Cost)
-	ref = refOf(&d)
-	e.take(r, []byte("bob"), now, r.Cost)
-	e.take(r, []byte("carol"), now, r.Cost) // evicts alice, takes her entry
-	s := ref.shard
-	s.mu.Lock()
-	reused := e.tab.lookupHashed(s, []byte("carol"), e.tab.hash([]byte("carol"))) == ref.at
-	s.mu.Unlock()
-	if !reused {
-		t.Fatal("carol did not take alice's entry: the case is not set up")
-	}
-	e.settleAt(r, []byte("alice"), ref, clock, 4)
-	if got := left(e, "carol"); got != 10-1-1 {
-		t.Fatalf("carol after alice's charge: %d left, want 8 (not charged)", got)
-	}
-	if got := left(e, "alice"); got != 10-4-1 {
-		t.Fatalf("alice, evicted, then charged 4: %d left, want 5 (its reserve of 1 forgiven by eviction, charged, this request)", got)
-	}
-}
 
 // A token bucket's settlement on the admitted entry reads no clock: the
 // cost is spent as of the key's last decision, as if it had been known
@@ -65,7 +18,7 @@ func TestSettleTokenBucketAsOfTheDecision(t *testing.T) {
 	noClock := func() int64 { t.Fatal("the settlement read the clock"); return 0 }
 	e := newLocalEngine(r)
 	d := e.take(r, []byte("alice"), t0, r.Cost) // full 10, reserve 1: 9 left
-	if debt, _ := e.settleAt(r, []byte("alice"), refOf(&d), noClock, 6); debt {
+	if debt, _ := e.settleAt(r, []byte("alice"), engine.RefOf(&d), noClock, 6); debt {
 		t.Fatal("a charge of 6 on 9 tokens: debt")
 	}
 	// 3 tokens at t0; 2 s later 5 are back, and the next request spends 1.
@@ -74,13 +27,13 @@ func TestSettleTokenBucketAsOfTheDecision(t *testing.T) {
 	}
 	// A refund as of t0 ends where a refund 2 s later would: at burst.
 	d = e.take(r, []byte("bob"), t0, r.Cost)
-	e.settleAt(r, []byte("bob"), refOf(&d), noClock, -1)
+	e.settleAt(r, []byte("bob"), engine.RefOf(&d), noClock, -1)
 	if got := e.take(r, []byte("bob"), t0+2e9, r.Cost).Remaining; got != 9 {
 		t.Fatalf("bob, refunded, 2 s later: %d left, want 9", got)
 	}
 	// Into debt: 10 more on 9 tokens owes 1 as of t0, repaid by t0+1 s.
 	d = e.take(r, []byte("carol"), t0, r.Cost)
-	if debt, _ := e.settleAt(r, []byte("carol"), refOf(&d), noClock, 10); !debt {
+	if debt, _ := e.settleAt(r, []byte("carol"), engine.RefOf(&d), noClock, 10); !debt {
 		t.Fatal("a charge of 10 on 9 tokens: no debt reported")
 	}
 	if got := e.take(r, []byte("carol"), t0+1e9, r.Cost); got.OK() {

@@ -1,0 +1,73 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+)
+
+// Gate is the health gate of one Redis client. After a failed call it is
+// down: cluster decisions stop waiting on Redis at once and take their
+// rule's on_redis_error path, while one background probe asks Redis every
+// probeInterval (EXISTS on the key that failed) and brings the gate up when
+// Redis answers. So a dead or hung
+// Redis costs at most one redis_timeout per request that was already
+// calling it, then nothing.
+type Gate struct {
+	client redis.UniversalClient
+	Down   atomic.Bool
+	Batch  *Batcher // the client's decisions, sent in pipelined batches
+}
+
+const (
+	probeInterval = 250 * time.Millisecond
+	probeTimeout  = 500 * time.Millisecond
+)
+
+// GateKey names the gate among the values kept with the store's client
+// (Backend.ClientState), so a gate lives exactly as long as its client.
+const GateKey = "ratelimit.gate"
+
+func NewGate(c redis.UniversalClient) any { return &Gate{client: c, Batch: NewBatcher(c)} }
+
+// Fail records a failed call: the first failure brings the gate down, logs
+// it once and starts the probe.
+// key is the Redis key of the failed call: the probe asks about it, so on
+// a Redis Cluster it reaches the node that failed.
+func (g *Gate) Fail(err error, key string, logger *zap.Logger) {
+	if !g.Down.CompareAndSwap(false, true) {
+		return
+	}
+	Transitions.WithLabelValues("down").Inc()
+	if logger != nil {
+		logger.Warn("redis unreachable: cluster rate limits follow on_redis_error until it answers again", zap.Error(err))
+	}
+	go g.probe(key, logger)
+}
+
+func (g *Gate) probe(key string, logger *zap.Logger) {
+	t := time.NewTicker(probeInterval)
+	defer t.Stop()
+	for range t.C {
+		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+		err := g.client.Exists(ctx, key).Err()
+		cancel()
+		// Any answer from a Redis able to serve will do (even NOPERM,
+		// should the ACL allow the scripts but not EXISTS).
+		if err == nil || !Unreachable(err) {
+			g.Down.Store(false)
+			Transitions.WithLabelValues("up").Inc()
+			if logger != nil {
+				logger.Info("redis reachable again: cluster rate limits enforced through redis")
+			}
+			return
+		}
+		if errors.Is(err, redis.ErrClosed) {
+			return // the config that owned the client is gone, and the gate with it
+		}
+	}
+}

@@ -1,0 +1,60 @@
+package ratelimit
+
+import "github.com/sluicegw/sluice/ratelimit/overload"
+
+// FlowState is a rule's flow shaping in GET /sluice/state.
+type FlowState struct {
+	// ControlBehavior is reject, pace, warm_up or warm_up_pace.
+	ControlBehavior string `json:"control_behavior"`
+	// Queued is the number of paced requests waiting for their slot now.
+	Queued int64 `json:"queued"`
+	// Adaptive is the max_concurrent adaptive limit: the limit in force,
+	// minRTT, the last window's latency and the queue by priority class.
+	Adaptive *AdaptiveState `json:"adaptive,omitempty"`
+}
+
+func flowStateOf(s *limiterState) *FlowState {
+	fl := &s.rule.Flow
+	if fl.Behavior == Reject && fl.Adaptive == nil {
+		return nil
+	}
+	var le *localEngine
+	switch e := s.engine.(type) {
+	case *localEngine:
+		le = e
+	case *clusterEngine:
+		// A paced cluster rule's waiting requests: those holding a slot
+		// reserved in Redis, and those paced locally while Redis fails.
+		return &FlowState{ControlBehavior: fl.Behavior.String(), Queued: e.slots.Queued().Load() + e.fallback.Queued().Load()}
+	default:
+		return nil
+	}
+	out := &FlowState{ControlBehavior: fl.Behavior.String(), Queued: le.Queued().Load()}
+	if c := le.Adaptive(); c != nil {
+		out.Adaptive = adaptiveStateOf(c.State())
+	}
+	return out
+}
+
+// AdaptiveState is the adaptive limit in GET /sluice/state.
+type AdaptiveState struct {
+	overload.State
+	// Queue: per priority class (critical, high, normal, low, sheddable),
+	// the requests waiting now, and since the rule started those admitted
+	// after waiting and those refused (queue_full, queue_timeout,
+	// pushed_out). Classes that never queued are left out.
+	Queue map[string]overload.ClassState `json:"queue,omitempty"`
+}
+
+func adaptiveStateOf(st overload.State) *AdaptiveState {
+	out := &AdaptiveState{State: st}
+	for i, c := range st.Classes {
+		if c != (overload.ClassState{}) {
+			if out.Queue == nil {
+				out.Queue = map[string]overload.ClassState{}
+			}
+			out.Queue[overload.Class(i).String()] = c
+		}
+	}
+	return out
+}
