@@ -104,3 +104,60 @@ func TestBusyGatewayModel(t *testing.T) {
 		t.Fatalf("p99 around the proxy %v ms, want 100–160", p99)
 	}
 }
+
+// TestAnalysisFalseAlarmMargin: how close identical versions come to the
+// failing line, over many seeds. 1,000 canaries of each noise model
+// (the busy gateway judged at the upstream; the machine whose stalls slow
+// both versions by up to ×10, of
+// TestAnalysisIdenticalUnderNoisyLatencyReachesAVerdict), 200 req/s, the
+// canary at 20 %, judged every second for 10 minutes (promotion ignored),
+// 1 % errors in both. For a canary as good as its baseline a score ever
+// reaches s with probability at most e^-s (Ville's inequality): the share
+// of canaries whose highest latency or error score reached s stays under
+// 2·e^-s (the two scores) at every s checked, and at most 1 % (the
+// line, 5.3, is 2·e^-5.3) are rolled back.
+func TestAnalysisFalseAlarmMargin(t *testing.T) {
+	t.Parallel()
+	base := logNormal(0.010, 0.5)
+	var stalls [][2]*simLatency
+	for _, f := range []float64{1, 1, 1, 1, 1, 1, 1.5, 2, 4, 10} {
+		l := newSimLatencyCDF(mapped(base, func(x float64) float64 { return x / f }))
+		stalls = append(stalls, [2]*simLatency{l, l})
+	}
+	models := []struct {
+		name string
+		load [][2]*simLatency
+	}{{"busy gateway, at the upstream", busyGateway(0.010, 0.010, true)}, {"stalls up to x10", stalls}}
+	levels := []float64{1, 2, 3, 4, 5.3}
+	const seeds = 1000
+	for m, model := range models {
+		reached := make([]int, len(levels))
+		var highest []float64
+		rolled := 0
+		for seed := range uint64(seeds) {
+			rng := rand.New(rand.NewPCG(uint64(100+m), seed))
+			s := simCanary{rps: 200, weight: 0.2, interval: 1, baseErr: 0.01, canaryErr: 0.01, load: model.load, maxIntervals: 600}
+			res, top := s.runMax(rng, simConfig)
+			if res.rolledBackAt > 0 {
+				rolled++
+			}
+			highest = append(highest, top)
+			for i, l := range levels {
+				if top >= l {
+					reached[i]++
+				}
+			}
+		}
+		slices.Sort(highest)
+		t.Logf("%s: %d of %d rolled back; highest score: median %.2f, 99th percentile %.2f, max %.2f; reached %v: %v of %d",
+			model.name, rolled, seeds, highest[seeds/2], highest[seeds*99/100], highest[seeds-1], levels, reached, seeds)
+		for i, l := range levels {
+			if bound := 2 * math.Exp(-l) * seeds; float64(reached[i]) > bound {
+				t.Errorf("%s: %d of %d reached %.1f, above the bound 2·e^-%.1f (%.0f)", model.name, reached[i], seeds, l, l, bound)
+			}
+		}
+		if rolled > seeds/100 {
+			t.Errorf("%s: %d of %d identical canaries rolled back, above the bound of 1 %%", model.name, rolled, seeds)
+		}
+	}
+}
