@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 )
 
 // The simulation of a busy gateway: a service with a 10 ms median, and a
@@ -52,16 +53,18 @@ func busyGateway(baseMedian, canaryMedian float64, upstream bool) [][2]*simLaten
 // make the p99 of both versions (~130 ms), and 5 ms more of service sits
 // inside the tolerance: caught in under 10 % of 300 runs. Judged at the
 // upstream, caught in at least 95 %. Identical versions (10 ms both) over
-// as long are rolled back in at most 1 % of the runs either way.
+// as long are rolled back in at most 1 % of the runs either way. At the
+// upstream with min_latency_delta 10ms it is still caught in 95 %; with
+// 20ms, in under 10 %.
 func TestAnalysisCatchesASlowerServiceThroughGatewayStalls(t *testing.T) {
 	t.Parallel()
 	const runs = 300
-	rate := func(load [][2]*simLatency, seed uint64) (caught int, at []uint64) {
+	rateWith := func(cfg AnalysisConfig, load [][2]*simLatency, seed uint64) (caught int, at []uint64) {
 		for i := range runs {
 			rng := rand.New(rand.NewPCG(seed, uint64(i)))
 			s := simCanary{rps: 200, weight: 0.2, interval: 1, load: load, maxIntervals: 1 << 20,
-				stopAfterCanary: 10000, intervalsAfterStopSeen: simConfig.FailureThreshold - 1}
-			if res := s.run(rng, simConfig); res.rolledBackAt > 0 {
+				stopAfterCanary: 10000, intervalsAfterStopSeen: cfg.FailureThreshold - 1}
+			if res := s.run(rng, cfg); res.rolledBackAt > 0 {
 				caught++
 				at = append(at, res.canaryReqs)
 			}
@@ -69,6 +72,7 @@ func TestAnalysisCatchesASlowerServiceThroughGatewayStalls(t *testing.T) {
 		slices.Sort(at)
 		return caught, at
 	}
+	rate := func(load [][2]*simLatency, seed uint64) (int, []uint64) { return rateWith(simConfig, load, seed) }
 	median := func(x []uint64) uint64 {
 		if len(x) == 0 {
 			return 0
@@ -83,6 +87,22 @@ func TestAnalysisCatchesASlowerServiceThroughGatewayStalls(t *testing.T) {
 		proxy, runs, upstream, runs, median(at), sameProxy, sameUp, runs)
 	if proxy >= runs/10 || upstream < runs*95/100 || sameProxy > runs/100 || sameUp > runs/100 {
 		t.Errorf("want under 10 around the proxy, at least 95 at the upstream, at most 1 identical each")
+	}
+
+	// What it takes at the upstream: a tolerance under the 16 ms the
+	// service's p99 moved (32 → 48 ms). A 10 ms floor still catches it;
+	// at 20 ms (the example's) it is within the tolerance.
+	for _, c := range []struct {
+		delta    time.Duration
+		min, max int
+	}{{10 * time.Millisecond, runs * 95 / 100, runs}, {20 * time.Millisecond, 0, runs / 10}} {
+		cfg := simConfig
+		cfg.MinLatencyDelta = c.delta
+		caught, _ := rateWith(cfg, busyGateway(0.010, 0.015, true), 5)
+		t.Logf("min_latency_delta %v: caught at the upstream %d of %d", c.delta, caught, runs)
+		if caught < c.min || caught > c.max {
+			t.Errorf("min_latency_delta %v: caught %d, want %d to %d", c.delta, caught, c.min, c.max)
+		}
 	}
 }
 
