@@ -60,22 +60,14 @@ const upstreamLatency = "http.reverse_proxy.upstream.latency"
 // copying the body, a busy machine's stalls between these steps) is the
 // same for both versions and would only hide the difference between them.
 func (h *Handler) serveCounted(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, c *cohortCounts) error {
-	hub := h.hub // read once: a config reload may release it meanwhile
-	sw := hub.writers.Get().(*handlerkit.StatusWriter)
+	sw := h.hub.writers.Get().(*handlerkit.StatusWriter)
 	sw.ResponseWriter, sw.Status = w, 0
 	start := time.Now()
 	err := next.ServeHTTP(sw, r)
 	elapsed := time.Since(start)
 	status := sw.Status
 	sw.ResponseWriter = nil
-	hub.writers.Put(sw)
-	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
-		if v, ok := repl.Get(upstreamLatency); ok {
-			if d, ok := v.(time.Duration); ok && d > 0 {
-				elapsed = d
-			}
-		}
-	}
+	h.hub.writers.Put(sw)
 
 	if r.Context().Err() != nil {
 		return err // the client went away: says nothing about the version
@@ -94,6 +86,22 @@ func (h *Handler) serveCounted(w http.ResponseWriter, r *http.Request, next cadd
 	if status >= 500 {
 		c.errors.Add(1)
 	}
-	c.latency[LatencyBucket(elapsed)].Add(1)
+	c.latency[LatencyBucket(upstreamTime(r, elapsed))].Add(1)
 	return err
+}
+
+// upstreamTime is the proxy's round trip recorded in r's replacer, or
+// elapsed without one. A round trip is part of elapsed; one longer was
+// recorded before this handler (a forward_auth ahead of it) and is not
+// this request's.
+func upstreamTime(r *http.Request, elapsed time.Duration) time.Duration {
+	repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	if !ok {
+		return elapsed
+	}
+	v, _ := repl.Get(upstreamLatency)
+	if d, ok := v.(time.Duration); ok && d > 0 && d <= elapsed {
+		return d
+	}
+	return elapsed
 }
