@@ -6,9 +6,12 @@
 package grayroute
 
 import (
+	"context"
 	"net/http"
 	"testing"
+	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/sluicegw/sluice/rulestore"
@@ -57,4 +60,30 @@ func BenchmarkCountedRequest(b *testing.B) {
 			h.serveCounted(w, r, next, &cc)
 		}
 	})
+}
+
+// BenchmarkCountedProxiedRequest: the same with the request's replacer
+// holding reverse_proxy's upstream latency, which the analysis reads.
+func BenchmarkCountedProxiedRequest(b *testing.B) {
+	h := newHandler(b, RuleRef{ID: "plain", Inline: graySpec(rulestore.Fields{"target_version": "v2"})})
+	b.Cleanup(func() { h.Cleanup() })
+	var cc cohortCounts
+	var next caddyhttp.Handler = caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		w.WriteHeader(200)
+		return nil
+	})
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		repl := caddy.NewReplacer()
+		repl.Set(upstreamLatency, time.Nanosecond) // within any handler's time
+		r, _ := http.NewRequest("GET", "http://x/", nil)
+		r = r.WithContext(context.WithValue(r.Context(), caddy.ReplacerCtxKey, repl))
+		w := &fixedWriter{h: http.Header{}}
+		for pb.Next() {
+			h.serveCounted(w, r, next, &cc)
+		}
+	})
+	if n := cc.latency[0].Load(); n != cc.requests.Load() {
+		b.Fatalf("%d of %d requests counted at the upstream's latency", n, cc.requests.Load())
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/sluicegw/sluice/internal/handlerkit"
@@ -44,10 +45,20 @@ func (h *Handler) cohort(g *Rule, canaryChosen, forced bool) *cohortCounts {
 	return &c.counts[baselineSide]
 }
 
+// upstreamLatency is reverse_proxy's placeholder for its round trip to the
+// upstream: from sending the request to the upstream's response header.
+const upstreamLatency = "http.reverse_proxy.upstream.latency"
+
 // serveCounted serves a request of an analysis cohort and counts its
 // outcome: a 5xx response, or an error from the proxy (dial, upstream,
 // timeout: Caddy's 502/503/504), is an error; a request the client gave up
 // on is not counted at all.
+//
+// Its latency is the upstream's own time where a reverse_proxy below
+// answered it (the round trip of its last try, to the response header),
+// else the time the handlers below took. The gateway's share (routing,
+// copying the body, a busy machine's stalls between these steps) is the
+// same for both versions and would only hide the difference between them.
 func (h *Handler) serveCounted(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, c *cohortCounts) error {
 	sw := h.hub.writers.Get().(*handlerkit.StatusWriter)
 	sw.ResponseWriter, sw.Status = w, 0
@@ -75,6 +86,22 @@ func (h *Handler) serveCounted(w http.ResponseWriter, r *http.Request, next cadd
 	if status >= 500 {
 		c.errors.Add(1)
 	}
-	c.latency[LatencyBucket(elapsed)].Add(1)
+	c.latency[LatencyBucket(upstreamTime(r, elapsed))].Add(1)
 	return err
+}
+
+// upstreamTime is the proxy's round trip recorded in r's replacer, or
+// elapsed without one. A round trip is part of elapsed; one longer was
+// recorded before this handler (a forward_auth ahead of it) and is not
+// this request's.
+func upstreamTime(r *http.Request, elapsed time.Duration) time.Duration {
+	repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	if !ok {
+		return elapsed
+	}
+	v, _ := repl.Get(upstreamLatency)
+	if d, ok := v.(time.Duration); ok && d > 0 && d <= elapsed {
+		return d
+	}
+	return elapsed
 }

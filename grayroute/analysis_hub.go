@@ -105,13 +105,14 @@ func (h *Handler) attachHub(store *rulestore.App, reg *prometheus.Registry, logg
 }
 
 // Cleanup releases the handler's hold on its inline ids' counts and on
-// the hub.
+// the hub. h.hub stays set: requests still in flight after a reload use
+// it (counting into a released hub is harmless), and Caddy cleans a
+// module up once.
 func (h *Handler) Cleanup() error {
 	metrics.inline.release(h.inlineIDs)
 	h.inlineIDs = nil
 	if h.hub != nil {
 		_, err := analysisPool.Delete(hubKey)
-		h.hub = nil
 		return err
 	}
 	return nil

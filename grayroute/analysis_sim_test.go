@@ -160,6 +160,13 @@ type simResult struct {
 // a promotion does not end it: the analysis keeps judging every interval
 // until the horizon, which only makes false rollbacks more likely).
 func (s *simCanary) run(rng *rand.Rand, cfg AnalysisConfig) simResult {
+	res, _ := s.runMax(rng, cfg)
+	return res
+}
+
+// runMax is run that also returns the highest whole-canary score (error
+// or latency) any interval reached.
+func (s *simCanary) runMax(rng *rand.Rand, cfg AnalysisConfig) (res simResult, top float64) {
 	a := NewAnalysis(cfg)
 	bp := uint32(math.Round(s.weight * Buckets))
 	iv := s.interval
@@ -167,7 +174,6 @@ func (s *simCanary) run(rng *rand.Rand, cfg AnalysisConfig) simResult {
 		iv = simInterval
 	}
 	n := uint64(s.rps * iv)
-	var res simResult
 	extra, stepFrom := -1, 1
 	for i := 1; i <= s.maxIntervals; i++ {
 		var c IntervalCounts
@@ -184,6 +190,7 @@ func (s *simCanary) run(rng *rand.Rand, cfg AnalysisConfig) simResult {
 		base.draw(rng, c.Baseline.Requests, &c.Baseline.Latency)
 		res.canaryReqs += c.Canary.Requests
 		v := a.Observe(&c, bp)
+		top = max(top, v.ErrorEvidence, v.LatencyEvidence)
 		if s.ramp {
 			res.longestStep = max(res.longestStep, i-stepFrom+1)
 			if v.Action != Hold {
@@ -192,13 +199,13 @@ func (s *simCanary) run(rng *rand.Rand, cfg AnalysisConfig) simResult {
 			if v.Action == Promote {
 				res.promotedAt = i
 				res.advanced++
-				return res
+				return res, top
 			}
 		}
 		switch v.Action {
 		case Rollback:
 			res.rolledBackAt = i
-			return res
+			return res, top
 		case Advance, Promote:
 			if res.advanced == 0 {
 				res.firstAdvance = res.canaryReqs
@@ -210,14 +217,14 @@ func (s *simCanary) run(rng *rand.Rand, cfg AnalysisConfig) simResult {
 				extra = s.intervalsAfterStopSeen
 			}
 			if extra == 0 {
-				return res
+				return res, top
 			}
 			if extra > 0 {
 				extra--
 			}
 		}
 	}
-	return res
+	return res, top
 }
 
 var (
