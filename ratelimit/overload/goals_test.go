@@ -72,8 +72,9 @@ func TestSimFastUpstreamSharesCPU(t *testing.T) {
 // stays at least 0.9 of capacity. Asking exactly the capacity, the high
 // class keeps a standing queue of its own, which controlled delay holds
 // near the target by refusing its oldest waiters (codel.go): its p99 is
-// about 2.9 × its uncontended p99, asserted within 3.5 × (the goal of
-// 1.5 × is not met).
+// about 2.5 × its uncontended p99, asserted within 3.5 × (the goal of
+// 1.5 × is not met). The requests in flight stay within [0.7, 1.3] of
+// the host's capacity (overloadedInFlight).
 func TestSimTwoClassesAtTwiceCapacity(t *testing.T) {
 	const work, cpus = 20 * ms, 10
 	capacity := float64(cpus) / (float64(work) / float64(sec)) // requests per second
@@ -89,6 +90,7 @@ func TestSimTwoClassesAtTwiceCapacity(t *testing.T) {
 		if highShare < 0.95 || float64(p99) > 3.5*float64(p99Alone) || good < 0.9 {
 			t.Errorf("seed %d: high %.3f of asked (want ≥ 0.95), p99 %v ms (want ≤ 3.5 × %v ms), goodput %.3f (want ≥ 0.9)", seed, highShare, p99/ms, p99Alone/ms, good)
 		}
+		overloadedInFlight(t, seed, &both, cpus)
 	}
 }
 
@@ -98,8 +100,9 @@ func TestSimTwoClassesAtTwiceCapacity(t *testing.T) {
 // queue is held to the target by refusing its own oldest waiters. The
 // others are served at least 0.9 as much as without it (0.98–1.0
 // measured: at their rate their queues stand at times too) and their p99
-// rises to 1.6–2.0 × (asserted within 2.5 ×; the goal of 1.5 × is not
-// met).
+// rises to 1.5–1.7 × (asserted within 2.5 ×; the goal of 1.5 × is not
+// always met). The requests in flight stay within [0.7, 1.3] of the
+// host's capacity (overloadedInFlight).
 func TestSimNoisyKeyGetsItsShare(t *testing.T) {
 	const work, cpus = 20 * ms, 10
 	capacity := float64(cpus) / (float64(work) / float64(sec))
@@ -121,6 +124,7 @@ func TestSimNoisyKeyGetsItsShare(t *testing.T) {
 		if float64(p99) > 2.5*float64(p99q) {
 			t.Errorf("seed %d: the other keys' p99 %v ms, want ≤ 2.5 × %v ms (quiet run)", seed, p99/ms, p99q/ms)
 		}
+		overloadedInFlight(t, seed, &n, cpus)
 		if float64(others) < 0.9*float64(q.total(q.served)) {
 			t.Errorf("seed %d: the other keys were served %d, want ≥ 0.9 of %d (their run alone)", seed, others, q.total(q.served))
 		}
@@ -128,6 +132,21 @@ func TestSimNoisyKeyGetsItsShare(t *testing.T) {
 		// arrivals leave a slot unasked, hence 1.25.
 		if fair := capacity - float64(q.total(q.served))/30; noisyServed > 1.25*fair {
 			t.Errorf("seed %d: the noisy key got %.0f/s, more than what the others leave (%.0f/s)", seed, noisyServed, fair)
+		}
+	}
+}
+
+// overloadedInFlight: under sustained overload the requests in flight at
+// a host that does cpus at once, averaged over each second after the
+// first 5, stay within [0.7, 1.3] × cpus (1.05 × cpus + 1 by design). The
+// limit's minRTT once came from a probe at ¾ of a limit still above the
+// host's capacity; it then settled near 1.65 × cpus.
+func overloadedInFlight(t *testing.T, seed int64, r *simResult, cpus int64) {
+	t.Helper()
+	for s, v := range r.inflight[5:] {
+		if v < 0.7*float64(cpus) || v > 1.3*float64(cpus) {
+			t.Errorf("seed %d: %.1f in flight in second %d, want within [0.7, 1.3] × %d; in flight %.1f, limits %v", seed, v, s+5, cpus, r.inflight, r.limits)
+			return
 		}
 	}
 }

@@ -58,7 +58,10 @@ const (
 //
 // It grows only in a window in which the limit was full (demand to fill
 // it), so an idle rule does not drift to max_limit. A new probe starts
-// min_rtt_interval after the last one ended.
+// min_rtt_interval after the last one ended, or after the next window
+// when the last found minRTT lower by more than the tolerance (the first
+// probe always): under overload, ¾ of a limit that is too high still
+// queues, so the limit comes down in a few probes, not one per interval.
 type limit struct {
 	cfg Config
 	est float64 // the limit outside probes
@@ -71,6 +74,8 @@ type limit struct {
 	nextProbe int64
 	winStart  int64
 	full      bool // the limit was full in this window
+	again     bool // probe again after the next window
+	chained   bool // this probe follows one that found a lower minRTT
 	lastRTT   int64
 
 	n, drops atomic.Int64 // answers and failures recorded this phase or window
@@ -128,16 +133,31 @@ func (l *limit) step(now int64) bool {
 		if l.n.Load() < l.needN.Load() {
 			return false
 		}
-		if m := l.clippedMean(probeSamples); m > 0 {
-			l.minRTT = m
-		}
 		l.probing = false
 		l.nextProbe = now + l.cfg.MinRTTInterval
+		if m := l.clippedMean(probeSamples); m > 0 {
+			// A probe at ¾ of a limit above what the service does at
+			// once still measures a queue. One that finds minRTT lower
+			// than the last by more than the tolerance says the last was
+			// such (or the service got faster): measure again after the
+			// next window, at ¾ of the limit it gives, until two probes
+			// agree. A probe of such a chain only looks for a lower
+			// minRTT: one that comes out higher is noise, not news.
+			l.again = l.minRTT == 0 || float64(m) < float64(l.minRTT)*(1-l.cfg.Tolerance)
+			if l.chained {
+				m = min(m, l.minRTT)
+			}
+			l.minRTT = m
+		}
 		l.newPhase(now)
 	case now >= l.nextProbe:
 		l.startProbe(now)
 	case now-l.winStart >= l.cfg.SampleWindow && l.n.Load() >= l.needN.Load():
 		l.window()
+		l.chained = l.again
+		if l.again {
+			l.again, l.nextProbe = false, now
+		}
 		l.newPhase(now)
 	}
 	return l.current() != before
