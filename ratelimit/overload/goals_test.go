@@ -73,8 +73,10 @@ func TestSimFastUpstreamSharesCPU(t *testing.T) {
 // class keeps a standing queue of its own, which controlled delay holds
 // near the target by refusing its oldest waiters (codel.go): its p99 is
 // about 2.5 × its uncontended p99, asserted within 3.5 × (the goal of
-// 1.5 × is not met). The requests in flight stay within [0.7, 1.3] of
-// the host's capacity (overloadedInFlight).
+// 1.5 × is not met). That is the high class's own demand: asking the
+// same alone, its p99 is within 1.25 × of it (1.03–1.14 × measured), so
+// the normal class beside it costs it little. The requests in flight stay
+// within [0.7, 1.3] of the host's capacity (overloadedInFlight).
 func TestSimTwoClassesAtTwiceCapacity(t *testing.T) {
 	const work, cpus = 20 * ms, 10
 	capacity := float64(cpus) / (float64(work) / float64(sec)) // requests per second
@@ -83,10 +85,16 @@ func TestSimTwoClassesAtTwiceCapacity(t *testing.T) {
 			cpus: []simStep{{0, cpus}}, dur: 30 * sec, cfg: simConfig()}, seed, true)
 		both := simulate(simModel{sources: []simSource{{class: High, keys: 50, rate: capacity}, {class: Normal, keys: 50, rate: capacity}}, work: work, noise: 0.3,
 			cpus: []simStep{{0, cpus}}, dur: 30 * sec, cfg: simConfig()}, seed, true)
+		sameAlone := simulate(simModel{sources: []simSource{{class: High, keys: 50, rate: capacity}}, work: work, noise: 0.3,
+			cpus: []simStep{{0, cpus}}, dur: 30 * sec, cfg: simConfig()}, seed, true)
 		highShare := float64(both.served[High]) / float64(both.asked[High])
 		p99, p99Alone := both.p99(High), alone.p99(High)
 		good := float64(both.total(both.served)) / (capacity * 30)
-		t.Logf("seed %d: high served %.3f of asked, p99 %v ms vs %v ms uncontended; goodput %.3f of capacity", seed, highShare, p99/ms, p99Alone/ms, good)
+		p99Same := sameAlone.p99(High)
+		t.Logf("seed %d: high served %.3f of asked, p99 %v ms vs %v ms uncontended and %v ms asking the same alone; goodput %.3f of capacity", seed, highShare, p99/ms, p99Alone/ms, p99Same/ms, good)
+		if float64(p99) > 1.25*float64(p99Same) {
+			t.Errorf("seed %d: high p99 %v ms beside the normal class, want ≤ 1.25 × %v ms (asking the same alone)", seed, p99/ms, p99Same/ms)
+		}
 		if highShare < 0.95 || float64(p99) > 3.5*float64(p99Alone) || good < 0.9 {
 			t.Errorf("seed %d: high %.3f of asked (want ≥ 0.95), p99 %v ms (want ≤ 3.5 × %v ms), goodput %.3f (want ≥ 0.9)", seed, highShare, p99/ms, p99Alone/ms, good)
 		}
