@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -16,11 +17,20 @@ import (
 // probeInterval (EXISTS on the key that failed) and brings the gate up when
 // Redis answers. So a dead or hung
 // Redis costs at most one redis_timeout per request that was already
-// calling it, then nothing.
+// calling it (or that came while a timeout was being confirmed), then
+// nothing.
+//
+// A refused or lost connection, or Redis saying it cannot serve, brings
+// the gate down at once. A timeout may be this host's own stall (a GC or
+// CPU pause that delayed the answer, not Redis): the gate stays up while
+// one probe asks Redis at once, and goes down only if that probe fails
+// too. Otherwise one late answer on a busy host would send every cluster
+// rule on the client to its failure path for a probe interval.
 type Gate struct {
-	client redis.UniversalClient
-	Down   atomic.Bool
-	Batch  *Batcher // the client's decisions, sent in pipelined batches
+	client     redis.UniversalClient
+	Down       atomic.Bool
+	confirming atomic.Bool
+	Batch      *Batcher // the client's decisions, sent in pipelined batches
 }
 
 const (
@@ -34,11 +44,34 @@ const GateKey = "ratelimit.gate"
 
 func NewGate(c redis.UniversalClient) any { return &Gate{client: c, Batch: NewBatcher(c)} }
 
-// Fail records a failed call: the first failure brings the gate down, logs
-// it once and starts the probe.
-// key is the Redis key of the failed call: the probe asks about it, so on
-// a Redis Cluster it reaches the node that failed.
+// Fail records a failed call: the first failure (for a timeout, once a
+// probe confirmed it) brings the gate down, logs it once and starts the
+// probe. key is the Redis key of the failed call: the probes ask about
+// it, so on a Redis Cluster they reach the node that failed.
 func (g *Gate) Fail(err error, key string, logger *zap.Logger) {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
+		if !g.Down.Load() && g.confirming.CompareAndSwap(false, true) {
+			go g.confirm(err, key, logger)
+		}
+		return
+	}
+	g.down(err, key, logger)
+}
+
+// confirm asks Redis once after a timed-out call: an answer says the
+// timeout was this host's, no answer brings the gate down.
+func (g *Gate) confirm(err error, key string, logger *zap.Logger) {
+	defer g.confirming.Store(false)
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	perr := g.client.Exists(ctx, key).Err()
+	cancel()
+	if perr == nil || !Unreachable(perr) || errors.Is(perr, redis.ErrClosed) {
+		return // answered; or the config that owned the client is gone
+	}
+	g.down(err, key, logger)
+}
+
+func (g *Gate) down(err error, key string, logger *zap.Logger) {
 	if !g.Down.CompareAndSwap(false, true) {
 		return
 	}
