@@ -17,17 +17,11 @@ import (
 // it; counted as drops they would back it off.
 func TestAdaptiveIgnoresClientCancels(t *testing.T) {
 	up := newSlowUpstream(t)
-	s := caddyfile(t, `	rulestore {
-		rate_limit adapt {
-			qps 100000
-			key_resolver global
-			max_concurrent adaptive
+	s := adaptiveSite(t, up, `
 			min_limit 2
 			initial_limit 10
 			sample_window 50ms
-			min_rtt_interval 1h
-		}
-	}`, fmt.Sprintf("ratelimit adapt\n\treverse_proxy %s", hostPort(up)))
+			min_rtt_interval 1h`)
 	testcaddy.Run(t, s.cfg)
 	adaptive := func() map[string]any {
 		_, fl := flowOf(t, s.adminPort, "adapt")
@@ -35,10 +29,10 @@ func TestAdaptiveIgnoresClientCancels(t *testing.T) {
 		return a
 	}
 	var a map[string]any
-	testcaddy.Eventually(t, 20*time.Second, "minRTT measured and a window sampled", func() bool {
-		status(t, s.urls[0]) // the first probe, then windows
+	testcaddy.Eventually(t, 20*time.Second, "minRTT measured, the probes agreeing, and a window sampled", func() bool {
+		status(t, s.urls[0]) // the first probes, then windows
 		a = adaptive()
-		return a != nil && a["probing"] == false && a["latency"].(float64) > 0
+		return a != nil && a["probing"] == false && a["latency"].(float64) > 0 && a["next_probe"].(float64) > 60
 	})
 	minRTT := time.Duration(a["min_rtt"].(float64) * 1e9)
 	hold := max(20*time.Millisecond, 10*minRTT)
@@ -69,4 +63,17 @@ func TestAdaptiveIgnoresClientCancels(t *testing.T) {
 	if after := adaptive(); after["limit"] != before || after["probing"] != false {
 		t.Fatalf("after 30 cancels of %v each (minRTT %v): %v, want the limit unchanged at %v", hold, minRTT, after, before)
 	}
+}
+
+// adaptiveSite is a route in front of up with the rule adapt: global,
+// max_concurrent adaptive, and the rule's other fields given.
+func adaptiveSite(t *testing.T, up *slowUpstream, fields string) setup {
+	t.Helper()
+	return caddyfile(t, `	rulestore {
+		rate_limit adapt {
+			qps 100000
+			key_resolver global
+			max_concurrent adaptive`+fields+`
+		}
+	}`, fmt.Sprintf("ratelimit adapt\n\treverse_proxy %s", hostPort(up)))
 }

@@ -17,18 +17,12 @@ import (
 // are admitted at once, one at a time.
 func TestAdaptiveQueuedClientsLeave(t *testing.T) {
 	up := newSlowUpstream(t)
-	s := caddyfile(t, `	rulestore {
-		rate_limit adapt {
-			qps 100000
-			key_resolver global
-			max_concurrent adaptive
+	s := adaptiveSite(t, up, `
 			min_limit 1
 			max_limit 1
 			initial_limit 1
 			max_queue_wait 1m
-			min_rtt_interval 1h
-		}
-	}`, fmt.Sprintf("ratelimit adapt\n\treverse_proxy %s", hostPort(up)))
+			min_rtt_interval 1h`)
 	testcaddy.Run(t, s.cfg)
 	queue := func() (inFlight int64, waiting, timedOut float64) {
 		inFlight, fl := flowOf(t, s.adminPort, "adapt")

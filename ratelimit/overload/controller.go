@@ -266,8 +266,12 @@ type State struct {
 	// last window's latency (its clipped mean, s).
 	MinRTT  float64 `json:"min_rtt"`
 	Latency float64 `json:"latency"`
-	// Probing: minRTT is being measured (the limit is halved meanwhile).
+	// Probing: minRTT is being measured (the limit is at ¾ meanwhile).
 	Probing bool `json:"probing"`
+	// NextProbe is the time until the next probe (s): 0 while one runs,
+	// about a sample window while probes follow one another (the last
+	// found minRTT lower), else up to min_rtt_interval.
+	NextProbe float64 `json:"next_probe"`
 	// Classes: per priority class, the requests waiting now and since the
 	// start those admitted after waiting and those refused by queue_full,
 	// queue_timeout and pushed_out.
@@ -287,7 +291,7 @@ type ClassState struct {
 func (c *Controller) State() State {
 	c.mu.Lock()
 	s := State{Limit: c.limitNow.Load(), InFlight: c.inflight.Load(), MinRTT: float64(c.lim.minRTT) / 1e9,
-		Latency: float64(c.lim.lastRTT) / 1e9, Probing: c.lim.probing}
+		Latency: float64(c.lim.lastRTT) / 1e9, Probing: c.lim.probing, NextProbe: float64(c.lim.untilProbe(c.lastNow)) / 1e9}
 	c.mu.Unlock()
 	for i := range s.Classes {
 		s.Classes[i] = ClassState{Waiting: c.byClass[i].Load(), Waited: c.waited[i].Load(),

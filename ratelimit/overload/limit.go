@@ -163,6 +163,18 @@ func (l *limit) step(now int64) bool {
 	return l.current() != before
 }
 
+// untilProbe is the time from now until the next probe starts: 0 during
+// one, the rest of this window when another follows it.
+func (l *limit) untilProbe(now int64) int64 {
+	switch {
+	case l.probing:
+		return 0
+	case l.again:
+		return max(0, l.winStart+l.cfg.SampleWindow-now)
+	}
+	return max(0, l.nextProbe-now)
+}
+
 func (l *limit) startProbe(now int64) {
 	l.probing = true
 	l.newPhase(now)
