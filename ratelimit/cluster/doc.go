@@ -20,7 +20,8 @@
 //     (script_settle.go), with the checks that treat a damaged value as
 //     none (script_valid.go);
 //   - the names of the keys in Redis, and Redis Cluster hash slots
-//     (redisscript.go, script_calendar.go, keyslot.go);
+//     (redisscript.go, script_calendar.go, keyslot.go), and the reads of
+//     a key's value for GET /sluice/quota (read.go);
 //   - the Batcher: decisions waiting on one client leave together in
 //     pipelined batches, one script call per engine and slot, each
 //     decision keeping its own redis_timeout (batcher.go,
