@@ -31,7 +31,7 @@ type limiter struct {
 	debt         debtLog         // ratelimit_debt events (debt.go)
 	// listed: some handler has the rule among several limits, whose
 	// refunds a cluster engine's remembered refusals must not outlive
-	// long (leaseState.recheckAt).
+	// long (cluster.Host).
 	listed atomic.Bool
 }
 
