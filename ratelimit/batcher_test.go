@@ -45,7 +45,7 @@ func concurrentTakes(t *testing.T, ls []*limiter, r *Rule, keys []string, copies
 
 // batchStats is how many decisions and round trips a client's batcher sent.
 func batchStats(l *limiter) (decisions, roundTrips int64) {
-	g := gateOf(l.backend.Load().b)
+	g := gateOf(l.backend.Load().B)
 	decisions, roundTrips, _ = g.Batch.Stats()
 	return decisions, roundTrips
 }
@@ -257,14 +257,14 @@ func TestExactModeKeepsOnlyRefusals(t *testing.T) {
 			t.Fatalf("key %s: %+v, want admitted by Redis, 1 left", k, d)
 		}
 	}
-	if n := e.keys.Keys(); n != 0 {
+	if n := e.LeaseKeys(); n != 0 {
 		t.Fatalf("%d keys held after three admitted decisions, want 0", n)
 	}
 	calls := counterValue(l.counters.redisCalls)
 	if d := take(l, r, "a"); !d.OK() || d.Remaining != 0 {
 		t.Fatalf("key a again: %+v, want admitted with the last token", d)
 	}
-	if n := e.keys.Keys(); n != 1 {
+	if n := e.LeaseKeys(); n != 1 {
 		t.Fatalf("%d keys held after a's last token, want 1", n)
 	}
 	if d := take(l, r, "a"); d.Reason != RateLimited || d.RetryAfter <= 0 {

@@ -7,10 +7,11 @@
 //     per-key state under max_keys with eviction traces), and the adaptive
 //     in-flight limit in ratelimit/overload; here their Caddy glue
 //     (local.go, adaptive*.go, flow*.go);
-//   - scope cluster: the same quotas kept in Redis, with leases, remembered
-//     refusals and the on_redis_error fallbacks (cluster*.go,
-//     multi_cluster.go); the scripts, the batcher and the health gate are
-//     package ratelimit/cluster;
+//   - scope cluster: the same quotas kept in Redis, in package
+//     ratelimit/cluster (the cluster engine with its leases, remembered
+//     refusals and on_redis_error fallbacks; the scripts, the batcher and
+//     the health gate); here its glue (cluster_engine.go) and the decision
+//     of several cluster limits by one script (multi_cluster.go);
 //   - in-flight caps (max_concurrent, max_concurrent_total), costs declared
 //     by the request and settled from the response (count_status,
 //     response_cost; cost.go, settle.go, debt.go), overrides per key, and

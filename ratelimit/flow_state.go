@@ -25,7 +25,7 @@ func flowStateOf(s *limiterState) *FlowState {
 	case *clusterEngine:
 		// A paced cluster rule's waiting requests: those holding a slot
 		// reserved in Redis, and those paced locally while Redis fails.
-		return &FlowState{ControlBehavior: fl.Behavior.String(), Queued: e.slots.Queued().Load() + e.fallback.Queued().Load()}
+		return &FlowState{ControlBehavior: fl.Behavior.String(), Queued: e.Queued()}
 	default:
 		return nil
 	}

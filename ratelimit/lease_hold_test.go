@@ -5,12 +5,13 @@ import (
 	"time"
 
 	"github.com/sluicegw/sluice/internal/redistest"
+	"github.com/sluicegw/sluice/ratelimit/cluster"
 	"github.com/sluicegw/sluice/rulestore"
 )
 
 // A key's lease outlives the rule's idle time (here 1 s: qps = burst): the
 // key's next request after 5 s idle, and the janitor's sweep, is served
-// from the tokens already leased, without a Redis call. After leaseHold
+// from the tokens already leased, without a Redis call. After LeaseHold
 // idle the key is dropped, and its next request leases again.
 func TestLeaseOutlivesRuleIdle(t *testing.T) {
 	srv := redistest.Start(t)
@@ -45,10 +46,10 @@ func TestLeaseOutlivesRuleIdle(t *testing.T) {
 	if d.Remaining != 900+98 {
 		t.Errorf("remaining %d, want 998 (900 in Redis + 98 still leased)", d.Remaining)
 	}
-	at += time.Duration(leaseHold) + time.Second
+	at += time.Duration(cluster.LeaseHold) + time.Second
 	e.(*clusterEngine).sweep(int64(at), r.Idle)
 	takeAt(at)
 	if got := calls(); got != 2 {
-		t.Fatalf("%v Redis calls after %v idle, want 2: the key was dropped and leased again", got, time.Duration(leaseHold))
+		t.Fatalf("%v Redis calls after %v idle, want 2: the key was dropped and leased again", got, time.Duration(cluster.LeaseHold))
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicegw/sluice/ratelimit/cluster"
 	"github.com/sluicegw/sluice/ratelimit/engine"
 	"go.uber.org/zap"
 )
@@ -21,8 +22,8 @@ type limiter struct {
 	// inlineDigest is the digest of inline's fields.
 	inlineDigest [sha256.Size]byte
 	state        atomic.Pointer[limiterState]
-	backend      atomic.Pointer[backendRef] // Redis for scope cluster
-	mu           sync.Mutex                 // serialises rule changes
+	backend      atomic.Pointer[cluster.BackendRef] // Redis for scope cluster
+	mu           sync.Mutex                         // serialises rule changes
 	now          func() int64
 	stop         chan struct{}
 	once         sync.Once
@@ -30,7 +31,7 @@ type limiter struct {
 	debt         debtLog         // ratelimit_debt events (debt.go)
 	// listed: some handler has the rule among several limits, whose
 	// refunds a cluster engine's remembered refusals must not outlive
-	// long (leaseState.recheckAt).
+	// long (cluster.Host).
 	listed atomic.Bool
 }
 
@@ -104,10 +105,10 @@ func (l *limiter) store(r *Rule, e Engine) {
 // setBackend points the limiter's cluster engine at a config's Redis; the
 // newest config to use the rule id wins.
 func (l *limiter) setBackend(b Backend, logger *zap.Logger) {
-	if cur := l.backend.Load(); cur != nil && cur.b == b {
+	if cur := l.backend.Load(); cur != nil && cur.B == b {
 		return
 	}
-	l.backend.Store(&backendRef{b: b, logger: logger})
+	l.backend.Store(&cluster.BackendRef{B: b, Logger: logger})
 }
 
 // intern returns the one *Rule every handler of an inline rule uses, so the

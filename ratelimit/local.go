@@ -67,16 +67,3 @@ func (e *localEngine) TopKeys(r *Rule, now int64, n int) []engine.KeyUse {
 func (e *localEngine) peekTrace(r *Rule, key []byte, now int64) (engine.Snapshot, bool) {
 	return e.PeekTrace(&r.Spec, key, now)
 }
-
-// leaseAt is entry i's lease state in s, made on first use.
-func leaseAt(s *engine.Shard, i int32) *leaseState {
-	return s.Lease(i, newLeaseState).(*leaseState)
-}
-
-func newLeaseState() any { return new(leaseState) }
-
-// leaseOf is key's lease state in the locked shard s, or nil.
-func leaseOf(t *engine.Table, s *engine.Shard, key []byte) *leaseState {
-	ls, _ := t.LeaseOf(s, key).(*leaseState)
-	return ls
-}

@@ -217,7 +217,7 @@ func ruleOf(l *limiter, s *limiterState) *Rule {
 	if ref == nil {
 		return nil
 	}
-	store, ok := ref.b.(interface {
+	store, ok := ref.B.(interface {
 		Lookup(rulestore.Kind, string) *rulestore.Rule
 	})
 	if !ok {

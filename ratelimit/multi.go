@@ -2,7 +2,6 @@ package ratelimit
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/sluicegw/sluice/internal/handlerkit"
 	"github.com/sluicegw/sluice/rulestore"
@@ -84,12 +83,6 @@ func setOf(res *handlerkit.Resolved[*Rule, *limiter]) ruleSet {
 	}
 	return s
 }
-
-// listedRecheck is how long a cluster engine keeps refusing a key of a
-// listed rule on what Redis said, at most: the time for the refunds of
-// the requests that were refused by a later rule to land (one Redis round
-// trip, a batch), after which the key is asked again.
-const listedRecheck = int64(20 * time.Millisecond)
 
 // multiFits fails a rule that cannot be one of several limits: one that
 // shapes traffic (a paced or warming rate, an adaptive in-flight limit)

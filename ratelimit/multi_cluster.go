@@ -33,16 +33,15 @@ func atomicFits(r *Rule) bool {
 // (no Redis, Redis marked down, keys in several slots of a Redis Cluster):
 // the caller then decides rule by rule.
 func decideAtomic(ts []taken, kb []byte) (refused int, handled bool) {
-	e0 := ts[0].eng.(*clusterEngine)
-	ref := e0.lim.backend.Load()
-	if ref == nil || ref.b.Client() == nil {
+	ref := ts[0].m.lim.backend.Load()
+	if ref == nil || ref.B.Client() == nil {
 		return -1, false
 	}
-	g := ref.b.ClientState(cluster.GateKey, cluster.NewGate).(*cluster.Gate)
+	g := ref.B.ClientState(cluster.GateKey, cluster.NewGate).(*cluster.Gate)
 	if g.Down.Load() {
 		return -1, false
 	}
-	prefix := ref.b.KeyPrefix()
+	prefix := ref.B.KeyPrefix()
 	keys := make([]string, len(ts))
 	args := make([]any, 0, 5*len(ts))
 	wins := make([]*engine.Window, len(ts))
@@ -50,8 +49,7 @@ func decideAtomic(ts []taken, kb []byte) (refused int, handled bool) {
 	var timeout time.Duration
 	for i := range ts {
 		t := &ts[i]
-		e := t.eng.(*clusterEngine)
-		if b := e.lim.backend.Load(); b == nil || b.b != ref.b {
+		if b := t.m.lim.backend.Load(); b == nil || b.B != ref.B {
 			return -1, false // rules on different stores' Redis
 		}
 		r := t.m.rule
@@ -59,32 +57,32 @@ func decideAtomic(ts []taken, kb []byte) (refused int, handled bool) {
 		spend := t.spent()
 		switch {
 		case r.Calendar != nil:
-			walls[i] = engine.Wall(e.lim.now())
+			walls[i] = engine.Wall(t.m.lim.now())
 			w := r.Calendar.Window(walls[i])
 			wins[i] = w
 			keys[i] = cluster.CalendarRedisKey(prefix, r.ID, t.key(kb), w.Start)
 			args = append(args, "cq", l.ScriptArgs[1], w.ExpireAt, t.cost, spend)
-		case e.typ == SlidingWindow:
-			keys[i] = cluster.RedisKey(prefix, e.typ, r.ID, t.key(kb))
+		case r.Type == SlidingWindow:
+			keys[i] = cluster.RedisKey(prefix, r.Type, r.ID, t.key(kb))
 			args = append(args, "sw", l.ScriptArgs[0], l.ScriptArgs[1], t.cost, spend)
 		default:
-			keys[i] = cluster.RedisKey(prefix, e.typ, r.ID, t.key(kb))
+			keys[i] = cluster.RedisKey(prefix, r.Type, r.ID, t.key(kb))
 			args = append(args, "tb", l.ScriptArgs[0], l.ScriptArgs[1], t.cost, spend)
 		}
 		timeout = max(timeout, r.RedisTimeout)
 	}
-	if !cluster.OneSlot(ref.b.Client(), keys) {
+	if !cluster.OneSlot(ref.B.Client(), keys) {
 		return -1, false
 	}
 	// In-flight caps and the refusals Redis told, locally, before Redis.
 	for i := range ts {
 		t := &ts[i]
 		e := t.eng.(*clusterEngine)
-		now := e.lim.now()
-		t.d, t.decided = e.slots.Take(t.m.rule, t.key(kb), now), true
+		now := t.m.lim.now()
+		t.d, t.decided = e.TakeSlots(&t.m.rule.Rule, t.key(kb), now), true
 		if t.d.OK() {
 			t.admitted = true
-			e.knownRefusal(t.m.rule, t.key(kb), now, t.cost, &t.d)
+			e.KnownRefusal(&t.m.rule.Rule, t.key(kb), now, t.cost, &t.d)
 		}
 		if !t.d.OK() {
 			release(ts[:i+1])
@@ -100,8 +98,8 @@ func decideAtomic(ts []taken, kb []byte) (refused int, handled bool) {
 	for i := range ts {
 		t, gr := &ts[i], gs[i]
 		e := t.eng.(*clusterEngine)
-		now := e.lim.now()
-		e.lim.counters.redisCalls.Inc()
+		now := t.m.lim.now()
+		t.m.lim.counters.redisCalls.Inc()
 		if w := wins[i]; w != nil {
 			gr.Reset = w.End - walls[i]
 			if gr.Wait > 0 {
@@ -118,7 +116,7 @@ func decideAtomic(ts []taken, kb []byte) (refused int, handled bool) {
 				refused = i
 			}
 		}
-		e.learnExact(t.m.rule, t.key(kb), now, t.cost, gr)
+		e.LearnExact(&t.m.rule.Rule, t.key(kb), now, t.cost, gr)
 		gs[i] = gr
 	}
 	if bad < 0 {
@@ -131,35 +129,6 @@ func decideAtomic(ts []taken, kb []byte) (refused int, handled bool) {
 	d.Reason, d.RetryAfter, d.Remaining = RateLimited, gs[refused].Wait, 0
 	release(ts)
 	return refused, true
-}
-
-// knownRefusal refuses d locally when Redis said key has fewer than cost
-// tokens until a time not reached yet (as decideExact does).
-func (e *clusterEngine) knownRefusal(r *Rule, key []byte, now, cost int64, d *Decision) {
-	s := e.keys.Shard(key)
-	s.Lock()
-	if ls := leaseOf(e.keys, s, key); ls != nil && ls.refusing(r, now, cost) {
-		d.Reason, d.RetryAfter = RateLimited, ls.deniedUntil-now
-		d.Remaining, d.Reset = 0, max(0, ls.resetAt-now)
-	}
-	s.Unlock()
-}
-
-// learnExact remembers what a script told about key (a refusal until some
-// time), or forgets a refusal remembered, as decideExact does.
-func (e *clusterEngine) learnExact(r *Rule, key []byte, now, cost int64, g cluster.Grant) {
-	if g.Wait == 0 {
-		s := e.keys.Shard(key)
-		s.Lock()
-		known := leaseOf(e.keys, s, key)
-		s.Unlock()
-		if known == nil {
-			return
-		}
-	}
-	s, _, ls := e.lockLease(r, key, now)
-	ls.learn(r, g, now, cost, e.lim.listed.Load())
-	s.Unlock()
 }
 
 // release frees the in-flight slots of ts's admitted rules: the request
@@ -176,20 +145,20 @@ func release(ts []taken) {
 // failAtomic decides ts by each rule's on_redis_error when the script
 // failed, rule by rule: a rule that refuses gives back what the ones
 // before it took from their local shares.
-func failAtomic(ts []taken, kb []byte, ref *backendRef, g *cluster.Gate, keys []string, err error) int {
+func failAtomic(ts []taken, kb []byte, ref *cluster.BackendRef, g *cluster.Gate, keys []string, err error) int {
 	e0 := ts[0].eng.(*clusterEngine)
 	if cluster.Unreachable(err) {
-		g.Fail(err, keys[0], ref.logger)
-	} else if e0.warned.CompareAndSwap(false, true) && ref.logger != nil {
-		ref.logger.Warn("cluster rate limit: redis refused the script of several limits; this decision follows on_redis_error",
+		g.Fail(err, keys[0], ref.Logger)
+	} else if e0.FirstWarning() && ref.Logger != nil {
+		ref.Logger.Warn("cluster rate limit: redis refused the script of several limits; this decision follows on_redis_error",
 			zap.String("rule", ts[0].m.rule.ID), zap.Error(err))
 	}
 	for i := range ts {
 		t := &ts[i]
 		e := t.eng.(*clusterEngine)
-		e.lim.counters.redisErrors.Inc()
-		now := e.lim.now()
-		e.fail(t.m.rule, t.key(kb), now, t.cost, &t.d)
+		t.m.lim.counters.redisErrors.Inc()
+		now := t.m.lim.now()
+		e.Fail(&t.m.rule.Rule, t.key(kb), now, t.cost, &t.d)
 		if t.d.OK() {
 			continue
 		}
@@ -197,7 +166,7 @@ func failAtomic(ts []taken, kb []byte, ref *backendRef, g *cluster.Gate, keys []
 			p := &ts[j]
 			if p.m.rule.OnRedisError == FailLocal {
 				pe := p.eng.(*clusterEngine)
-				pe.fallback.settle(pe.shareOf(p.m.rule), p.key(kb), now, -p.spent())
+				pe.SettleShare(&p.m.rule.Rule, p.key(kb), now, -p.spent())
 			}
 		}
 		release(ts)

@@ -9,7 +9,6 @@ package ratelimit
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -17,7 +16,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/sluicegw/sluice/ratelimit/cluster"
 	"github.com/sluicegw/sluice/ratelimit/engine"
 	"github.com/sluicegw/sluice/rulestore"
@@ -241,12 +239,12 @@ func quotaFromRedis(ctx context.Context, app *rulestore.App, r *Rule, key string
 		wall := engine.Wall(engine.Now())
 		w := r.Calendar.Window(wall)
 		rkey := cluster.CalendarRedisKey(prefix, r.ID, []byte(key), w.Start)
-		v, err := c.Get(ctx, rkey).Result()
-		if err != nil && !errors.Is(err, redis.Nil) {
+		v, err := cluster.ReadCount(ctx, c, rkey)
+		if err != nil {
 			return nil, redisDown(r, rkey, timeout, err)
 		}
 		used, perr := strconv.ParseFloat(v, 64)
-		u.Tracked = err == nil && perr == nil
+		u.Tracked = perr == nil
 		// A value that is no count, or no valid one, counts as none, as in
 		// the script (script_valid.go).
 		used = cluster.ValidCount(used, float64(l.Quota))
@@ -259,19 +257,11 @@ func quotaFromRedis(ctx context.Context, app *rulestore.App, r *Rule, key string
 	}
 	u.Clock = "redis"
 	rkey := cluster.RedisKey(prefix, r.Type, r.ID, []byte(key))
-	var get *redis.StringCmd
-	var clock *redis.TimeCmd
-	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		clock = p.Time(ctx)
-		get = p.Get(ctx, rkey)
-		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
+	v, t, err := cluster.ReadState(ctx, c, rkey)
+	if err != nil {
 		return nil, redisDown(r, rkey, timeout, err)
 	}
-	t := clock.Val()
 	now := t.UnixNano() / 1000 * 1000 // µs, as the scripts read TIME
-	v, _ := get.Bytes()
 	if r.Type == SlidingWindow {
 		var start int64
 		var cur, prev float64

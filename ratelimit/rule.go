@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicegw/sluice/internal/handlerkit"
+	"github.com/sluicegw/sluice/ratelimit/cluster"
 	"github.com/sluicegw/sluice/ratelimit/engine"
 	"github.com/sluicegw/sluice/ratelimit/overload"
 	"github.com/sluicegw/sluice/rulestore"
@@ -38,10 +39,11 @@ const (
 // Rule is a validated rate_limit rule. Its fields have the same names in the
 // Caddyfile, in JSON and in the Redis hash rate_limit:rule:<id>.
 type Rule struct {
-	ID string
-	// Spec holds what the engines decide by: the type, quotas, overrides,
-	// cost, in-flight caps, max_keys, flow shaping and calendar period.
-	engine.Spec
+	// Rule holds the id, what the engines decide by (engine.Spec: the
+	// type, quotas, overrides, cost, in-flight caps, max_keys, flow
+	// shaping and calendar period) and scope cluster's on_redis_error,
+	// redis_timeout and lease_size: what the cluster engine reads.
+	cluster.Rule
 	Key handlerkit.Key
 	// costExpr reads the cost (Spec.Cost) from each request instead, up to
 	// MaxCost.
@@ -72,12 +74,8 @@ type Rule struct {
 	HandleErrors      bool
 	Scope             string // "local" or "cluster"
 
-	// Cluster scope (scope cluster): what to do when Redis fails, how long
-	// one Redis call may take, and the lease size (0 = one call per request).
-	OnRedisError     RedisErrorMode
-	RedisErrorStatus int // for on_redis_error deny
-	RedisTimeout     time.Duration
-	LeaseSize        int64
+	// RedisErrorStatus is the status for on_redis_error deny.
+	RedisErrorStatus int
 
 	// priority is a request's class under the adaptive limit, or
 	// priorityExpr the placeholder that gives it per request.
@@ -87,28 +85,15 @@ type Rule struct {
 	idAny any // ID boxed once for the placeholder
 }
 
-// RedisErrorMode is what a cluster rule does while Redis is unreachable.
-type RedisErrorMode uint8
+// RedisErrorMode is what a cluster rule does while Redis is unreachable
+// (ratelimit/cluster holds it).
+type RedisErrorMode = cluster.RedisErrorMode
 
 const (
-	// FailLocal decides by an in-process limiter holding this instance's
-	// share of the quota (quota ÷ live instances).
-	FailLocal RedisErrorMode = iota
-	// FailAllow lets every request pass.
-	FailAllow
-	// FailDeny refuses every request with RedisErrorStatus.
-	FailDeny
+	FailLocal = cluster.FailLocal
+	FailAllow = cluster.FailAllow
+	FailDeny  = cluster.FailDeny
 )
-
-func (m RedisErrorMode) String() string {
-	switch m {
-	case FailAllow:
-		return "allow"
-	case FailDeny:
-		return "deny"
-	}
-	return "local"
-}
 
 // Cluster scope defaults.
 const (
@@ -119,9 +104,9 @@ const (
 // ParseRule validates a rate_limit rule's fields. Errors are
 // *rulestore.FieldError naming the field.
 func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
-	r := &Rule{ID: id, Spec: engine.Spec{Cost: 1, MaxKeys: DefaultMaxKeys}, costField: "requested_tokens", Status: DefaultStatus,
-		ConcurrencyStatus: DefaultStatus, Headers: true, EmptyKeyStatus: http.StatusForbidden, Scope: "local",
-		RedisTimeout: DefaultRedisTimeout, RedisErrorStatus: DefaultRedisErrorStatus}
+	r := &Rule{Rule: cluster.Rule{ID: id, Spec: engine.Spec{Cost: 1, MaxKeys: DefaultMaxKeys}, RedisTimeout: DefaultRedisTimeout},
+		costField: "requested_tokens", Status: DefaultStatus, ConcurrencyStatus: DefaultStatus, Headers: true,
+		EmptyKeyStatus: http.StatusForbidden, Scope: "local", RedisErrorStatus: DefaultRedisErrorStatus}
 	for _, name := range f.Names() {
 		// id names an inline rule (the handler takes it out); a hash in
 		// the store may hold it too, and it has always been ignored here.

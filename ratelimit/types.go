@@ -35,10 +35,11 @@ const (
 
 // Engine keeps one rule's counters and decides requests. The local engine
 // (engine.Local, local.go) keeps them in this process's memory; the
-// cluster engine (cluster.go, scope cluster) keeps the rate counters in
-// Redis behind the same interface and a local table for in-flight slots.
-// It takes the handler's rule: the cluster engine reads more of it than
-// the engine.Spec the local engine decides by.
+// cluster engine (cluster.Engine, cluster_engine.go; scope cluster) keeps
+// the rate counters in Redis behind the same interface and a local table
+// for in-flight slots. It takes the handler's rule: the cluster engine
+// reads more of it (its cluster.Rule) than the engine.Spec the local
+// engine decides by.
 type Engine interface {
 	// Take decides one request of rule r for key at now (ns).
 	Take(r *Rule, key []byte, now int64) Decision

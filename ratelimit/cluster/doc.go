@@ -1,10 +1,17 @@
-// Package cluster is the Redis side of the rate limit's scope cluster:
-// what a cluster rule's decisions, settlements and reads send to Redis,
-// and how. It imports no Caddy; the decisions themselves (leases, the
-// on_redis_error fallbacks) stay with the handler's cluster engine.
+// Package cluster is the rate limit's scope cluster: a rule's quota kept
+// in Redis and spent by every instance, the decisions made on it, and
+// what they, settlements and reads send to Redis. It imports no Caddy.
 //
 // It owns:
 //
+//   - the cluster engine (Engine; engine*.go): in-flight caps locally, the
+//     rate in Redis, exact or by leases topped up in the background,
+//     refusals Redis told remembered per key, pacing and warm-up slots in
+//     the fleet's schedule, calendar windows, settlements, and the
+//     on_redis_error fallbacks (allow, deny, or this instance's share of
+//     the quota). It reads the rule's cluster view (Rule: id, engine.Spec,
+//     on_redis_error, redis_timeout, lease_size) and takes its clock,
+//     Redis and counters from its Host, the handler's limiter;
 //   - the Lua scripts and their replies: token bucket and sliding window
 //     decisions over many keys (redisscript.go, script_source.go,
 //     script_floor.go), several rules at once (redisscript_multi.go),
@@ -13,7 +20,8 @@
 //     (script_settle.go), with the checks that treat a damaged value as
 //     none (script_valid.go);
 //   - the names of the keys in Redis, and Redis Cluster hash slots
-//     (redisscript.go, script_calendar.go, keyslot.go);
+//     (redisscript.go, script_calendar.go, keyslot.go), and the reads of
+//     a key's value for GET /sluice/quota (read.go);
 //   - the Batcher: decisions waiting on one client leave together in
 //     pipelined batches, one script call per engine and slot, each
 //     decision keeping its own redis_timeout (batcher.go,

@@ -1,4 +1,4 @@
-package ratelimit
+package cluster
 
 import (
 	"errors"
@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/sluicegw/sluice/ratelimit/cluster"
+	"github.com/sluicegw/sluice/internal/metrickit"
 	"github.com/sluicegw/sluice/ratelimit/engine"
 	"go.uber.org/zap"
 )
@@ -26,28 +26,50 @@ type Backend interface {
 	ClientState(key string, newValue func(redis.UniversalClient) any) any
 }
 
-type backendRef struct {
-	b      Backend
-	logger *zap.Logger
+// BackendRef is a limiter's Redis: the newest config's store, and its
+// logger.
+type BackendRef struct {
+	B      Backend
+	Logger *zap.Logger
+}
+
+// Host is what a cluster engine takes from the limiter of its rule id,
+// which outlives the rule's versions: its clock, its Redis, and whether a
+// handler has the rule among several limits (its refunds a remembered
+// refusal must not outlive long: leaseState.recheckAt).
+type Host interface {
+	Now() int64
+	// Backend is the Redis of the newest config using the rule, nil
+	// before one.
+	Backend() *BackendRef
+	Listed() bool
+}
+
+// Counters are the rule's counters a cluster engine adds to; the handler
+// exports them.
+type Counters struct {
+	RedisCalls, RedisErrors                    *metrickit.Counter
+	FallbackAllow, FallbackDeny, FallbackLocal *metrickit.Counter
 }
 
 var errNoRedis = errors.New("no redis configured")
 
-// clusterEngine keeps a rule's counters in Redis (scope cluster), so every
+// Engine keeps a rule's counters in Redis (scope cluster), so every
 // instance spends one quota. In-flight caps stay per instance. With a lease
 // size, each instance takes blocks of tokens from Redis and spends them
 // locally, topping up in the background before they run out; see decide
 // for the over-admission bound. While Redis fails, decisions follow the
 // rule's on_redis_error.
-type clusterEngine struct {
-	typ      LimitType
-	lim      *limiter      // its backend and counters
-	slots    *localEngine  // in-flight caps
+type Engine struct {
+	typ      engine.LimitType
+	host     Host
+	counters Counters
+	slots    *engine.Local // in-flight caps
 	keys     *engine.Table // per key: lease and remembered refusal
-	fallback *localEngine  // on_redis_error local: this instance's share
+	fallback *engine.Local // on_redis_error local: this instance's share
 	share    atomic.Pointer[shareRule]
 	warned   atomic.Bool // a reply error was logged
-	leased   atomic.Bool // a rule with lease_size used it: keys idle for leaseHold
+	leased   atomic.Bool // a rule with lease_size used it: keys idle for LeaseHold
 	// warnedNoRedis: a cluster rule without Redis was logged
 	warnedNoRedis atomic.Bool
 }
@@ -76,46 +98,61 @@ type leaseState struct {
 	pending   bool // a lease call is in flight
 }
 
-func newClusterEngine(r *Rule, lim *limiter) *clusterEngine {
-	return &clusterEngine{
+// NewEngine is the cluster engine of rule r, in host (the limiter of r's
+// id), adding to counters.
+func NewEngine(r *Rule, host Host, counters Counters) *Engine {
+	e := &Engine{
 		typ:      r.Type,
-		lim:      lim,
-		slots:    newSlotsEngine(r),
+		host:     host,
+		counters: counters,
+		slots:    new(engine.Local),
 		keys:     engine.NewTable(engine.ShardsFor(r.MaxKeys)),
-		fallback: newLocalEngine(r),
+		fallback: new(engine.Local),
 	}
+	e.slots.Init(&r.Spec, true)
+	e.fallback.Init(&r.Spec, r.InFlightOnly)
+	return e
 }
 
-// fits reports whether e can serve rule r without losing state.
-func (e *clusterEngine) fits(r *Rule) bool {
-	return r.Cluster() && e.typ == r.Type && e.slots.Holds(&r.Spec)
+// Fits reports whether e can serve cluster rule r without losing state.
+func (e *Engine) Fits(r *Rule) bool {
+	return e.typ == r.Type && e.slots.Holds(&r.Spec)
 }
 
-func (e *clusterEngine) Keys() int64 {
+// Keys is the number of keys tracked: in-flight slots, the local share,
+// leases and remembered refusals.
+func (e *Engine) Keys() int64 {
 	return e.slots.Keys() + e.fallback.Keys() + e.keys.Keys()
 }
 
-func (e *clusterEngine) InFlight() int64 { return e.slots.InFlight() }
+// LeaseKeys is the number of keys holding a lease or a remembered
+// refusal.
+func (e *Engine) LeaseKeys() int64 { return e.keys.Keys() }
 
-func (e *clusterEngine) Release(d *Decision) { e.slots.Release(d) }
+// InFlight is the number of admitted requests not finished yet.
+func (e *Engine) InFlight() int64 { return e.slots.InFlight() }
 
-func (e *clusterEngine) sweep(now, idle int64) {
+// Release frees the in-flight slot of an admitted request.
+func (e *Engine) Release(d *engine.Decision) { e.slots.Release(d) }
+
+// Sweep drops keys idle for idle ns (leases: LeaseHold at least).
+func (e *Engine) Sweep(now, idle int64) {
 	e.slots.Sweep(now, idle)
 	e.fallback.Sweep(now, idle)
 	if e.leased.Load() {
-		idle = max(idle, leaseHold)
+		idle = max(idle, LeaseHold)
 	}
 	e.keys.Sweep(now, idle)
 }
 
-// leaseHold is how long an idle key keeps its lease at least. Its tokens
+// LeaseHold is how long an idle key keeps its lease at least. Its tokens
 // were taken from Redis already: dropping them when the key's own state
 // would be fresh again (the rule's idle time, e.g. 1 s for qps = burst)
 // wastes them and sends the key's next request to Redis, which with many
 // small keys (one per user) made most of lease mode's Redis calls. Holding
 // them longer only delays when they are spent, within the bound (quota +
 // lease_size × instances); max_keys still caps how many keys are held.
-const leaseHold = int64(time.Minute)
+const LeaseHold = int64(time.Minute)
 
 // clusterRecheck is how long an instance keeps refusing a key on what
 // Redis said, at most, before asking Redis again. Other instances do not
@@ -126,18 +163,28 @@ const leaseHold = int64(time.Minute)
 // refused key per second per instance.
 const clusterRecheck = int64(time.Second)
 
+// listedRecheck is how long a cluster engine keeps refusing a key of a
+// listed rule on what Redis said, at most: the time for the refunds of
+// the requests that were refused by a later rule to land (one Redis round
+// trip, a batch), after which the key is asked again.
+const listedRecheck = int64(20 * time.Millisecond)
+
 // Take decides one request: in-flight caps locally, then the rate in Redis.
-func (e *clusterEngine) Take(r *Rule, key []byte, now int64) Decision {
-	return e.take(r, key, now, r.Cost)
+func (e *Engine) Take(r *Rule, key []byte, now int64) engine.Decision {
+	return e.TakeCost(r, key, now, r.Cost)
 }
 
-// take is Take for a request of cost tokens.
-func (e *clusterEngine) take(r *Rule, key []byte, now int64, cost int64) Decision {
-	d := e.slots.Take(r, key, now)
+// Queued is the number of requests of a paced rule waiting: those holding
+// a slot reserved in Redis, and those paced locally while Redis fails.
+func (e *Engine) Queued() int64 { return e.slots.Queued().Load() + e.fallback.Queued().Load() }
+
+// TakeCost is Take for a request of cost tokens.
+func (e *Engine) TakeCost(r *Rule, key []byte, now int64, cost int64) engine.Decision {
+	d := e.slots.TakeCost(&r.Spec, key, now, r.Cost)
 	if !d.OK() {
 		return d
 	}
-	if r.Flow.Behavior != Reject {
+	if r.Flow.Behavior != engine.Reject {
 		e.pace(r, key, now, &d)
 	} else {
 		e.decide(r, key, now, cost, &d)
@@ -163,7 +210,7 @@ func (e *clusterEngine) take(r *Rule, key []byte, now int64, cost int64) Decisio
 // every token it spends was granted by Redis. Tokens granted earlier and
 // spent later are the only excess over the quota, so in any interval the
 // fleet admits at most the quota plus lease_size × instances.
-func (e *clusterEngine) decide(r *Rule, key []byte, now, cost int64, d *Decision) {
+func (e *Engine) decide(r *Rule, key []byte, now, cost int64, d *engine.Decision) {
 	if r.LeaseSize == 0 {
 		e.decideExact(r, key, now, cost, d)
 		return
@@ -211,15 +258,15 @@ func (e *clusterEngine) decide(r *Rule, key []byte, now, cost int64, d *Decision
 			return
 		}
 		s.Unlock()
-		e.fail(r, key, now, cost, d)
+		e.Fail(r, key, now, cost, d)
 		return
 	}
-	ls.learn(r, g, now, cost, e.lim.listed.Load())
+	ls.learn(r, g, now, cost, e.host.Listed())
 	if g.N >= cost {
 		ls.tokens += g.N - cost
 		d.Remaining = g.Remaining + ls.tokens
 	} else {
-		d.Reason, d.RetryAfter, d.Remaining = RateLimited, g.Wait, 0
+		d.Reason, d.RetryAfter, d.Remaining = engine.RateLimited, g.Wait, 0
 	}
 	d.Reset = g.Reset
 	s.Unlock()
@@ -230,7 +277,7 @@ func (e *clusterEngine) decide(r *Rule, key []byte, now, cost int64, d *Decision
 // decide). Only such a refusal is kept per key: a key Redis admits needs no
 // entry here, so exact mode makes none for it (no allocation, no LRU work,
 // nothing for the GC to mark per key) and looks the key up once.
-func (e *clusterEngine) decideExact(r *Rule, key []byte, now, cost int64, d *Decision) {
+func (e *Engine) decideExact(r *Rule, key []byte, now, cost int64, d *engine.Decision) {
 	s := e.keys.Shard(key)
 	s.Lock()
 	known := leaseOf(e.keys, s, key)
@@ -253,7 +300,7 @@ func (e *clusterEngine) decideExact(r *Rule, key []byte, now, cost int64, d *Dec
 			return
 		}
 		s.Unlock()
-		e.fail(r, key, now, cost, d)
+		e.Fail(r, key, now, cost, d)
 		return
 	}
 	// Admitted: spend granted, and cost was there before it (what is left
@@ -261,23 +308,23 @@ func (e *clusterEngine) decideExact(r *Rule, key []byte, now, cost int64, d *Dec
 	if g.N >= spend && g.Remaining+g.N >= cost {
 		d.Remaining = g.Remaining
 	} else {
-		d.Reason, d.RetryAfter, d.Remaining = RateLimited, g.Wait, 0
+		d.Reason, d.RetryAfter, d.Remaining = engine.RateLimited, g.Wait, 0
 	}
 	d.Reset = g.Reset
 	if g.Wait > 0 || known != nil {
 		// Remember the refusal, or clear the one remembered.
 		s, _, ls := e.lockLease(r, key, now)
-		ls.learn(r, g, now, cost, e.lim.listed.Load())
+		ls.learn(r, g, now, cost, e.host.Listed())
 		s.Unlock()
 	}
 }
 
 // lockLease locks the key's shard and returns its entry and lease state,
 // made on first use. The caller unlocks s.mu.
-func (e *clusterEngine) lockLease(r *Rule, key []byte, now int64) (s *engine.Shard, i int32, ls *leaseState) {
+func (e *Engine) lockLease(r *Rule, key []byte, now int64) (s *engine.Shard, i int32, ls *leaseState) {
 	idle := r.Idle
 	if r.LeaseSize > 0 {
-		idle = max(idle, leaseHold)
+		idle = max(idle, LeaseHold)
 		if !e.leased.Load() {
 			e.leased.Store(true)
 		}
@@ -286,6 +333,19 @@ func (e *clusterEngine) lockLease(r *Rule, key []byte, now int64) (s *engine.Sha
 	s.Lock()
 	i = e.keys.Find(s, key, now, idle, e.keys.PerShard(r.MaxKeys))
 	return s, i, leaseAt(s, i)
+}
+
+// leaseAt is entry i's lease state in s, made on first use.
+func leaseAt(s *engine.Shard, i int32) *leaseState {
+	return s.Lease(i, newLeaseState).(*leaseState)
+}
+
+func newLeaseState() any { return new(leaseState) }
+
+// leaseOf is key's lease state in the locked shard s, or nil.
+func leaseOf(t *engine.Table, s *engine.Shard, key []byte) *leaseState {
+	ls, _ := t.LeaseOf(s, key).(*leaseState)
+	return ls
 }
 
 // refusing reports whether Redis said, under rule r, it has fewer than
@@ -304,8 +364,8 @@ func (ls *leaseState) denied(r *Rule, now, cost int64) bool {
 }
 
 // refuseAsDenied refuses d on Redis's last word on the key (denied).
-func (ls *leaseState) refuseAsDenied(now int64, d *Decision) {
-	d.Reason, d.RetryAfter = RateLimited, ls.deniedUntil-now
+func (ls *leaseState) refuseAsDenied(now int64, d *engine.Decision) {
+	d.Reason, d.RetryAfter = engine.RateLimited, ls.deniedUntil-now
 	d.Remaining, d.Reset = 0, max(0, ls.resetAt-now)
 }
 
@@ -314,7 +374,7 @@ func (ls *leaseState) refuseAsDenied(now int64, d *Decision) {
 // concurrent request whose clock reading came earlier. A refusal is kept
 // at most clusterRecheck, or listedRecheck when the rule is one of
 // several limits somewhere (listed); its Retry-After stays Redis's wait.
-func (ls *leaseState) learn(r *Rule, g cluster.Grant, now, cost int64, listed bool) {
+func (ls *leaseState) learn(r *Rule, g Grant, now, cost int64, listed bool) {
 	ls.remaining, ls.resetAt = g.Remaining, now+g.Reset
 	if g.Wait > 0 {
 		ls.deniedUntil, ls.deniedBy, ls.deniedCost = now+g.Wait, r, cost
@@ -329,14 +389,14 @@ func (ls *leaseState) learn(r *Rule, g cluster.Grant, now, cost int64, listed bo
 }
 
 // topUp leases up to want more tokens for a key in the background.
-func (e *clusterEngine) topUp(r *Rule, l *Limits, key string, s *engine.Shard, ls *leaseState, want int64) {
+func (e *Engine) topUp(r *Rule, l *engine.Limits, key string, s *engine.Shard, ls *leaseState, want int64) {
 	g, err := e.call(r, l, []byte(key), 1, want)
-	now := e.lim.now()
+	now := e.host.Now()
 	s.Lock()
 	ls.pending = false
 	if err == nil {
 		ls.tokens += g.N
-		ls.learn(r, g, now, 1, e.lim.listed.Load())
+		ls.learn(r, g, now, 1, e.host.Listed())
 	}
 	s.Unlock()
 }
@@ -344,70 +404,70 @@ func (e *clusterEngine) topUp(r *Rule, l *Limits, key string, s *engine.Shard, l
 // call runs one script on Redis within the rule's redis_timeout, unless the
 // gate is down, in a batch with the other decisions waiting on the client
 // (batcher.go); a failure brings the gate down.
-func (e *clusterEngine) call(r *Rule, l *Limits, key []byte, min, max int64) (cluster.Grant, error) {
-	ref := e.lim.backend.Load()
+func (e *Engine) call(r *Rule, l *engine.Limits, key []byte, min, max int64) (Grant, error) {
+	ref := e.host.Backend()
 	if ref == nil {
-		return cluster.Grant{}, errNoRedis
+		return Grant{}, errNoRedis
 	}
-	c := ref.b.Client()
+	c := ref.B.Client()
 	if c == nil {
 		// Only a rule written without Redis (e.g. to the store's memory)
 		// gets here: Provision refuses the others.
-		if e.warnedNoRedis.CompareAndSwap(false, true) && ref.logger != nil {
-			ref.logger.Warn("scope cluster rule but no redis configured: requests follow on_redis_error", zap.String("rule", r.ID))
+		if e.warnedNoRedis.CompareAndSwap(false, true) && ref.Logger != nil {
+			ref.Logger.Warn("scope cluster rule but no redis configured: requests follow on_redis_error", zap.String("rule", r.ID))
 		}
-		return cluster.Grant{}, errNoRedis
+		return Grant{}, errNoRedis
 	}
-	g := ref.b.ClientState(cluster.GateKey, cluster.NewGate).(*cluster.Gate)
+	g := ref.B.ClientState(GateKey, NewGate).(*Gate)
 	if g.Down.Load() {
-		return cluster.Grant{}, cluster.ErrGateDown
+		return Grant{}, ErrGateDown
 	}
 	var rkey string
-	var res cluster.Grant
+	var res Grant
 	var err error
 	switch fl := &r.Flow; {
 	case fl.Behavior.Warms():
-		rkey = cluster.RedisKeyOf(ref.b.KeyPrefix(), "wu", r.ID, key)
+		rkey = RedisKeyOf(ref.B.KeyPrefix(), "wu", r.ID, key)
 		res, err = g.Batch.RunWarm(rkey, math.Min(float64(min)/l.QPS, engine.MaxFlowSeconds)*1e6, fl.ColdFactor, fl.WarmUpPeriod/1000,
 			fl.Tolerance(l, float64(min))/1000, r.RedisTimeout)
 	case r.Calendar != nil:
-		rkey, res, err = e.callCalendar(g.Batch, ref.b.KeyPrefix(), r, l, key, e.lim.now(), min, max)
-	case fl.Behavior == Pace:
-		rkey = cluster.RedisKeyOf(ref.b.KeyPrefix(), "pc", r.ID, key)
+		rkey, res, err = e.callCalendar(g.Batch, ref.B.KeyPrefix(), r, l, key, e.host.Now(), min, max)
+	case fl.Behavior == engine.Pace:
+		rkey = RedisKeyOf(ref.B.KeyPrefix(), "pc", r.ID, key)
 		res, err = g.Batch.RunPace(rkey, math.Min(float64(min)/l.QPS, engine.MaxFlowSeconds)*1e6, r.Flow.MaxQueueWait/1000, r.RedisTimeout)
 	default:
-		rkey = cluster.RedisKey(ref.b.KeyPrefix(), e.typ, r.ID, key)
+		rkey = RedisKey(ref.B.KeyPrefix(), e.typ, r.ID, key)
 		res, err = g.Batch.Run(e.typ, rkey, l, min, max, r.RedisTimeout)
 	}
 	if err != nil {
-		e.lim.counters.redisErrors.Inc()
-		if cluster.Unreachable(err) {
-			g.Fail(err, rkey, ref.logger)
-		} else if e.warned.CompareAndSwap(false, true) && ref.logger != nil {
+		e.counters.RedisErrors.Inc()
+		if Unreachable(err) {
+			g.Fail(err, rkey, ref.Logger)
+		} else if e.warned.CompareAndSwap(false, true) && ref.Logger != nil {
 			// Redis answered, with an error about this key or script
 			// (e.g. WRONGTYPE: something else wrote the key): this
 			// decision takes on_redis_error, the others still use Redis.
-			ref.logger.Warn("cluster rate limit: redis refused the script; this decision follows on_redis_error",
+			ref.Logger.Warn("cluster rate limit: redis refused the script; this decision follows on_redis_error",
 				zap.String("rule", r.ID), zap.Error(err))
 		}
-		return cluster.Grant{}, err
+		return Grant{}, err
 	}
-	e.lim.counters.redisCalls.Inc()
+	e.counters.RedisCalls.Inc()
 	return res, nil
 }
 
-// fail decides d without Redis, by the rule's on_redis_error.
-func (e *clusterEngine) fail(r *Rule, key []byte, now, cost int64, d *Decision) {
+// Fail decides d without Redis, by the rule's on_redis_error.
+func (e *Engine) Fail(r *Rule, key []byte, now, cost int64, d *engine.Decision) {
 	switch r.OnRedisError {
 	case FailAllow:
-		e.lim.counters.fallbackAllow.Inc()
-		d.Reason, d.Unknown = Allowed, true
+		e.counters.FallbackAllow.Inc()
+		d.Reason, d.Unknown = engine.Allowed, true
 	case FailDeny:
-		e.lim.counters.fallbackDeny.Inc()
-		d.Reason, d.Unknown = RedisUnavailable, true
+		e.counters.FallbackDeny.Inc()
+		d.Reason, d.Unknown = engine.RedisUnavailable, true
 	default:
-		e.lim.counters.fallbackLocal.Inc()
-		fd := e.fallback.take(e.shareOf(r), key, now, cost)
+		e.counters.FallbackLocal.Inc()
+		fd := e.fallback.TakeCost(&e.shareOf(r).Spec, key, now, cost)
 		d.Reason, d.Limits = fd.Reason, fd.Limits
 		d.Remaining, d.Reset, d.RetryAfter = fd.Remaining, fd.Reset, fd.RetryAfter
 		d.Wait, d.Queued = fd.Wait, fd.Queued // a paced rule waits in the local pacer
@@ -416,10 +476,10 @@ func (e *clusterEngine) fail(r *Rule, key []byte, now, cost int64, d *Decision) 
 
 // shareOf returns r with its quota divided by the live instances, as last
 // seen while Redis was up.
-func (e *clusterEngine) shareOf(r *Rule) *Rule {
+func (e *Engine) shareOf(r *Rule) *Rule {
 	n := 1
-	if ref := e.lim.backend.Load(); ref != nil {
-		n = max(1, ref.b.LiveInstances())
+	if ref := e.host.Backend(); ref != nil {
+		n = max(1, ref.B.LiveInstances())
 	}
 	if s := e.share.Load(); s != nil && s.of == r && s.n == n {
 		return s.rule
@@ -437,7 +497,7 @@ func scaleRule(r *Rule, n int) *Rule {
 	c.MaxConcurrent, c.MaxConcurrentTotal = 0, 0
 	c.Limits = scaleLimits(r, &r.Limits, n)
 	if len(r.Overrides) > 0 {
-		c.Overrides = make(map[string]*Limits, len(r.Overrides))
+		c.Overrides = make(map[string]*engine.Limits, len(r.Overrides))
 		for k, l := range r.Overrides {
 			sl := scaleLimits(r, l, n)
 			c.Overrides[k] = &sl
@@ -449,12 +509,12 @@ func scaleRule(r *Rule, n int) *Rule {
 	return &c
 }
 
-func scaleLimits(r *Rule, l *Limits, n int) Limits {
+func scaleLimits(r *Rule, l *engine.Limits, n int) engine.Limits {
 	s := *l
 	f := float64(n)
 	cost := float64(r.Cost)
 	s.QPS = l.QPS / f
-	if r.Type == SlidingWindow || r.Type == Calendar {
+	if r.Type == engine.SlidingWindow || r.Type == engine.Calendar {
 		s.Max = max(cost, math.Floor(l.Max/f))
 		s.Quota = int64(s.Max)
 	} else {
