@@ -2,35 +2,72 @@ package nested
 
 import "github.com/sluicegw/sluice/ratelimit/engine"
 
-// grant brings child c's guarantee g at its refreshed parent p up to now.
-// Under a token bucket parent it is a bucket of its own, refilling at g
-// of p's rate up to g of p's burst (full when new). Under a calendar
-// parent it is granted once per window, when c first spends in it: g of
-// p's quota, or what p has left that no one used or reserved if that is
-// less; p reserves it until c claims it or the window ends.
-func grant(c *State, g float64, p *State, pl *Limit, now int64) {
-	if pl.Calendar == nil {
+// link is one child's spend at its parent, as lend decides it.
+type link struct {
+	c, p  *State // the child's and the parent's refreshed states
+	g     float64
+	pl    *Limit // the parent's ceiling
+	share *Limit // what the parent's children's guarantees are shares of
+	// backed: the child hands its own guarantee down to its children, so
+	// their unclaimed guarantees (calendar) are backed by it.
+	backed bool
+	// chained: the child's spend was all within its own child's
+	// guarantee, so it comes before the child's borrowing spends.
+	chained bool
+}
+
+// grant brings the child's guarantee up to now. Under a token bucket
+// parent it is a bucket of its own, refilling at g of the share's rate up
+// to g of its burst (full when new). Under a calendar parent it is
+// granted once per window, when the child first spends in it: g of the
+// share's quota, or what the parent has left that no one used or
+// reserved if that is less; the parent reserves it until the child
+// claims it or the window ends.
+func (k *link) grant(now int64) {
+	c, p := k.c, k.p
+	if k.pl.Calendar == nil {
 		b := engine.Bucket{Tokens: c.GLeft, Last: c.GAt}
-		b.Refill(now, g*pl.QPS, g*pl.Burst)
+		b.Refill(now, k.g*k.share.QPS, k.g*k.share.Burst)
 		c.GLeft, c.GAt = b.Tokens, b.Last
 		return
 	}
 	if c.GAt != p.At {
-		left := min(g*pl.Quota, max(p.free(pl), 0))
+		left := min(k.g*k.share.Quota, max(p.free(k.pl), 0))
 		c.GAt, c.GLeft, c.GUsed = p.At, left, 0
 		p.Reserved += left
 	}
 }
 
-// lend decides child c's spend of n at its refreshed parent p: the part
-// within c's guarantee is always allowed (a bucket parent may go into
-// debt for it, down to minus its burst; a calendar parent reserved it);
-// the rest is borrowed, only from what p holds unused (in a calendar,
-// also not reserved for c's siblings). It records the parts in lv. When
-// p refuses, it returns a hint of the wait in ns until it would not.
-func lend(c *State, g float64, p *State, pl *Limit, n float64, now int64, lv *Level) (ok bool, wait int64) {
-	grant(c, g, p, pl, now)
-	guaranteed := min(n, max(c.GLeft, 0))
+// guaranteed is the part of a spend of n within the child's guarantee.
+// A chained spend under a bucket parent may take the guarantee into debt,
+// down to minus its burst: the child's children's guarantees add up to
+// at most the child's own, which bounds that debt. A spend the child
+// borrowed under a calendar parent leaves what its children reserved.
+func (k *link) guaranteed(n float64) float64 {
+	c := k.c
+	if k.pl.Calendar == nil {
+		if k.chained && c.GLeft-n >= -k.g*k.share.Burst {
+			return n
+		}
+		return min(n, max(c.GLeft, 0))
+	}
+	if k.backed && !k.chained {
+		return min(n, max(c.GLeft-c.Reserved, 0))
+	}
+	return min(n, max(c.GLeft, 0))
+}
+
+// lend decides the child's spend of n at its parent: the part within
+// the child's guarantee is always allowed (a bucket parent may go into
+// debt for it, down to minus twice its burst; a calendar parent reserved
+// it); the rest is borrowed, only from what the parent holds unused (in a
+// calendar, also not reserved for the child's siblings). It records the
+// parts in lv. When the parent refuses, it returns a hint of the wait in
+// ns until it would not.
+func (k *link) lend(n float64, now int64, lv *Level) (ok bool, wait int64) {
+	k.grant(now)
+	c, p, pl := k.c, k.p, k.pl
+	guaranteed := k.guaranteed(n)
 	borrowed := n - guaranteed
 	if n > 0 {
 		if pl.Calendar != nil {
@@ -40,9 +77,9 @@ func lend(c *State, g float64, p *State, pl *Limit, n float64, now int64, lv *Le
 		} else if borrowed > 0 && p.Level < n {
 			// Borrowing leaves the bucket out of debt: the debt is the
 			// guarantees' alone, which bounds it (the design note).
-			return false, min(p.wait(pl, n, now), guaranteeWait(c, g, pl, n))
-		} else if borrowed <= 0 && p.Level-n < -pl.Burst {
-			return false, p.wait(pl, n-pl.Burst, now)
+			return false, min(p.wait(pl, n, now), k.guaranteeWait(n))
+		} else if borrowed <= 0 && p.Level-n < -2*pl.Burst {
+			return false, p.wait(pl, n-2*pl.Burst, now)
 		}
 	}
 	c.GLeft -= guaranteed
@@ -54,11 +91,12 @@ func lend(c *State, g float64, p *State, pl *Limit, n float64, now int64, lv *Le
 	return true, 0
 }
 
-// guaranteeWait is the ns until c's guarantee at a bucket parent holds n
-// (never, without a guarantee).
-func guaranteeWait(c *State, g float64, pl *Limit, n float64) int64 {
-	if g <= 0 || n > g*pl.Burst {
+// guaranteeWait is the ns until the child's guarantee at a bucket parent
+// holds n (never, without a guarantee).
+func (k *link) guaranteeWait(n float64) int64 {
+	rate, burst := k.g*k.share.QPS, k.g*k.share.Burst
+	if rate <= 0 || n > burst {
 		return 1<<63 - 1
 	}
-	return engine.CeilNanos((n - c.GLeft) / (g * pl.QPS))
+	return engine.CeilNanos((n - k.c.GLeft) / rate)
 }

@@ -41,18 +41,24 @@ func decide(path []Node, n float64, now int64, out *Outcome, next *[MaxDepth]Sta
 		next[i] = *path[i].State
 		next[i].refresh(path[i].Limit, now)
 	}
+	var share [MaxDepth]Limit
+	var backed [MaxDepth]bool
+	shares(path, &share, &backed)
 	leaf := path[0].Limit
 	if !next[0].take(leaf, n) {
 		out.Refused, out.Wait = 0, next[0].wait(leaf, n, now)
 		return false
 	}
+	chained := false
 	for i := 1; i < len(path); i++ {
-		c := &path[i-1]
-		ok, wait := lend(&next[i-1], c.Guarantee, &next[i], path[i].Limit, n, now, &out.Levels[i-1])
+		k := link{c: &next[i-1], p: &next[i], g: path[i-1].Guarantee, pl: path[i].Limit,
+			share: &share[i], backed: backed[i-1], chained: chained}
+		ok, wait := k.lend(n, now, &out.Levels[i-1])
 		if !ok {
 			out.Refused, out.Wait = i, wait
 			return false
 		}
+		chained = out.Levels[i-1].Borrowed <= 0
 	}
 	for i := range path {
 		out.Levels[i].show(&next[i], path[i].Limit)
