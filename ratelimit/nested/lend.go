@@ -14,7 +14,13 @@ type link struct {
 	// chained: the child's spend was all within its own child's
 	// guarantee, so it comes before the child's borrowing spends.
 	chained bool
+	// height is the child's level above the leaf (0 for the leaf): the
+	// bounds of the debts below scale with it.
+	height int
 }
+
+// slack absorbs float rounding in the debt floors' comparisons.
+const slack = 1e-9
 
 // grant brings the child's guarantee up to now. Under a token bucket
 // parent it is a bucket of its own, refilling at g of the share's rate up
@@ -40,13 +46,16 @@ func (k *link) grant(now int64) {
 
 // guaranteed is the part of a spend of n within the child's guarantee.
 // A chained spend under a bucket parent may take the guarantee into debt,
-// down to minus its burst: the child's children's guarantees add up to
-// at most the child's own, which bounds that debt. A spend the child
-// borrowed under a calendar parent leaves what its children reserved.
+// down to minus its burst times its height: the child's children's
+// guarantees add up to at most the child's own, and each may be in debt
+// by as much one level down, which bounds it (the design note). A spend
+// the child borrowed under a calendar parent leaves what its children
+// reserved.
 func (k *link) guaranteed(n float64) float64 {
 	c := k.c
 	if k.pl.Calendar == nil {
-		if k.chained && c.GLeft-n >= -k.g*k.share.Burst {
+		floor := float64(k.height) * k.g * k.share.Burst
+		if k.chained && c.GLeft-n >= -floor-slack {
 			return n
 		}
 		return min(n, max(c.GLeft, 0))
@@ -59,8 +68,8 @@ func (k *link) guaranteed(n float64) float64 {
 
 // lend decides the child's spend of n at its parent: the part within
 // the child's guarantee is always allowed (a bucket parent may go into
-// debt for it, down to minus twice its burst; a calendar parent reserved
-// it); the rest is borrowed, only from what the parent holds unused (in a
+// debt for it, down to minus its burst times its height; a calendar
+// parent reserved it); the rest is borrowed, only from what the parent holds unused (in a
 // calendar, also not reserved for the child's siblings). It records the
 // parts in lv. When the parent refuses, it returns a hint of the wait in
 // ns until it would not.
@@ -78,8 +87,8 @@ func (k *link) lend(n float64, now int64, lv *Level) (ok bool, wait int64) {
 			// Borrowing leaves the bucket out of debt: the debt is the
 			// guarantees' alone, which bounds it (the design note).
 			return false, min(p.wait(pl, n, now), k.guaranteeWait(n))
-		} else if borrowed <= 0 && p.Level-n < -2*pl.Burst {
-			return false, p.wait(pl, n-2*pl.Burst, now)
+		} else if floor := float64(k.height+1) * pl.Burst; borrowed <= 0 && p.Level-n < -floor-slack {
+			return false, p.wait(pl, n-floor, now)
 		}
 	}
 	c.GLeft -= guaranteed

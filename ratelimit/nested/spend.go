@@ -52,7 +52,7 @@ func decide(path []Node, n float64, now int64, out *Outcome, next *[MaxDepth]Sta
 	chained := false
 	for i := 1; i < len(path); i++ {
 		k := link{c: &next[i-1], p: &next[i], g: path[i-1].Guarantee, pl: path[i].Limit,
-			share: &share[i], backed: backed[i-1], chained: chained}
+			share: &share[i], backed: backed[i-1], chained: chained, height: i - 1}
 		ok, wait := k.lend(n, now, &out.Levels[i-1])
 		if !ok {
 			out.Refused, out.Wait = i, wait
