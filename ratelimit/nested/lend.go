@@ -8,9 +8,10 @@ type link struct {
 	g     float64
 	pl    *Limit // the parent's ceiling
 	share *Limit // what the parent's children's guarantees are shares of
-	// backed: the child hands its own guarantee down to its children, so
-	// their unclaimed guarantees (calendar) are backed by it.
-	backed bool
+	// backed, pbacked: the child (the parent) hands its own guarantee
+	// down to its children, so their unclaimed guarantees (calendar) are
+	// backed by it.
+	backed, pbacked bool
 	// chained: the child's spend was all within its own child's
 	// guarantee, so it comes before the child's borrowing spends.
 	chained bool
@@ -22,13 +23,16 @@ type link struct {
 // slack absorbs float rounding in the debt floors' comparisons.
 const slack = 1e-9
 
-// grant brings the child's guarantee up to now. Under a token bucket
+// grant brings the child's guarantee up to now; the parent's own must be
+// up to date (decide grants from the root down). Under a token bucket
 // parent it is a bucket of its own, refilling at g of the share's rate up
 // to g of its burst (full when new). Under a calendar parent it is
 // granted once per window, when the child first spends in it: g of the
 // share's quota, or what the parent has left that no one used or
-// reserved if that is less; the parent reserves it until the child
-// claims it or the window ends.
+// reserved if that is less, and, when the parent hands its guarantee
+// down, what is left of that guarantee that its children have not
+// reserved. The parent reserves it until the child claims it or the
+// window ends.
 func (k *link) grant(now int64) {
 	c, p := k.c, k.p
 	if k.pl.Calendar == nil {
@@ -39,6 +43,9 @@ func (k *link) grant(now int64) {
 	}
 	if c.GAt != p.At {
 		left := min(k.g*k.share.Quota, max(p.free(k.pl), 0))
+		if k.pbacked {
+			left = min(left, max(p.GLeft-p.Reserved, 0))
+		}
 		c.GAt, c.GLeft, c.GUsed = p.At, left, 0
 		p.Reserved += left
 	}
@@ -66,7 +73,8 @@ func (k *link) guaranteed(n float64) float64 {
 	return min(n, max(c.GLeft, 0))
 }
 
-// lend decides the child's spend of n at its parent: the part within
+// lend decides the child's spend of n at its parent, its guarantee
+// granted: the part within
 // the child's guarantee is always allowed (a bucket parent may go into
 // debt for it, down to minus its burst times its height; a calendar
 // parent reserved it); the rest is borrowed, only from what the parent holds unused (in a
@@ -74,7 +82,6 @@ func (k *link) guaranteed(n float64) float64 {
 // parts in lv. When the parent refuses, it returns a hint of the wait in
 // ns until it would not.
 func (k *link) lend(n float64, now int64, lv *Level) (ok bool, wait int64) {
-	k.grant(now)
 	c, p, pl := k.c, k.p, k.pl
 	guaranteed := k.guaranteed(n)
 	borrowed := n - guaranteed

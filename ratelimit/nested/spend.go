@@ -49,16 +49,19 @@ func decide(path []Node, n float64, now int64, out *Outcome, next *[MaxDepth]Sta
 		out.Refused, out.Wait = 0, next[0].wait(leaf, n, now)
 		return false
 	}
-	chained := false
+	var links [MaxDepth]link
+	for i := len(path) - 1; i >= 1; i-- {
+		links[i] = link{c: &next[i-1], p: &next[i], g: path[i-1].Guarantee, pl: path[i].Limit,
+			share: &share[i], backed: backed[i-1], pbacked: backed[i], height: i - 1}
+		links[i].grant(now)
+	}
 	for i := 1; i < len(path); i++ {
-		k := link{c: &next[i-1], p: &next[i], g: path[i-1].Guarantee, pl: path[i].Limit,
-			share: &share[i], backed: backed[i-1], chained: chained, height: i - 1}
-		ok, wait := k.lend(n, now, &out.Levels[i-1])
+		links[i].chained = i > 1 && out.Levels[i-2].Borrowed <= 0
+		ok, wait := links[i].lend(n, now, &out.Levels[i-1])
 		if !ok {
 			out.Refused, out.Wait = i, wait
 			return false
 		}
-		chained = out.Levels[i-1].Borrowed <= 0
 	}
 	for i := range path {
 		out.Levels[i].show(&next[i], path[i].Limit)
