@@ -10,6 +10,8 @@
 //   - a node's ceiling, its guarantee and its state (limit.go, state.go):
 //     a token bucket or a calendar quota, a share of the parent's rate or
 //     quota, and the flat numbers that hold both;
+//   - what each node's children's guarantees are shares of: its own
+//     guarantee, handed down, or its ceiling (share.go);
 //   - the decision of one spend along a path, its refusals and its
 //     per-level outcome, and reading a path's use without spending
 //     (spend.go, lend.go, outcome.go);
