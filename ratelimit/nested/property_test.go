@@ -21,6 +21,8 @@ type tnode struct {
 	parent   *tnode
 	children []*tnode
 	height   int // levels above the leaves
+	// shareBurst is what its children's guaranteed bursts are shares of.
+	shareBurst float64
 	// Spends through the node: running total, and for the overshoot
 	// check the least of (total before a spend − rate × its time).
 	total, least float64
@@ -98,6 +100,16 @@ func (tr *tree) other(rng *rand.Rand, prot *tnode) *tnode {
 	}
 }
 
+// sizeShares sets each node's shareBurst, from the path up from it.
+func (tr *tree) sizeShares() {
+	for _, n := range tr.nodes {
+		var share [MaxDepth]Limit
+		var backed [MaxDepth]bool
+		shares(tr.path(n), &share, &backed)
+		n.shareBurst = share[0].Burst
+	}
+}
+
 func (tr *tree) path(leaf *tnode) []Node {
 	var p []Node
 	for n := leaf; n != nil; n = n.parent {
@@ -119,22 +131,10 @@ func snapshot(p []Node) (s [MaxDepth]State) {
 // + burst + height × its children's guaranteed bursts, and its debt
 // within height × those bursts.
 func TestPropertyRateBounds(t *testing.T) {
-	seeds := 300
-	if testing.Short() {
-		seeds = 30
-	}
-	for seed := int64(1); seed <= int64(seeds); seed++ {
-		rng := rand.New(rand.NewSource(seed))
-		tr := randomTree(rng, false)
-		// The protected leaf: a guarantee, spending 1 at exactly its
-		// end-to-end guaranteed rate.
-		prot := tr.protect(rng)
-		protPath := tr.path(prot)
-		var share [MaxDepth]Limit
-		var backed [MaxDepth]bool
-		shares(protPath, &share, &backed)
-		// It spends what its guarantee refills, at exactly that pace.
-		grate, gburst := prot.g*share[1].QPS, prot.g*share[1].Burst
+	seededTrees(t, false, func(seed int64, rng *rand.Rand, tr *tree, prot *tnode, share *Limit) {
+		// The protected leaf spends what its guarantee refills, at exactly
+		// that pace.
+		grate, gburst := prot.g*share.QPS, prot.g*share.Burst
 		pn := min(1, gburst)
 		prot.limit.QPS, prot.limit.Burst = max(prot.limit.QPS, grate), max(prot.limit.Burst, pn)
 		every := int64(math.Ceil(pn / grate * float64(sec)))
@@ -165,7 +165,7 @@ func TestPropertyRateBounds(t *testing.T) {
 				over := a.total - a.limit.QPS*float64(now)/float64(sec) - a.least
 				var gb float64
 				for _, c := range a.children {
-					gb += c.g * a.limit.Burst
+					gb += c.g * a.shareBurst
 				}
 				if bound := a.limit.Burst + float64(a.height)*gb; over > bound+1e-6 {
 					t.Fatalf("seed %d: level %d passed %v over rate × time, bound %v", seed, i, over, bound)
@@ -175,7 +175,7 @@ func TestPropertyRateBounds(t *testing.T) {
 				}
 			}
 		}
-	}
+	})
 }
 
 // Calendar quotas, many seeds: no node ever uses more than its quota, nor
@@ -183,19 +183,8 @@ func TestPropertyRateBounds(t *testing.T) {
 // spends first in the window and within its end-to-end guarantee is never
 // refused; every parent's use is the sum of what passed through it.
 func TestPropertyCalendarBounds(t *testing.T) {
-	seeds := 300
-	if testing.Short() {
-		seeds = 30
-	}
-	for seed := int64(1); seed <= int64(seeds); seed++ {
-		rng := rand.New(rand.NewSource(seed))
-		tr := randomTree(rng, true)
-		prot := tr.protect(rng)
-		protPath := tr.path(prot)
-		var share [MaxDepth]Limit
-		var backed [MaxDepth]bool
-		shares(protPath, &share, &backed)
-		guaranteed := math.Floor(min(prot.g*share[1].Quota, prot.limit.Quota))
+	seededTrees(t, true, func(seed int64, rng *rand.Rand, tr *tree, prot *tnode, share *Limit) {
+		guaranteed := math.Floor(min(prot.g*share.Quota, prot.limit.Quota))
 		now := t0
 		for step := 0; step < 3000; step++ {
 			now += int64(rng.ExpFloat64() * float64(sec))
@@ -227,5 +216,26 @@ func TestPropertyCalendarBounds(t *testing.T) {
 				}
 			}
 		}
+	})
+}
+
+// seededTrees runs check on the random tree of each of 300 seeds (30
+// with -short), with its protected leaf and what that leaf's guarantee
+// is a share of.
+func seededTrees(t *testing.T, calendar bool, check func(seed int64, rng *rand.Rand, tr *tree, prot *tnode, share *Limit)) {
+	t.Helper()
+	seeds := 300
+	if testing.Short() {
+		seeds = 30
+	}
+	for seed := int64(1); seed <= int64(seeds); seed++ {
+		rng := rand.New(rand.NewSource(seed))
+		tr := randomTree(rng, calendar)
+		prot := tr.protect(rng)
+		tr.sizeShares()
+		var share [MaxDepth]Limit
+		var backed [MaxDepth]bool
+		shares(tr.path(prot), &share, &backed)
+		check(seed, rng, tr, prot, &share[1])
 	}
 }

@@ -9,8 +9,13 @@ package nested
 // every state as it was. out receives each level's part and use.
 //
 // The caller serialises access to the path's states. A path has 1 to
-// MaxDepth nodes; Spend does not allocate.
+// MaxDepth nodes; a spend of n ≤ 0 changes nothing (it reads, as Usage).
+// Spend does not allocate.
 func Spend(path []Node, n float64, now int64, out *Outcome) bool {
+	if n <= 0 {
+		Usage(path, now, out)
+		return true
+	}
 	var next [MaxDepth]State
 	if !decide(path, n, now, out, &next) {
 		refused, wait := out.Refused, out.Wait
