@@ -16,7 +16,7 @@
 //     per-level outcome, and reading a path's use without spending
 //     (spend.go, lend.go, outcome.go);
 //   - the check that one parent's children's guarantees add up to at most
-//     100 % (shares.go).
+//     100 % (validate.go).
 //
 // The semantics and their bounds are in docs/design/nested-quotas.md.
 package nested
