@@ -151,7 +151,7 @@ var fields = handlerkit.NewFieldTable(
 var analysisOn = []string{"analysis", "on", "fallback_version", "v1"}
 
 // analysisRow is a setting of the canary analysis.
-func analysisRow(row field) field { return row.Needing(analysisOn...).Needing("step_weight", "10") }
+func analysisRow(row field) field { return row.Needing(analysisOn...).Needing("step_weight", "0.01") }
 
 // versionRow is a version name (ValidVersion).
 func versionRow(name, def string, at func(*Rule) *string) field {
