@@ -205,35 +205,11 @@ func (p *ruleParse) readOr(name, def string) error {
 	return fields.Lookup(name).Parse(p, v)
 }
 
-// wholeRow is a whole number from lo to hi; note follows the range in the
-// error message (what 0 means, say).
-func wholeRow(name, def string, lo, hi int64, note string, set func(p *ruleParse, n int64)) field {
-	return handlerkit.Row(name, "int, "+syntax.Span(lo, hi), def, func(p *ruleParse, v string) error {
-		n, ok := syntax.ParseWhole(v, lo, hi)
-		if !ok {
-			return p.Errorf("want a whole number %s%s", syntax.Range(lo, hi), note)
-		}
-		set(p, n)
-		return nil
-	}).In(syntax.WholeBounds(lo, hi))
-}
-
-// durationRow is a Go duration from lo to hi; example, if any, follows the
-// range in the error message.
-func durationRow(name, def string, lo, hi time.Duration, example string, set func(p *ruleParse, d time.Duration)) field {
-	want := "want a duration from " + syntax.DocDuration(lo) + " to " + syntax.DocDuration(hi)
-	if example != "" {
-		want += " (e.g. " + example + ")"
-	}
-	return handlerkit.Row(name, "duration, "+syntax.SpanDuration(lo, hi), def, func(p *ruleParse, v string) error {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < lo || d > hi {
-			return p.Errorf("%s", want)
-		}
-		set(p, d)
-		return nil
-	}).In(syntax.DurationBounds(lo, hi))
-}
+// The numeric rows of handlerkit, for this kind's parse state.
+var (
+	wholeRow    = handlerkit.WholeRow[*ruleParse]
+	durationRow = handlerkit.DurationRow[*ruleParse]
+)
 
 // boolRow is true or false (also on, off).
 func boolRow(name, def string, at func(*Rule) *bool) field {
