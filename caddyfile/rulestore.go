@@ -118,6 +118,7 @@ func checkRefs(app *rulestore.App, rules []declaredRule) error {
 	return nil
 }
 
+// parseRedis reads `redis [<url>] { ... }`: the store's connection.
 func parseRedis(d *caddyfile.Dispenser) (*redisconf.Config, error) {
 	cfg := new(redisconf.Config)
 	if d.NextArg() {
