@@ -37,7 +37,9 @@ var fields = handlerkit.NewFieldTable(
 		}
 		return nil
 	}).In(syntax.NumberBounds(MinQPS, MaxQPS)),
-	readTogether("quota", "int, "+syntax.Span(1, int64(MaxBurst)), "none (a rate: `qps`)").In(syntax.WholeBounds(1, MaxBurst)).Needing("period", "day", "qps", ""),
+	// quota, period and timezone: read by parseCalendar.
+	readTogether("quota", "int, "+syntax.Span(1, int64(MaxBurst)), "none (a rate: `qps`)").
+		In(syntax.WholeBounds(1, MaxBurst)).Needing("period", "day", "qps", ""),
 	readTogether("period", "`minute`, `hour`, `day`, `week`, `month`", "required with `quota`").Needing("quota", "10", "qps", ""),
 	readTogether("timezone", "IANA zone name", "`UTC`").Needing("quota", "10", "period", "day", "qps", ""),
 	only(onTokenBucket, wholeRow("burst", "`ceil(qps)` (one second's worth)", 0, MaxBurst, " (0 means one second's worth of qps)", func(p *ruleParse, n int64) {
@@ -56,11 +58,14 @@ var fields = handlerkit.NewFieldTable(
 		return nil
 	}),
 	wholeRow("requested_tokens", "`1`", 1, MaxBurst, "", func(p *ruleParse, n int64) { p.r.Cost = n }),
+	// cost to max_cost: read by parseCost.
 	readTogether("cost", "int, "+syntax.Span(1, int64(MaxBurst))+", or a placeholder", "`1`").In(syntax.WholeBounds(1, MaxBurst)),
 	readTogether("count_status", "codes, ranges, classes", "none (every request spends)"),
 	readTogether("response_cost", "`{http.response.header.<Name>}`", "none"),
-	readTogether("reserve", "int, 0–`max_cost`", "`0`").In(syntax.WholeBounds(0, MaxBurst)).Needing("response_cost", "{http.response.header.X-Tokens}"),
-	readTogether("max_cost", "int, 1–the smallest quota", "the smallest quota").In(syntax.WholeBounds(1, MaxBurst)).Needing("cost", "{http.request.header.X-Cost}"),
+	readTogether("reserve", "int, 0–`max_cost`", "`0`").In(syntax.WholeBounds(0, MaxBurst)).
+		Needing("response_cost", "{http.response.header.X-Tokens}"),
+	readTogether("max_cost", "int, 1–the smallest quota", "the smallest quota").In(syntax.WholeBounds(1, MaxBurst)).
+		Needing("cost", "{http.request.header.X-Cost}"),
 	handlerkit.Row("max_concurrent", "int, "+syntax.Span(0, int64(MaxConcurrent))+", or `adaptive`", "`0` (no cap)", func(p *ruleParse, v string) error {
 		if isAdaptive(v) {
 			return nil // parseFlow
