@@ -2,7 +2,6 @@ package caddyfile
 
 import (
 	"strconv"
-	"time"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -119,6 +118,7 @@ func checkRefs(app *rulestore.App, rules []declaredRule) error {
 	return nil
 }
 
+// parseRedis reads `redis [<url>] { ... }`: the store's connection.
 func parseRedis(d *caddyfile.Dispenser) (*redisconf.Config, error) {
 	cfg := new(redisconf.Config)
 	if d.NextArg() {
@@ -128,80 +128,7 @@ func parseRedis(d *caddyfile.Dispenser) (*redisconf.Config, error) {
 		}
 	}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		opt := d.Val()
-		args := d.RemainingArgs()
-		one := func() (string, error) {
-			if len(args) != 1 {
-				return "", d.Errf("redis %s: want one value", opt)
-			}
-			return args[0], nil
-		}
-		var err error
-		switch opt {
-		case "url":
-			cfg.URL, err = one()
-		case "addrs":
-			if len(args) == 0 {
-				return nil, d.Errf("redis addrs: want one or more host:port")
-			}
-			cfg.Addrs = args
-		case "master_name":
-			cfg.MasterName, err = one()
-		case "cluster":
-			cfg.Cluster = true
-		case "tls":
-			if len(args) != 0 {
-				return nil, d.Errf("redis tls: takes no value, only an optional block")
-			}
-			if cfg.TLS, err = parseRedisTLS(d); err != nil {
-				return nil, err
-			}
-		case "sentinel_username":
-			cfg.SentinelUsername, err = one()
-		case "sentinel_password":
-			cfg.SentinelPassword, err = one()
-		case "pool_size":
-			var v string
-			if v, err = one(); err == nil {
-				if cfg.PoolSize, err = strconv.Atoi(v); err != nil || cfg.PoolSize <= 0 {
-					return nil, d.Errf("redis pool_size: want a number > 0, got %q", v)
-				}
-			}
-		case "username":
-			cfg.Username, err = one()
-		case "password":
-			cfg.Password, err = one()
-		case "db":
-			var v string
-			if v, err = one(); err == nil {
-				if cfg.DB, err = strconv.Atoi(v); err != nil || cfg.DB < 0 {
-					return nil, d.Errf("redis db: want a number >= 0, got %q", v)
-				}
-			}
-		case "dial_timeout", "read_timeout", "write_timeout":
-			var v string
-			if v, err = one(); err == nil {
-				var dur time.Duration
-				if dur, err = syntax.ParseDuration(v); err != nil {
-					return nil, d.Errf("redis %s %s: %v", opt, v, err)
-				}
-				if dur <= 0 {
-					return nil, d.Errf("redis %s: want a positive duration, got %q", opt, v)
-				}
-				switch opt {
-				case "dial_timeout":
-					cfg.DialTimeout = syntax.Duration(dur)
-				case "read_timeout":
-					cfg.ReadTimeout = syntax.Duration(dur)
-				default:
-					cfg.WriteTimeout = syntax.Duration(dur)
-				}
-			}
-		default:
-			return nil, rulestore.UnknownField(d, "rulestore redis", opt, "url", "addrs", "master_name", "sentinel_username",
-				"sentinel_password", "cluster", "username", "password", "db", "tls", "pool_size", "dial_timeout", "read_timeout", "write_timeout")
-		}
-		if err != nil {
+		if err := parseRedisOption(d, cfg, d.Val(), d.RemainingArgs()); err != nil {
 			return nil, err
 		}
 	}
@@ -209,6 +136,87 @@ func parseRedis(d *caddyfile.Dispenser) (*redisconf.Config, error) {
 		return nil, d.Errf("redis: give a URL or addrs")
 	}
 	return cfg, nil
+}
+
+// parseRedisOption reads one line of the redis block, opt args, into cfg.
+func parseRedisOption(d *caddyfile.Dispenser, cfg *redisconf.Config, opt string, args []string) error {
+	one := func() (string, error) {
+		if len(args) != 1 {
+			return "", d.Errf("redis %s: want one value", opt)
+		}
+		return args[0], nil
+	}
+	var err error
+	switch opt {
+	case "url":
+		cfg.URL, err = one()
+	case "addrs":
+		if len(args) == 0 {
+			return d.Errf("redis addrs: want one or more host:port")
+		}
+		cfg.Addrs = args
+	case "master_name":
+		cfg.MasterName, err = one()
+	case "cluster":
+		cfg.Cluster = true
+	case "tls":
+		if len(args) != 0 {
+			return d.Errf("redis tls: takes no value, only an optional block")
+		}
+		cfg.TLS, err = parseRedisTLS(d)
+	case "sentinel_username":
+		cfg.SentinelUsername, err = one()
+	case "sentinel_password":
+		cfg.SentinelPassword, err = one()
+	case "pool_size":
+		cfg.PoolSize, err = redisWhole(d, one, 1, "redis pool_size: want a number > 0")
+	case "username":
+		cfg.Username, err = one()
+	case "password":
+		cfg.Password, err = one()
+	case "db":
+		cfg.DB, err = redisWhole(d, one, 0, "redis db: want a number >= 0")
+	case "dial_timeout":
+		cfg.DialTimeout, err = redisTimeout(d, opt, one)
+	case "read_timeout":
+		cfg.ReadTimeout, err = redisTimeout(d, opt, one)
+	case "write_timeout":
+		cfg.WriteTimeout, err = redisTimeout(d, opt, one)
+	default:
+		return rulestore.UnknownField(d, "rulestore redis", opt, "url", "addrs", "master_name", "sentinel_username",
+			"sentinel_password", "cluster", "username", "password", "db", "tls", "pool_size", "dial_timeout", "read_timeout", "write_timeout")
+	}
+	return err
+}
+
+// redisWhole is an option's one value as a whole number from least; want
+// starts the error otherwise.
+func redisWhole(d *caddyfile.Dispenser, one func() (string, error), least int, want string) (int, error) {
+	v, err := one()
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < least {
+		return 0, d.Errf("%s, got %q", want, v)
+	}
+	return n, nil
+}
+
+// redisTimeout is a timeout option's one value, a positive duration.
+func redisTimeout(d *caddyfile.Dispenser, opt string, one func() (string, error)) (syntax.Duration, error) {
+	v, err := one()
+	if err != nil {
+		return 0, err
+	}
+	dur, err := syntax.ParseDuration(v)
+	if err != nil {
+		return 0, d.Errf("redis %s %s: %v", opt, v, err)
+	}
+	if dur <= 0 {
+		return 0, d.Errf("redis %s: want a positive duration, got %q", opt, v)
+	}
+	return syntax.Duration(dur), nil
 }
 
 // parseRedisTLS reads the optional block after `tls` in a redis block; the

@@ -32,15 +32,16 @@ var fields = handlerkit.NewFieldTable(
 	intRow("success_threshold", "`5`", 1, func(r *Rule) *int { return &r.Settings.SuccessThreshold }),
 	durationRow("open_duration", "duration, > 0 and ≤ 366 days", "`30s`", false, func(r *Rule) *time.Duration { return &r.Settings.OpenDuration }),
 	durationRow("max_open_duration", "duration ≥ `open_duration`, ≤ 366 days", "none", true, func(r *Rule) *time.Duration { return &r.Settings.MaxOpenDuration }),
-	handlerkit.Row("window", "`<duration>` (≤ 366 days) or `<count>` ("+syntax.Span[int64](1, maxCount)+")", "`100` (calls), when a rate trigger is on", parseWindow),
+	handlerkit.Row("window", "`<duration>` (≤ 366 days) or `<count>` ("+syntax.Span[int64](1, maxCount)+")", "`100` (calls), when a rate trigger is on", parseWindow).
+		In(syntax.WholeBounds(1, maxCount)).Needing(rateTrigger...), // the count; a duration's bounds are open_duration's
 	percentRow("failure_rate", func(r *Rule) *float64 { return &r.Settings.FailureRate }),
 	handlerkit.Row("min_requests", "int, "+syntax.Span[int64](1, maxCount), "`10` (or the count window, if smaller)", func(p *ruleParse, _ string) (err error) {
 		p.r.Settings.MinRequests, err = intField(p.Fields, p.Name, 1)
 		p.minSet = true
 		return err
-	}),
-	durationRow("slow_call_duration", "duration, > 0 and ≤ 366 days", "off", false, func(r *Rule) *time.Duration { return &r.SlowCallDuration }),
-	percentRow("slow_call_rate", func(r *Rule) *float64 { return &r.Settings.SlowCallRate }),
+	}).In(syntax.WholeBounds(1, maxCount)).Needing(rateTrigger...),
+	durationRow("slow_call_duration", "duration, > 0 and ≤ 366 days", "off", false, func(r *Rule) *time.Duration { return &r.SlowCallDuration }).Needing("slow_call_rate", "50"),
+	percentRow("slow_call_rate", func(r *Rule) *float64 { return &r.Settings.SlowCallRate }).Needing("slow_call_duration", "1s"),
 	handlerkit.Row("failure_statuses", "codes and ranges", "`500-599`", func(p *ruleParse, v string) error {
 		p.r.Failures = StatusSet{}
 		if err := p.r.Failures.Parse(v); err != nil {
@@ -64,7 +65,7 @@ var fields = handlerkit.NewFieldTable(
 			return p.Errorf("%v", err)
 		}
 		return nil
-	}),
+	}).In(syntax.WholeBounds(400, 599)),
 	handlerkit.Row("body", "string, placeholders", "empty", func(p *ruleParse, _ string) error {
 		p.r.Body = p.Fields[p.Name]
 		return nil
@@ -86,20 +87,29 @@ var fields = handlerkit.NewFieldTable(
 	boolRow("handle_errors", func(r *Rule) *bool { return &r.HandleErrors }),
 )
 
+// rateTrigger are the fields that turn a rate trigger on, which window and
+// min_requests apply to.
+var rateTrigger = []string{"failure_rate", "50"}
+
 // intRow is a whole number from lowest to maxCount.
 func intRow(name, def string, lowest int, at func(*Rule) *int) field {
 	return handlerkit.Row(name, "int, "+syntax.Span(int64(lowest), maxCount), def, func(p *ruleParse, _ string) (err error) {
 		*at(p.r), err = intField(p.Fields, p.Name, lowest)
 		return err
-	})
+	}).In(syntax.WholeBounds(int64(lowest), maxCount))
 }
 
 // durationRow is a duration with a unit, up to 366 days; 0 when zeroOK.
-func durationRow(name, syntax, def string, zeroOK bool, at func(*Rule) *time.Duration) field {
-	return handlerkit.Row(name, syntax, def, func(p *ruleParse, _ string) (err error) {
+// shown is its Syntax column.
+func durationRow(name, shown, def string, zeroOK bool, at func(*Rule) *time.Duration) field {
+	bounds := syntax.DurationBounds(0, syntax.MaxRuleDuration)
+	if !zeroOK {
+		bounds = bounds.Open()
+	}
+	return handlerkit.Row(name, shown, def, func(p *ruleParse, _ string) (err error) {
 		*at(p.r), err = durationField(p.Fields, p.Name, zeroOK)
 		return err
-	})
+	}).In(bounds)
 }
 
 // percentRow is a rate trigger's percentage, off by default.
@@ -107,7 +117,7 @@ func percentRow(name string, at func(*Rule) *float64) field {
 	return handlerkit.Row(name, "percent, 0 < p ≤ 100 (NaN, Inf rejected)", "off", func(p *ruleParse, _ string) (err error) {
 		*at(p.r), err = percentField(p.Fields, p.Name)
 		return err
-	})
+	}).In(syntax.NumberBounds(0, 100).Open())
 }
 
 // boolRow is true or false, false by default.

@@ -11,7 +11,7 @@ import (
 	"github.com/sluicegw/sluice/rulestore/syntax"
 )
 
-func init() { handlerkit.RegisterParser(rulestore.CircuitBreaker, ParseRule) }
+func init() { handlerkit.RegisterRules(rulestore.CircuitBreaker, fields, ParseRule) }
 
 // Rule is a validated circuit_breaker rule. Its fields have the same names
 // in the Caddyfile, in JSON and in the Redis hash circuit_breaker:rule:<id>.

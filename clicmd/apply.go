@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"slices"
@@ -198,8 +199,33 @@ func runApply(c *cobra.Command, _ []string) error {
 	if plan.Objects == nil && err != nil {
 		return err
 	}
-	writes, deletes := 0, 0
-	var problems []string
+	writes, deletes, problems := showPlan(w, plan, &body)
+	if len(problems) > 0 {
+		return fmt.Errorf("nothing written; the rule set has errors:\n  %s", strings.Join(problems, "\n  "))
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "%d to write, %d to delete\n", writes, deletes)
+	if dry || writes+deletes == 0 {
+		warnApplyNotDeclared(c, plan, true)
+		return nil
+	}
+	res, err := postApply(c, body, false)
+	if err != nil {
+		return notWritten(res, err)
+	}
+	fmt.Fprintf(w, "applied: %d created, %d changed, %d deleted, %d unchanged\n",
+		res.Counts["created"], res.Counts["changed"], res.Counts["deleted"], res.Counts["unchanged"])
+	warnApplyNotDeclared(c, res, false)
+	return nil
+}
+
+// showPlan prints the dry run's plan, each write and delete with its
+// diff, and sets body.Expect to the versions it saw, so the real run
+// writes nothing that changed since. It counts the writes and deletes
+// and lists the rules that failed.
+func showPlan(w io.Writer, plan applyAnswer, body *applyBody) (writes, deletes int, problems []string) {
 	body.Expect = map[string]map[string]string{}
 	for _, o := range plan.Objects {
 		if body.Expect[o.Kind] == nil {
@@ -232,34 +258,22 @@ func runApply(c *cobra.Command, _ []string) error {
 			}
 		}
 	}
-	if len(problems) > 0 {
-		return fmt.Errorf("nothing written; the rule set has errors:\n  %s", strings.Join(problems, "\n  "))
-	}
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(w, "%d to write, %d to delete\n", writes, deletes)
-	if dry || writes+deletes == 0 {
-		warnApplyNotDeclared(c, plan, true)
-		return nil
-	}
-	res, err := postApply(c, body, false)
-	if err != nil {
-		var failed []string
-		for _, o := range res.Objects {
-			if o.Result == "failed" {
-				failed = append(failed, fmt.Sprintf("%s %s: %s", o.Kind, o.ID, o.Reason))
-			}
+	return writes, deletes, problems
+}
+
+// notWritten is the error of an apply that wrote nothing: the rules that
+// failed, or err.
+func notWritten(res applyAnswer, err error) error {
+	var failed []string
+	for _, o := range res.Objects {
+		if o.Result == "failed" {
+			failed = append(failed, fmt.Sprintf("%s %s: %s", o.Kind, o.ID, o.Reason))
 		}
-		if len(failed) > 0 {
-			return fmt.Errorf("nothing written:\n  %s", strings.Join(failed, "\n  "))
-		}
-		return fmt.Errorf("nothing written: %v", err)
 	}
-	fmt.Fprintf(w, "applied: %d created, %d changed, %d deleted, %d unchanged\n",
-		res.Counts["created"], res.Counts["changed"], res.Counts["deleted"], res.Counts["unchanged"])
-	warnApplyNotDeclared(c, res, false)
-	return nil
+	if len(failed) > 0 {
+		return fmt.Errorf("nothing written:\n  %s", strings.Join(failed, "\n  "))
+	}
+	return fmt.Errorf("nothing written: %v", err)
 }
 
 // warnApplyNotDeclared warns about the rules of an apply that some live

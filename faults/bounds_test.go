@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
@@ -11,17 +12,60 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/sluicegw/sluice/internal/fieldtable"
 	"github.com/sluicegw/sluice/internal/testcaddy"
 	"github.com/sluicegw/sluice/ratelimit"
 	"github.com/sluicegw/sluice/rulestore"
 )
 
 // TestNumericFieldRanges: every numeric field of every kind accepts its
-// documented extreme and rejects the next value out, NaN and Inf, with the
-// field named (docs: the reference tables of ratelimit.md,
-// circuitbreaker.md, grayroute.md).
+// documented extremes and rejects the next value out, NaN and Inf, with
+// the field named (docs: the reference tables of ratelimit.md,
+// circuitbreaker.md, grayroute.md). The cases come from the kinds' field
+// tables: each numeric row declares its Bounds; a numeric row without
+// them fails.
 func TestNumericFieldRanges(t *testing.T) {
 	rl, cb, gr := rulestore.RateLimit, rulestore.CircuitBreaker, rulestore.Gray
+	// The least rule of each kind, and what a row's extremes need of the
+	// other fields beyond the row's Needs (checks across fields: a burst
+	// of 1e12 needs a qps that refills it within a year).
+	base := map[rulestore.Kind]rulestore.Fields{rl: {"qps": "1"}, cb: {}, gr: {"target_version": "v2"}}
+	bigBucket := rulestore.Fields{"qps": "1e9", "burst": "1000000000000"}
+	extremesNeed := map[rulestore.Kind]map[string]rulestore.Fields{
+		rl: {
+			"burst":            {"qps": "1e9"},
+			"window_size":      {"qps": "1000"},
+			"requested_tokens": bigBucket,
+			"cost":             bigBucket,
+			"reserve":          bigBucket,
+			"max_cost":         bigBucket,
+			"lease_size":       bigBucket,
+			"min_limit":        {"max_limit": "1000000"},
+			"max_limit":        {"min_limit": "1"},
+			"initial_limit":    {"min_limit": "1", "max_limit": "1000000"},
+			"sample_window":    {"min_rtt_interval": "24h"},
+		},
+		cb: {"min_requests": {"window": "60s"}},
+	}
+	for _, kind := range []rulestore.Kind{rl, cb, gr} {
+		if len(rulestore.KindFields(kind)) == 0 {
+			t.Fatalf("%s has no field table registered", kind)
+		}
+		for _, row := range rulestore.KindFields(kind) {
+			if row.Bounds == nil {
+				if numeric(row.Syntax) {
+					t.Errorf("%s %s: numeric (%s), but its row declares no Bounds", kind, row.Name, row.Syntax)
+				}
+				continue
+			}
+			rule := fieldtable.RuleFor(base[kind], row)
+			maps.Copy(rule, extremesNeed[kind][row.Name])
+			tryRange(t, kind, row.Name, rule, row.Bounds.Extremes(), row.Bounds.Outside())
+		}
+	}
+
+	// Other spellings, overflows and cross-field extremes beyond the rows'
+	// Bounds.
 	analysisOn := []string{"target_version", "v2", "fallback_version", "v1", "analysis", "on", "step_weight", "0.01"}
 	cases := []struct {
 		kind  rulestore.Kind
@@ -79,31 +123,14 @@ func TestNumericFieldRanges(t *testing.T) {
 		{gr, "max_step_duration", []string{"0s", "10s", "24h"}, []string{"9s", "-1s", "24h1s", "NaN"}, analysisOn},
 	}
 	for _, c := range cases {
-		fields := func(v string) rulestore.Fields {
-			f := rulestore.Fields{c.field: v}
-			for i := 0; i+1 < len(c.other); i += 2 {
-				f[c.other[i]] = c.other[i+1]
-			}
-			if c.kind == rl && f["qps"] == "" {
-				f["qps"] = "1"
-			}
-			return f
+		rule := rulestore.Fields{}
+		for i := 0; i+1 < len(c.other); i += 2 {
+			rule[c.other[i]] = c.other[i+1]
 		}
-		for _, v := range c.ok {
-			if _, err := rulestore.Parse(c.kind, "r", fields(v)); err != nil {
-				t.Errorf("%s %s=%q rejected: %v", c.kind, c.field, v, err)
-			}
+		if c.kind == rl && rule["qps"] == "" && c.field != "qps" {
+			rule["qps"] = "1"
 		}
-		for _, v := range c.bad {
-			_, err := rulestore.Parse(c.kind, "r", fields(v))
-			if err == nil {
-				t.Errorf("%s %s=%q accepted", c.kind, c.field, v)
-				continue
-			}
-			if !strings.Contains(err.Error(), "field "+c.field) {
-				t.Errorf("%s %s=%q: error does not name the field: %v", c.kind, c.field, v, err)
-			}
-		}
+		tryRange(t, c.kind, c.field, rule, c.ok, c.bad)
 	}
 	// Computed values at the extremes stay in range.
 	r, err := ratelimit.ParseRule("r", rulestore.Fields{"qps": "1e9"})
@@ -114,6 +141,43 @@ func TestNumericFieldRanges(t *testing.T) {
 		!strings.Contains(err.Error(), "field burst") {
 		t.Errorf("a bucket that takes 31,700 years to refill was accepted (err %v)", err)
 	}
+}
+
+// tryRange parses rule with field set to each value of ok, which must
+// pass, and of bad, which must fail naming the field.
+func tryRange(t *testing.T, kind rulestore.Kind, field string, rule rulestore.Fields, ok, bad []string) {
+	t.Helper()
+	with := func(v string) rulestore.Fields {
+		f := maps.Clone(rule)
+		f[field] = v
+		return f
+	}
+	for _, v := range ok {
+		if _, err := rulestore.Parse(kind, "r", with(v)); err != nil {
+			t.Errorf("%s %s=%q rejected: %v", kind, field, v, err)
+		}
+	}
+	for _, v := range bad {
+		_, err := rulestore.Parse(kind, "r", with(v))
+		if err == nil {
+			t.Errorf("%s %s=%q accepted", kind, field, v)
+			continue
+		}
+		if !strings.Contains(err.Error(), "field "+field) {
+			t.Errorf("%s %s=%q: error does not name the field: %v", kind, field, v, err)
+		}
+	}
+}
+
+// numeric reports whether a row's Syntax column shows a number, a
+// duration or a status.
+func numeric(syntax string) bool {
+	for _, p := range []string{"int", "number", "percent", "duration", "seconds", "400–599", "`<duration>`"} {
+		if strings.HasPrefix(syntax, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // TestHugeQPSRejectedOnEveryPath: qps 1e308 (which once made a rule that

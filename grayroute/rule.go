@@ -10,7 +10,7 @@ import (
 	"github.com/sluicegw/sluice/rulestore"
 )
 
-func init() { handlerkit.RegisterParser(rulestore.Gray, ParseRule) }
+func init() { handlerkit.RegisterRules(rulestore.Gray, fields, ParseRule) }
 
 // DefaultHashKey buckets by the X-User-Id header, else the client IP.
 const DefaultHashKey = "userId"

@@ -36,19 +36,21 @@ var fields = handlerkit.NewFieldTable(
 			return p.Errorf("want a number > 0, %s", syntax.Range(MinQPS, MaxQPS))
 		}
 		return nil
-	}),
-	readTogether("quota", "int, "+syntax.Span(1, int64(MaxBurst)), "none (a rate: `qps`)"),      // parseCalendar
-	readTogether("period", "`minute`, `hour`, `day`, `week`, `month`", "required with `quota`"), // parseCalendar
-	readTogether("timezone", "IANA zone name", "`UTC`"),                                         // parseCalendar
-	only(whenTokenBucket, "limit_type token_bucket", wholeRow("burst", "`ceil(qps)` (one second's worth)", 0, MaxBurst, " (0 means one second's worth of qps)", func(p *ruleParse, n int64) {
+	}).In(syntax.NumberBounds(MinQPS, MaxQPS)),
+	// quota, period and timezone: read by parseCalendar.
+	readTogether("quota", "int, "+syntax.Span(1, int64(MaxBurst)), "none (a rate: `qps`)").
+		In(syntax.WholeBounds(1, MaxBurst)).Needing("period", "day", "qps", ""),
+	readTogether("period", "`minute`, `hour`, `day`, `week`, `month`", "required with `quota`").Needing("quota", "10", "qps", ""),
+	readTogether("timezone", "IANA zone name", "`UTC`").Needing("quota", "10", "period", "day", "qps", ""),
+	only(onTokenBucket, wholeRow("burst", "`ceil(qps)` (one second's worth)", 0, MaxBurst, " (0 means one second's worth of qps)", func(p *ruleParse, n int64) {
 		p.r.Limits.Burst = float64(n)
 	})),
-	only(whenSlidingWindow, "limit_type sliding_window", handlerkit.Row("window_size", "seconds or duration, ≤ 366 days", "`1`", func(p *ruleParse, v string) (err error) {
+	only(onSlidingWindow, handlerkit.Row("window_size", "seconds or duration, ≤ 366 days", "`1`", func(p *ruleParse, v string) (err error) {
 		if p.r.Limits.Window, err = parseSeconds(v); err != nil {
 			return p.Errorf("%v", err)
 		}
 		return nil
-	})),
+	}).In(syntax.DurationBounds(0, syntax.MaxRuleDuration).Open())),
 	handlerkit.Row("key_resolver", "key expression", "`"+DefaultKey+"`", func(p *ruleParse, v string) (err error) {
 		if p.r.Key, err = handlerkit.ParseKey(v); err != nil {
 			return p.Errorf("%v", err)
@@ -56,11 +58,14 @@ var fields = handlerkit.NewFieldTable(
 		return nil
 	}),
 	wholeRow("requested_tokens", "`1`", 1, MaxBurst, "", func(p *ruleParse, n int64) { p.r.Cost = n }),
-	readTogether("cost", "int, "+syntax.Span(1, int64(MaxBurst))+", or a placeholder", "`1`"), // parseCost
-	readTogether("count_status", "codes, ranges, classes", "none (every request spends)"),     // parseCost
-	readTogether("response_cost", "`{http.response.header.<Name>}`", "none"),                  // parseCost
-	readTogether("reserve", "int, 0–`max_cost`", "`0`"),                                       // parseCost
-	readTogether("max_cost", "int, 1–the smallest quota", "the smallest quota"),               // parseCost
+	// cost to max_cost: read by parseCost.
+	readTogether("cost", "int, "+syntax.Span(1, int64(MaxBurst))+", or a placeholder", "`1`").In(syntax.WholeBounds(1, MaxBurst)),
+	readTogether("count_status", "codes, ranges, classes", "none (every request spends)"),
+	readTogether("response_cost", "`{http.response.header.<Name>}`", "none"),
+	readTogether("reserve", "int, 0–`max_cost`", "`0`").In(syntax.WholeBounds(0, MaxBurst)).
+		Needing("response_cost", "{http.response.header.X-Tokens}"),
+	readTogether("max_cost", "int, 1–the smallest quota", "the smallest quota").In(syntax.WholeBounds(1, MaxBurst)).
+		Needing("cost", "{http.request.header.X-Cost}"),
 	handlerkit.Row("max_concurrent", "int, "+syntax.Span(0, int64(MaxConcurrent))+", or `adaptive`", "`0` (no cap)", func(p *ruleParse, v string) error {
 		if isAdaptive(v) {
 			return nil // parseFlow
@@ -71,7 +76,7 @@ var fields = handlerkit.NewFieldTable(
 		}
 		p.r.MaxConcurrent = int32(n)
 		return nil
-	}),
+	}).In(syntax.WholeBounds(0, MaxConcurrent)),
 	wholeRow("max_concurrent_total", "`0` (no cap)", 0, MaxBurst, " (0 = no cap)", func(p *ruleParse, n int64) { p.r.MaxConcurrentTotal = n }),
 	handlerkit.Row("on_empty_key", "`deny [<status>]` or a key", "`deny 403`", func(p *ruleParse, v string) error {
 		if err := p.r.parseEmptyKey(v); err != nil {
@@ -106,8 +111,8 @@ var fields = handlerkit.NewFieldTable(
 		}
 		return nil
 	}),
-	only(whenCluster, "scope cluster", handlerkit.Row("on_redis_error", "`local`, `allow`, `deny [<status>]`", "`local`", parseRedisError)),
-	only(whenCluster, "scope cluster", handlerkit.Row("redis_timeout", "duration, "+syntax.SpanDuration(minRedisTimeout, maxRedisTimeout), "`"+DefaultRedisTimeout.String()+"`", func(p *ruleParse, v string) error {
+	only(onCluster, handlerkit.Row("on_redis_error", "`local`, `allow`, `deny [<status>]`", "`local`", parseRedisError)),
+	only(onCluster, handlerkit.Row("redis_timeout", "duration, "+syntax.SpanDuration(minRedisTimeout, maxRedisTimeout), "`"+DefaultRedisTimeout.String()+"`", func(p *ruleParse, v string) error {
 		d, err := syntax.ParseDuration(v)
 		if err != nil {
 			return p.Errorf("%v", err)
@@ -117,50 +122,50 @@ var fields = handlerkit.NewFieldTable(
 		}
 		p.r.RedisTimeout = d
 		return nil
-	})),
+	}).In(syntax.DurationBounds(minRedisTimeout, maxRedisTimeout))),
 	handlerkit.Row("control_behavior", "`reject`, `pace`, `warm_up`, `warm_up_pace`", "`reject`", parseControlBehavior),
-	only(whenQueueing, "control_behavior pace or warm_up_pace, or max_concurrent adaptive", durationRow("max_queue_wait", "`"+DefaultMaxQueueWait.String()+"`", 0, time.Minute, "500ms", func(p *ruleParse, d time.Duration) {
+	only(onQueue, durationRow("max_queue_wait", "`"+DefaultMaxQueueWait.String()+"`", 0, time.Minute, "500ms", func(p *ruleParse, d time.Duration) {
 		p.r.Flow.MaxQueueWait = int64(d)
 	})),
-	only(whenQueueing, "control_behavior pace or warm_up_pace, or max_concurrent adaptive", wholeRow("max_queued", "`"+strconv.Itoa(DefaultMaxQueued)+"`", 1, 1_000_000, "", func(p *ruleParse, n int64) {
+	only(onQueue, wholeRow("max_queued", "`"+strconv.Itoa(DefaultMaxQueued)+"`", 1, 1_000_000, "", func(p *ruleParse, n int64) {
 		p.r.Flow.MaxQueued = n
 	})),
-	only(whenWarming, "control_behavior warm_up or warm_up_pace", handlerkit.Row("warm_up_period", "duration, > 0 and ≤ 24h", "required with warm-up", func(p *ruleParse, v string) error {
+	only(onWarmUp, handlerkit.Row("warm_up_period", "duration, > 0 and ≤ 24h", "required with warm-up", func(p *ruleParse, v string) error {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 || d > 24*time.Hour {
 			return p.Errorf("want a duration > 0 and at most 24h (e.g. 30s)")
 		}
 		p.r.Flow.WarmUpPeriod = int64(d)
 		return nil
-	})),
-	only(whenWarming, "control_behavior warm_up or warm_up_pace", handlerkit.Row("cold_factor", "number, > 1 and ≤ 1000", "`"+strconv.Itoa(DefaultColdFactor)+"`", func(p *ruleParse, v string) error {
+	}).In(syntax.DurationBounds(0, 24*time.Hour).Open())),
+	only(onWarmUp, handlerkit.Row("cold_factor", "number, > 1 and ≤ 1000", "`"+strconv.Itoa(DefaultColdFactor)+"`", func(p *ruleParse, v string) error {
 		c, err := strconv.ParseFloat(v, 64)
 		if err != nil || !(c > 1) || c > 1000 {
 			return p.Errorf("want a number > 1 and at most 1000 (the cold rate is qps/cold_factor)")
 		}
 		p.r.Flow.ColdFactor = c
 		return nil
-	})),
-	adaptiveRow(wholeRow("min_limit", "`"+strconv.Itoa(DefaultMinLimit)+"`", 1, 1_000_000, "", func(p *ruleParse, n int64) { p.adaptive.MinLimit = n })),
-	adaptiveRow(wholeRow("max_limit", "`"+strconv.Itoa(DefaultMaxLimit)+"`", 1, 1_000_000, "", func(p *ruleParse, n int64) { p.adaptive.MaxLimit = n })),
-	adaptiveRow(wholeRow("initial_limit", "`"+strconv.Itoa(DefaultInitialLimit)+"` (within `min_limit`–`max_limit`)", 1, 1_000_000, "", func(p *ruleParse, n int64) {
+	}).In(syntax.NumberBounds(1, 1000).Open())),
+	only(onAdaptive, wholeRow("min_limit", "`"+strconv.Itoa(DefaultMinLimit)+"`", 1, 1_000_000, "", func(p *ruleParse, n int64) { p.adaptive.MinLimit = n })),
+	only(onAdaptive, wholeRow("max_limit", "`"+strconv.Itoa(DefaultMaxLimit)+"`", 1, 1_000_000, "", func(p *ruleParse, n int64) { p.adaptive.MaxLimit = n })),
+	only(onAdaptive, wholeRow("initial_limit", "`"+strconv.Itoa(DefaultInitialLimit)+"` (within `min_limit`–`max_limit`)", 1, 1_000_000, "", func(p *ruleParse, n int64) {
 		p.adaptive.InitialLimit = n
 	})),
-	adaptiveRow(handlerkit.Row("latency_tolerance", "number, "+syntax.Span(0, 10.0), "`"+strconv.FormatFloat(DefaultLatencyTolerance, 'g', -1, 64)+"`", func(p *ruleParse, v string) error {
+	only(onAdaptive, handlerkit.Row("latency_tolerance", "number, "+syntax.Span(0, 10.0), "`"+strconv.FormatFloat(DefaultLatencyTolerance, 'g', -1, 64)+"`", func(p *ruleParse, v string) error {
 		x, ok := syntax.ParseNumber(v, 0, 10)
 		if !ok {
 			return p.Errorf("want a number from 0 to 10 (0.25 = sampled latency may be 25%% above the minimum)")
 		}
 		p.adaptive.Tolerance = x
 		return nil
-	})),
-	adaptiveRow(durationRow("sample_window", "`"+DefaultSampleWindow.String()+"`", 10*time.Millisecond, time.Minute, "", func(p *ruleParse, d time.Duration) {
+	}).In(syntax.NumberBounds(0, 10))),
+	only(onAdaptive, durationRow("sample_window", "`"+DefaultSampleWindow.String()+"`", 10*time.Millisecond, time.Minute, "", func(p *ruleParse, d time.Duration) {
 		p.adaptive.SampleWindow = int64(d)
 	})),
-	adaptiveRow(durationRow("min_rtt_interval", "`"+DefaultMinRTTInterval.String()+"`", time.Second, 24*time.Hour, "", func(p *ruleParse, d time.Duration) {
+	only(onAdaptive, durationRow("min_rtt_interval", "`"+DefaultMinRTTInterval.String()+"`", time.Second, 24*time.Hour, "", func(p *ruleParse, d time.Duration) {
 		p.adaptive.MinRTTInterval = int64(d)
 	})),
-	adaptiveRow(handlerkit.Row("priority", "`critical`, `high`, `normal`, `low`, `sheddable`, `0`–`4`, or a placeholder", "`normal`", func(p *ruleParse, v string) error {
+	only(onAdaptive, handlerkit.Row("priority", "`critical`, `high`, `normal`, `low`, `sheddable`, `0`–`4`, or a placeholder", "`normal`", func(p *ruleParse, v string) error {
 		if strings.Contains(v, "{") {
 			p.r.priorityExpr = v // read per request; missing or unknown is normal
 			return nil
@@ -172,7 +177,7 @@ var fields = handlerkit.NewFieldTable(
 		p.r.priority = c
 		return nil
 	})),
-	only(whenCluster, "scope cluster", handlerkit.Row("lease_size", "int, 0–the quota", "`0` (off)", parseLeaseSize)),
+	only(onCluster, handlerkit.Row("lease_size", "int, 0–the quota", "`0` (off)", parseLeaseSize).In(syntax.WholeBounds(0, MaxBurst))),
 )
 
 // Bounds of redis_timeout.
@@ -205,35 +210,11 @@ func (p *ruleParse) readOr(name, def string) error {
 	return fields.Lookup(name).Parse(p, v)
 }
 
-// wholeRow is a whole number from lo to hi; note follows the range in the
-// error message (what 0 means, say).
-func wholeRow(name, def string, lo, hi int64, note string, set func(p *ruleParse, n int64)) field {
-	return handlerkit.Row(name, "int, "+syntax.Span(lo, hi), def, func(p *ruleParse, v string) error {
-		n, ok := syntax.ParseWhole(v, lo, hi)
-		if !ok {
-			return p.Errorf("want a whole number %s%s", syntax.Range(lo, hi), note)
-		}
-		set(p, n)
-		return nil
-	})
-}
-
-// durationRow is a Go duration from lo to hi; example, if any, follows the
-// range in the error message.
-func durationRow(name, def string, lo, hi time.Duration, example string, set func(p *ruleParse, d time.Duration)) field {
-	want := "want a duration from " + syntax.DocDuration(lo) + " to " + syntax.DocDuration(hi)
-	if example != "" {
-		want += " (e.g. " + example + ")"
-	}
-	return handlerkit.Row(name, "duration, "+syntax.SpanDuration(lo, hi), def, func(p *ruleParse, v string) error {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < lo || d > hi {
-			return p.Errorf("%s", want)
-		}
-		set(p, d)
-		return nil
-	})
-}
+// The numeric rows of handlerkit, for this kind's parse state.
+var (
+	wholeRow    = handlerkit.WholeRow[*ruleParse]
+	durationRow = handlerkit.DurationRow[*ruleParse]
+)
 
 // boolRow is true or false (also on, off).
 func boolRow(name, def string, at func(*Rule) *bool) field {
@@ -252,39 +233,47 @@ func statusRow(name string, at func(*Rule) *int) field {
 			return p.Errorf("%v", err)
 		}
 		return nil
-	})
+	}).In(syntax.WholeBounds(400, 599))
 }
+
+// condition is when some fields apply: holds tells it by what ParseRule
+// has read before them, to says it in their errors, needs are fields that
+// make it hold (the rows' Needs, for the tests' rules).
+type condition struct {
+	holds func(p *ruleParse) bool
+	to    string
+	needs []string
+}
+
+// When fields apply.
+var (
+	onTokenBucket   = condition{func(p *ruleParse) bool { return p.r.Type == TokenBucket }, "limit_type token_bucket", nil}
+	onSlidingWindow = condition{func(p *ruleParse) bool { return p.r.Type == SlidingWindow }, "limit_type sliding_window", []string{"limit_type", "sliding_window"}}
+	onCluster       = condition{func(p *ruleParse) bool { return p.r.Cluster() }, "scope cluster", []string{"scope", "cluster"}}
+	onQueue         = condition{func(p *ruleParse) bool { return p.queues }, "control_behavior pace or warm_up_pace, or max_concurrent adaptive", []string{"control_behavior", "pace"}}
+	onWarmUp        = condition{func(p *ruleParse) bool { return p.r.Flow.Behavior.Warms() }, "control_behavior warm_up or warm_up_pace", []string{"control_behavior", "warm_up", "warm_up_period", "30s"}}
+	onAdaptive      = condition{func(p *ruleParse) bool { return p.adaptive != nil }, "max_concurrent adaptive", []string{"max_concurrent", "adaptive"}}
+)
 
 // only makes row an error, before its value is read, on a rule it does
 // not apply to (where it would silently do nothing).
-func only(applies func(p *ruleParse) bool, to string, row field) field {
+func only(c condition, row field) field {
 	parse := row.Parse
 	row.Parse = func(p *ruleParse, v string) error {
-		if !applies(p) {
-			return p.Errorf("applies to %s only", to)
+		if !c.holds(p) {
+			return p.Errorf("applies to %s only", c.to)
 		}
 		return parse(p, v)
 	}
-	return row
+	return row.Needing(c.needs...)
 }
 
 // readTogether is a field that a step of ParseRule reads with others
 // (parseCalendar, parseCost): it has no parse of its own.
+// fieldtable.CheckEveryRowRead holds that some step reads it.
 func readTogether(name, syntax, def string) field {
 	return handlerkit.Row[*ruleParse](name, syntax, def, nil)
 }
-
-// adaptiveRow is a setting of max_concurrent adaptive.
-func adaptiveRow(row field) field { return only(whenAdaptive, "max_concurrent adaptive", row) }
-
-// When a field applies, by what ParseRule has read before it.
-func whenTokenBucket(p *ruleParse) bool   { return p.r.Type == TokenBucket }
-func whenSlidingWindow(p *ruleParse) bool { return p.r.Type == SlidingWindow }
-func whenCluster(p *ruleParse) bool       { return p.r.Cluster() }
-func whenPacing(p *ruleParse) bool        { return p.r.Flow.Behavior.Paces() }
-func whenWarming(p *ruleParse) bool       { return p.r.Flow.Behavior.Warms() }
-func whenAdaptive(p *ruleParse) bool      { return p.adaptive != nil }
-func whenQueueing(p *ruleParse) bool      { return p.queues }
 
 func parseLimitType(p *ruleParse, v string) error {
 	switch strings.ToLower(v) {

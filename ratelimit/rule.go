@@ -16,7 +16,7 @@ import (
 	"github.com/sluicegw/sluice/rulestore/syntax"
 )
 
-func init() { handlerkit.RegisterParser(rulestore.RateLimit, ParseRule) }
+func init() { handlerkit.RegisterRules(rulestore.RateLimit, fields, ParseRule) }
 
 // Defaults.
 const (

@@ -2,8 +2,11 @@ package rulestore
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/sluicegw/sluice/rulestore/syntax"
 )
 
 // Kind is a type of rule: an index into the registered kinds. Its name is
@@ -38,6 +41,9 @@ type KindInfo struct {
 	// KeyPrefix is the start of a rule's Redis hash key before its id;
 	// "<Name>:rule:" when empty.
 	KeyPrefix string
+	// Fields are the kind's field table as its handler declares it (see
+	// RegisterFields); nil for a kind without one.
+	Fields []FieldInfo
 
 	// renamed maps a field still read under an old name to the name to
 	// use, from the Spec's renamed tags (see specRenamed).
@@ -195,6 +201,44 @@ type Parser func(id string, f Fields) (any, error)
 // init, so the store validates their rules without importing them.
 func RegisterParser(k Kind, p Parser) {
 	registeredKinds.update(k, func(info *KindInfo) { info.Parse = p })
+}
+
+// FieldInfo is one row of a kind's field table (the handler's fields.go):
+// the Syntax and Default its docs' reference table shows, a numeric
+// field's Bounds, and the other fields it Needs to apply.
+type FieldInfo struct {
+	Name, Syntax, Default string
+	Bounds                *syntax.Bounds
+	Needs                 Fields
+}
+
+// RegisterFields records kind k's field table; handler packages call it
+// from init, beside RegisterParser. It panics when the table's names are
+// not the Spec's: the two are one list.
+func RegisterFields(k Kind, rows []FieldInfo) {
+	names := make([]string, len(rows))
+	for i, r := range rows {
+		names[i] = r.Name
+	}
+	if spec := SpecFieldNames(k); !sameNames(spec, names) {
+		panic(fmt.Sprintf("rulestore: %s's field table %v is not its Spec's fields %v", k, names, spec))
+	}
+	registeredKinds.update(k, func(info *KindInfo) { info.Fields = rows })
+}
+
+// KindFields are kind k's field table, in its docs' order (nil when its
+// handler has none, or is not compiled in).
+func KindFields(k Kind) []FieldInfo {
+	info, _ := k.info()
+	return info.Fields
+}
+
+// sameNames reports whether a and b hold the same names, in any order.
+func sameNames(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
 }
 
 // Parse validates fields as a rule of kind k and returns its typed value.

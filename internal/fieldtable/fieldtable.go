@@ -5,6 +5,8 @@
 package fieldtable
 
 import (
+	"errors"
+	"maps"
 	"os"
 	"reflect"
 	"regexp"
@@ -72,29 +74,55 @@ func CheckDocs(t *testing.T, doc, heading string, kind rulestore.Kind, rows []Ro
 // maybe followed by a remark: `429`, `0` (no cap), `100` (calls), when...
 var literalDefault = regexp.MustCompile("^`([^`]+)`(?:[ ,].*)?$")
 
+// RuleFor is a rule for trying row: base (the kind's least rule) with the
+// fields the row Needs to apply; a Need of "" leaves that field out
+// (quota: no qps).
+func RuleFor(base rulestore.Fields, row rulestore.FieldInfo) rulestore.Fields {
+	f := maps.Clone(base)
+	if f == nil {
+		f = rulestore.Fields{}
+	}
+	for k, v := range row.Needs {
+		if v == "" {
+			delete(f, k)
+		} else {
+			f[k] = v
+		}
+	}
+	return f
+}
+
+// rows are kind's field table as its handler registered it.
+func rows(t *testing.T, kind rulestore.Kind) []rulestore.FieldInfo {
+	t.Helper()
+	rows := rulestore.KindFields(kind)
+	if len(rows) == 0 {
+		t.Fatalf("%s has no field table registered (handlerkit.RegisterRules)", kind)
+	}
+	return rows
+}
+
 // CheckDefaults checks that each row whose Default is a literal value is
 // the parser's default: the rule parsed with the field set to it equals
-// the rule parsed without it. base returns the rest of the rule for a row,
-// with what the row needs to apply (window_size needs limit_type
-// sliding_window); not lists the rows whose
-// Default is a formula or whose giving changes the rule otherwise, with
-// why.
-func CheckDefaults(t *testing.T, rows []Row, parse func(rulestore.Fields) (any, error), base func(name string) rulestore.Fields, not map[string]string) {
+// the rule parsed without it. base is the kind's least rule, to which
+// each row's Needs are added; not lists the rows whose Default is a
+// formula or whose giving changes the rule otherwise, with why.
+func CheckDefaults(t *testing.T, kind rulestore.Kind, base rulestore.Fields, not map[string]string) {
 	t.Helper()
 	checked := 0
-	for _, r := range rows {
+	for _, r := range rows(t, kind) {
 		m := literalDefault.FindStringSubmatch(r.Default)
 		if m == nil || not[r.Name] != "" {
 			continue
 		}
-		without, with := base(r.Name), base(r.Name)
+		without, with := RuleFor(base, r), RuleFor(base, r)
 		with[r.Name] = m[1]
-		a, err := parse(without)
+		a, err := rulestore.Parse(kind, "r", without)
 		if err != nil {
 			t.Errorf("%s: the rule without it: %v", r.Name, err)
 			continue
 		}
-		b, err := parse(with)
+		b, err := rulestore.Parse(kind, "r", with)
 		if err != nil {
 			t.Errorf("%s %s (its documented default): %v", r.Name, m[1], err)
 			continue
@@ -108,6 +136,38 @@ func CheckDefaults(t *testing.T, rows []Row, parse func(rulestore.Fields) (any, 
 		t.Error("no literal default checked")
 	}
 	t.Logf("%d literal defaults checked", checked)
+}
+
+// probe is a value no field takes as it is: a field that is read either
+// refuses it, naming the field, or keeps it (a body, a key).
+const probe = "\x7f?probe"
+
+// CheckEveryRowRead checks that the parser reads every row of kind's
+// table: a row the unknown-field check lets through but no step of the
+// parser reads would take any value and do nothing. The rule for each
+// row (base and the row's Needs) with the row set to a probe value must
+// be refused naming the row, or parse to another rule than without it.
+func CheckEveryRowRead(t *testing.T, kind rulestore.Kind, base rulestore.Fields) {
+	t.Helper()
+	for _, r := range rows(t, kind) {
+		with := RuleFor(base, r)
+		with[r.Name] = probe
+		got, err := rulestore.Parse(kind, "r", with)
+		if err != nil {
+			if fe, ok := errors.AsType[*rulestore.FieldError](err); !ok || fe.Field != r.Name {
+				t.Errorf("%s %q: refused, but not naming %s: %v", r.Name, probe, r.Name, err)
+			}
+			continue
+		}
+		without, err := rulestore.Parse(kind, "r", RuleFor(base, r))
+		if err != nil {
+			t.Errorf("%s: the rule without it: %v", r.Name, err)
+			continue
+		}
+		if len(differing(without, got)) == 0 {
+			t.Errorf("%s %q: taken, and the rule is the same as without it: no step of the parser reads %s", r.Name, probe, r.Name)
+		}
+	}
 }
 
 // differing names the fields in which two rules (pointers to structs of

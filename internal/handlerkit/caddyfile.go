@@ -94,103 +94,131 @@ func (dir Directive) ParseCaddyfile(d *caddyfile.Dispenser) (*Parsed, error) {
 		return p, dir.parseList(d, p)
 	}
 	if d.NextArg() {
-		if err := p.name(d, dir, "rule", d.Val()); err != nil {
+		if err := dir.parseIDs(d, p); err != nil {
 			return nil, err
 		}
-		for d.NextArg() {
-			if dir.List == "" {
-				return nil, d.ArgErr()
-			}
-			if err := p.addRule(d, dir, d.Val()); err != nil {
-				return nil, err
-			}
-		}
-		if d.NextBlock(0) {
-			return nil, d.Errf("%s: give a rule id or a block, not both", dir.Name)
-		}
-		p.listRule()
 		return p, nil
 	}
 	known := rulestore.FieldNames(dir.Kind)
 	for d.NextBlock(0) {
-		name, tok := d.Val(), d.Token()
-		args := d.RemainingArgs()
-		switch {
-		case name == "rule" && dir.List != "":
-			if len(args) == 0 {
-				return nil, d.Errf("%s: rule wants one or more rule ids", dir.Name)
-			}
-			if len(p.Inline) > 0 {
-				return nil, d.Errf("%s: rule cannot be mixed with inline rule fields", dir.Name)
-			}
-			for _, id := range args {
-				if err := p.ruleArg(d, dir, id); err != nil {
-					return nil, err
-				}
-			}
-			continue
-		case name == "rule" || name == "route":
-			if len(args) != 1 {
-				return nil, d.Errf("%s: %s wants one value", dir.Name, name)
-			}
-			if len(p.Inline) > 0 {
-				return nil, d.Errf("%s: %s cannot be mixed with inline rule fields", dir.Name, name)
-			}
-			if name == "route" && len(p.Rules)+len(p.Inlines) > 0 {
-				return nil, d.Errf("%s: give either a route or rules, not both", dir.Name)
-			}
-			if err := p.name(d, dir, name, args[0]); err != nil {
-				return nil, err
-			}
-			continue
-		case dir.List != "" && name == dir.List:
-			if err := p.limitBlock(d, dir, tok, args); err != nil {
-				return nil, err
-			}
-			continue
-		case name == "on_missing_rule":
-			if len(args) != 1 {
-				return nil, d.Errf("%s: on_missing_rule wants pass or refuse", dir.Name)
-			}
-			p.OnMissing.OnMissingRule = args[0]
-			if err := p.OnMissing.Validate(dir.Name); err != nil {
-				return nil, rulestore.ErrAt(tok, "%v", err)
-			}
-			continue
-		case name == InlineIDField:
-			if len(args) != 1 {
-				return nil, d.Errf("%s: id wants one value", dir.Name)
-			}
-			if err := rulestore.ValidID(args[0]); err != nil {
-				return nil, d.Errf("%s: id: %v", dir.Name, err)
-			}
-		case dir.Line != nil:
-			handled, err := dir.Line(tok, name, args, p)
-			if err != nil {
-				return nil, rulestore.ErrAt(tok, "%s: %v", dir.Name, err)
-			}
-			if handled {
-				continue
-			}
-			fallthrough
-		default:
-			if !slices.Contains(known, name) {
-				return nil, rulestore.UnknownField(d, dir.Name, name, append([]string{"rule", "route", InlineIDField, "on_missing_rule"}, known...)...)
-			}
-			if len(args) == 0 {
-				return nil, d.Errf("%s: field %s needs a value", dir.Name, name)
-			}
+		if err := dir.blockLine(d, p, known); err != nil {
+			return nil, err
 		}
-		if p.Rule != "" || p.Route != "" || len(p.Rules)+len(p.Inlines) > 0 {
-			return nil, d.Errf("%s: inline rule field %s cannot be mixed with rule or route", dir.Name, name)
-		}
-		if _, dup := p.Inline[name]; dup {
-			return nil, d.Errf("%s: field %s given twice", dir.Name, name)
-		}
-		p.Field(tok, name, strings.Join(args, " "), "")
 	}
 	p.listRule()
 	return p, p.check(dir)
+}
+
+// parseIDs reads `<directive> <rule-id> [<rule-id>...]`, d at the first id.
+func (dir Directive) parseIDs(d *caddyfile.Dispenser, p *Parsed) error {
+	if err := p.name(d, dir, "rule", d.Val()); err != nil {
+		return err
+	}
+	for d.NextArg() {
+		if dir.List == "" {
+			return d.ArgErr()
+		}
+		if err := p.addRule(d, dir, d.Val()); err != nil {
+			return err
+		}
+	}
+	if d.NextBlock(0) {
+		return d.Errf("%s: give a rule id or a block, not both", dir.Name)
+	}
+	p.listRule()
+	return nil
+}
+
+// blockLine reads one line of the block: one of the directive's own, or
+// a field of the inline rule (known are the kind's field names).
+func (dir Directive) blockLine(d *caddyfile.Dispenser, p *Parsed, known []string) error {
+	name, tok := d.Val(), d.Token()
+	args := d.RemainingArgs()
+	field, err := dir.ownLine(d, p, known, name, tok, args)
+	if err != nil || !field {
+		return err
+	}
+	if p.Rule != "" || p.Route != "" || len(p.Rules)+len(p.Inlines) > 0 {
+		return d.Errf("%s: inline rule field %s cannot be mixed with rule or route", dir.Name, name)
+	}
+	if _, dup := p.Inline[name]; dup {
+		return d.Errf("%s: field %s given twice", dir.Name, name)
+	}
+	p.Field(tok, name, strings.Join(args, " "), "")
+	return nil
+}
+
+// ownLine reads a line of the directive's own (rule, route, a List block,
+// on_missing_rule, a Line hook's); field is true for a line that is an
+// inline rule field (id among them), checked but left to the caller.
+func (dir Directive) ownLine(d *caddyfile.Dispenser, p *Parsed, known []string, name string, tok caddyfile.Token, args []string) (field bool, err error) {
+	switch {
+	case name == "rule" && dir.List != "":
+		if len(args) == 0 {
+			return false, d.Errf("%s: rule wants one or more rule ids", dir.Name)
+		}
+		if len(p.Inline) > 0 {
+			return false, d.Errf("%s: rule cannot be mixed with inline rule fields", dir.Name)
+		}
+		for _, id := range args {
+			if err := p.ruleArg(d, dir, id); err != nil {
+				return false, err
+			}
+		}
+		return false, nil
+	case name == "rule" || name == "route":
+		if len(args) != 1 {
+			return false, d.Errf("%s: %s wants one value", dir.Name, name)
+		}
+		if len(p.Inline) > 0 {
+			return false, d.Errf("%s: %s cannot be mixed with inline rule fields", dir.Name, name)
+		}
+		if name == "route" && len(p.Rules)+len(p.Inlines) > 0 {
+			return false, d.Errf("%s: give either a route or rules, not both", dir.Name)
+		}
+		if err := p.name(d, dir, name, args[0]); err != nil {
+			return false, err
+		}
+		return false, nil
+	case dir.List != "" && name == dir.List:
+		if err := p.limitBlock(d, dir, tok, args); err != nil {
+			return false, err
+		}
+		return false, nil
+	case name == "on_missing_rule":
+		if len(args) != 1 {
+			return false, d.Errf("%s: on_missing_rule wants pass or refuse", dir.Name)
+		}
+		p.OnMissing.OnMissingRule = args[0]
+		if err := p.OnMissing.Validate(dir.Name); err != nil {
+			return false, rulestore.ErrAt(tok, "%v", err)
+		}
+		return false, nil
+	case name == InlineIDField:
+		if len(args) != 1 {
+			return false, d.Errf("%s: id wants one value", dir.Name)
+		}
+		if err := rulestore.ValidID(args[0]); err != nil {
+			return false, d.Errf("%s: id: %v", dir.Name, err)
+		}
+	case dir.Line != nil:
+		handled, err := dir.Line(tok, name, args, p)
+		if err != nil {
+			return false, rulestore.ErrAt(tok, "%s: %v", dir.Name, err)
+		}
+		if handled {
+			return false, nil
+		}
+		fallthrough
+	default:
+		if !slices.Contains(known, name) {
+			return false, rulestore.UnknownField(d, dir.Name, name, append([]string{"rule", "route", InlineIDField, "on_missing_rule"}, known...)...)
+		}
+		if len(args) == 0 {
+			return false, d.Errf("%s: field %s needs a value", dir.Name, name)
+		}
+	}
+	return true, nil
 }
 
 // name records `rule <id>` or `route <name>`, once.

@@ -19,3 +19,10 @@ func ModuleInfo[T any, PT interface {
 func RegisterParser[R any](k rulestore.Kind, parse func(id string, f rulestore.Fields) (R, error)) {
 	rulestore.RegisterParser(k, func(id string, f rulestore.Fields) (any, error) { return parse(id, f) })
 }
+
+// RegisterRules has the rule store parse rules of kind k with parse, and
+// know their fields by the kind's table.
+func RegisterRules[R, P any](k rulestore.Kind, fields *FieldTable[P], parse func(id string, f rulestore.Fields) (R, error)) {
+	RegisterParser(k, parse)
+	rulestore.RegisterFields(k, fields.Info())
+}

@@ -31,56 +31,54 @@ type sample struct {
 var phaseNames = [3]string{"old only", "both", "new only"}
 var buildNames = [2]string{"old", "new"}
 
+// options are the command's flags.
+type options struct {
+	oldURL, newURL string
+	keys           int
+	rate, qps      float64
+	phase, window  time.Duration
+}
+
 func main() {
-	oldURL := flag.String("old", "", "base URL of the previous release's instance")
-	newURL := flag.String("new", "", "base URL of this build's instance")
-	keys := flag.Int("keys", 4, "keys (X-Api-Key values) per engine")
-	rate := flag.Float64("rate", 20, "requests per second per key and engine")
-	phase := flag.Duration("phase", 10*time.Second, "length of each phase")
-	window := flag.Duration("window", 2*time.Second, "the rules' window (burst/qps, window_size), to compare with")
-	qps := flag.Float64("qps", 5, "the rules' qps, to compare with")
+	var o options
+	flag.StringVar(&o.oldURL, "old", "", "base URL of the previous release's instance")
+	flag.StringVar(&o.newURL, "new", "", "base URL of this build's instance")
+	flag.IntVar(&o.keys, "keys", 4, "keys (X-Api-Key values) per engine")
+	flag.Float64Var(&o.rate, "rate", 20, "requests per second per key and engine")
+	flag.DurationVar(&o.phase, "phase", 10*time.Second, "length of each phase")
+	flag.DurationVar(&o.window, "window", 2*time.Second, "the rules' window (burst/qps, window_size), to compare with")
+	flag.Float64Var(&o.qps, "qps", 5, "the rules' qps, to compare with")
 	flag.Parse()
-	if *oldURL == "" || *newURL == "" {
+	if o.oldURL == "" || o.newURL == "" {
 		fmt.Fprintln(os.Stderr, "usage: upgradecheck -old URL -new URL [-keys n -rate r -phase d -window d -qps q]")
 		os.Exit(2)
 	}
+	results := o.drive()
+	fmt.Printf("rules: qps %g, window %v; %d keys per engine at %g requests/s each; phases of %v\n\n", o.qps, o.window, o.keys, o.rate, o.phase)
+	bad := o.printPhases(results)
+	o.printPerKey(results)
+	if len(bad) > 0 {
+		fmt.Printf("\nresponses neither allowed nor refused by quota, by status (0: no answer in 2s): %v\n", bad)
+		os.Exit(1)
+	}
+}
+
+// engines are the rules' engines, each behind the path of its name.
+var engines = []string{"tb", "sw"}
+
+// drive sends every key's traffic through the three phases and returns
+// the samples, engine → key → samples.
+func (o *options) drive() map[string][][]sample {
 	client := &http.Client{Timeout: 2 * time.Second}
-	engines := []string{"tb", "sw"}
-	results := make(map[string][][]sample) // engine → key → samples
+	results := make(map[string][][]sample)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	start := time.Now()
 	for _, eng := range engines {
-		results[eng] = make([][]sample, *keys)
-		for k := range *keys {
+		results[eng] = make([][]sample, o.keys)
+		for k := range o.keys {
 			wg.Go(func() {
-				tick := time.NewTicker(time.Duration(float64(time.Second) / *rate))
-				defer tick.Stop()
-				var got []sample
-				for n := 0; ; n++ {
-					at := time.Since(start)
-					p := int(at / *phase)
-					if p > 2 {
-						break
-					}
-					b := p / 2 // phase 0: old, phase 2: new
-					if p == 1 {
-						b = n % 2
-					}
-					base := *oldURL
-					if b == 1 {
-						base = *newURL
-					}
-					req, _ := http.NewRequest("GET", base+"/"+eng, nil)
-					req.Header.Set("X-Api-Key", fmt.Sprintf("%s-key-%d", eng, k))
-					s := sample{at: at, phase: p, build: b}
-					if resp, err := client.Do(req); err == nil {
-						s.status = resp.StatusCode
-						resp.Body.Close()
-					}
-					got = append(got, s)
-					<-tick.C
-				}
+				got := o.key(client, start, eng, k)
 				mu.Lock()
 				results[eng][k] = got
 				mu.Unlock()
@@ -88,53 +86,106 @@ func main() {
 		}
 	}
 	wg.Wait()
-	fmt.Printf("rules: qps %g, window %v; %d keys per engine at %g requests/s each; phases of %v\n\n", *qps, *window, *keys, *rate, *phase)
+	return results
+}
+
+// key sends one key's requests at o.rate until the last phase ends: to
+// the old instance, then to both in turn, then to the new one.
+func (o *options) key(client *http.Client, start time.Time, eng string, k int) []sample {
+	tick := time.NewTicker(time.Duration(float64(time.Second) / o.rate))
+	defer tick.Stop()
+	var got []sample
+	for n := 0; ; n++ {
+		at := time.Since(start)
+		p := int(at / o.phase)
+		if p > 2 {
+			return got
+		}
+		b := p / 2 // phase 0: old, phase 2: new
+		if p == 1 {
+			b = n % 2
+		}
+		base := o.oldURL
+		if b == 1 {
+			base = o.newURL
+		}
+		req, _ := http.NewRequest("GET", base+"/"+eng, nil)
+		req.Header.Set("X-Api-Key", fmt.Sprintf("%s-key-%d", eng, k))
+		s := sample{at: at, phase: p, build: b}
+		if resp, err := client.Do(req); err == nil {
+			s.status = resp.StatusCode
+			resp.Body.Close()
+		}
+		got = append(got, s)
+		<-tick.C
+	}
+}
+
+// tally is what one engine's keys got in one phase from one build.
+type tally struct {
+	requests, ok, limited, other int
+	longest                      time.Duration // the longest a key went denied
+}
+
+// printPhases prints a tally per engine, phase and build, and returns the
+// responses neither allowed nor refused by quota, by status (0: no answer).
+func (o *options) printPhases(results map[string][][]sample) map[int]int {
 	fmt.Printf("%-6s %-9s %-5s %8s %8s %8s %8s %12s %14s\n", "engine", "phase", "build", "requests", "allowed", "429", "other", "allowed/s/key", "longest denied")
-	bad := map[int]int{} // status (0: no answer) → responses neither allowed nor refused by quota
+	bad := map[int]int{}
 	for _, eng := range engines {
 		for p := range 3 {
 			for b := range 2 {
-				var req, ok, limited, other int
-				var longest time.Duration
+				var t tally
 				for _, ss := range results[eng] {
-					var deniedSince time.Duration = -1
-					for _, s := range ss {
-						if s.phase != p || s.build != b {
-							continue
-						}
-						req++
-						switch s.status {
-						case 200:
-							ok++
-						case 429:
-							limited++
-						default:
-							other++
-							bad[s.status]++
-						}
-						if s.status == 200 {
-							if deniedSince >= 0 {
-								longest = max(longest, s.at-deniedSince)
-							}
-							deniedSince = -1
-						} else if deniedSince < 0 {
-							deniedSince = s.at
-						}
-					}
-					if deniedSince >= 0 { // denied to the end of the phase
-						longest = max(longest, time.Duration(p+1)**phase-deniedSince)
-					}
+					o.count(&t, ss, p, b, bad)
 				}
-				if req == 0 {
+				if t.requests == 0 {
 					continue
 				}
-				fmt.Printf("%-6s %-9s %-5s %8d %8d %8d %8d %12.2f %14v\n", eng, phaseNames[p], buildNames[b], req, ok, limited, other,
-					float64(ok)/phase.Seconds()/float64(*keys), longest.Round(10*time.Millisecond))
+				fmt.Printf("%-6s %-9s %-5s %8d %8d %8d %8d %12.2f %14v\n", eng, phaseNames[p], buildNames[b], t.requests, t.ok, t.limited, t.other,
+					float64(t.ok)/o.phase.Seconds()/float64(o.keys), t.longest.Round(10*time.Millisecond))
 			}
 		}
 	}
-	// Allowed per key over each phase, both builds together.
-	fmt.Printf("\nallowed per key and phase, both builds (one format's bound: qps × phase + one window's quota = %.0f)\n", *qps*phase.Seconds()+*qps*window.Seconds())
+	return bad
+}
+
+// count adds one key's samples of phase p and build b to t, and the
+// other statuses to bad.
+func (o *options) count(t *tally, ss []sample, p, b int, bad map[int]int) {
+	var deniedSince time.Duration = -1
+	for _, s := range ss {
+		if s.phase != p || s.build != b {
+			continue
+		}
+		t.requests++
+		switch s.status {
+		case 200:
+			t.ok++
+		case 429:
+			t.limited++
+		default:
+			t.other++
+			bad[s.status]++
+		}
+		if s.status == 200 {
+			if deniedSince >= 0 {
+				t.longest = max(t.longest, s.at-deniedSince)
+			}
+			deniedSince = -1
+		} else if deniedSince < 0 {
+			deniedSince = s.at
+		}
+	}
+	if deniedSince >= 0 { // denied to the end of the phase
+		t.longest = max(t.longest, time.Duration(p+1)*o.phase-deniedSince)
+	}
+}
+
+// printPerKey prints the least and the most a key was allowed over each
+// phase, both builds together, beside the bound one format allows.
+func (o *options) printPerKey(results map[string][][]sample) {
+	fmt.Printf("\nallowed per key and phase, both builds (one format's bound: qps × phase + one window's quota = %.0f)\n", o.qps*o.phase.Seconds()+o.qps*o.window.Seconds())
 	for _, eng := range engines {
 		for p := range 3 {
 			var per []int
@@ -150,9 +201,5 @@ func main() {
 			sort.Ints(per)
 			fmt.Printf("%-6s %-9s min %d max %d\n", eng, phaseNames[p], per[0], per[len(per)-1])
 		}
-	}
-	if len(bad) > 0 {
-		fmt.Printf("\nresponses neither allowed nor refused by quota, by status (0: no answer in 2s): %v\n", bad)
-		os.Exit(1)
 	}
 }
