@@ -29,7 +29,7 @@ const (
 // records, oldest overwritten first. When a shard's ring fills faster
 // than its window, it keeps only the keys whose hash ends in one more
 // zero bit (its level rises), so its ring spans the window again; when
-// half of it spans the window, the level falls.
+// it fills in less than half as fast, the level falls.
 type Recorder struct {
 	seed   maphash.Seed
 	window int64
@@ -89,7 +89,7 @@ func (r *Recorder) Record(key []byte, a Arrival) {
 	i := s.next
 	s.next++
 	mask := uint64(len(s.ring) - 1)
-	if i&(mask>>3) == 0 && i > 0 {
+	if i&(mask>>3) == 0 && i >= uint64(len(s.ring)/8) {
 		level = s.adapt(a.At, i, r.window)
 	}
 	s.ring[i&mask] = Record{At: a.At, Key: h, Cost: clip32(a.Cost), Total: clip32(a.TotalInFlight),
@@ -98,18 +98,20 @@ func (r *Recorder) Record(key []byte, a Arrival) {
 	s.mu.Unlock()
 }
 
-// adapt sets the shard's level at write i (every eighth of the ring): one
-// higher when the record about to be overwritten is within the window
-// (the ring spans less than it), one lower when the record half a ring
-// back is older than the window (at the lower level the whole ring would
-// still span it). The caller holds s.mu.
+// adapt sets the shard's level at write i (every eighth of the ring),
+// from the time the last eighth took to fill, all at the current level:
+// one higher when it took less than an eighth of the window (the ring
+// would span less than the window), one lower when it took more than a
+// quarter (at the lower level the ring would still span the window). The
+// caller holds s.mu.
 func (s *shard) adapt(now int64, i uint64, window int64) uint32 {
 	level := s.level.Load()
 	n := uint64(len(s.ring))
+	took := now - s.ring[(i-n/8)&(n-1)].At
 	switch {
-	case i >= n && s.ring[i&(n-1)].At > now-window && level < maxLevel:
+	case took < window/8 && level < maxLevel:
 		level++
-	case level > 0 && s.ring[(i-n/2)&(n-1)].At < now-window:
+	case took > window/4 && level > 0:
 		level--
 	default:
 		return level

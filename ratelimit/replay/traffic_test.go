@@ -24,12 +24,21 @@ type request struct {
 // popularity Zipf-like, arrivals bursty (a quiet rate, with one second
 // in five at ten times it), costs 1 to 4 when costly.
 func traffic(seed uint64, keys, n int, t0, span int64, costly bool) []request {
+	return trafficSkewed(seed, keys, n, t0, span, costly, 1.1)
+}
+
+// trafficSkewed is traffic with Zipf exponent skew (> 1), or keys
+// equally likely (skew 0).
+func trafficSkewed(seed uint64, keys, n int, t0, span int64, costly bool, skew float64) []request {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	names := make([][]byte, keys)
 	for i := range names {
 		names[i] = []byte("user:" + strconv.Itoa(i))
 	}
-	zipf := rand.NewZipf(rng, 1.1, 4, uint64(keys-1))
+	pick := func() uint64 { return rng.Uint64N(uint64(keys)) }
+	if skew > 1 {
+		pick = rand.NewZipf(rng, skew, 4, uint64(keys-1)).Uint64
+	}
 	// Weights per second: bursty seconds carry 10× the traffic.
 	secs := int(span / int64(time.Second))
 	weights := make([]float64, secs)
@@ -50,7 +59,7 @@ func traffic(seed uint64, keys, n int, t0, span int64, costly bool) []request {
 			if costly {
 				cost = 1 + rng.Int64N(4)
 			}
-			reqs = append(reqs, request{key: names[zipf.Uint64()], at: at, cost: cost,
+			reqs = append(reqs, request{key: names[pick()], at: at, cost: cost,
 				dur: int64(time.Millisecond) * (1 + rng.Int64N(400))})
 		}
 	}
