@@ -78,8 +78,7 @@ func BenchmarkReplay(b *testing.B) {
 // syntheticTrace is a trace of n records over ten minutes on keys keys,
 // built directly (a recorder would sample it).
 func syntheticTrace(n, keys int) *Trace {
-	rec := NewRecorder(DefaultWindow, 1)
-	tr := &Trace{From: t0, To: t0 + DefaultWindow, seed: rec.seed}
+	tr := &Trace{From: t0, To: t0 + DefaultWindow}
 	rng := rand.New(rand.NewPCG(9, 9))
 	hashes := make([]uint64, keys)
 	for i := range hashes {

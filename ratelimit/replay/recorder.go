@@ -1,7 +1,6 @@
 package replay
 
 import (
-	"hash/maphash"
 	"math/bits"
 	"sync"
 	"sync/atomic"
@@ -31,7 +30,6 @@ const (
 // zero bit (its level rises), so its ring spans the window again; when
 // it fills in less than half as fast, the level falls.
 type Recorder struct {
-	seed   maphash.Seed
 	window int64
 	shards [Shards]shard
 }
@@ -55,7 +53,7 @@ func NewRecorder(window int64, records int) *Recorder {
 		records = DefaultRecords
 	}
 	per := 1 << bits.Len(uint(max(records/Shards, 2)-1))
-	r := &Recorder{seed: maphash.MakeSeed(), window: window}
+	r := &Recorder{window: window}
 	for i := range r.shards {
 		r.shards[i].ring = make([]Record, per)
 	}
@@ -75,7 +73,7 @@ const recordBytes = 32
 // Record notes one decided request of key. It does not allocate; a key
 // its shard does not sample costs a hash and an atomic load.
 func (r *Recorder) Record(key []byte, a Arrival) {
-	h := maphash.Bytes(r.seed, key)
+	h := keyHash(key)
 	s := &r.shards[h>>(64-3)]
 	if h&(1<<s.level.Load()-1) != 0 {
 		return

@@ -52,13 +52,13 @@ func TestRecordSampled(t *testing.T) {
 	// Keys of like weight: sampling by key is unbiased, its error the
 	// spread between keys (with a few heavy keys it is far larger:
 	// docs/design/previews.md).
-	reqs := trafficSkewed(8, 20000, 200_000, t0, span, false, 0)
-	rec := NewRecorder(DefaultWindow, 1<<14) // 16384 records for 200k requests
+	reqs := trafficSkewed(8, 20000, 100_000, t0, span, false, 0)
+	rec := NewRecorder(DefaultWindow, 1<<13) // 8192 records for 100k requests
 	now, prop := one(tokenBucket(0.05, 2)), one(tokenBucket(0.03, 1))
 	before := live(now, reqs, rec)
 	after := live(prop, reqs, nil)
 	tr := rec.Snapshot(t0 + span)
-	if tr.Len() > 1<<14 {
+	if tr.Len() > 1<<13 {
 		t.Fatalf("%d records kept, more than the ring", tr.Len())
 	}
 	for i := range tr.Shards {
@@ -84,7 +84,9 @@ func TestRecordSampled(t *testing.T) {
 		{"refused_proposed", imp.RefusedProposed, refAfter},
 		{"newly_refused", imp.NewlyRefused, newlyRefused},
 	} {
-		if rel := float64(c.got-c.want) / float64(c.want); rel < -0.25 || rel > 0.25 {
+		// One sample of keys (the hash is fixed): within 10 % here; other
+		// samples of the same traffic spread wider (the design note).
+		if rel := float64(c.got-c.want) / float64(c.want); rel < -0.10 || rel > 0.10 {
 			t.Errorf("%s: sampled replay %d, live %d (%+.0f %%)", c.name, c.got, c.want, 100*rel)
 		}
 	}

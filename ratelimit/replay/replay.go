@@ -3,7 +3,6 @@ package replay
 import (
 	"encoding/binary"
 	"fmt"
-	"hash/maphash"
 	"math"
 	"sync"
 
@@ -31,8 +30,8 @@ func Replay(tr *Trace, now, proposed []*engine.Spec, opt Options) Impact {
 	for i := range tr.Shards {
 		wg.Go(func() {
 			ts := &tr.Shards[i]
-			cur := newRules(now, now, tr.seed, ts.Level)
-			prop := newRules(proposed, now, tr.seed, ts.Level)
+			cur := newRules(now, now, ts.Level)
+			prop := newRules(proposed, now, ts.Level)
 			tallies[i] = replayShard(ts, cur, prop)
 		})
 	}
@@ -132,10 +131,10 @@ type lane struct {
 
 // newRules makes fresh engines for specs; base is the list in force,
 // whose costs the recorded ones were.
-func newRules(specs, base []*engine.Spec, seed maphash.Seed, level uint8) rules {
+func newRules(specs, base []*engine.Spec, level uint8) rules {
 	rs := make(rules, len(specs))
 	for i, s := range specs {
-		run := replaySpec(s, seed, level)
+		run := replaySpec(s, level)
 		rs[i] = lane{spec: s, run: run, eng: engine.NewLocal(run), scale: 1}
 		if i < len(base) && base[i].Cost > 0 && s.Cost > 0 {
 			rs[i].scale = float64(s.Cost) / float64(base[i].Cost)
@@ -148,7 +147,7 @@ func newRules(specs, base []*engine.Spec, seed maphash.Seed, level uint8) rules 
 // records' 8-byte hashes (overrides too), costs are charged when
 // admitted, no in-flight caps, no adaptive limit, an unbounded pacing
 // queue, and max_keys in proportion to the keys a sampled shard holds.
-func replaySpec(s *engine.Spec, seed maphash.Seed, level uint8) *engine.Spec {
+func replaySpec(s *engine.Spec, level uint8) *engine.Spec {
 	run := *s
 	run.MaxConcurrent, run.MaxConcurrentTotal = 0, 0
 	run.Settles, run.Reserve = false, 0
@@ -162,7 +161,7 @@ func replaySpec(s *engine.Spec, seed maphash.Seed, level uint8) *engine.Spec {
 		run.Overrides = make(map[string]*engine.Limits, len(s.Overrides))
 		for k, l := range s.Overrides {
 			var kb [8]byte
-			binary.BigEndian.PutUint64(kb[:], maphash.String(seed, k))
+			binary.BigEndian.PutUint64(kb[:], keyHash([]byte(k)))
 			run.Overrides[string(kb[:])] = l
 		}
 	}

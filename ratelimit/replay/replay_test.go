@@ -23,15 +23,27 @@ func within(got, want int64) bool {
 	return d <= 1+want/100
 }
 
-// checkReplay runs reqs live under now while recording, runs them live
-// under proposed too, and checks that the replay of the recording gives
-// the live runs' refusals, differences and keys.
-func checkReplay(t *testing.T, now, proposed []*engine.Spec, reqs []request) Impact {
-	t.Helper()
+// recorded is a live run of reqs under now, recorded.
+type recorded struct {
+	reqs   []request
+	now    []*engine.Spec
+	before []bool
+	tr     *Trace
+}
+
+func record(now []*engine.Spec, reqs []request) *recorded {
 	rec := NewRecorder(DefaultWindow, 1<<20)
 	before := live(now, reqs, rec)
+	return &recorded{reqs: reqs, now: now, before: before, tr: rec.Snapshot(t0 + span)}
+}
+
+// checkReplay runs r's requests live under proposed too, and checks that
+// the replay of r's recording gives the live runs' refusals, differences
+// and keys.
+func checkReplay(t *testing.T, r *recorded, proposed []*engine.Spec) Impact {
+	t.Helper()
+	reqs, now, before, tr := r.reqs, r.now, r.before, r.tr
 	after := live(proposed, reqs, nil)
-	tr := rec.Snapshot(t0 + span)
 	for i := range tr.Shards {
 		if tr.Shards[i].Level != 0 {
 			t.Fatalf("shard %d sampled at level %d: the test wants every record", i, tr.Shards[i].Level)
@@ -98,18 +110,17 @@ func perKey(reqs []request, before, after []bool) map[string][2]int64 {
 func one(s *engine.Spec) []*engine.Spec { return []*engine.Spec{s} }
 
 func TestReplayTokenBucket(t *testing.T) {
-	reqs := traffic(1, 2000, 80_000, t0, span, false)
-	now := tokenBucket(2, 10)
-	same := checkReplay(t, one(now), one(tokenBucket(2, 10)), reqs)
+	r := record(one(tokenBucket(2, 10)), traffic(1, 2000, 50_000, t0, span, false))
+	same := checkReplay(t, r, one(tokenBucket(2, 10)))
 	if same.NewlyRefused != 0 || same.NewlyAllowed != 0 || len(same.Approximate) != 0 {
 		t.Errorf("the rule against itself: %+v", same)
 	}
-	tight := checkReplay(t, one(now), one(tokenBucket(1, 5)), reqs)
+	tight := checkReplay(t, r, one(tokenBucket(1, 5)))
 	if tight.NewlyRefused == 0 || tight.KeysNewlyRefused == 0 || len(tight.TopKeys) == 0 ||
 		!strings.HasPrefix(tight.TopKeys[0].Key, "user:") {
 		t.Errorf("tightened: %+v", tight)
 	}
-	loose := checkReplay(t, one(now), one(tokenBucket(4, 20)), reqs)
+	loose := checkReplay(t, r, one(tokenBucket(4, 20)))
 	// A looser rule may still refuse a request the rule in force admitted
 	// (the key spent earlier): fewer, not none.
 	if loose.NewlyAllowed <= loose.NewlyRefused || loose.RefusedProposed >= loose.RefusedNow {
@@ -118,33 +129,32 @@ func TestReplayTokenBucket(t *testing.T) {
 }
 
 func TestReplaySlidingWindow(t *testing.T) {
-	reqs := traffic(2, 2000, 80_000, t0, span, false)
-	now := slidingWindow(60, time.Minute)
-	checkReplay(t, one(now), one(slidingWindow(60, time.Minute)), reqs)
-	checkReplay(t, one(now), one(slidingWindow(30, time.Minute)), reqs)
-	checkReplay(t, one(now), one(slidingWindow(120, time.Minute)), reqs)
+	r := record(one(slidingWindow(60, time.Minute)), traffic(2, 2000, 50_000, t0, span, false))
+	checkReplay(t, r, one(slidingWindow(60, time.Minute)))
+	checkReplay(t, r, one(slidingWindow(30, time.Minute)))
+	checkReplay(t, r, one(slidingWindow(120, time.Minute)))
 }
 
 func TestReplayCalendarQuota(t *testing.T) {
-	reqs := traffic(3, 2000, 80_000, t0, span, false)
-	checkReplay(t, one(calendarMinute(80)), one(calendarMinute(80)), reqs)
-	checkReplay(t, one(calendarMinute(80)), one(calendarMinute(40)), reqs)
+	r := record(one(calendarMinute(80)), traffic(3, 2000, 50_000, t0, span, false))
+	checkReplay(t, r, one(calendarMinute(80)))
+	checkReplay(t, r, one(calendarMinute(40)))
 }
 
 func TestReplayCosts(t *testing.T) {
-	reqs := traffic(4, 2000, 80_000, t0, span, true)
-	checkReplay(t, one(tokenBucket(5, 20)), one(tokenBucket(5, 20)), reqs)
-	checkReplay(t, one(tokenBucket(5, 20)), one(tokenBucket(3, 12)), reqs)
+	r := record(one(tokenBucket(5, 20)), traffic(4, 2000, 50_000, t0, span, true))
+	checkReplay(t, r, one(tokenBucket(5, 20)))
+	checkReplay(t, r, one(tokenBucket(3, 12)))
 }
 
 func TestReplayOverrides(t *testing.T) {
-	reqs := traffic(5, 2000, 80_000, t0, span, false)
 	now := tokenBucket(2, 10)
 	now.Overrides = map[string]*engine.Limits{"user:0": {QPS: 50, Burst: 100}}
 	prop := tokenBucket(2, 10)
 	prop.Overrides = map[string]*engine.Limits{"user:0": {QPS: 5, Burst: 10}, "user:1": {QPS: 40, Burst: 80}}
-	checkReplay(t, one(now), one(now), reqs)
-	imp := checkReplay(t, one(now), one(prop), reqs)
+	r := record(one(now), traffic(5, 2000, 50_000, t0, span, false))
+	checkReplay(t, r, one(now))
+	imp := checkReplay(t, r, one(prop))
 	if imp.TopKeys[0].Key != "user:0" {
 		t.Errorf("the key whose override fell should lead: %+v", imp.TopKeys)
 	}
@@ -152,30 +162,27 @@ func TestReplayOverrides(t *testing.T) {
 
 // Several limits on one key: a request passes when every rule admits it.
 func TestReplaySeveralLimits(t *testing.T) {
-	reqs := traffic(6, 2000, 80_000, t0, span, false)
-	now := []*engine.Spec{tokenBucket(2, 10), slidingWindow(60, time.Minute)}
-	checkReplay(t, now, []*engine.Spec{tokenBucket(2, 10), slidingWindow(60, time.Minute)}, reqs)
-	checkReplay(t, now, []*engine.Spec{tokenBucket(2, 10), slidingWindow(40, time.Minute)}, reqs)
-	checkReplay(t, now, []*engine.Spec{tokenBucket(3, 10), calendarMinute(50)}, reqs)
+	r := record([]*engine.Spec{tokenBucket(2, 10), slidingWindow(60, time.Minute)}, traffic(6, 2000, 50_000, t0, span, false))
+	checkReplay(t, r, []*engine.Spec{tokenBucket(2, 10), slidingWindow(60, time.Minute)})
+	checkReplay(t, r, []*engine.Spec{tokenBucket(2, 10), slidingWindow(40, time.Minute)})
+	checkReplay(t, r, []*engine.Spec{tokenBucket(3, 10), calendarMinute(50)})
 }
 
 // In-flight caps are replayed on the concurrency recorded: exact against
 // the rule's own traffic; a tighter cap refuses more, approximately.
 func TestReplayInFlightCaps(t *testing.T) {
-	reqs := traffic(7, 2000, 80_000, t0, span, false)
 	capped := func(perKey int32, total int64) *engine.Spec {
 		s := tokenBucket(4, 20)
 		s.MaxConcurrent, s.MaxConcurrentTotal = perKey, total
 		return s
 	}
 	now := capped(2, 60)
-	same := checkReplay(t, one(now), one(capped(2, 60)), reqs)
+	r := record(one(now), traffic(7, 2000, 50_000, t0, span, false))
+	same := checkReplay(t, r, one(capped(2, 60)))
 	if same.RefusedNow == 0 || len(same.Approximate) == 0 {
 		t.Errorf("capped: %+v", same)
 	}
-	rec := NewRecorder(DefaultWindow, 1<<20)
-	live(one(now), reqs, rec)
-	tight := Replay(rec.Snapshot(t0+span), one(now), one(capped(1, 60)), Options{})
+	tight := Replay(r.tr, one(now), one(capped(1, 60)), Options{})
 	if tight.NewlyRefused == 0 || tight.RefusedProposed <= tight.RefusedNow {
 		t.Errorf("a cap of 1 in flight per key refuses no more: %+v", tight)
 	}

@@ -2,7 +2,6 @@ package replay
 
 import (
 	"cmp"
-	"hash/maphash"
 	"slices"
 )
 
@@ -11,7 +10,6 @@ import (
 // sampling level in the window, in time order.
 type Trace struct {
 	From, To int64 // the window, engine ns
-	seed     maphash.Seed
 	Shards   [Shards]TraceShard
 }
 
@@ -26,7 +24,7 @@ type TraceShard struct {
 // Snapshot copies the records of r's window ending at now. Each shard is
 // locked while its ring is copied (a memory copy of at most the ring).
 func (r *Recorder) Snapshot(now int64) *Trace {
-	tr := &Trace{From: now - r.window, To: now, seed: r.seed}
+	tr := &Trace{From: now - r.window, To: now}
 	for i := range r.shards {
 		tr.Shards[i] = r.shards[i].snapshot(tr.From, now)
 	}
