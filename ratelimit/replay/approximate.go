@@ -11,13 +11,19 @@ import (
 func approximations(tr *Trace, now, proposed []*engine.Spec, opt Options) []string {
 	var out []string
 	var levels []uint8
-	sampled := false
+	sampled, short := false, 0
 	for i := range tr.Shards {
 		levels = append(levels, tr.Shards[i].Level)
 		sampled = sampled || tr.Shards[i].Level > 0
+		if tr.Shards[i].Short {
+			short++
+		}
 	}
 	if sampled {
 		out = append(out, fmt.Sprintf("sampled: traffic outgrew the record, so whole keys were kept (1 in 2^level per shard, levels %v) and counts scaled back", levels))
+	}
+	if short > 0 {
+		out = append(out, fmt.Sprintf("short: in %d of %d shards traffic rose faster than sampling followed, so the record spans less than the window", short, Shards))
 	}
 	if opt.Cluster {
 		out = append(out, "cluster scope: this instance's traffic is replayed against the whole quota, which the fleet shares")

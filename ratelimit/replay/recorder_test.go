@@ -106,3 +106,26 @@ func TestSnapshotWindow(t *testing.T) {
 		t.Fatalf("%d records in the last minute, want 60", tr.Len())
 	}
 }
+
+// A key kept at every level that outruns its ring: the record spans less
+// than the window, and the impact says so.
+func TestSnapshotShort(t *testing.T) {
+	var key []byte
+	for i := 0; key == nil; i++ {
+		if k := []byte("k" + strconv.Itoa(i)); keyHash(k)&(1<<maxLevel-1) == 0 {
+			key = k
+		}
+	}
+	rec := NewRecorder(int64(time.Minute), Shards*16)
+	for i := range 200 {
+		rec.Record(key, Arrival{At: t0 + int64(i)*int64(time.Millisecond)})
+	}
+	imp := Replay(rec.Snapshot(t0+int64(time.Second)), one(tokenBucket(1, 1)), one(tokenBucket(1, 1)), Options{})
+	found := false
+	for _, r := range imp.Approximate {
+		found = found || strings.HasPrefix(r, "short:")
+	}
+	if !found || imp.Records != 16 {
+		t.Fatalf("%d records; approximate: %q", imp.Records, imp.Approximate)
+	}
+}

@@ -19,6 +19,9 @@ type TraceShard struct {
 	Level   uint8
 	Records []Record
 	Names   map[uint64]string
+	// Short: the ring had overwritten records of the window (traffic rose
+	// faster than the sampling level followed), so it spans less.
+	Short bool
 }
 
 // Snapshot copies the records of r's window ending at now. Each shard is
@@ -36,6 +39,7 @@ func (s *shard) snapshot(from, to int64) TraceShard {
 	n := uint64(len(s.ring))
 	first := s.next - min(s.next, n)
 	recs := make([]Record, 0, s.next-first)
+	short := first > 0 && s.ring[first&(n-1)].At > from
 	var level uint8
 	for i := first; i < s.next; i++ {
 		if rec := s.ring[i&(n-1)]; rec.At > from && rec.At <= to {
@@ -56,7 +60,7 @@ func (s *shard) snapshot(from, to int64) TraceShard {
 	if !slices.IsSortedFunc(recs, byTime) {
 		slices.SortStableFunc(recs, byTime)
 	}
-	return TraceShard{Level: level, Records: recs, Names: names}
+	return TraceShard{Level: level, Records: recs, Names: names, Short: short}
 }
 
 func byTime(a, b Record) int { return cmp.Compare(a.At, b.At) }
