@@ -30,6 +30,9 @@ func traffic(seed uint64, keys, n int, t0, span int64, costly bool) []request {
 // trafficSkewed is traffic with Zipf exponent skew (> 1), or keys
 // equally likely (skew 0).
 func trafficSkewed(seed uint64, keys, n int, t0, span int64, costly bool, skew float64) []request {
+	if raceOn {
+		keys, n = keys/2, n/2
+	}
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	names := make([][]byte, keys)
 	for i := range names {
