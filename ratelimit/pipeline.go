@@ -137,11 +137,7 @@ func (p *pass) keys(w http.ResponseWriter, r *http.Request, ts []taken, kb []byt
 				lim.counters.shadow.Inc()
 				p.shadowed = true
 				// A single rule's line has always named no key, a list's an empty one.
-				kf := zap.Skip()
-				if len(ts) > 1 {
-					kf = zap.String("key", "")
-				}
-				p.h.logShadow(rule, kf, "empty_key")
+				p.h.logShadow(rule, nil, len(ts) > 1, "empty_key")
 				t.skip = true
 				continue
 			}
@@ -163,9 +159,18 @@ func (p *pass) keys(w http.ResponseWriter, r *http.Request, ts []taken, kb []byt
 	return kb, false, nil
 }
 
-// logShadow logs what a shadow rule would have refused.
-func (h *Handler) logShadow(rule *Rule, key zap.Field, reason string) {
-	if c := h.logger.Check(zap.InfoLevel, "shadow rule would reject"); c != nil {
-		c.Write(zap.String("rule", rule.ID), key, zap.String("reason", reason))
+// logShadow logs what a shadow rule would have refused: with its key
+// (shown as its rule shows keys; nil: an empty one) when keyed. The key is
+// formatted only when the line is written.
+func (h *Handler) logShadow(rule *Rule, key []byte, keyed bool, reason string) {
+	c := h.logger.Check(zap.InfoLevel, "shadow rule would reject")
+	switch {
+	case c == nil:
+	case !keyed:
+		c.Write(zap.String("rule", rule.ID), zap.String("reason", reason))
+	case key == nil:
+		c.Write(zap.String("rule", rule.ID), zap.String("key", ""), zap.String("reason", reason))
+	default:
+		c.Write(zap.String("rule", rule.ID), zap.String("key", rule.shownKey(string(key))), zap.String("reason", reason))
 	}
 }

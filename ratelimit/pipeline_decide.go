@@ -5,7 +5,6 @@ import (
 	"net/http"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"go.uber.org/zap"
 )
 
 // taken is one rule's part in a request (pipeline.go).
@@ -78,7 +77,7 @@ func (p *pass) decide(r *http.Request, ts []taken, kb []byte) (refused int, err 
 		if rule := t.m.rule; rule.Shadow {
 			t.m.lim.counters.shadow.Inc()
 			p.shadowed = true
-			p.h.logShadow(rule, zap.String("key", rule.shownKey(string(t.key(kb)))), t.d.Reason.String())
+			p.h.logShadow(rule, t.key(kb), true, t.d.Reason.String())
 			continue
 		}
 		refund(ts[:i], kb)
