@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/sluicegw/sluice/ratelimit/overload"
 )
 
@@ -84,23 +83,4 @@ func admitAdaptive(ctx context.Context, c *overload.Controller, rule *Rule, clas
 	}
 	d.Reason, d.Shed = OverAdaptiveLimit, out
 	return d, nil
-}
-
-// serveAdaptive serves a request holding a slot of the adaptive limit and
-// gives the slot back however the request ends, with the upstream's
-// latency (upstreamTimer; from admission to the return of next when no
-// HTTP client carried the request) unless the client left (its latency
-// says nothing of the upstream), and whether the upstream failed.
-func serveAdaptive(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, lim *limiter, d *Decision) error {
-	latency, drop := int64(-1), false
-	defer func() { d.Adaptive.Release(d.Ticket, latency, drop, lim.now()) }()
-	admitted := lim.now()
-	timer := &upstreamTimer{now: lim.now}
-	rec := &statusRecorder{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}}
-	err := next.ServeHTTP(rec, r.WithContext(timer.trace(r.Context())))
-	if r.Context().Err() == nil {
-		start, end := timer.span(admitted, lim.now())
-		latency, drop = end-start, isDrop(err, rec.status)
-	}
-	return err
 }

@@ -10,13 +10,15 @@
 //   - scope cluster: the same quotas kept in Redis, in package
 //     ratelimit/cluster (the cluster engine with its leases, remembered
 //     refusals and on_redis_error fallbacks; the scripts, the batcher and
-//     the health gate); here its glue (cluster_engine.go) and the decision
-//     of several cluster limits by one script (multi_cluster.go);
+//     the health gate, the decision of several cluster limits by one
+//     script); here its glue (cluster_engine.go, multi_cluster.go);
 //   - in-flight caps (max_concurrent, max_concurrent_total), costs declared
 //     by the request and settled from the response (count_status,
 //     response_cost; cost.go, settle.go, debt.go), overrides per key, and
 //     several rules on one route, all of which must admit (multi*.go);
-//   - the request and the response (handler.go, headers*.go): the key,
+//   - the request's path, one pipeline of named steps for one rule or
+//     several (pipeline*.go: resolve, keys, decide, report, reject, serve),
+//     and the response (reject.go, headers*.go): the key,
 //     refusals, RateLimit and X-RateLimit-* headers, Retry-After, the
 //     {http.ratelimit.*} placeholders, shadow mode;
 //   - what operators read: metrics (metrics.go, flow_metrics.go), the

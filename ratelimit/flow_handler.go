@@ -3,10 +3,8 @@ package ratelimit
 import (
 	"context"
 	"errors"
-	"net/http"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/sluicegw/sluice/ratelimit/engine"
 )
@@ -18,29 +16,6 @@ const StatusClientClosed = 499
 // zeroWait is {http.ratelimit.queue_wait} of a paced request that did not
 // wait, boxed once so setting it does not allocate.
 var zeroWait any = time.Duration(0)
-
-// serveShaped serves a request that must wait for its slot or holds a
-// slot of the adaptive limit (the request path that allocates: a timer, a
-// status recorder): it waits for the request's slot (a timer, then
-// nanosleep for the last 2 ms; no lock held, ending early when the client
-// goes), then serves it holding its in-flight slots (serveAdaptive for the
-// adaptive limit's).
-func serveShaped(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, rule *Rule, lim *limiter, eng Engine, d Decision, repl *caddy.Replacer) error {
-	defer eng.Release(&d)
-	if d.Wait > 0 {
-		waited, err := waitTurn(r.Context(), &d, lim)
-		if repl != nil {
-			repl.Set("http.ratelimit.queue_wait", time.Duration(waited))
-		}
-		if err != nil {
-			return caddyhttp.Error(StatusClientClosed, err)
-		}
-	}
-	if d.Adaptive == nil {
-		return next.ServeHTTP(w, r)
-	}
-	return serveAdaptive(w, r, next, lim, &d)
-}
 
 // waitTurn waits d.Wait for the request's slot, or until ctx ends; it
 // returns the time waited. The request leaves the rule's queue either way.

@@ -9,7 +9,7 @@ import (
 
 // Several limits on one route: a handler with a list of rules (Rules and
 // Inlines, or a route binding whose rate_limit lists several ids) admits a
-// request only when every rule admits it (multi_serve.go). ruleList keeps
+// request only when every rule admits it (pipeline.go). ruleList keeps
 // the list and resolves, per request, the rules in force now.
 
 // member is one rule in force with its limiter.

@@ -1,9 +1,10 @@
 package ratelimit
 
 import (
-	"github.com/sluicegw/sluice/ratelimit/engine"
 	"net/http"
 	"strings"
+
+	"github.com/sluicegw/sluice/ratelimit/engine"
 )
 
 // mostRestrictive picks the decision the headers and placeholders of a
@@ -38,9 +39,13 @@ func mostRestrictive(ts []taken, headersOnly bool) int {
 // (`"a";q=20;w=1, "b";q=10000;w=86400`), and RateLimit listing what is left
 // of each rule that decided the request, in the same order, so a client
 // sees every quota, whatever its unit. static is the policy list when it
-// is the same for every request (ruleSet.policies), else "".
+// is the same for every request (ruleSet.policies), else "". A list of
+// one rule gets that rule's headers (setHeaders).
 func setMultiHeaders(hdr http.Header, ts []taken, k int, static string) {
 	setHeaders(hdr, ts[k].m.rule, &ts[k].d)
+	if len(ts) == 1 {
+		return // a handler's only rule: its own headers
+	}
 	list := static
 	if list == "" {
 		list = policyList(ts)

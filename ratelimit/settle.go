@@ -17,42 +17,16 @@ import (
 // the response is done, if its status is one counted. The charge may take
 // the key below zero (debt): the key's next requests are refused until the
 // refill (or the window sliding on) has paid it back.
-
-// serveSettled serves an admitted request of a settling rule and charges
-// its key however the request ends (settleWriter.done): a finished
-// answer by its status and reported cost, an answer cut short (the client
-// hung up mid-stream, the handler panicked or failed after the answer
-// began) by the cost reported so far or else max_cost, and a request
-// whose client left before any answer by what its admission took. A
-// count_status rule is charged as soon as the response's status is known
-// (before any byte of it leaves), so a client cannot send its next request
-// before the charge.
-func serveSettled(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, rule *Rule, lim *limiter,
-	eng Engine, key []byte, cost int64, d *Decision) error {
-	if d.HoldsSlot() {
-		return serveSettledHolding(w, r, next, rule, lim, eng, key, cost, *d)
-	}
-	return serveSettledOnce(w, r, next, rule, lim, eng, key, cost, engine.RefOf(d))
-}
-
-// serveSettledHolding is serveSettled for a request holding an in-flight
-// slot, freed however the request ends. Only here does the decision go to
-// the heap (its address goes to the engine's Release).
-func serveSettledHolding(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, rule *Rule, lim *limiter,
-	eng Engine, key []byte, cost int64, d Decision) error {
-	defer eng.Release(&d)
-	return serveSettledOnce(w, r, next, rule, lim, eng, key, cost, engine.RefOf(&d))
-}
-
-func serveSettledOnce(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, rule *Rule, lim *limiter,
-	eng Engine, key []byte, cost int64, ref engine.EntryRef) (err error) {
-	sw := newSettleWriter(w, r, rule, lim, eng, key, cost, ref)
-	returned := false
-	defer func() { sw.done(err, returned) }()
-	err = next.ServeHTTP(sw, r)
-	returned = true
-	return err
-}
+//
+// An admitted request of a settling rule is served through a settle
+// writer (pipeline_serve.go), which charges its key however the request
+// ends (settleWriter.done): a finished answer by its status and reported
+// cost, an answer cut short (the client hung up mid-stream, the handler
+// panicked or failed after the answer began) by the cost reported so far
+// or else max_cost, and a request whose client left before any answer by
+// what its admission took. A count_status rule is charged as soon as the
+// response's status is known (before any byte of it leaves), so a client
+// cannot send its next request before the charge.
 
 // settleWriters are the settle writers of finished requests, reused: a
 // writer is one allocation per request otherwise. A handler does not use

@@ -12,6 +12,8 @@
 //     the quota). It reads the rule's cluster view (Rule: id, engine.Spec,
 //     on_redis_error, redis_timeout, lease_size) and takes its clock,
 //     Redis and counters from its Host, the handler's limiter;
+//   - the decision of a request by several cluster rules in one script,
+//     spending on all or none (DecideAll; decide_all.go, engine_multi.go);
 //   - the Lua scripts and their replies: token bucket and sliding window
 //     decisions over many keys (redisscript.go, script_source.go,
 //     script_floor.go), several rules at once (redisscript_multi.go),

@@ -3,7 +3,7 @@ package cluster
 import "github.com/sluicegw/sluice/ratelimit/engine"
 
 // What the handler's decision of several cluster limits by one script
-// (ratelimit's multi_cluster.go) does with each rule's engine.
+// (DecideAll, decide_all.go) does with each rule's engine.
 
 // TakeSlots takes key's in-flight slots of rule r, before Redis.
 func (e *Engine) TakeSlots(r *Rule, key []byte, now int64) engine.Decision {

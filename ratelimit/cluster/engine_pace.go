@@ -8,7 +8,7 @@ import (
 // pace decides a request of a paced cluster rule (control_behavior pace,
 // scope cluster): one script call per request reserves its slot in the
 // fleet-wide schedule in Redis (paceLua), and the request then waits for
-// it locally like a locally paced one (the handler's serveShaped: a timer,
+// it locally like a locally paced one (the handler's serve step, waitTurns: a timer,
 // no lock, ending early when the client goes, holding its in-flight
 // slots).
 //
