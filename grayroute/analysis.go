@@ -318,53 +318,81 @@ func shares(nc, nb uint64, ratio float64) (pi0, pi1 float64) {
 }
 
 // Observe adds one interval's counts, taken at weight (basis points), and
-// returns the verdict.
+// returns the verdict: the step's bookkeeping, the two tests on this
+// interval, the outcome, the action.
 func (a *Analysis) Observe(c *IntervalCounts, weight uint32) Verdict {
-	cfg := &a.cfg
-	if !a.weightSeen || weight != a.stepWeight {
-		a.stepWeight, a.stepRequests, a.weightSeen = weight, 0, true
-		a.stepIntervals, a.stepQuiet = 0, 0
-		a.stepLat = sprt{}
-	}
-
-	nc, nb := c.Canary.Requests, c.Baseline.Requests
-	q := cfg.LatencyPercentile / 100
-	baselineNeed := BaselineRequestsNeeded(cfg.LatencyPercentile)
-	// The latency threshold comes from the intervals before this one, so
-	// it cannot lean on what it tests.
-	var threshold, limit float64
-	baselineHad := a.baseline.Requests
-	ready := baselineHad >= baselineNeed
-	if ready {
-		threshold = a.baseline.Latency.quantileFloor(q, a.baseline.Requests)
-		limit = cfg.tolerance(threshold)
-	}
-	if nc > 0 && nb > 0 {
-		// Errors: the canary's share of this interval's errors.
-		pi0, pi1 := shares(nc, nb, ErrorRatio)
-		ec, eb := min(c.Canary.Errors, nc), min(c.Baseline.Errors, nb)
-		a.errTest.observe(ec, ec+eb, pi0, pi1)
-
-		// Latency: the canary's share of this interval's slow requests.
-		if ready {
-			sc := min(c.Canary.Latency.countAtLeast(limit), nc)
-			sb := min(c.Baseline.Latency.countAtLeast(threshold), nb)
-			pi0, pi1 := shares(nc, nb, LatencyHitRatio)
-			a.latTest.observe(sc, sc+sb, pi0, pi1)
-			a.stepLat.observe(sc, sc+sb, pi0, pi1)
-			a.canarySlow += sc
-			a.baseSlow += sb
-			if sc+sb == 0 {
-				a.stepQuiet++
-			}
-		}
-	}
+	a.enterStep(weight)
+	lim := a.latencyLimits()
+	a.testInterval(c, lim)
 	a.stepIntervals++
 	a.canary.add(&c.Canary)
 	a.baseline.add(&c.Baseline)
-	a.stepRequests += nc
+	a.stepRequests += c.Canary.Requests
 
-	v := Verdict{
+	v := a.verdict(weight, lim)
+	v.Outcome, v.why, v.NoEvidence = a.outcome(lim.ready)
+	a.act(&v, weight)
+	return v
+}
+
+// enterStep starts the bookkeeping of a weight when the weight changed.
+func (a *Analysis) enterStep(weight uint32) {
+	if a.weightSeen && weight == a.stepWeight {
+		return
+	}
+	a.stepWeight, a.stepRequests, a.weightSeen = weight, 0, true
+	a.stepIntervals, a.stepQuiet = 0, 0
+	a.stepLat = sprt{}
+}
+
+// latencyLimits are an interval's latency threshold T and the canary's
+// limit g(T), from the baseline of the intervals before it, so the
+// threshold cannot lean on what it tests; ready once the baseline has
+// enough requests to tell.
+type latencyLimits struct {
+	threshold, limit float64
+	ready            bool
+	need, had        uint64 // baseline requests needed, and had before this interval
+}
+
+func (a *Analysis) latencyLimits() latencyLimits {
+	l := latencyLimits{need: BaselineRequestsNeeded(a.cfg.LatencyPercentile), had: a.baseline.Requests}
+	if l.ready = l.had >= l.need; l.ready {
+		l.threshold = a.baseline.Latency.quantileFloor(a.cfg.LatencyPercentile/100, l.had)
+		l.limit = a.cfg.tolerance(l.threshold)
+	}
+	return l
+}
+
+// testInterval adds the interval's evidence to the scores: the canary's
+// share of the interval's errors and of its slow requests.
+func (a *Analysis) testInterval(c *IntervalCounts, lim latencyLimits) {
+	nc, nb := c.Canary.Requests, c.Baseline.Requests
+	if nc == 0 || nb == 0 {
+		return
+	}
+	pi0, pi1 := shares(nc, nb, ErrorRatio)
+	ec, eb := min(c.Canary.Errors, nc), min(c.Baseline.Errors, nb)
+	a.errTest.observe(ec, ec+eb, pi0, pi1)
+	if !lim.ready {
+		return
+	}
+	sc := min(c.Canary.Latency.countAtLeast(lim.limit), nc)
+	sb := min(c.Baseline.Latency.countAtLeast(lim.threshold), nb)
+	pi0, pi1 = shares(nc, nb, LatencyHitRatio)
+	a.latTest.observe(sc, sc+sb, pi0, pi1)
+	a.stepLat.observe(sc, sc+sb, pi0, pi1)
+	a.canarySlow += sc
+	a.baseSlow += sb
+	if sc+sb == 0 {
+		a.stepQuiet++
+	}
+}
+
+// verdict are the numbers behind the interval's verdict.
+func (a *Analysis) verdict(weight uint32, lim latencyLimits) Verdict {
+	q := a.cfg.LatencyPercentile / 100
+	return Verdict{
 		Weight:              weight,
 		CanaryRequests:      a.canary.Requests,
 		CanaryErrors:        a.canary.Errors,
@@ -375,8 +403,8 @@ func (a *Analysis) Observe(c *IntervalCounts, weight uint32) Verdict {
 		StepRequests:        a.stepRequests,
 		CanaryLatency:       a.canary.Latency.quantileOf(q, a.canary.Requests),
 		BaselineLatency:     a.baseline.Latency.quantileOf(q, a.baseline.Requests),
-		LatencyThreshold:    threshold,
-		LatencyLimit:        limit,
+		LatencyThreshold:    lim.threshold,
+		LatencyLimit:        lim.limit,
 		CanarySlow:          a.canarySlow,
 		BaselineSlow:        a.baseSlow,
 		ErrorEvidence:       a.errTest.llr,
@@ -386,37 +414,48 @@ func (a *Analysis) Observe(c *IntervalCounts, weight uint32) Verdict {
 		PassBound:           a.passBound,
 		StepIntervals:       a.stepIntervals,
 		StepQuietIntervals:  a.stepQuiet,
+		minSamples:          a.cfg.MinSamples,
+		percentile:          a.cfg.LatencyPercentile,
+		baselineNeed:        lim.need,
+		baselineHad:         lim.had,
 	}
+}
+
+// outcome judges the scores: failing, healthy or inconclusive, why, and
+// whether the step ended without evidence either way.
+func (a *Analysis) outcome(ready bool) (Outcome, reason, bool) {
+	cfg := &a.cfg
 	enough := a.canary.Requests >= cfg.MinSamples
 	switch {
 	case enough && a.errTest.llr >= a.failBound:
-		v.Outcome, v.why = Failing, whyErrors
+		return Failing, whyErrors, false
 	case enough && a.latTest.llr >= a.failBound:
-		v.Outcome, v.why = Failing, whyLatency
+		return Failing, whyLatency, false
 	case !enough || a.stepRequests < cfg.MinSamples:
-		v.why = whyWaiting
+		return Inconclusive, whyWaiting, false
 	case a.errTest.llr >= a.suspect || a.latTest.llr >= a.suspect:
-		v.why = whySuspect
+		return Inconclusive, whySuspect, false
 	case !ready:
-		v.why = whyNoBaseline
+		return Inconclusive, whyNoBaseline, false
 	case a.stepLat.llr > a.passBound && cfg.MaxStepIntervals > 0 && a.stepIntervals >= cfg.MaxStepIntervals && a.stepLat.llr < -a.passBound:
 		// The bound of a step, with no evidence either way: the score at
 		// this weight between its pass line and the mirror of it, and
 		// (the suspicious case above) the whole canary's scores below
 		// halfway to failing.
-		v.NoEvidence = true
 		if cfg.HoldWithoutEvidence {
-			v.why = whyNoEvidenceHold
-		} else {
-			v.Outcome, v.why = Healthy, whyNoEvidence
+			return Inconclusive, whyNoEvidenceHold, true
 		}
+		return Healthy, whyNoEvidence, true
 	case a.stepLat.llr > a.passBound:
-		v.why = whyLatencyEvidence
-	default:
-		v.Outcome, v.why = Healthy, whyHealthy
+		return Inconclusive, whyLatencyEvidence, false
 	}
-	v.minSamples, v.percentile, v.baselineNeed, v.baselineHad = cfg.MinSamples, cfg.LatencyPercentile, baselineNeed, baselineHad
+	return Healthy, whyHealthy, false
+}
 
+// act counts failing intervals in a row and sets the verdict's action
+// and the weight after it.
+func (a *Analysis) act(v *Verdict, weight uint32) {
+	cfg := &a.cfg
 	if v.Outcome == Failing {
 		a.failing++
 	} else {
@@ -431,7 +470,6 @@ func (a *Analysis) Observe(c *IntervalCounts, weight uint32) Verdict {
 	case v.Outcome == Healthy:
 		v.Action, v.Weight = Advance, min(weight+cfg.StepWeight, cfg.MaxWeight)
 	}
-	return v
 }
 
 func rate(errs, n uint64) float64 {
