@@ -130,3 +130,44 @@ func (s *sprt) observe(hits, n uint64, p0, p1 float64) {
 
 // secondsToDuration converts seconds to a Duration.
 func secondsToDuration(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// latencyLimits are one interval's latency threshold T and the canary's
+// limit g(T) (seconds), with the requests at or above each: the
+// interval's slowest, the canary's times taken down by the tolerance.
+type latencyLimits struct {
+	threshold, limit float64
+	canary, baseline uint64
+}
+
+// slowCount is how many of an interval's n requests are its slowest:
+// the share beyond latency_percentile, at least one.
+func (c *AnalysisConfig) slowCount(n uint64) uint64 {
+	return max(1, uint64(float64(n)*(1-c.LatencyPercentile/100)))
+}
+
+// slowest finds the interval's k slowest requests, the canary's times
+// taken down by the tolerance g: the highest bucket edge T with at least
+// k requests at or above it, counting a baseline request at or above T and
+// a canary request at or above g(T) (its whole bucket there, so the
+// rounding never makes the canary look slower). Ties in T's bucket can
+// make it more than k. Which requests are slowest depends on the pooled
+// times alone, not on which version served them.
+func slowest(canary, baseline *Histogram, k uint64, g func(float64) float64) latencyLimits {
+	var above [NumLatencyBuckets + 1]uint64 // canary requests in bucket i or higher
+	for i := NumLatencyBuckets - 1; i >= 0; i-- {
+		above[i] = above[i+1] + canary[i]
+	}
+	var l latencyLimits
+	m := NumLatencyBuckets // the lowest bucket lying entirely at or above the limit
+	for j := NumLatencyBuckets - 1; j >= 0; j-- {
+		l.baseline += baseline[j]
+		l.threshold, l.limit = bucketLower(j), g(bucketLower(j))
+		for m > 0 && bucketLower(m-1) >= l.limit {
+			m--
+		}
+		if l.canary = above[m]; l.canary+l.baseline >= k {
+			break
+		}
+	}
+	return l
+}
