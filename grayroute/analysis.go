@@ -209,8 +209,8 @@ type Verdict struct {
 	// CanarySlow and BaselineSlow are the slow requests over the
 	// intervals tested, and SlowExpected the canary's expected part of
 	// them with no harm (its share of each interval's requests).
-	CanarySlow   uint64  `json:"canary_slow"`
-	BaselineSlow uint64  `json:"baseline_slow"`
+	CanarySlow   float64 `json:"canary_slow"`
+	BaselineSlow float64 `json:"baseline_slow"`
 	SlowExpected float64 `json:"canary_slow_expected"`
 	// Log likelihood ratios over the whole canary and the bound that
 	// fails each.
@@ -258,7 +258,7 @@ func (v *Verdict) Reason() string {
 		return fmt.Sprintf("canary error rate %.3g%% vs baseline %.3g%%: evidence %.2f >= %.2f",
 			100*v.CanaryErrorRate, 100*v.BaseErrorRate, v.ErrorEvidence, v.FailBound)
 	case whyLatency:
-		return fmt.Sprintf("canary slower: %d of the %d slowest requests (each interval's p%g, the canary's times less the tolerance) were the canary's, %.1f expected; this interval's over %.4gs vs %.4gs: evidence %.2f >= %.2f",
+		return fmt.Sprintf("canary slower: %.0f of the %.0f slowest requests (each interval's p%g, the canary's times less the tolerance) were the canary's, %.1f expected; this interval's over %.4gs vs %.4gs: evidence %.2f >= %.2f",
 			v.CanarySlow, v.CanarySlow+v.BaselineSlow, v.percentile, v.SlowExpected, v.LatencyLimit, v.LatencyThreshold, v.LatencyEvidence, v.FailBound)
 	case whySuspect:
 		return fmt.Sprintf("suspicious, holding: error evidence %.2f, latency evidence %.2f (fail at %.2f)",
@@ -288,7 +288,7 @@ type Analysis struct {
 	canary, baseline     VersionCounts
 	errTest, latTest     sprt
 	stepLat              sprt
-	canarySlow, baseSlow uint64
+	canarySlow, baseSlow float64
 	slowExpected         float64
 	stepWeight           uint32
 	stepRequests         uint64
@@ -352,16 +352,16 @@ func (a *Analysis) testInterval(c *IntervalCounts) (lim latencyLimits) {
 	}
 	pi0, pi1 := shares(nc, nb, ErrorRatio)
 	ec, eb := min(c.Canary.Errors, nc), min(c.Baseline.Errors, nb)
-	a.errTest.observe(ec, ec+eb, pi0, pi1)
+	a.errTest.observe(float64(ec), float64(ec+eb), pi0, pi1)
 
 	lim = slowest(&c.Canary.Latency, &c.Baseline.Latency, a.cfg.slowCount(nc+nb), a.cfg.tolerance)
-	sc, sb := min(lim.canary, nc), min(lim.baseline, nb)
+	sc, sb := min(lim.canary, float64(nc)), min(lim.baseline, float64(nb))
 	pi0, pi1 = shares(nc, nb, LatencyHitRatio)
 	a.latTest.observe(sc, sc+sb, pi0, pi1)
 	a.stepLat.observe(sc, sc+sb, pi0, pi1)
 	a.canarySlow += sc
 	a.baseSlow += sb
-	a.slowExpected += pi0 * float64(sc+sb)
+	a.slowExpected += pi0 * (sc + sb)
 	if sc+sb == 0 {
 		a.stepQuiet++
 	}

@@ -11,8 +11,8 @@ type analysisSnapshot struct {
 	ErrLLR        float64       `json:"err_llr"`
 	LatLLR        float64       `json:"lat_llr"`
 	StepLatLLR    float64       `json:"step_lat_llr"`
-	CanarySlow    uint64        `json:"canary_slow"`
-	BaseSlow      uint64        `json:"base_slow"`
+	CanarySlow    float64       `json:"canary_slow"`
+	BaseSlow      float64       `json:"base_slow"`
 	SlowExpected  float64       `json:"slow_expected"`
 	StepWeight    uint32        `json:"step_weight"`
 	StepRequests  uint64        `json:"step_requests"`
