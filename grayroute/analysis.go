@@ -25,14 +25,23 @@ import (
 // requests (π0); if its error rate is ErrorRatio times the baseline's,
 // with a higher one (π1).
 //
-// Latency: the same test on slow requests, a two-sample quantile test. A
-// baseline request is slow above T, the baseline's latency_percentile
-// measured over the intervals before this one; a canary request is slow
-// above the tolerance g(T) = max(T·max_latency_ratio, T+min_latency_delta).
-// A canary within the tolerance (its latencies no worse than g of the
-// baseline's) is slow at most as often as the baseline, so it holds at
-// most its share π0 of the interval's slow requests; one slow
-// LatencyHitRatio times as often holds more (π1).
+// Latency: the same test on the interval's slowest requests, a two-sample
+// quantile test stratified by time (each interval a stratum, as in the
+// Cochran–Mantel–Haenszel test of 2×2 tables). The canary may be slower
+// by the tolerance g(t) = max(t·max_latency_ratio, t+min_latency_delta),
+// so its times are taken down by it first: a canary request of g(t) ranks
+// with a baseline request of t. The interval's slow requests are then its
+// slowest 1-latency_percentile of all, at least one: those at or above T,
+// the highest bucket edge that leaves that many above it (a baseline
+// request at or above T, a canary request at or above g(T)). T is the
+// interval's own, so a stall that slows both versions for a moment raises
+// it for that moment only, and a busy spell can neither hide the canary's
+// tail behind a threshold set by the spell nor count every request of the
+// spell as slow. A canary within the tolerance ranks no higher than the
+// baseline, so it holds at most its share π0 of the slow requests (given
+// the interval's times, which are slow is a draw without replacement,
+// less spread than the binomial the test assumes: the bound holds); one
+// slow LatencyHitRatio times as often holds more (π1).
 //
 // Each test multiplies a running likelihood ratio by how much better
 // "harm" explains the interval than "no harm". The ratios run over the
@@ -49,9 +58,10 @@ import (
 // weight with min_samples canary requests and no sign of harm (errors are
 // often too rare to prove anything faster).
 //
-// A step's time is bounded. Latency evidence comes only from slow
-// requests, and after a busy spell has raised T there may be none for a
-// long while: no evidence can accumulate either way. After
+// A step's time is bounded. Latency evidence comes only from intervals
+// with requests of both versions, a few slow ones each; at low traffic, or
+// for a canary at the edge of the tolerance, it comes slowly or leans
+// neither way. After
 // MaxStepIntervals at one weight, a canary with no evidence either way
 // (both scores below halfway to the failing line, the score at this
 // weight between log PassRisk and its mirror, -log PassRisk) advances,
@@ -75,9 +85,6 @@ const (
 	// LatencyHitRatio is how much more often than the baseline a slow
 	// canary is assumed to exceed the latency tolerance.
 	LatencyHitRatio = 2.0
-	// latencyMinTail: the baseline's percentile is trusted once about this
-	// many baseline requests lie beyond it.
-	latencyMinTail = 10
 )
 
 // AnalysisConfig are a rule's analysis settings.
@@ -129,13 +136,6 @@ func (c AnalysisConfig) withDefaults() AnalysisConfig {
 // reaches t (seconds).
 func (c *AnalysisConfig) tolerance(t float64) float64 {
 	return math.Max(t*c.MaxLatencyRatio, t+c.MinLatencyDelta.Seconds())
-}
-
-// BaselineRequestsNeeded is how many baseline requests the latency test
-// needs before it starts: about latencyMinTail of them beyond the
-// percentile, so its estimate is trusted.
-func BaselineRequestsNeeded(percentile float64) uint64 {
-	return uint64(math.Ceil(latencyMinTail/(1-percentile/100) - 1e-9))
 }
 
 // VersionCounts are one version's outcomes.
@@ -200,16 +200,18 @@ type Verdict struct {
 	// bounds), for the record; the test compares slow requests.
 	CanaryLatency   float64 `json:"canary_latency_seconds"`
 	BaselineLatency float64 `json:"baseline_latency_seconds"`
-	// LatencyThreshold is T, the lower bound of the bucket holding the
-	// baseline's percentile before this interval, and LatencyLimit the
-	// canary's tolerance g(T); 0 while the baseline has too few requests
-	// to tell.
+	// LatencyThreshold is this interval's T, the bucket edge above which
+	// its slowest requests lie (a baseline request at or above T, a
+	// canary request at or above LatencyLimit, the tolerance g(T)); 0
+	// when the interval had no requests of one version.
 	LatencyThreshold float64 `json:"latency_threshold_seconds"`
 	LatencyLimit     float64 `json:"latency_limit_seconds"`
-	// CanarySlow and BaselineSlow are the slow requests (above the limit
-	// and the threshold) over the intervals tested.
-	CanarySlow   uint64 `json:"canary_slow"`
-	BaselineSlow uint64 `json:"baseline_slow"`
+	// CanarySlow and BaselineSlow are the slow requests over the
+	// intervals tested, and SlowExpected the canary's expected part of
+	// them with no harm (its share of each interval's requests).
+	CanarySlow   float64 `json:"canary_slow"`
+	BaselineSlow float64 `json:"baseline_slow"`
+	SlowExpected float64 `json:"canary_slow_expected"`
 	// Log likelihood ratios over the whole canary and the bound that
 	// fails each.
 	ErrorEvidence   float64 `json:"error_evidence"`
@@ -222,19 +224,17 @@ type Verdict struct {
 	// FailingIntervals in a row, including this one.
 	FailingIntervals int `json:"failing_intervals"`
 	// StepIntervals are the intervals judged at this weight, and
-	// StepQuietIntervals those of them without a slow request of either
-	// version (no latency evidence either way).
+	// StepQuietIntervals those of them without a request of either
+	// version (no comparison, so no latency evidence either way).
 	StepIntervals      int `json:"step_intervals"`
 	StepQuietIntervals int `json:"step_quiet_intervals"`
 	// NoEvidence: the step reached its bound without evidence either way
 	// (the canary advances, or holds with on_no_evidence hold).
 	NoEvidence bool `json:"no_evidence"`
 
-	why          reason
-	minSamples   uint64
-	percentile   float64
-	baselineNeed uint64
-	baselineHad  uint64 // baseline requests before this interval
+	why        reason
+	minSamples uint64
+	percentile float64
 }
 
 type reason uint8
@@ -244,7 +244,6 @@ const (
 	whyErrors
 	whyLatency
 	whySuspect
-	whyNoBaseline
 	whyLatencyEvidence
 	whyHealthy
 	whyNoEvidence
@@ -259,23 +258,20 @@ func (v *Verdict) Reason() string {
 		return fmt.Sprintf("canary error rate %.3g%% vs baseline %.3g%%: evidence %.2f >= %.2f",
 			100*v.CanaryErrorRate, 100*v.BaseErrorRate, v.ErrorEvidence, v.FailBound)
 	case whyLatency:
-		return fmt.Sprintf("canary slower: %d canary requests over %.4gs vs %d baseline requests over %.4gs (its p%g): evidence %.2f >= %.2f",
-			v.CanarySlow, v.LatencyLimit, v.BaselineSlow, v.LatencyThreshold, v.percentile, v.LatencyEvidence, v.FailBound)
+		return fmt.Sprintf("canary slower: %.0f of the %.0f slowest requests (each interval's p%g, the canary's times less the tolerance) were the canary's, %.1f expected; this interval's over %.4gs vs %.4gs: evidence %.2f >= %.2f",
+			v.CanarySlow, v.CanarySlow+v.BaselineSlow, v.percentile, v.SlowExpected, v.LatencyLimit, v.LatencyThreshold, v.LatencyEvidence, v.FailBound)
 	case whySuspect:
 		return fmt.Sprintf("suspicious, holding: error evidence %.2f, latency evidence %.2f (fail at %.2f)",
 			v.ErrorEvidence, v.LatencyEvidence, v.FailBound)
-	case whyNoBaseline:
-		return fmt.Sprintf("holding: the latency test needs %d baseline requests for its p%g before an interval, had %d",
-			v.baselineNeed, v.percentile, v.baselineHad)
 	case whyLatencyEvidence:
-		return fmt.Sprintf("holding: latency evidence at this weight %.2f, clears at %.2f (%d canary requests here; %d of %d intervals here had no slow request, so no evidence)",
+		return fmt.Sprintf("holding: latency evidence at this weight %.2f, clears at %.2f (%d canary requests here; %d of %d intervals here had no request of one version, so no evidence)",
 			v.StepLatencyEvidence, v.PassBound, v.StepRequests, v.StepQuietIntervals, v.StepIntervals)
 	case whyNoEvidence, whyNoEvidenceHold:
 		do := "advancing"
 		if v.why == whyNoEvidenceHold {
 			do = "holding (on_no_evidence hold)"
 		}
-		return fmt.Sprintf("no evidence either way in %d intervals at this weight (%d without a slow request; latency evidence here %.2f, clears at %.2f; %d canary requests here): %s",
+		return fmt.Sprintf("no evidence either way in %d intervals at this weight (%d without a request of one version; latency evidence here %.2f, clears at %.2f; %d canary requests here): %s",
 			v.StepIntervals, v.StepQuietIntervals, v.StepLatencyEvidence, v.PassBound, v.StepRequests, do)
 	case whyHealthy:
 		return fmt.Sprintf("healthy: error evidence %.2f, latency evidence %.2f (fail at %.2f), at this weight %.2f <= %.2f",
@@ -292,7 +288,8 @@ type Analysis struct {
 	canary, baseline     VersionCounts
 	errTest, latTest     sprt
 	stepLat              sprt
-	canarySlow, baseSlow uint64
+	canarySlow, baseSlow float64
+	slowExpected         float64
 	stepWeight           uint32
 	stepRequests         uint64
 	stepIntervals        int
@@ -318,53 +315,63 @@ func shares(nc, nb uint64, ratio float64) (pi0, pi1 float64) {
 }
 
 // Observe adds one interval's counts, taken at weight (basis points), and
-// returns the verdict.
+// returns the verdict: the step's bookkeeping, the two tests on this
+// interval, the outcome, the action.
 func (a *Analysis) Observe(c *IntervalCounts, weight uint32) Verdict {
-	cfg := &a.cfg
-	if !a.weightSeen || weight != a.stepWeight {
-		a.stepWeight, a.stepRequests, a.weightSeen = weight, 0, true
-		a.stepIntervals, a.stepQuiet = 0, 0
-		a.stepLat = sprt{}
-	}
-
-	nc, nb := c.Canary.Requests, c.Baseline.Requests
-	q := cfg.LatencyPercentile / 100
-	baselineNeed := BaselineRequestsNeeded(cfg.LatencyPercentile)
-	// The latency threshold comes from the intervals before this one, so
-	// it cannot lean on what it tests.
-	var threshold, limit float64
-	baselineHad := a.baseline.Requests
-	ready := baselineHad >= baselineNeed
-	if ready {
-		threshold = a.baseline.Latency.quantileFloor(q, a.baseline.Requests)
-		limit = cfg.tolerance(threshold)
-	}
-	if nc > 0 && nb > 0 {
-		// Errors: the canary's share of this interval's errors.
-		pi0, pi1 := shares(nc, nb, ErrorRatio)
-		ec, eb := min(c.Canary.Errors, nc), min(c.Baseline.Errors, nb)
-		a.errTest.observe(ec, ec+eb, pi0, pi1)
-
-		// Latency: the canary's share of this interval's slow requests.
-		if ready {
-			sc := min(c.Canary.Latency.countAtLeast(limit), nc)
-			sb := min(c.Baseline.Latency.countAtLeast(threshold), nb)
-			pi0, pi1 := shares(nc, nb, LatencyHitRatio)
-			a.latTest.observe(sc, sc+sb, pi0, pi1)
-			a.stepLat.observe(sc, sc+sb, pi0, pi1)
-			a.canarySlow += sc
-			a.baseSlow += sb
-			if sc+sb == 0 {
-				a.stepQuiet++
-			}
-		}
-	}
+	a.enterStep(weight)
+	lim := a.testInterval(c)
 	a.stepIntervals++
 	a.canary.add(&c.Canary)
 	a.baseline.add(&c.Baseline)
-	a.stepRequests += nc
+	a.stepRequests += c.Canary.Requests
 
-	v := Verdict{
+	v := a.verdict(weight, lim)
+	v.Outcome, v.why, v.NoEvidence = a.outcome()
+	a.act(&v, weight)
+	return v
+}
+
+// enterStep starts the bookkeeping of a weight when the weight changed.
+func (a *Analysis) enterStep(weight uint32) {
+	if a.weightSeen && weight == a.stepWeight {
+		return
+	}
+	a.stepWeight, a.stepRequests, a.weightSeen = weight, 0, true
+	a.stepIntervals, a.stepQuiet = 0, 0
+	a.stepLat = sprt{}
+}
+
+// testInterval adds the interval's evidence to the scores: the canary's
+// share of the interval's errors and of its slowest requests. It returns
+// the interval's latency threshold and limit (0 without a comparison).
+func (a *Analysis) testInterval(c *IntervalCounts) (lim latencyLimits) {
+	nc, nb := c.Canary.Requests, c.Baseline.Requests
+	if nc == 0 || nb == 0 {
+		a.stepQuiet++
+		return lim
+	}
+	pi0, pi1 := shares(nc, nb, ErrorRatio)
+	ec, eb := min(c.Canary.Errors, nc), min(c.Baseline.Errors, nb)
+	a.errTest.observe(float64(ec), float64(ec+eb), pi0, pi1)
+
+	lim = slowest(&c.Canary.Latency, &c.Baseline.Latency, a.cfg.slowCount(nc+nb), a.cfg.tolerance)
+	sc, sb := min(lim.canary, float64(nc)), min(lim.baseline, float64(nb))
+	pi0, pi1 = shares(nc, nb, LatencyHitRatio)
+	a.latTest.observe(sc, sc+sb, pi0, pi1)
+	a.stepLat.observe(sc, sc+sb, pi0, pi1)
+	a.canarySlow += sc
+	a.baseSlow += sb
+	a.slowExpected += pi0 * (sc + sb)
+	if sc+sb == 0 {
+		a.stepQuiet++
+	}
+	return lim
+}
+
+// verdict are the numbers behind the interval's verdict.
+func (a *Analysis) verdict(weight uint32, lim latencyLimits) Verdict {
+	q := a.cfg.LatencyPercentile / 100
+	return Verdict{
 		Weight:              weight,
 		CanaryRequests:      a.canary.Requests,
 		CanaryErrors:        a.canary.Errors,
@@ -375,10 +382,11 @@ func (a *Analysis) Observe(c *IntervalCounts, weight uint32) Verdict {
 		StepRequests:        a.stepRequests,
 		CanaryLatency:       a.canary.Latency.quantileOf(q, a.canary.Requests),
 		BaselineLatency:     a.baseline.Latency.quantileOf(q, a.baseline.Requests),
-		LatencyThreshold:    threshold,
-		LatencyLimit:        limit,
+		LatencyThreshold:    lim.threshold,
+		LatencyLimit:        lim.limit,
 		CanarySlow:          a.canarySlow,
 		BaselineSlow:        a.baseSlow,
+		SlowExpected:        a.slowExpected,
 		ErrorEvidence:       a.errTest.llr,
 		LatencyEvidence:     a.latTest.llr,
 		FailBound:           a.failBound,
@@ -386,37 +394,44 @@ func (a *Analysis) Observe(c *IntervalCounts, weight uint32) Verdict {
 		PassBound:           a.passBound,
 		StepIntervals:       a.stepIntervals,
 		StepQuietIntervals:  a.stepQuiet,
+		minSamples:          a.cfg.MinSamples,
+		percentile:          a.cfg.LatencyPercentile,
 	}
+}
+
+// outcome judges the scores: failing, healthy or inconclusive, why, and
+// whether the step ended without evidence either way.
+func (a *Analysis) outcome() (Outcome, reason, bool) {
+	cfg := &a.cfg
 	enough := a.canary.Requests >= cfg.MinSamples
 	switch {
 	case enough && a.errTest.llr >= a.failBound:
-		v.Outcome, v.why = Failing, whyErrors
+		return Failing, whyErrors, false
 	case enough && a.latTest.llr >= a.failBound:
-		v.Outcome, v.why = Failing, whyLatency
+		return Failing, whyLatency, false
 	case !enough || a.stepRequests < cfg.MinSamples:
-		v.why = whyWaiting
+		return Inconclusive, whyWaiting, false
 	case a.errTest.llr >= a.suspect || a.latTest.llr >= a.suspect:
-		v.why = whySuspect
-	case !ready:
-		v.why = whyNoBaseline
+		return Inconclusive, whySuspect, false
 	case a.stepLat.llr > a.passBound && cfg.MaxStepIntervals > 0 && a.stepIntervals >= cfg.MaxStepIntervals && a.stepLat.llr < -a.passBound:
 		// The bound of a step, with no evidence either way: the score at
 		// this weight between its pass line and the mirror of it, and
 		// (the suspicious case above) the whole canary's scores below
 		// halfway to failing.
-		v.NoEvidence = true
 		if cfg.HoldWithoutEvidence {
-			v.why = whyNoEvidenceHold
-		} else {
-			v.Outcome, v.why = Healthy, whyNoEvidence
+			return Inconclusive, whyNoEvidenceHold, true
 		}
+		return Healthy, whyNoEvidence, true
 	case a.stepLat.llr > a.passBound:
-		v.why = whyLatencyEvidence
-	default:
-		v.Outcome, v.why = Healthy, whyHealthy
+		return Inconclusive, whyLatencyEvidence, false
 	}
-	v.minSamples, v.percentile, v.baselineNeed, v.baselineHad = cfg.MinSamples, cfg.LatencyPercentile, baselineNeed, baselineHad
+	return Healthy, whyHealthy, false
+}
 
+// act counts failing intervals in a row and sets the verdict's action
+// and the weight after it.
+func (a *Analysis) act(v *Verdict, weight uint32) {
+	cfg := &a.cfg
 	if v.Outcome == Failing {
 		a.failing++
 	} else {
@@ -431,7 +446,6 @@ func (a *Analysis) Observe(c *IntervalCounts, weight uint32) Verdict {
 	case v.Outcome == Healthy:
 		v.Action, v.Weight = Advance, min(weight+cfg.StepWeight, cfg.MaxWeight)
 	}
-	return v
 }
 
 func rate(errs, n uint64) float64 {

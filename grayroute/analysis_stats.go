@@ -121,12 +121,66 @@ func (h *Histogram) countAtLeast(limit float64) uint64 {
 type sprt struct{ llr float64 }
 
 // observe adds hits successes out of n trials tested at p0 against p1.
-func (s *sprt) observe(hits, n uint64, p0, p1 float64) {
-	if n == 0 || p0 <= 0 || p0 >= 1 || p1 <= p0 || p1 >= 1 {
+// Fractional counts are the average over a random pick among tied
+// requests: the log ratio averaged so is, by Jensen's inequality, no more
+// likely to grow than the pick's own.
+func (s *sprt) observe(hits, n float64, p0, p1 float64) {
+	if n <= 0 || p0 <= 0 || p0 >= 1 || p1 <= p0 || p1 >= 1 {
 		return
 	}
-	s.llr += float64(hits)*math.Log(p1/p0) + float64(n-hits)*math.Log((1-p1)/(1-p0))
+	s.llr += hits*math.Log(p1/p0) + (n-hits)*math.Log((1-p1)/(1-p0))
 }
 
 // secondsToDuration converts seconds to a Duration.
 func secondsToDuration(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// latencyLimits are one interval's latency threshold T and the canary's
+// limit g(T) (seconds), with the requests at or above each: the
+// interval's slowest, the canary's times taken down by the tolerance.
+type latencyLimits struct {
+	threshold, limit float64
+	canary, baseline float64
+}
+
+// slowCount is how many of an interval's n requests are its slowest:
+// the share beyond latency_percentile, at least one.
+func (c *AnalysisConfig) slowCount(n uint64) uint64 {
+	return max(1, uint64(float64(n)*(1-c.LatencyPercentile/100)))
+}
+
+// slowest finds the interval's k slowest requests, the canary's times
+// taken down by the tolerance g: the highest bucket edge T with at least
+// k requests at or above it, counting a baseline request at or above T and
+// a canary request at or above g(T) (its whole bucket there, so the
+// rounding never makes the canary look slower). The requests tied at T
+// (between T and the edge above) fill the k in proportion, as a random
+// pick among them would on average: a stall that puts a whole interval
+// in one bucket counts k requests, not all of them. Which requests are
+// slowest depends on the pooled times alone, not on which version served
+// them.
+func slowest(canary, baseline *Histogram, k uint64, g func(float64) float64) latencyLimits {
+	var above [NumLatencyBuckets + 1]uint64 // canary requests in bucket i or higher
+	for i := NumLatencyBuckets - 1; i >= 0; i-- {
+		above[i] = above[i+1] + canary[i]
+	}
+	var l latencyLimits
+	var base, prevCanary, prevBase uint64 // at or above T, and at or above the edge above it
+	m := NumLatencyBuckets                // the lowest bucket lying entirely at or above the limit
+	for j := NumLatencyBuckets - 1; j >= 0; j-- {
+		base += baseline[j]
+		l.threshold, l.limit = bucketLower(j), g(bucketLower(j))
+		for m > 0 && bucketLower(m-1) >= l.limit {
+			m--
+		}
+		if all := above[m] + base; all >= k {
+			tied := all - prevCanary - prevBase
+			f := float64(k-prevCanary-prevBase) / float64(tied)
+			l.canary = float64(prevCanary) + f*float64(above[m]-prevCanary)
+			l.baseline = float64(k) - l.canary
+			return l
+		}
+		prevCanary, prevBase = above[m], base
+	}
+	l.canary, l.baseline = float64(prevCanary), float64(prevBase)
+	return l
+}
