@@ -102,16 +102,16 @@ const (
 // applyPlan is an apply's set, parsed, before the store is read.
 type applyPlan struct {
 	req    ApplyRequest
-	refs   map[ruleRef]bool // every rule the set names, writes or references
-	values map[ruleRef]any  // the set's parsed values (nil: failed to parse)
-	errs   map[ruleRef]error
-	prune  []ruleRef // rules held now that the set does not list
+	refs   map[RuleRef]bool // every rule the set names, writes or references
+	values map[RuleRef]any  // the set's parsed values (nil: failed to parse)
+	errs   map[RuleRef]error
+	prune  []RuleRef // rules held now that the set does not list
 }
 
 // planApply parses every rule of the set. It fails only for a set that
 // cannot be read at all (an unknown kind, a bad id).
 func (a *App) planApply(req ApplyRequest) (*applyPlan, error) {
-	p := &applyPlan{req: req, refs: map[ruleRef]bool{}, values: map[ruleRef]any{}, errs: map[ruleRef]error{}}
+	p := &applyPlan{req: req, refs: map[RuleRef]bool{}, values: map[RuleRef]any{}, errs: map[RuleRef]error{}}
 	for name, rules := range req.Rules {
 		k, ok := ParseKind(name)
 		if !ok {
@@ -121,7 +121,7 @@ func (a *App) planApply(req ApplyRequest) (*applyPlan, error) {
 			if err := ValidID(id); err != nil {
 				return nil, fmt.Errorf("%s %q: %v", k, id, err)
 			}
-			ref := ruleRef{k, id}
+			ref := RuleRef{k, id}
 			p.refs[ref] = true
 			v, _, err := parseOver(k, id, a.Static(k, id), f)
 			if err != nil {
@@ -131,7 +131,7 @@ func (a *App) planApply(req ApplyRequest) (*applyPlan, error) {
 			p.values[ref] = v
 			if rr, ok := v.(Referrer); ok {
 				for _, r := range rr.Refs() {
-					p.refs[ruleRef{r.Kind, r.ID}] = true
+					p.refs[RuleRef{r.Kind, r.ID}] = true
 				}
 			}
 		}
@@ -145,8 +145,8 @@ func (a *App) planApply(req ApplyRequest) (*applyPlan, error) {
 		for _, k := range Kinds() {
 			for id, r := range a.Rules(k) {
 				if r.Overlay != nil && req.Rules[k.String()][id] == nil {
-					p.prune = append(p.prune, ruleRef{k, id})
-					p.refs[ruleRef{k, id}] = true
+					p.prune = append(p.prune, RuleRef{k, id})
+					p.refs[RuleRef{k, id}] = true
 				}
 			}
 		}
@@ -156,23 +156,23 @@ func (a *App) planApply(req ApplyRequest) (*applyPlan, error) {
 
 // decide gives every object its verdict from the raw fields held now (held
 // lists every ref of the plan; nil: none). It reports whether all passed.
-func (a *App) decide(p *applyPlan, held map[ruleRef]Fields) ([]ApplyObject, bool) {
+func (a *App) decide(p *applyPlan, held map[RuleRef]Fields) ([]ApplyObject, bool) {
 	var out []ApplyObject
-	final := func(ref ruleRef) bool { // does ref exist after the apply?
-		if f, listed := p.req.Rules[ref.kind.String()][ref.id]; listed {
+	final := func(ref RuleRef) bool { // does ref exist after the apply?
+		if f, listed := p.req.Rules[ref.Kind.String()][ref.ID]; listed {
 			return f != nil
 		}
 		for _, d := range p.prune {
 			if d == ref {
-				return a.Static(ref.kind, ref.id) != nil
+				return a.Static(ref.Kind, ref.ID) != nil
 			}
 		}
-		return held[ref] != nil || a.Static(ref.kind, ref.id) != nil
+		return held[ref] != nil || a.Static(ref.Kind, ref.ID) != nil
 	}
-	add := func(ref ruleRef, raw Fields, listed bool) {
-		st := a.Static(ref.kind, ref.id)
+	add := func(ref RuleRef, raw Fields, listed bool) {
+		st := a.Static(ref.Kind, ref.ID)
 		cur := held[ref]
-		o := ApplyObject{Kind: ref.kind.String(), ID: ref.id, kind: ref.kind, prev: cur, raw: raw}
+		o := ApplyObject{Kind: ref.Kind.String(), ID: ref.ID, kind: ref.Kind, prev: cur, raw: raw}
 		var before, after Fields
 		switch {
 		case cur != nil && st != nil:
@@ -227,7 +227,7 @@ func (a *App) decide(p *applyPlan, held map[ruleRef]Fields) ([]ApplyObject, bool
 		}
 		if rr, ok := p.values[ref].(Referrer); ok {
 			for _, r := range rr.Refs() {
-				switch to := (ruleRef{r.Kind, r.ID}); {
+				switch to := (RuleRef{r.Kind, r.ID}); {
 				case final(to):
 				case held[to] != nil: // held now, deleted by the prune
 					fail(ErrInvalid, "field %s: %s rule %q is held in %s, but --prune deletes it (the set does not list it): "+
@@ -247,7 +247,7 @@ func (a *App) decide(p *applyPlan, held map[ruleRef]Fields) ([]ApplyObject, bool
 	}
 	for _, k := range Kinds() {
 		for _, id := range sortedIDs(p.req.Rules[k.String()]) {
-			add(ruleRef{k, id}, p.req.Rules[k.String()][id], true)
+			add(RuleRef{k, id}, p.req.Rules[k.String()][id], true)
 		}
 	}
 	for _, ref := range p.prune {
@@ -268,7 +268,7 @@ func (a *App) decide(p *applyPlan, held map[ruleRef]Fields) ([]ApplyObject, bool
 
 // knownAfter lists the ids of kind k that exist after the apply, for a
 // suggestion.
-func (a *App) knownAfter(p *applyPlan, held map[ruleRef]Fields, k Kind) []string {
+func (a *App) knownAfter(p *applyPlan, held map[RuleRef]Fields, k Kind) []string {
 	ids := map[string]bool{}
 	for id := range a.Rules(k) {
 		ids[id] = true
@@ -277,8 +277,8 @@ func (a *App) knownAfter(p *applyPlan, held map[ruleRef]Fields, k Kind) []string
 		ids[id] = true
 	}
 	for ref, f := range held {
-		if ref.kind == k && f != nil {
-			ids[ref.id] = true
+		if ref.Kind == k && f != nil {
+			ids[ref.ID] = true
 		}
 	}
 	return sortedIDs(ids)
@@ -286,7 +286,7 @@ func (a *App) knownAfter(p *applyPlan, held map[ruleRef]Fields, k Kind) []string
 
 // referrers lists the route bindings left after the apply that name ref:
 // those of the set, and those held now that the set does not replace.
-func (a *App) referrers(p *applyPlan, held map[ruleRef]Fields, ref ruleRef, final func(ruleRef) bool) []string {
+func (a *App) referrers(p *applyPlan, held map[RuleRef]Fields, ref RuleRef, final func(RuleRef) bool) []string {
 	var by []string
 	names := func(v any) bool {
 		rr, ok := v.(Referrer)
@@ -294,7 +294,7 @@ func (a *App) referrers(p *applyPlan, held map[ruleRef]Fields, ref ruleRef, fina
 			return false
 		}
 		for _, r := range rr.Refs() {
-			if r.Kind == ref.kind && r.ID == ref.id {
+			if r.Kind == ref.Kind && r.ID == ref.ID {
 				return true
 			}
 		}
@@ -303,16 +303,16 @@ func (a *App) referrers(p *applyPlan, held map[ruleRef]Fields, ref ruleRef, fina
 	seen := map[string]bool{}
 	for id := range p.req.Rules[Binding.String()] {
 		seen[id] = true
-		if names(p.values[ruleRef{Binding, id}]) {
+		if names(p.values[RuleRef{Binding, id}]) {
 			by = append(by, "binding "+id)
 		}
 	}
 	for id, r := range a.Rules(Binding) {
-		if seen[id] || !final(ruleRef{Binding, id}) {
+		if seen[id] || !final(RuleRef{Binding, id}) {
 			continue
 		}
 		v := r.Value
-		if slices.Contains(p.prune, ruleRef{Binding, id}) {
+		if slices.Contains(p.prune, RuleRef{Binding, id}) {
 			v = a.Static(Binding, id).Value // its overlay pruned: the config's binding stays
 		}
 		if names(v) {
@@ -335,7 +335,7 @@ func (a *App) Apply(ctx context.Context, req ApplyRequest, dryRun bool) (ApplyRe
 		return res, &Error{Class: ErrInvalid, Err: err}
 	}
 	var ok bool
-	decide := func(held map[ruleRef]Fields) ([]ApplyObject, error) {
+	decide := func(held map[RuleRef]Fields) ([]ApplyObject, error) {
 		res.Objects, ok = a.decide(p, held)
 		switch {
 		case !ok:
@@ -345,12 +345,10 @@ func (a *App) Apply(ctx context.Context, req ApplyRequest, dryRun bool) (ApplyRe
 		}
 		return res.Objects, nil
 	}
-	if a.source == nil {
+	if a.redis == nil {
 		res.Note = memoryNote
-		err = a.memory.applySet(a, p.refs, decide)
-	} else {
-		err = a.source.applySet(ctx, p.refs, decide)
 	}
+	err = a.source.ApplySet(ctx, p.refs, a.Static, decide)
 	res.Counts = map[string]int{}
 	for _, o := range res.Objects {
 		res.Counts[o.Result]++
@@ -379,7 +377,7 @@ func (a *App) Apply(ctx context.Context, req ApplyRequest, dryRun bool) (ApplyRe
 			op = "delete"
 		}
 		adminWrites.WithLabelValues(o.Kind, op, "ok").Inc()
-		if a.source == nil {
+		if a.redis == nil {
 			emitUpdated(o.kind, o.ID, op, "memory", o.raw)
 		}
 	}
@@ -400,23 +398,23 @@ func failures(objs []ApplyObject) string {
 	return strings.Join(lines, "; ")
 }
 
-// applySet reads the raw fields of every ref, watched, lets decide choose
+// ApplySet reads the raw fields of every ref, watched, lets decide choose
 // the writes, and writes them all in one MULTI/EXEC with their history,
 // change-log entries and publishes; a change to any watched key before the
 // EXEC restarts the read, so the verdicts always describe what is
 // overwritten.
-func (s *redisSource) applySet(ctx context.Context, refs map[ruleRef]bool, decide func(map[ruleRef]Fields) ([]ApplyObject, error)) error {
+func (s *redisSource) ApplySet(ctx context.Context, refs map[RuleRef]bool, _ func(Kind, string) *Rule, decide func(map[RuleRef]Fields) ([]ApplyObject, error)) error {
 	if _, cluster := s.client.(*redis.ClusterClient); cluster {
 		return Errorf(ErrUnsupported, "an atomic apply needs one Redis transaction over keys in many "+
 			"hash slots, which Redis Cluster cannot run: write the rules one by one (PUT /sluice/rules/{kind}/{id})")
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*s.timeout)
 	defer cancel()
-	list := make([]ruleRef, 0, len(refs))
+	list := make([]RuleRef, 0, len(refs))
 	keys := make([]string, 0, len(refs))
 	for ref := range refs {
 		list = append(list, ref)
-		keys = append(keys, s.names.RuleKey(ref.kind, ref.id))
+		keys = append(keys, s.names.RuleKey(ref.Kind, ref.ID))
 	}
 	txf := func(tx *redis.Tx) error {
 		cmds := make([]*redis.MapStringStringCmd, len(list))
@@ -426,7 +424,7 @@ func (s *redisSource) applySet(ctx context.Context, refs map[ruleRef]bool, decid
 			}
 			return nil
 		})
-		held := make(map[ruleRef]Fields, len(list))
+		held := make(map[RuleRef]Fields, len(list))
 		for i, c := range cmds {
 			m, cerr := c.Result()
 			if cerr != nil && !isWrongType(cerr) {
@@ -472,44 +470,4 @@ func (s *redisSource) applySet(ctx context.Context, refs map[ruleRef]bool, decid
 		}
 	}
 	return errWriteConflict
-}
-
-// applySet is redisSource.applySet for the memory layer, under its lock.
-func (m *memoryLayer) applySet(a *App, refs map[ruleRef]bool, decide func(map[ruleRef]Fields) ([]ApplyObject, error)) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	cur := m.snap.Load()
-	held := map[ruleRef]Fields{}
-	for ref := range refs {
-		if r := cur.get(ref.kind, ref.id); r != nil {
-			held[ref] = r.Fields
-		}
-	}
-	objs, err := decide(held)
-	if err != nil {
-		return err
-	}
-	next := *cur
-	cloned := make([]bool, numKinds())
-	for _, o := range objs {
-		if o.Result == applyUnchanged {
-			continue
-		}
-		if !cloned[o.kind] {
-			next = *next.clone(o.kind)
-			cloned[o.kind] = true
-		}
-		if o.raw == nil {
-			delete(next[o.kind], o.ID)
-		} else {
-			st := a.Static(o.kind, o.ID)
-			v, _, _ := parseOver(o.kind, o.ID, st, o.raw) // parsed in decide
-			next[o.kind][o.ID] = newSlot(&Rule{Kind: o.kind, ID: o.ID, Fields: o.raw, Value: v, Source: "memory",
-				Overlay: o.raw, partial: st != nil})
-		}
-		m.record(newHistoryEntry(o.kind, o.ID, a.Static(o.kind, o.ID), o.prev, o.raw, "apply", ""))
-	}
-	m.snap.Store(&next)
-	m.changes.Add(1)
-	return nil
 }

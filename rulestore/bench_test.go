@@ -21,13 +21,13 @@ import (
 // loaded from Redis and static rules beside them.
 func BenchmarkLookup(b *testing.B) {
 	src := &redisSource{}
-	l := *newLayer()
+	l := *NewLayer()
 	for _, k := range Kinds() {
-		l[k] = map[string]*slot{}
+		l[k] = map[string]*Slot{}
 	}
 	for i := 0; i < 10000; i++ {
 		id := fmt.Sprintf("rule_%d", i)
-		l[RateLimit][id] = newSlot(&Rule{Kind: RateLimit, ID: id})
+		l[RateLimit][id] = NewSlot(&Rule{Kind: RateLimit, ID: id})
 	}
 	src.snap.Store(&l)
 	app := &App{source: src, static: make([]map[string]*Rule, numKinds()), overlays: make([]map[string]*overlaySlot, numKinds())}
@@ -36,7 +36,7 @@ func BenchmarkLookup(b *testing.B) {
 	// (a kill switch): resolved once, then cached.
 	app.static[RateLimit]["rule_7"] = &Rule{Kind: RateLimit, ID: "rule_7", Fields: Fields{"qps": "5", "burst": "9"}}
 	app.overlays[RateLimit] = map[string]*overlaySlot{"rule_7": new(overlaySlot)}
-	l[RateLimit]["rule_7"] = newSlot(&Rule{Kind: RateLimit, ID: "rule_7", Fields: Fields{"qps": "1"}, partial: true})
+	l[RateLimit]["rule_7"] = NewSlot(&Rule{Kind: RateLimit, ID: "rule_7", Fields: Fields{"qps": "1"}, Partial: true})
 	b.Run("redis_rule", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
@@ -118,10 +118,12 @@ func BenchmarkFullResync(b *testing.B) {
 	seed(b, c, 10000)
 	b.Setenv("XDG_DATA_HOME", b.TempDir()) // no local rule snapshot of another run
 	opts := &redisconf.Config{URL: r.URL()}
-	src, key, err := acquireSource(opts, "", time.Hour, nopLogger)
+	rs, err := acquireSource(RedisSourceConfig{Redis: opts, Resync: time.Hour, Logger: nopLogger})
 	if err != nil {
 		b.Fatal(err)
 	}
+	src := rs.(*redisSource)
+	key := src.poolKey
 	defer sources.Delete(key)
 	ctx := context.Background()
 	b.ResetTimer()
@@ -130,7 +132,7 @@ func BenchmarkFullResync(b *testing.B) {
 	var cmds int
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		src.snap.Store(newLayer()) // a cold resync: every rule is parsed
+		src.snap.Store(NewLayer()) // a cold resync: every rule is parsed
 		before := commands(b, c)
 		b.StartTimer()
 		if err := src.fullResync(ctx, "bench"); err != nil {
@@ -141,7 +143,7 @@ func BenchmarkFullResync(b *testing.B) {
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(cmds)/float64(b.N), "redis-cmds")
-	if n := len(src.snapshot().of(RateLimit)); n != 10000 {
+	if n := len(src.snapshot().Of(RateLimit)); n != 10000 {
 		b.Fatalf("loaded %d rules", n)
 	}
 }
@@ -198,10 +200,10 @@ func BenchmarkKillSwitchPropagation(b *testing.B) {
 	if err := app.Provision(cctx); err != nil {
 		b.Fatal(err)
 	}
-	app.source.logger = nopLogger
+	app.redis.(*redisSource).logger = nopLogger
 	app.Start()
 	b.Cleanup(func() { app.Cleanup(); app.Stop() })
-	waitFor(b, func() bool { return app.source.status.connected.Load() })
+	waitFor(b, func() bool { return app.redis.(*redisSource).status.connected.Load() })
 	b.ResetTimer()
 	for n := 0; n < b.N; n++ {
 		var delays []time.Duration

@@ -30,10 +30,10 @@ func startQuietStore(t testing.TB, url string) *App {
 	if err := app.Provision(ctx); err != nil {
 		t.Fatal(err)
 	}
-	app.source.logger = nopLogger
+	app.redis.(*redisSource).logger = nopLogger
 	app.Start()
 	t.Cleanup(func() { app.Cleanup() })
-	testcaddy.Eventually(t, 10*time.Second, "first load", func() bool { return app.source.status.lastResync.Load() != 0 })
+	testcaddy.Eventually(t, 10*time.Second, "first load", func() bool { return app.redis.(*redisSource).status.lastResync.Load() != 0 })
 	return app
 }
 

@@ -61,7 +61,7 @@ func (s *redisSource) pollStream(ctx context.Context) error {
 		}
 		// Entries name rules written through Sluice: re-read them all in
 		// one batch, past the absent-id cache (a write is authoritative).
-		refs := make([]ruleRef, 0, len(entries))
+		refs := make([]RuleRef, 0, len(entries))
 		values := make([]map[string]any, 0, len(entries))
 		seen := make([]int64, 0, len(entries))
 		for _, e := range entries {
@@ -72,9 +72,9 @@ func (s *redisSource) pollStream(ctx context.Context) error {
 			if !ok || ValidID(id) != nil {
 				continue
 			}
-			refs = append(refs, ruleRef{k, id})
+			refs = append(refs, RuleRef{k, id})
 			values = append(values, e.Values)
-			seen = append(seen, s.refreshed[ruleRef{k, id}])
+			seen = append(seen, s.refreshed[RuleRef{k, id}])
 		}
 		if err := s.refreshAll(ctx, refs); err != nil {
 			return err

@@ -128,14 +128,14 @@ func (s *redisSource) declaredLive(k Kind, id string) bool {
 // is not used. Nil when every live instance declares it, or none does,
 // or without Redis.
 func (a *App) lacking(ctx context.Context, k Kind, id string) []string {
-	if a.source == nil {
+	if a.redis == nil {
 		return nil
 	}
-	f, err := a.source.readFleetDeclares(ctx)
+	lacking, err := a.redis.FleetDeclares(ctx)
 	if err != nil {
 		return nil
 	}
-	return f.lacking(k, id)
+	return lacking(k, id)
 }
 
 // lacking is App.lacking on declarations read once.
@@ -155,29 +155,27 @@ func (s *redisSource) usedHere(k Kind, id string) bool {
 	if a == nil {
 		return false
 	}
-	_, ok := a.used.Load(ruleRef{k, id})
+	_, ok := a.used.Load(RuleRef{k, id})
 	return ok
 }
 
 // markLacking sets NotDeclaredOn on the objects an apply writes, from one
 // read of the fleet's declarations.
 func (a *App) markLacking(ctx context.Context, objs []ApplyObject) {
-	if a.source == nil {
+	if a.redis == nil {
 		return
 	}
-	var f fleetDeclares
-	read := false
+	var lacking func(Kind, string) []string
 	for i, o := range objs {
 		if o.raw == nil || o.Result == applyUnchanged {
 			continue
 		}
-		if !read {
+		if lacking == nil {
 			var err error
-			if f, err = a.source.readFleetDeclares(ctx); err != nil {
+			if lacking, err = a.redis.FleetDeclares(ctx); err != nil {
 				return
 			}
-			read = true
 		}
-		objs[i].NotDeclaredOn = f.lacking(o.kind, o.ID)
+		objs[i].NotDeclaredOn = lacking(o.kind, o.ID)
 	}
 }

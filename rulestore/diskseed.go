@@ -45,15 +45,15 @@ type diskState struct {
 	read bool   // the file was read (first load)
 	// provisional: the snapshot's rules served while Redis was
 	// unreachable before the first load (non-nil once tried).
-	provisional map[ruleRef]bool
-	rules       map[ruleRef]Fields // the file's rules, until the first load is done
+	provisional map[RuleRef]bool
+	rules       map[RuleRef]Fields // the file's rules, until the first load is done
 	// What the last handed-off write held.
 	savedChanges uint64
 	savedEpoch   string
 	savedAt      time.Time
 	// garbled: last-good records found unreadable, by value, so each is
 	// counted and logged once, not on every resync.
-	garbled map[ruleRef]string
+	garbled map[RuleRef]string
 
 	mu      sync.Mutex // guards pending, between run and the writer
 	pending *snapshot.File
@@ -78,8 +78,8 @@ func (s *redisSource) seedFromDisk() {
 	lost := snap.Epoch != s.epoch
 	provisional := d.provisional
 	d.provisional = nil
-	next := s.snap.Load().shallow()
-	d.rules = map[ruleRef]Fields{}
+	next := s.snap.Load().Shallow()
+	d.rules = map[RuleRef]Fields{}
 	put := 0
 	for name, rules := range snap.Rules {
 		k, ok := ParseKind(name)
@@ -90,7 +90,7 @@ func (s *redisSource) seedFromDisk() {
 			if ValidID(id) != nil || len(dr.Fields) == 0 {
 				continue
 			}
-			ref := ruleRef{k, id}
+			ref := RuleRef{k, id}
 			d.rules[ref] = dr.Fields
 			if (next[k][id] != nil && !provisional[ref]) || !(lost || dr.Retained) {
 				continue
@@ -101,7 +101,7 @@ func (s *redisSource) seedFromDisk() {
 					zap.String("key", s.names.RuleKey(k, id)), zap.String("error", clipN(err.Error(), 512)))
 				continue
 			}
-			next[k][id] = newSlot(r)
+			next[k][id] = NewSlot(r)
 			s.retained[ref] = true
 			put++
 		}
@@ -134,11 +134,11 @@ func (s *redisSource) serveDiskUntilLoaded() {
 	if err != nil {
 		s.logger.Error("local rule snapshot unreadable: not using it", zap.String("path", d.path), zap.Error(err))
 	}
-	d.provisional = map[ruleRef]bool{}
+	d.provisional = map[RuleRef]bool{}
 	if snap == nil {
 		return
 	}
-	next := s.snap.Load().shallow()
+	next := s.snap.Load().Shallow()
 	for name, rules := range snap.Rules {
 		k, ok := ParseKind(name)
 		if !ok {
@@ -148,12 +148,12 @@ func (s *redisSource) serveDiskUntilLoaded() {
 			if ValidID(id) != nil || len(dr.Fields) == 0 || next[k][id] != nil {
 				continue
 			}
-			ref := ruleRef{k, id}
+			ref := RuleRef{k, id}
 			r, err := s.diskRule(ref, dr.Fields)
 			if err != nil {
 				continue // seedFromDisk names it once Redis answers
 			}
-			next[k][id] = newSlot(r)
+			next[k][id] = NewSlot(r)
 			d.provisional[ref] = true
 		}
 	}
@@ -167,16 +167,16 @@ func (s *redisSource) serveDiskUntilLoaded() {
 }
 
 // diskRule validates a rule of the snapshot as a rule from Redis.
-func (s *redisSource) diskRule(ref ruleRef, f Fields) (*Rule, error) {
+func (s *redisSource) diskRule(ref RuleRef, f Fields) (*Rule, error) {
 	if err := checkSize(f); err != nil {
 		return nil, err
 	}
-	st := s.staticRule(ref.kind, ref.id)
-	v, _, err := parseOver(ref.kind, ref.id, st, f)
+	st := s.staticRule(ref.Kind, ref.ID)
+	v, _, err := parseOver(ref.Kind, ref.ID, st, f)
 	if err != nil {
 		return nil, err
 	}
-	return &Rule{Kind: ref.kind, ID: ref.id, Fields: f, Value: v, Source: "redis", Overlay: f, partial: st != nil}, nil
+	return &Rule{Kind: ref.Kind, ID: ref.ID, Fields: f, Value: v, Source: "redis", Overlay: f, Partial: st != nil}, nil
 }
 
 // saveDisk hands the rules held to the writer when they changed since the
@@ -195,18 +195,18 @@ func (s *redisSource) saveDisk(now time.Time) {
 		At: now.UTC(), Epoch: s.epoch, Rules: map[string]map[string]snapshot.Rule{}}
 	l := s.snap.Load()
 	for _, k := range Kinds() {
-		m := l.of(k)
+		m := l.Of(k)
 		if len(m) == 0 {
 			continue
 		}
 		rules := make(map[string]snapshot.Rule, len(m))
 		for id, sl := range m {
-			r := sl.rule.Load()
+			r := sl.Rule.Load()
 			f := r.Overlay
 			if f == nil {
 				f = r.Fields
 			}
-			rules[id] = snapshot.Rule{Fields: f, Retained: s.retained[ruleRef{k, id}]}
+			rules[id] = snapshot.Rule{Fields: f, Retained: s.retained[RuleRef{k, id}]}
 		}
 		snap.Rules[k.String()] = rules
 	}

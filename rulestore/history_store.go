@@ -74,23 +74,24 @@ func (s *redisSource) history(ctx context.Context, k Kind, id string) ([]history
 // holds m.mu.
 func (m *memoryLayer) record(e history.Entry) {
 	k, _ := ParseKind(e.Kind)
-	ref := ruleRef{k, e.ID}
+	ref := RuleRef{k, e.ID}
 	if m.history == nil {
-		m.history = map[ruleRef][]history.Entry{}
+		m.history = map[RuleRef][]history.Entry{}
 	}
 	m.history[ref] = history.Prepend(m.history[ref], e)
 }
 
-func (m *memoryLayer) historyOf(k Kind, id string) []history.Entry {
+// History is a rule's changes written through the admin API, newest first.
+func (m *memoryLayer) History(_ context.Context, k Kind, id string) ([]history.Entry, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return append([]history.Entry{}, m.history[ruleRef{k, id}]...)
+	return append([]history.Entry{}, m.history[RuleRef{k, id}]...), nil
 }
 
 // History returns the recorded changes of a rule, newest first.
 func (a *App) History(ctx context.Context, k Kind, id string) ([]history.Entry, error) {
 	if a.source == nil {
-		return a.memory.historyOf(k, id), nil
+		return []history.Entry{}, nil
 	}
-	return a.source.history(ctx, k, id)
+	return a.source.History(ctx, k, id)
 }

@@ -51,6 +51,6 @@ func (s *redisSource) onPong(payload string) {
 
 // keepLost reports whether a rule read absent is kept rather than deleted:
 // it was retained after a data loss and the fence is still up.
-func (s *redisSource) keepLost(ref ruleRef) bool {
+func (s *redisSource) keepLost(ref RuleRef) bool {
 	return s.fence != "" && s.retained[ref]
 }

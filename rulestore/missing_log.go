@@ -54,7 +54,7 @@ func (a *App) logMissing() {
 // forgetArrived drops the missing entries of rules the store now holds.
 func (a *App) forgetArrived() {
 	a.missing.Range(func(key, _ any) bool {
-		if ref := key.(ruleRef); a.Lookup(ref.kind, ref.id) != nil {
+		if ref := key.(RuleRef); a.Lookup(ref.Kind, ref.ID) != nil {
 			a.missing.Delete(key)
 		}
 		return true

@@ -66,7 +66,7 @@ func (s *redisSource) staticRule(k Kind, id string) *Rule {
 func (a *App) effective(k Kind, id string, r *Rule) *Rule {
 	st := a.static[k][id]
 	if st == nil {
-		if r.partial {
+		if r.Partial {
 			// Validated as an overlay of a static rule this config no
 			// longer declares: incomplete on its own, so not in force.
 			return nil
@@ -86,14 +86,11 @@ func (a *App) effective(k Kind, id string, r *Rule) *Rule {
 }
 
 // overlayLayer is the layer over the static rules: Redis, or memory.
-func (a *App) overlayLayer() *layer {
-	if a.source != nil {
-		return a.source.snapshot()
+func (a *App) overlayLayer() *Layer {
+	if a.source == nil { // an App built without Provision (tests)
+		return NewLayer()
 	}
-	if a.memory == nil { // an App built without Provision (tests)
-		return newLayer()
-	}
-	return a.memory.snap.Load()
+	return a.source.Layer()
 }
 
 // Static returns the rule of kind k declared in the config, or nil.

@@ -27,12 +27,13 @@ var sources = caddy.NewUsagePool()
 // redisSource follows the rules kept in Redis. One goroutine (run) owns all
 // writes; readers load the current layer atomically.
 type redisSource struct {
+	poolKey string // its key in sources
 	names   keyNames
 	resync  time.Duration
 	timeout time.Duration
 	client  redis.UniversalClient
 	logger  *zap.Logger
-	snap    atomic.Pointer[layer]
+	snap    atomic.Pointer[Layer]
 	changes atomic.Uint64 // moved after every store to snap or a slot (App.Changes)
 
 	startOnce sync.Once
@@ -56,7 +57,7 @@ type redisSource struct {
 
 	// Owned by the run goroutine.
 	epoch    string           // the marker value this store has seen
-	retained map[ruleRef]bool // rules kept after Redis lost its data
+	retained map[RuleRef]bool // rules kept after Redis lost its data
 	// fence is set when a data loss is found: the payload of a PING on the
 	// subscription (sent once: fencePinged), whose pong comes after every
 	// message published before it. Until then a retained rule read absent
@@ -69,10 +70,10 @@ type redisSource struct {
 	junkLogged  time.Time // when junk was last logged
 	// refreshed is when each rule was last re-read, for the propagation
 	// delay of admin API writes (see observeDelay).
-	refreshed map[ruleRef]int64
+	refreshed map[RuleRef]int64
 	loaded    bool         // the first full load is done (it emits no per-rule events)
-	noGood    []ruleRef    // rejected with no version held here: read the fleet's last good
-	editing   *layer       // the batch's copy of the layer, unpublished (update.go)
+	noGood    []RuleRef    // rejected with no version held here: read the fleet's last good
+	editing   *Layer       // the batch's copy of the layer, unpublished (update.go)
 	updated   []slotUpdate // the batch's updates of rules in force, unpublished
 	edited    []bool       // by kind: its map in editing is the batch's copy
 	queue     refreshQueue // ids named on the rule channels, to re-read
@@ -81,11 +82,6 @@ type redisSource struct {
 	// Where and how waitToReconnect probes for Redis coming back.
 	probeAddrs []string
 	probeTLS   *tls.Config
-}
-
-type ruleRef struct {
-	kind Kind
-	id   string
 }
 
 // sourceStatus is what the store reports about its Redis connection.
@@ -97,10 +93,15 @@ type sourceStatus struct {
 	rejected   atomic.Int64
 }
 
-func acquireSource(cfg *redisconf.Config, prefix string, resync time.Duration, logger *zap.Logger) (*redisSource, string, error) {
+func init() { RegisterRedisSource(acquireSource) }
+
+// acquireSource returns the source for c's settings, shared by every
+// config generation with the same ones.
+func acquireSource(c RedisSourceConfig) (RedisSource, error) {
+	cfg, prefix, resync, logger := c.Redis, c.Prefix, c.Resync, c.Logger
 	opts, tlsDigest, err := cfg.OptionsDigest()
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	b, _ := json.Marshal(struct {
 		R      *redisconf.Config
@@ -111,41 +112,39 @@ func acquireSource(cfg *redisconf.Config, prefix string, resync time.Duration, l
 	key := string(b)
 	v, _, err := sources.LoadOrNew(key, func() (caddy.Destructor, error) {
 		s := &redisSource{
+			poolKey:    key,
 			names:      keyNames{prefix: prefix},
 			resync:     resync,
 			timeout:    opts.ReadTimeout,
 			client:     redis.NewUniversalClient(opts), // connects lazily
 			logger:     logger.With(zap.Strings("redis", opts.Addrs)),
-			retained:   map[ruleRef]bool{},
-			refreshed:  map[ruleRef]int64{},
+			retained:   map[RuleRef]bool{},
+			refreshed:  map[RuleRef]int64{},
 			queue:      newRefreshQueue(),
 			probeAddrs: opts.Addrs,
 			probeTLS:   opts.TLSConfig,
 		}
 		s.disk.path = filepath.Join(caddy.AppDataDir(), "sluice", snapshot.Name(opts.Addrs, opts.DB, opts.MasterName, prefix))
 		s.disk.kick = make(chan struct{}, 1)
-		s.disk.garbled = map[ruleRef]string{}
+		s.disk.garbled = map[RuleRef]string{}
 		var b [8]byte
 		rand.Read(b[:])
 		s.instanceID = hex.EncodeToString(b[:])
 		s.feedback.heartbeat = s.instanceID
 		s.instances.Store(1)
-		s.snap.Store(newLayer())
-		// A reload that changes the Redis settings gets a new source: until
-		// its first load completes, it serves the rules the running one
-		// holds, so a Redis-only rule never lapses during the reload.
-		if prev := active(); prev != nil && prev.source != nil {
-			s.snap.Store(prev.source.snapshot().copy())
+		s.snap.Store(NewLayer())
+		if c.Held != nil { // the running config's rules, until the first load
+			s.snap.Store(c.Held.Copy())
 		}
 		return s, nil
 	})
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	return v.(*redisSource), key, nil
+	return v.(*redisSource), nil
 }
 
-func (s *redisSource) snapshot() *layer { return s.snap.Load() }
+func (s *redisSource) snapshot() *Layer { return s.snap.Load() }
 
 // start begins following Redis in the background; later calls do nothing.
 func (s *redisSource) start() {
@@ -483,7 +482,7 @@ func (s *redisSource) onMessage(m *redis.Message) {
 		}
 		return
 	}
-	s.queue.add(ruleRef{kind, m.Payload}, time.Now())
+	s.queue.add(RuleRef{kind, m.Payload}, time.Now())
 }
 
 // clip shortens untrusted text for a log line.

@@ -18,7 +18,7 @@ import (
 func TestRefreshQueueCollapsesAndDefersAbsentIDs(t *testing.T) {
 	q := newRefreshQueue()
 	now := time.Unix(1000, 0)
-	a, b := ruleRef{RateLimit, "a"}, ruleRef{RateLimit, "b"}
+	a, b := RuleRef{RateLimit, "a"}, RuleRef{RateLimit, "b"}
 	q.add(a, now)
 	q.add(a, now)
 	q.add(b, now)
@@ -62,7 +62,7 @@ func TestRefreshQueueBounded(t *testing.T) {
 	q := newRefreshQueue()
 	now := time.Unix(1000, 0)
 	for i := range absentMax + 10 {
-		q.found(ruleRef{RateLimit, strconv.Itoa(i)}, false, now)
+		q.found(RuleRef{RateLimit, strconv.Itoa(i)}, false, now)
 	}
 	if len(q.absent) > absentMax {
 		t.Fatalf("%d absent ids remembered, bound %d", len(q.absent), absentMax)
@@ -149,7 +149,7 @@ func startWithAbsentTTL(t *testing.T, url string, static map[string]Fields, ttl 
 	if err := app.Provision(ctx); err != nil {
 		t.Fatal(err)
 	}
-	app.source.queue.ttl = ttl // before Start: the run goroutine owns the queue after
+	app.redis.(*redisSource).queue.ttl = ttl // before Start: the run goroutine owns the queue after
 	app.Start()
 	t.Cleanup(func() { app.Cleanup() })
 	ready := func() bool { st := app.Status(); return st.Connected && st.LastResync != nil }

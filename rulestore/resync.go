@@ -58,9 +58,9 @@ func (s *redisSource) resyncAttempt(ctx context.Context, reason string, attempt 
 		}
 		return s.resyncAttempt(ctx, reason, attempt+1)
 	}
-	b := &resyncLayer{cur: s.snap.Load(), next: *newLayer()}
+	b := &resyncLayer{cur: s.snap.Load(), next: *NewLayer()}
 	for _, k := range Kinds() {
-		b.next[k] = make(map[string]*slot, len(hashes[k]))
+		b.next[k] = make(map[string]*Slot, len(hashes[k]))
 	}
 	s.take(b, hashes)
 	// A failed re-read leaves the layer as the scan found it; the error
@@ -69,7 +69,7 @@ func (s *redisSource) resyncAttempt(ctx context.Context, reason string, attempt 
 	s.dropUnread(b)
 	// Rejected here with no version of our own: serve the fleet's.
 	for ref, r := range s.recoverLastGood(ctx, b.noGood) {
-		b.next[ref.kind][ref.id] = newSlot(r)
+		b.next[ref.Kind][ref.ID] = NewSlot(r)
 	}
 	s.disk.rules = nil // the snapshot served the first load; Redis from now on
 	s.snap.Store(&b.next)
@@ -101,10 +101,10 @@ func (s *redisSource) resyncAttempt(ctx context.Context, reason string, attempt 
 // resyncLayer is the layer a resync builds from what it read, with what it
 // counted for its log line.
 type resyncLayer struct {
-	cur                               *layer
-	next                              layer
+	cur                               *Layer
+	next                              Layer
 	added, updated, removed, rejected int
-	noGood                            []ruleRef // rejected with no version held here
+	noGood                            []RuleRef // rejected with no version held here
 }
 
 // take puts the rules read from Redis in the new layer: an unchanged rule
@@ -113,11 +113,11 @@ type resyncLayer struct {
 func (s *redisSource) take(b *resyncLayer, hashes []map[string]Fields) {
 	for _, k := range Kinds() {
 		for id, f := range hashes[k] {
-			old := b.cur.get(k, id)
-			delete(s.retained, ruleRef{k, id})
+			old := b.cur.Get(k, id)
+			delete(s.retained, RuleRef{k, id})
 			switch {
 			case old != nil && old.Fields.Equal(f):
-				b.next[k][id] = newSlot(old) // same rule: handlers see no change
+				b.next[k][id] = NewSlot(old) // same rule: handlers see no change
 				s.feedback.reaccepted(k, id, f)
 			default:
 				r, ok := s.parse(k, id, f, old)
@@ -125,10 +125,10 @@ func (s *redisSource) take(b *resyncLayer, hashes []map[string]Fields) {
 					switch {
 					case old != nil:
 						b.rejected++
-						b.next[k][id] = newSlot(old)
+						b.next[k][id] = NewSlot(old)
 					case !s.feedback.isUnused(k, id):
 						b.rejected++
-						b.noGood = append(b.noGood, ruleRef{k, id})
+						b.noGood = append(b.noGood, RuleRef{k, id})
 					}
 					continue
 				}
@@ -137,7 +137,7 @@ func (s *redisSource) take(b *resyncLayer, hashes []map[string]Fields) {
 				} else {
 					b.updated++
 				}
-				b.next[k][id] = newSlot(r)
+				b.next[k][id] = NewSlot(r)
 				if s.loaded {
 					if old != nil { // as a published change would: one line per changed rule
 						s.logger.Info("rule updated", zap.String("key", s.names.RuleKey(k, id)), zap.String("by", "resync"))
@@ -153,17 +153,17 @@ func (s *redisSource) take(b *resyncLayer, hashes []map[string]Fields) {
 // those retained since Redis lost its data.
 func (s *redisSource) dropUnread(b *resyncLayer) {
 	for _, k := range Kinds() {
-		for id, old := range b.cur.of(k) {
+		for id, old := range b.cur.Of(k) {
 			if _, ok := b.next[k][id]; ok {
 				continue
 			}
-			if s.retained[ruleRef{k, id}] {
+			if s.retained[RuleRef{k, id}] {
 				b.next[k][id] = old
 				continue
 			}
 			b.removed++
 			if s.loaded {
-				s.applied(k, id, old.rule.Load(), nil)
+				s.applied(k, id, old.Rule.Load(), nil)
 			}
 		}
 	}
@@ -182,7 +182,7 @@ func (s *redisSource) dropUnread(b *resyncLayer) {
 // layer is the scan's and the next read notices the epoch. It returns how
 // many ids it re-read.
 func (s *redisSource) takeMissingRefs(ctx context.Context, b *resyncLayer, scanned []map[string]Fields) (int, error) {
-	asked := map[ruleRef]bool{}
+	asked := map[RuleRef]bool{}
 	taken, n := scanned, 0
 	for range numKinds() {
 		keys := s.missingRefs(b, taken, scanned, asked)
@@ -204,11 +204,11 @@ func (s *redisSource) takeMissingRefs(ctx context.Context, b *resyncLayer, scann
 // that were not read yet, by the scan or an earlier round (asked). A rule
 // the config declares is left out: it is in force without Redis, and an
 // overlay of it written during the scan is taken with its message.
-func (s *redisSource) missingRefs(b *resyncLayer, taken, scanned []map[string]Fields, asked map[ruleRef]bool) []string {
+func (s *redisSource) missingRefs(b *resyncLayer, taken, scanned []map[string]Fields, asked map[RuleRef]bool) []string {
 	var keys []string
 	for _, k := range Kinds() {
 		for id := range taken[k] {
-			r := b.next.get(k, id)
+			r := b.next.Get(k, id)
 			if r == nil {
 				continue // rejected, with no version to name anything
 			}
@@ -217,9 +217,9 @@ func (s *redisSource) missingRefs(b *resyncLayer, taken, scanned []map[string]Fi
 				continue
 			}
 			for _, ref := range refs.Refs() {
-				rr := ruleRef{ref.Kind, ref.ID}
+				rr := RuleRef{ref.Kind, ref.ID}
 				if _, read := byKind(scanned, ref.Kind)[ref.ID]; read || asked[rr] ||
-					b.next.of(ref.Kind)[ref.ID] != nil || s.staticRule(ref.Kind, ref.ID) != nil {
+					b.next.Of(ref.Kind)[ref.ID] != nil || s.staticRule(ref.Kind, ref.ID) != nil {
 					continue
 				}
 				asked[rr] = true
@@ -254,7 +254,7 @@ func (s *redisSource) checkEpoch(ctx context.Context) error {
 		held := 0
 		for _, k := range Kinds() {
 			for id := range byKind(*s.snap.Load(), k) {
-				s.retained[ruleRef{k, id}] = true
+				s.retained[RuleRef{k, id}] = true
 				held++
 			}
 		}

@@ -67,14 +67,14 @@ type feedback struct {
 	pending  []pendingStatus
 	changes  []history.Entry
 	lastGood []lastGoodOp
-	invalid  map[ruleRef]InvalidRule
-	unused   map[ruleRef]bool // not declared here, stored fields incomplete (unused.go)
+	invalid  map[RuleRef]InvalidRule
+	unused   map[RuleRef]bool // not declared here, stored fields incomplete (unused.go)
 	failLog  time.Time
 	skipped  skippedKeys
 }
 
 type pendingStatus struct {
-	ref  ruleRef
+	ref  RuleRef
 	json string
 }
 
@@ -86,7 +86,7 @@ func (fb *feedback) verdict(k Kind, id string, f Fields, err error) {
 	}
 	fb.mu.Lock()
 	defer fb.mu.Unlock()
-	ref := ruleRef{k, id}
+	ref := RuleRef{k, id}
 	delete(fb.unused, ref)
 	if err != nil {
 		v.State, v.Error = "rejected", clipN(err.Error(), 512)
@@ -95,7 +95,7 @@ func (fb *feedback) verdict(k Kind, id string, f Fields, err error) {
 			v.Field = clip(fe.Field)
 		}
 		if fb.invalid == nil {
-			fb.invalid = map[ruleRef]InvalidRule{}
+			fb.invalid = map[RuleRef]InvalidRule{}
 		}
 		since := now
 		if prev, ok := fb.invalid[ref]; ok {
@@ -119,12 +119,12 @@ func (fb *feedback) verdict(k Kind, id string, f Fields, err error) {
 func (fb *feedback) deleted(k Kind, id, declared string) {
 	fb.mu.Lock()
 	defer fb.mu.Unlock()
-	ref := ruleRef{k, id}
+	ref := RuleRef{k, id}
 	delete(fb.invalid, ref)
 	fb.add(ref, Verdict{State: "deleted", Version: declared, At: time.Now().UTC().Format(time.RFC3339Nano)})
 }
 
-func (fb *feedback) add(ref ruleRef, v Verdict) {
+func (fb *feedback) add(ref RuleRef, v Verdict) {
 	v.Heartbeat = fb.heartbeat
 	b, _ := json.Marshal(v)
 	if len(fb.pending) < maxFeedback { // bounded if Redis stays unwritable
@@ -149,7 +149,7 @@ func (s *redisSource) applied(k Kind, id string, old *Rule, f Fields) {
 	if f == nil {
 		op = "delete"
 		s.feedback.deleted(k, id, storedVersion(s.staticRule(k, id), nil))
-		s.feedback.queueLastGood(lastGoodOp{ref: ruleRef{k, id}, mode: "del"})
+		s.feedback.queueLastGood(lastGoodOp{ref: RuleRef{k, id}, mode: "del"})
 	}
 	emitUpdated(k, id, op, "redis", f)
 	var prev Fields
@@ -190,7 +190,7 @@ func (s *redisSource) flushFeedback(ctx context.Context) {
 	// Verdicts last: a writer (or a test) that sees this instance's verdict
 	// finds the history entry and last good version of the same flush.
 	for _, p := range pending {
-		key := s.names.StatusKey(p.ref.kind, p.ref.id)
+		key := s.names.StatusKey(p.ref.Kind, p.ref.ID)
 		pipe.HSet(ctx, key, instanceName, p.json)
 		pipe.Expire(ctx, key, statusTTL)
 	}
@@ -264,7 +264,7 @@ func (a *App) warnMissing(k Kind, id, msg string) {
 	m := a.noteMissing(k, id)
 	now := time.Now().UnixNano()
 	last := m.lastWarn.Load()
-	if last != 0 && (a.source == nil || now-last < int64(missingWarnEvery)) {
+	if last != 0 && (a.redis == nil || now-last < int64(missingWarnEvery)) {
 		return
 	}
 	if m.lastWarn.CompareAndSwap(last, now) {
@@ -279,7 +279,7 @@ func (a *App) warnMissing(k Kind, id, msg string) {
 // noteMissing lists a rule as missing (since now, if it was not already)
 // without logging.
 func (a *App) noteMissing(k Kind, id string) *missingRef {
-	ref := ruleRef{k, id}
+	ref := RuleRef{k, id}
 	v, ok := a.missing.Load(ref)
 	if !ok {
 		v, _ = a.missing.LoadOrStore(ref, &missingRef{since: time.Now().UTC()})
@@ -290,16 +290,16 @@ func (a *App) noteMissing(k Kind, id string) *missingRef {
 // Invalid lists the rejected and missing rule ids, by kind then id.
 func (a *App) Invalid() []InvalidRule {
 	var out []InvalidRule
-	if a.source != nil {
-		out = a.source.feedback.rejected()
+	if a.redis != nil {
+		out = a.redis.Rejected()
 	}
 	a.missing.Range(func(key, value any) bool {
-		ref := key.(ruleRef)
-		if a.Lookup(ref.kind, ref.id) != nil {
+		ref := key.(RuleRef)
+		if a.Lookup(ref.Kind, ref.ID) != nil {
 			a.missing.Delete(key) // arrived since
 			return true
 		}
-		out = append(out, InvalidRule{Kind: ref.kind.String(), ID: ref.id, Problem: "missing",
+		out = append(out, InvalidRule{Kind: ref.Kind.String(), ID: ref.ID, Problem: "missing",
 			Reason: "a handler refers to it; requests pass through unchecked until it exists",
 			Since:  value.(*missingRef).since})
 		return true
@@ -322,11 +322,11 @@ func (a *App) Invalid() []InvalidRule {
 // so the rejection no longer stands for this instance's answer.
 func (fb *feedback) forget(k Kind, id, declared string) {
 	fb.mu.Lock()
-	_, was := fb.invalid[ruleRef{k, id}]
+	_, was := fb.invalid[RuleRef{k, id}]
 	fb.mu.Unlock()
 	if was {
 		fb.deleted(k, id, declared)
-		fb.queueLastGood(lastGoodOp{ref: ruleRef{k, id}, mode: "del"})
+		fb.queueLastGood(lastGoodOp{ref: RuleRef{k, id}, mode: "del"})
 	}
 }
 
@@ -335,7 +335,7 @@ func (fb *feedback) forget(k Kind, id, declared string) {
 // verdict on every instance.
 func (fb *feedback) reaccepted(k Kind, id string, f Fields) {
 	fb.mu.Lock()
-	_, bad := fb.invalid[ruleRef{k, id}]
+	_, bad := fb.invalid[RuleRef{k, id}]
 	fb.mu.Unlock()
 	if bad {
 		fb.verdict(k, id, f, nil)

@@ -49,12 +49,13 @@ func changeFromHistory(e history.Entry) RecentChange {
 // RecentChanges returns the newest rule changes, newest first.
 func (a *App) RecentChanges(ctx context.Context) ([]RecentChange, error) {
 	if a.source == nil {
-		return a.memory.recentChanges(), nil
+		return []RecentChange{}, nil
 	}
-	return a.source.recentChanges(ctx)
+	return a.source.RecentChanges(ctx)
 }
 
-func (m *memoryLayer) recentChanges() []RecentChange {
+// RecentChanges are the newest changes written through the admin API.
+func (m *memoryLayer) RecentChanges(context.Context) ([]RecentChange, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := []RecentChange{}
@@ -64,7 +65,7 @@ func (m *memoryLayer) recentChanges() []RecentChange {
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].At.After(out[j].At) })
-	return out[:min(len(out), changesShown)]
+	return out[:min(len(out), changesShown)], nil
 }
 
 func (s *redisSource) recentChanges(ctx context.Context) ([]RecentChange, error) {
@@ -75,7 +76,7 @@ func (s *redisSource) recentChanges(ctx context.Context) ([]RecentChange, error)
 		return nil, err
 	}
 	out := make([]RecentChange, 0, len(entries))
-	histories := map[ruleRef]*redis.StringSliceCmd{}
+	histories := map[RuleRef]*redis.StringSliceCmd{}
 	pipe := s.client.Pipeline()
 	for _, e := range entries {
 		typ, _ := e.Values["type"].(string)
@@ -91,7 +92,7 @@ func (s *redisSource) recentChanges(ctx context.Context) ([]RecentChange, error)
 			c.At = time.Unix(0, ns).UTC()
 		}
 		out = append(out, c)
-		if ref := (ruleRef{k, id}); histories[ref] == nil {
+		if ref := (RuleRef{k, id}); histories[ref] == nil {
 			histories[ref] = pipe.LRange(ctx, s.names.HistoryKey(k, id), 0, history.Length-1)
 		}
 	}
@@ -102,7 +103,7 @@ func (s *redisSource) recentChanges(ctx context.Context) ([]RecentChange, error)
 	}
 	for i := range out {
 		k, _ := ParseKind(out[i].Kind)
-		for _, raw := range histories[ruleRef{k, out[i].ID}].Val() {
+		for _, raw := range histories[RuleRef{k, out[i].ID}].Val() {
 			var e history.Entry
 			if json.Unmarshal([]byte(raw), &e) == nil && e.Op == out[i].Op && e.Version == out[i].Version {
 				out[i].Via, out[i].Instance, out[i].Diff = e.Via, e.Instance, DiffFields(e.Prev, e.Fields)

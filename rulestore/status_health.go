@@ -66,7 +66,7 @@ func (s *skippedKeys) list() []InvalidRule {
 func (fb *feedback) rejectedBefore(k Kind, id string, f Fields) bool {
 	fb.mu.Lock()
 	defer fb.mu.Unlock()
-	prev, ok := fb.invalid[ruleRef{k, id}]
+	prev, ok := fb.invalid[RuleRef{k, id}]
 	if !ok {
 		return false
 	}

@@ -392,7 +392,7 @@ func TestMessagesTakenBeforeDataLossDoNotDelete(t *testing.T) {
 	ctx := context.Background()
 	// The messages of the writes above, taken by the session...
 	for _, id := range []string{"a", "b"} {
-		src.queue.add(ruleRef{RateLimit, id}, time.Now())
+		src.queue.add(RuleRef{RateLimit, id}, time.Now())
 	}
 	// ...whose connection then died: Redis came back empty.
 	r.Restart()
@@ -403,7 +403,7 @@ func TestMessagesTakenBeforeDataLossDoNotDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"a", "b"} {
-		if src.snapshot().get(RateLimit, id) == nil {
+		if src.snapshot().Get(RateLimit, id) == nil {
 			t.Errorf("rule %s dropped after Redis lost its data", id)
 		}
 	}
@@ -427,11 +427,11 @@ func TestMessagesReadAfterTheLossResyncDoNotDelete(t *testing.T) {
 		t.Fatal("no loss fence after the resync that found the data loss")
 	}
 	// A message from before the loss, taken now.
-	src.queue.add(ruleRef{RateLimit, "a"}, time.Now())
+	src.queue.add(RuleRef{RateLimit, "a"}, time.Now())
 	if err := src.flushPending(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if src.snapshot().get(RateLimit, "a") == nil {
+	if src.snapshot().Get(RateLimit, "a") == nil {
 		t.Fatal("rule a deleted by a message read before the loss fence's pong")
 	}
 	// The pong: messages from now on were published after the loss was
@@ -441,14 +441,14 @@ func TestMessagesReadAfterTheLossResyncDoNotDelete(t *testing.T) {
 		t.Fatal("the fence ended on a pong that was not its own")
 	}
 	src.onPong(src.fence)
-	src.queue.add(ruleRef{RateLimit, "b"}, time.Now())
+	src.queue.add(RuleRef{RateLimit, "b"}, time.Now())
 	if err := src.flushPending(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if src.snapshot().get(RateLimit, "b") != nil {
+	if src.snapshot().Get(RateLimit, "b") != nil {
 		t.Fatal("rule b kept after its deliberate delete past the fence")
 	}
-	if src.snapshot().get(RateLimit, "a") == nil {
+	if src.snapshot().Get(RateLimit, "a") == nil {
 		t.Fatal("rule a dropped")
 	}
 }
@@ -604,7 +604,7 @@ func startBenchStore(b *testing.B, url string) *App {
 	if err := app.Provision(ctx); err != nil {
 		b.Fatal(err)
 	}
-	app.source.logger = nopLogger
+	app.redis.(*redisSource).logger = nopLogger
 	app.Start()
 	b.Cleanup(func() { app.Cleanup() })
 	return app
@@ -726,10 +726,11 @@ func resyncSource(t *testing.T) (*redistest.Server, *redisSource) {
 	t.Helper()
 	r := redistest.Start(t)
 	t.Setenv("XDG_DATA_HOME", t.TempDir()) // no local rule snapshot of another test
-	src, key, err := acquireSource(&redisconf.Config{URL: r.URL()}, "", time.Hour, zaptest.NewLogger(t))
+	rs, err := acquireSource(RedisSourceConfig{Redis: &redisconf.Config{URL: r.URL()}, Resync: time.Hour, Logger: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { sources.Delete(key) })
+	src := rs.(*redisSource)
+	t.Cleanup(func() { sources.Delete(src.poolKey) })
 	return r, src
 }

@@ -59,10 +59,10 @@ func incompleteHere(f Fields, err error) bool {
 func (s *redisSource) unusedHere(k Kind, id string, f Fields, err error) {
 	fb := &s.feedback
 	fb.mu.Lock()
-	ref := ruleRef{k, id}
+	ref := RuleRef{k, id}
 	delete(fb.invalid, ref)
 	if fb.unused == nil {
-		fb.unused = map[ruleRef]bool{}
+		fb.unused = map[RuleRef]bool{}
 	}
 	first := !fb.unused[ref]
 	fb.unused[ref] = true
@@ -80,7 +80,7 @@ func (s *redisSource) unusedHere(k Kind, id string, f Fields, err error) {
 func (fb *feedback) unusedGone(k Kind, id string) bool {
 	fb.mu.Lock()
 	defer fb.mu.Unlock()
-	ref := ruleRef{k, id}
+	ref := RuleRef{k, id}
 	if !fb.unused[ref] {
 		return false
 	}
@@ -94,5 +94,5 @@ func (fb *feedback) unusedGone(k Kind, id string) bool {
 func (fb *feedback) isUnused(k Kind, id string) bool {
 	fb.mu.Lock()
 	defer fb.mu.Unlock()
-	return fb.unused[ruleRef{k, id}]
+	return fb.unused[RuleRef{k, id}]
 }

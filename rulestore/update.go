@@ -11,8 +11,8 @@ import (
 // publish (refresh.go) or a resync (resync.go).
 
 func (s *redisSource) upsert(k Kind, id string, f Fields) {
-	old := s.current().get(k, id)
-	delete(s.retained, ruleRef{k, id})
+	old := s.current().Get(k, id)
+	delete(s.retained, RuleRef{k, id})
 	if old != nil && old.Fields.Equal(f) {
 		s.feedback.reaccepted(k, id, f)
 		return
@@ -20,7 +20,7 @@ func (s *redisSource) upsert(k Kind, id string, f Fields) {
 	r, ok := s.parse(k, id, f, old)
 	if !ok {
 		if old == nil && !s.feedback.isUnused(k, id) {
-			s.noGood = append(s.noGood, ruleRef{k, id})
+			s.noGood = append(s.noGood, RuleRef{k, id})
 		}
 		return
 	}
@@ -37,7 +37,7 @@ func (s *redisSource) install(k Kind, id string, r, old *Rule) {
 	if old != nil {
 		s.updated = append(s.updated, slotUpdate{k, id, r})
 	} else {
-		s.edit(k).of(k)[id] = newSlot(r)
+		s.edit(k).Of(k)[id] = NewSlot(r)
 	}
 	s.status.updates.Add(1)
 }
@@ -54,7 +54,7 @@ type slotUpdate struct {
 // would cost O(rules held) per id, so a bulk change of n rules O(n²).
 
 // current is the layer as the batch left it so far.
-func (s *redisSource) current() *layer {
+func (s *redisSource) current() *Layer {
 	if s.editing != nil {
 		return s.editing
 	}
@@ -63,12 +63,12 @@ func (s *redisSource) current() *layer {
 
 // edit returns the batch's layer with its map of kind k copied, once per
 // batch, ready for new and deleted ids.
-func (s *redisSource) edit(k Kind) *layer {
+func (s *redisSource) edit(k Kind) *Layer {
 	if s.editing == nil {
 		s.editing, s.edited = s.snap.Load(), make([]bool, numKinds())
 	}
 	if !byKind(s.edited, k) {
-		s.editing = s.editing.clone(k)
+		s.editing = s.editing.Clone(k)
 		s.edited[k] = true
 	}
 	return s.editing
@@ -82,11 +82,11 @@ func (s *redisSource) edit(k Kind) *layer {
 func (s *redisSource) publishEdit() {
 	if len(s.updated) == 1 && s.editing == nil {
 		u := s.updated[0]
-		s.snap.Load().of(u.k)[u.id].rule.Store(u.r)
+		s.snap.Load().Of(u.k)[u.id].Rule.Store(u.r)
 		s.changes.Add(1)
 	} else {
 		for _, u := range s.updated {
-			s.edit(u.k).of(u.k)[u.id] = newSlot(u.r)
+			s.edit(u.k).Of(u.k)[u.id] = NewSlot(u.r)
 		}
 	}
 	clear(s.updated)
@@ -104,21 +104,21 @@ func (s *redisSource) installLastGood(ctx context.Context) {
 	refs := s.noGood
 	s.noGood = nil
 	for ref, r := range s.recoverLastGood(ctx, refs) {
-		s.install(ref.kind, ref.id, r, s.current().get(ref.kind, ref.id))
+		s.install(ref.Kind, ref.ID, r, s.current().Get(ref.Kind, ref.ID))
 	}
 	s.publishEdit()
 }
 
 func (s *redisSource) remove(k Kind, id string) {
-	delete(s.retained, ruleRef{k, id})
-	old := s.current().get(k, id)
+	delete(s.retained, RuleRef{k, id})
+	old := s.current().Get(k, id)
 	if old == nil {
 		if !s.feedback.unusedGone(k, id) {
 			s.feedback.forget(k, id, storedVersion(s.staticRule(k, id), nil))
 		}
 		return
 	}
-	delete(s.edit(k).of(k), id)
+	delete(s.edit(k).Of(k), id)
 	s.status.updates.Add(1)
 	s.logger.Info("rule deleted", zap.String("key", s.names.RuleKey(k, id)))
 	s.applied(k, id, old, nil)
@@ -142,9 +142,9 @@ func (s *redisSource) parse(k Kind, id string, f Fields, old *Rule) (*Rule, bool
 	s.feedback.verdict(k, id, f, err)
 	if err == nil {
 		warnRenamed(s.logger, k, id, f) // once per version: unchanged fields are not parsed again
-		s.feedback.queueLastGood(lastGoodOp{ref: ruleRef{k, id}, mode: "set", fields: f})
+		s.feedback.queueLastGood(lastGoodOp{ref: RuleRef{k, id}, mode: "set", fields: f})
 	} else if old != nil {
-		s.feedback.queueLastGood(lastGoodOp{ref: ruleRef{k, id}, mode: "keep", fields: old.Fields})
+		s.feedback.queueLastGood(lastGoodOp{ref: RuleRef{k, id}, mode: "keep", fields: old.Fields})
 	}
 	if err != nil {
 		if !again { // a resync re-reading the same bad version is no new rejection
@@ -167,5 +167,5 @@ func (s *redisSource) parse(k Kind, id string, f Fields, old *Rule) (*Rule, bool
 		emitRejected(k, id, "redis", err)
 		return nil, false
 	}
-	return &Rule{Kind: k, ID: id, Fields: f, Value: v, Source: "redis", Overlay: f, partial: st != nil}, true
+	return &Rule{Kind: k, ID: id, Fields: f, Value: v, Source: "redis", Overlay: f, Partial: st != nil}, true
 }

@@ -227,14 +227,7 @@ func (a *App) missingRefs(ctx context.Context, b *RouteBinding) []string {
 		if id == "" || a.Static(k, id) != nil {
 			return
 		}
-		if a.source == nil {
-			if a.memory.snap.Load().get(k, id) == nil {
-				missing = append(missing, k.String()+" "+id)
-			}
-			return
-		}
-		n, err := a.source.client.Exists(ctx, a.source.names.RuleKey(k, id)).Result()
-		if err == nil && n == 0 {
+		if held, err := a.source.Exists(ctx, k, id); err == nil && !held {
 			missing = append(missing, k.String()+" "+id)
 		}
 	}
@@ -255,31 +248,16 @@ func (a *App) missingRefs(ctx context.Context, b *RouteBinding) []string {
 func (a *App) Write(ctx context.Context, req *WriteRequest) (WriteResult, error) {
 	res := WriteResult{Kind: req.Kind.String(), ID: req.ID, Op: req.Op, DryRun: req.DryRun, Stored: "redis"}
 	var err error
-	if a.source == nil {
+	if a.redis == nil {
 		res.Stored, res.Note = "memory", memoryNote
-		_, err = a.memory.apply(req.Kind, req.ID, func(cur Fields) (*Rule, error) {
-			raw, value, err := a.plan(ctx, req, cur, &res)
-			if err != nil {
-				return nil, err
-			}
-			if req.DryRun {
-				return nil, errDryRun
-			}
-			if raw == nil {
-				return nil, nil
-			}
-			return &Rule{Kind: req.Kind, ID: req.ID, Fields: raw, Value: value, Source: "memory", Overlay: raw,
-				partial: a.Static(req.Kind, req.ID) != nil}, nil
-		}, a.Static(req.Kind, req.ID), req.Via, req.HistoryOp)
-	} else {
-		err = a.source.apply(ctx, req.Kind, req.ID, req.Via, req.HistoryOp, func(cur Fields) (Fields, error) {
-			raw, _, err := a.plan(ctx, req, cur, &res)
-			if err == nil && req.DryRun {
-				err = errDryRun
-			}
-			return raw, err
-		})
 	}
+	err = a.source.Write(ctx, req.Kind, req.ID, req.Via, req.HistoryOp, a.Static(req.Kind, req.ID), func(cur Fields) (Fields, error) {
+		raw, _, err := a.plan(ctx, req, cur, &res)
+		if err == nil && req.DryRun {
+			err = errDryRun
+		}
+		return raw, err
+	})
 	if err == nil || errors.Is(err, errDryRun) {
 		if res.Op != "delete" {
 			res.NotDeclaredOn = a.lacking(ctx, req.Kind, req.ID)
@@ -301,7 +279,7 @@ func (a *App) Write(ctx context.Context, req *WriteRequest) (WriteResult, error)
 	adminWrites.WithLabelValues(req.Kind.String(), req.Op, "ok").Inc()
 	a.logger.Info("rule written through the admin API", zap.String("kind", res.Kind), zap.String("id", res.ID),
 		zap.String("op", res.Op), zap.String("stored", res.Stored), zap.String("via", req.Via))
-	if a.source == nil {
+	if a.redis == nil {
 		emitUpdated(req.Kind, req.ID, res.Op, "memory", res.Overlay)
 	}
 	return res, nil
@@ -314,7 +292,7 @@ const maxWriteRounds = 200
 var errWriteConflict = &Error{Class: ErrConflict,
 	Err: errors.New("the rule changed during the write several times in a row; retry")}
 
-// apply reads a rule's raw fields, lets build decide the new ones (nil:
+// Write reads a rule's raw fields, lets build decide the new ones (nil:
 // delete; an error writes nothing) and writes them with their history
 // entry and change-log entry, then publishes, in one transaction watched on
 // the rule's key. Concurrent writers are serialised by Redis, so the hash,
@@ -327,7 +305,7 @@ var errWriteConflict = &Error{Class: ErrConflict,
 // there the hash alone is replaced in the watched transaction, then the
 // history and change-log entries are appended and the id published: a
 // reader still never sees a publish before the data.
-func (s *redisSource) apply(ctx context.Context, k Kind, id, via, op string, build func(cur Fields) (Fields, error)) error {
+func (s *redisSource) Write(ctx context.Context, k Kind, id, via, op string, _ *Rule, build func(cur Fields) (Fields, error)) error {
 	ctx, cancel := context.WithTimeout(ctx, 3*s.timeout)
 	defer cancel()
 	key := s.names.RuleKey(k, id)
@@ -391,7 +369,7 @@ func (a *App) WritesTo() string {
 	if a.source == nil {
 		return "memory"
 	}
-	return "redis"
+	return a.source.Name()
 }
 
 // emitUpdated sends rule_updated for an applied change (f nil: a delete).
