@@ -63,7 +63,7 @@ type App struct {
 	declared     map[string][sha256.Size]byte // see SameAsDeclared
 	logger       *zap.Logger
 	missing      sync.Map         // ruleRef -> *missingRef (status.go)
-	used         sync.Map         // ruleRef -> true: ids a handler holds a Handle on (declares.go)
+	used         sync.Map         // RuleRef -> true: ids a handler holds a Handle on (see Uses)
 	missingWarns chan missingWarn // to logMissing (missing_log.go)
 	breakers     breakers         // see Breakers
 }
@@ -112,8 +112,8 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if ev, err := ctx.AppIfConfigured("events"); err == nil { // events has subscribers only if configured
 		a.events, _ = ev.(*caddyevents.App)
 	}
-	a.static = make([]map[string]*Rule, numKinds())
-	a.overlays = make([]map[string]*overlaySlot, numKinds())
+	a.static = make([]map[string]*Rule, NumKinds())
+	a.overlays = make([]map[string]*overlaySlot, NumKinds())
 	for _, k := range Kinds() {
 		a.static[k] = make(map[string]*Rule)
 		a.overlays[k] = make(map[string]*overlaySlot)
@@ -125,7 +125,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 			if err != nil {
 				return fmt.Errorf("static %s rule %q: %w", k, id, err)
 			}
-			warnRenamed(a.logger, k, id, f)
+			WarnRenamed(a.logger, k, id, f)
 			a.static[k][id] = &Rule{Kind: k, ID: id, Fields: f, Value: v, Source: "static"}
 			a.overlays[k][id] = new(overlaySlot)
 		}
@@ -211,7 +211,7 @@ func (a *App) Lookup(k Kind, id string) *Rule {
 			return e
 		}
 	}
-	return byKind(a.static, k)[id]
+	return ByKind(a.static, k)[id]
 }
 
 // Route returns the binding of a route, or nil.
@@ -244,6 +244,10 @@ func (a *App) ClientState(key string, newValue func(redis.UniversalClient) any) 
 	}
 	return a.redis.ClientState(key, newValue)
 }
+
+// Source is the source of the rules over the static ones this app holds:
+// Redis (a RedisSource) or memory; nil before Provision.
+func (a *App) Source() Source { return a.source }
 
 // KeyPrefix returns the namespace prepended to every Redis key.
 func (a *App) KeyPrefix() string { return a.Prefix }
@@ -286,10 +290,10 @@ func (a *App) Require(k Kind, id string) error {
 // Redis, rules written through the admin API) overlaying static.
 func (a *App) Rules(k Kind) map[string]*Rule {
 	out := make(map[string]*Rule)
-	for id, r := range byKind(a.static, k) {
+	for id, r := range ByKind(a.static, k) {
 		out[id] = r
 	}
-	for id, s := range byKind(*a.overlayLayer(), k) {
+	for id, s := range ByKind(*a.overlayLayer(), k) {
 		if e := a.effective(k, id, s.Rule.Load()); e != nil {
 			out[id] = e
 		}
@@ -299,9 +303,9 @@ func (a *App) Rules(k Kind) map[string]*Rule {
 
 // Count is len(Rules(k)) without building the map: O(static rules).
 func (a *App) Count(k Kind) int {
-	over := byKind(*a.overlayLayer(), k)
+	over := ByKind(*a.overlayLayer(), k)
 	n := len(over)
-	for id := range byKind(a.static, k) {
+	for id := range ByKind(a.static, k) {
 		if over[id] == nil {
 			n++
 		}

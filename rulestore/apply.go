@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 )
 
@@ -56,6 +55,16 @@ type ApplyObject struct {
 	class     ErrorClass // what a failure means: ErrInvalid or ErrPreconditionFailed
 }
 
+// Ref names the object's rule.
+func (o ApplyObject) Ref() RuleRef { return RuleRef{o.kind, o.ID} }
+
+// Prev are the raw fields held before the apply (nil: none); Next those to
+// hold after it (nil: none, a delete).
+func (o ApplyObject) Prev() Fields { return o.prev }
+
+// Next: see Prev.
+func (o ApplyObject) Next() Fields { return o.raw }
+
 // ApplyResult is the answer to POST /sluice/apply.
 type ApplyResult struct {
 	DryRun bool `json:"dry_run,omitempty"`
@@ -92,11 +101,11 @@ func (r ApplyResult) Failure() error {
 
 // Apply results.
 const (
-	applyCreated   = "created"
-	applyChanged   = "changed"
-	applyUnchanged = "unchanged"
-	applyDeleted   = "deleted"
-	applyFailed    = "failed"
+	ApplyCreated   = "created"
+	ApplyChanged   = "changed"
+	ApplyUnchanged = "unchanged"
+	ApplyDeleted   = "deleted"
+	ApplyFailed    = "failed"
 )
 
 // applyPlan is an apply's set, parsed, before the store is read.
@@ -123,7 +132,7 @@ func (a *App) planApply(req ApplyRequest) (*applyPlan, error) {
 			}
 			ref := RuleRef{k, id}
 			p.refs[ref] = true
-			v, _, err := parseOver(k, id, a.Static(k, id), f)
+			v, _, err := ParseOver(k, id, a.Static(k, id), f)
 			if err != nil {
 				p.errs[ref] = err
 				continue
@@ -176,7 +185,7 @@ func (a *App) decide(p *applyPlan, held map[RuleRef]Fields) ([]ApplyObject, bool
 		var before, after Fields
 		switch {
 		case cur != nil && st != nil:
-			before = mergeFields(st.Fields, cur)
+			before = MergeFields(st.Fields, cur)
 		case cur != nil:
 			before = cur
 		case st != nil:
@@ -187,7 +196,7 @@ func (a *App) decide(p *applyPlan, held map[RuleRef]Fields) ([]ApplyObject, bool
 		}
 		switch {
 		case raw != nil && st != nil:
-			after = mergeFields(st.Fields, raw)
+			after = MergeFields(st.Fields, raw)
 		case raw != nil:
 			after = raw
 		case st != nil:
@@ -199,17 +208,17 @@ func (a *App) decide(p *applyPlan, held map[RuleRef]Fields) ([]ApplyObject, bool
 		o.Diff = DiffFields(before, after)
 		switch {
 		case !listed:
-			o.Result = applyDeleted
+			o.Result = ApplyDeleted
 		case cur != nil && maps.Equal(cur, raw):
-			o.Result = applyUnchanged
+			o.Result = ApplyUnchanged
 		case before == nil:
-			o.Result = applyCreated
+			o.Result = ApplyCreated
 		default:
-			o.Result = applyChanged
+			o.Result = ApplyChanged
 		}
 		fail := func(class ErrorClass, format string, args ...any) {
-			if o.Result != applyFailed {
-				o.Result, o.Reason, o.class = applyFailed, fmt.Sprintf(format, args...), class
+			if o.Result != ApplyFailed {
+				o.Result, o.Reason, o.class = ApplyFailed, fmt.Sprintf(format, args...), class
 			}
 		}
 		if want, ok := p.req.Expect[o.Kind][o.ID]; ok && want != o.PrevVersion {
@@ -220,7 +229,7 @@ func (a *App) decide(p *applyPlan, held map[RuleRef]Fields) ([]ApplyObject, bool
 			fail(ErrPreconditionFailed, "changed since it was read: version now %s, expected %q", now, want)
 		}
 		if err := p.errs[ref]; err != nil {
-			if st == nil && cur == nil && incompleteHere(raw, err) {
+			if st == nil && cur == nil && IncompleteHere(raw, err) {
 				err = fmt.Errorf("%w (a rule that is not declared in the config must be complete)", err)
 			}
 			fail(ErrInvalid, "%v", err)
@@ -261,7 +270,7 @@ func (a *App) decide(p *applyPlan, held map[RuleRef]Fields) ([]ApplyObject, bool
 	})
 	ok := true
 	for _, o := range out {
-		ok = ok && o.Result != applyFailed
+		ok = ok && o.Result != ApplyFailed
 	}
 	return out, ok
 }
@@ -369,7 +378,7 @@ func (a *App) Apply(ctx context.Context, req ApplyRequest, dryRun bool) (ApplyRe
 	}
 	res.Applied = true
 	for _, o := range res.Objects {
-		if o.Result == applyUnchanged {
+		if o.Result == ApplyUnchanged {
 			continue
 		}
 		op := "upsert"
@@ -378,12 +387,12 @@ func (a *App) Apply(ctx context.Context, req ApplyRequest, dryRun bool) (ApplyRe
 		}
 		adminWrites.WithLabelValues(o.Kind, op, "ok").Inc()
 		if a.redis == nil {
-			emitUpdated(o.kind, o.ID, op, "memory", o.raw)
+			EmitUpdated(o.kind, o.ID, op, "memory", o.raw)
 		}
 	}
-	a.logger.Info("rule set applied through the admin API", zap.Int("created", res.Counts[applyCreated]),
-		zap.Int("changed", res.Counts[applyChanged]), zap.Int("deleted", res.Counts[applyDeleted]),
-		zap.Int("unchanged", res.Counts[applyUnchanged]), zap.String("stored", res.Stored))
+	a.logger.Info("rule set applied through the admin API", zap.Int("created", res.Counts[ApplyCreated]),
+		zap.Int("changed", res.Counts[ApplyChanged]), zap.Int("deleted", res.Counts[ApplyDeleted]),
+		zap.Int("unchanged", res.Counts[ApplyUnchanged]), zap.String("stored", res.Stored))
 	return res, nil
 }
 
@@ -391,83 +400,9 @@ func (a *App) Apply(ctx context.Context, req ApplyRequest, dryRun bool) (ApplyRe
 func failures(objs []ApplyObject) string {
 	var lines []string
 	for _, o := range objs {
-		if o.Result == applyFailed {
+		if o.Result == ApplyFailed {
 			lines = append(lines, fmt.Sprintf("%s %s: %s", o.Kind, o.ID, o.Reason))
 		}
 	}
 	return strings.Join(lines, "; ")
-}
-
-// ApplySet reads the raw fields of every ref, watched, lets decide choose
-// the writes, and writes them all in one MULTI/EXEC with their history,
-// change-log entries and publishes; a change to any watched key before the
-// EXEC restarts the read, so the verdicts always describe what is
-// overwritten.
-func (s *redisSource) ApplySet(ctx context.Context, refs map[RuleRef]bool, _ func(Kind, string) *Rule, decide func(map[RuleRef]Fields) ([]ApplyObject, error)) error {
-	if _, cluster := s.client.(*redis.ClusterClient); cluster {
-		return Errorf(ErrUnsupported, "an atomic apply needs one Redis transaction over keys in many "+
-			"hash slots, which Redis Cluster cannot run: write the rules one by one (PUT /sluice/rules/{kind}/{id})")
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*s.timeout)
-	defer cancel()
-	list := make([]RuleRef, 0, len(refs))
-	keys := make([]string, 0, len(refs))
-	for ref := range refs {
-		list = append(list, ref)
-		keys = append(keys, s.names.RuleKey(ref.Kind, ref.ID))
-	}
-	txf := func(tx *redis.Tx) error {
-		cmds := make([]*redis.MapStringStringCmd, len(list))
-		_, err := tx.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for i := range list {
-				cmds[i] = p.HGetAll(ctx, keys[i])
-			}
-			return nil
-		})
-		held := make(map[RuleRef]Fields, len(list))
-		for i, c := range cmds {
-			m, cerr := c.Result()
-			if cerr != nil && !isWrongType(cerr) {
-				return cerr
-			}
-			if len(m) > 0 {
-				held[list[i]] = Fields(m)
-			}
-		}
-		if err != nil && !isWrongType(err) {
-			return err
-		}
-		objs, err := decide(held)
-		if err != nil {
-			return err
-		}
-		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			for _, o := range objs {
-				if o.Result == applyUnchanged {
-					continue
-				}
-				key := s.names.RuleKey(o.kind, o.ID)
-				p.Del(ctx, key)
-				if o.raw != nil {
-					args := make([]any, 0, 2*len(o.raw))
-					for name, v := range o.raw {
-						args = append(args, name, v)
-					}
-					p.HSet(ctx, key, args...)
-				}
-				s.queueHistory(ctx, p, newHistoryEntry(o.kind, o.ID, s.staticRule(o.kind, o.ID), o.prev, o.raw, "apply", ""), false)
-				p.XAdd(ctx, s.changeLogAdd(changeLogEntry(o.kind, o.ID, o.raw)))
-				p.Publish(ctx, s.names.Channel(o.kind), o.ID)
-			}
-			return nil
-		})
-		return err
-	}
-	for range maxWriteRounds {
-		err := s.client.Watch(ctx, txf, keys...)
-		if !errors.Is(err, redis.TxFailedErr) {
-			return err
-		}
-	}
-	return errWriteConflict
 }

@@ -30,7 +30,7 @@ func (a *App) Handle(k Kind, id string) *Handle {
 
 // UseHandle is Handle for an id the config names (a handler's rule or
 // route binding, fixed at provision), which it also marks as used here
-// (usedHere, declares.go). Ids reached only through a binding's list are
+// (see Uses). Ids reached only through a binding's list are
 // not marked: they come and go with Redis, and a set of them would grow
 // without bound.
 func (a *App) UseHandle(k Kind, id string) *Handle {
@@ -75,8 +75,16 @@ func (a *App) Changes() uint64 {
 
 func (h *Handle) resolve(cur *Layer) *resolution {
 	res := &resolution{layer: cur}
-	res.slot = byKind(*cur, h.k)[h.id]
-	res.static = byKind(h.a.static, h.k)[h.id]
+	res.slot = ByKind(*cur, h.k)[h.id]
+	res.static = ByKind(h.a.static, h.k)[h.id]
 	h.res.Store(res)
 	return res
+}
+
+// Uses reports whether a handler of this config holds a Handle on rule id
+// (UseHandle): an incomplete overlay of it is rejected here even if
+// another instance declares it, since this one would serve it.
+func (a *App) Uses(k Kind, id string) bool {
+	_, ok := a.used.Load(RuleRef{k, id})
+	return ok
 }

@@ -10,7 +10,7 @@ type Layer []map[string]*Slot
 
 // NewLayer is an empty layer with a place for every registered kind.
 func NewLayer() *Layer {
-	l := make(Layer, numKinds())
+	l := make(Layer, NumKinds())
 	return &l
 }
 
@@ -25,7 +25,7 @@ func NewSlot(r *Rule) *Slot {
 }
 
 // Of is the map of kind k's rules (nil if none).
-func (l *Layer) Of(k Kind) map[string]*Slot { return byKind(*l, k) }
+func (l *Layer) Of(k Kind) map[string]*Slot { return ByKind(*l, k) }
 
 // Get is the rule of kind k with this id, or nil.
 func (l *Layer) Get(k Kind, id string) *Rule {
@@ -37,7 +37,7 @@ func (l *Layer) Get(k Kind, id string) *Rule {
 
 // Copy is a deep copy with slots of its own, for a new source to start from.
 func (l *Layer) Copy() *Layer {
-	n := make(Layer, numKinds())
+	n := make(Layer, NumKinds())
 	for k, m := range *l {
 		n[k] = make(map[string]*Slot, len(m))
 		for id, s := range m {
@@ -50,7 +50,7 @@ func (l *Layer) Copy() *Layer {
 // Shallow copies every kind's map, sharing the slots: a layer to add
 // rules of any kind to.
 func (l *Layer) Shallow() Layer {
-	n := make(Layer, numKinds())
+	n := make(Layer, NumKinds())
 	for _, k := range Kinds() {
 		n[k] = make(map[string]*Slot, len(l.Of(k)))
 		for id, sl := range l.Of(k) {
@@ -63,7 +63,7 @@ func (l *Layer) Shallow() Layer {
 // Clone copies the top level and the map of kind k, ready for a new or
 // deleted id of kind k.
 func (l *Layer) Clone(k Kind) *Layer {
-	n := make(Layer, max(len(*l), numKinds()))
+	n := make(Layer, max(len(*l), NumKinds()))
 	copy(n, *l)
 	m := make(map[string]*Slot, len(l.Of(k))+1)
 	for id, s := range l.Of(k) {

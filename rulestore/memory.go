@@ -77,7 +77,7 @@ func (m *memoryLayer) Write(_ context.Context, k Kind, id, via, op string, st *R
 	}
 	var r *Rule
 	if raw != nil {
-		v, _, err := parseOver(k, id, st, raw) // build validated it
+		v, _, err := ParseOver(k, id, st, raw) // build validated it
 		if err != nil {
 			return err
 		}
@@ -100,7 +100,7 @@ func (m *memoryLayer) Write(_ context.Context, k Kind, id, via, op string, st *R
 	if r != nil {
 		next = r.Fields
 	}
-	m.record(newHistoryEntry(k, id, st, prev, next, via, op))
+	m.record(NewHistoryEntry(k, id, st, prev, next, via, op))
 	return nil
 }
 
@@ -159,7 +159,7 @@ func (m *memoryLayer) Patch(_ context.Context, p PatchRequest) (bool, error) {
 		}
 	}
 	m.putLocked(&Rule{Kind: p.Kind, ID: p.ID, Fields: p.Merged, Value: p.Value, Source: "memory"})
-	emitUpdated(p.Kind, p.ID, "upsert", "memory", p.Merged)
+	EmitUpdated(p.Kind, p.ID, "upsert", "memory", p.Merged)
 	return true, nil
 
 }
@@ -180,9 +180,9 @@ func (m *memoryLayer) ApplySet(_ context.Context, refs map[RuleRef]bool, static 
 		return err
 	}
 	next := *cur
-	cloned := make([]bool, numKinds())
+	cloned := make([]bool, NumKinds())
 	for _, o := range objs {
-		if o.Result == applyUnchanged {
+		if o.Result == ApplyUnchanged {
 			continue
 		}
 		if !cloned[o.kind] {
@@ -193,11 +193,11 @@ func (m *memoryLayer) ApplySet(_ context.Context, refs map[RuleRef]bool, static 
 			delete(next[o.kind], o.ID)
 		} else {
 			st := static(o.kind, o.ID)
-			v, _, _ := parseOver(o.kind, o.ID, st, o.raw) // parsed in decide
+			v, _, _ := ParseOver(o.kind, o.ID, st, o.raw) // parsed in decide
 			next[o.kind][o.ID] = NewSlot(&Rule{Kind: o.kind, ID: o.ID, Fields: o.raw, Value: v, Source: "memory",
 				Overlay: o.raw, Partial: st != nil})
 		}
-		m.record(newHistoryEntry(o.kind, o.ID, static(o.kind, o.ID), o.prev, o.raw, "apply", ""))
+		m.record(NewHistoryEntry(o.kind, o.ID, static(o.kind, o.ID), o.prev, o.raw, "apply", ""))
 	}
 	m.snap.Store(&next)
 	m.changes.Add(1)

@@ -85,7 +85,7 @@ func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, k := range Kinds() {
 		ch <- prometheus.MustNewConstMetric(descInvalid, prometheus.GaugeValue, float64(invalid[k.String()]), k.String())
-		ch <- prometheus.MustNewConstMetric(descRules, prometheus.GaugeValue, float64(len(byKind(a.static, k))), k.String(), "static")
+		ch <- prometheus.MustNewConstMetric(descRules, prometheus.GaugeValue, float64(len(ByKind(a.static, k))), k.String(), "static")
 		ch <- prometheus.MustNewConstMetric(descRules, prometheus.GaugeValue, float64(len(a.overlayLayer().Of(k))), k.String(), a.WritesTo())
 	}
 	if a.redis == nil {
@@ -109,3 +109,8 @@ func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
 func (a *App) registerMetrics(reg *prometheus.Registry) error {
 	return metrickit.Register(reg, storeCollector{a}, adminWrites, propagationDelay)
 }
+
+// ObservePropagation records the delay of one admin API write, from its
+// publish to this instance applying it (the propagation_delay_seconds
+// histogram and the status page's totals).
+func ObservePropagation(seconds float64) { propagationDelay.Observe(seconds) }

@@ -24,8 +24,8 @@ const missingWarnQueue = 1024
 // forgets the missing ids that arrived, so ids that come and go leave no
 // entry behind even when nobody reads the state.
 func (a *App) logMissing() {
-	ids := make([][]string, numKinds())
-	listedAt := make([]uint64, numKinds())
+	ids := make([][]string, NumKinds())
+	listedAt := make([]uint64, NumKinds())
 	sweep := time.NewTicker(time.Second)
 	defer sweep.Stop()
 	var swept uint64

@@ -42,7 +42,7 @@ func (a *App) Patch(ctx context.Context, k Kind, id string, expect, patch Fields
 	}
 	value, err := Parse(k, id, merged)
 	if err != nil {
-		emitRejected(k, id, "admin_api", err)
+		EmitRejected(k, id, "admin_api", err)
 		return false, err
 	}
 

@@ -35,11 +35,11 @@ type VerdictsView struct {
 // verdict on it, with its liveness, sorted by instance.
 func (a *App) Verdicts(ctx context.Context, k Kind, id string) (VerdictsView, error) {
 	if a.redis == nil {
-		return VerdictsView{Version: storedVersion(a.Static(k, id), nil), Verdicts: []InstanceVerdict{}}, nil
+		return VerdictsView{Version: StoredVersion(a.Static(k, id), nil), Verdicts: []InstanceVerdict{}}, nil
 	}
 	cur, out, err := a.redis.Verdicts(ctx, k, id)
 	if err != nil {
 		return VerdictsView{}, err
 	}
-	return VerdictsView{Version: storedVersion(a.Static(k, id), cur), Verdicts: out}, nil
+	return VerdictsView{Version: StoredVersion(a.Static(k, id), cur), Verdicts: out}, nil
 }

@@ -1,7 +1,8 @@
-package rulestore
+package redissource
 
 import (
 	"context"
+	"github.com/sluicegw/sluice/rulestore"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -28,19 +29,19 @@ const (
 
 // refreshQueue is owned by the run goroutine.
 type refreshQueue struct {
-	ttl      time.Duration         // how long an absent id is remembered
-	pending  map[RuleRef]struct{}  // to re-read in the next batch
-	deferred map[RuleRef]struct{}  // named again while remembered absent
-	absent   map[RuleRef]time.Time // found absent: remembered until
-	swept    int                   // len(absent) after the last sweep
+	ttl      time.Duration                   // how long an absent id is remembered
+	pending  map[rulestore.RuleRef]struct{}  // to re-read in the next batch
+	deferred map[rulestore.RuleRef]struct{}  // named again while remembered absent
+	absent   map[rulestore.RuleRef]time.Time // found absent: remembered until
+	swept    int                             // len(absent) after the last sweep
 }
 
 func newRefreshQueue() refreshQueue {
-	return refreshQueue{ttl: absentTTL, pending: map[RuleRef]struct{}{}, deferred: map[RuleRef]struct{}{}, absent: map[RuleRef]time.Time{}}
+	return refreshQueue{ttl: absentTTL, pending: map[rulestore.RuleRef]struct{}{}, deferred: map[rulestore.RuleRef]struct{}{}, absent: map[rulestore.RuleRef]time.Time{}}
 }
 
 // add queues a published id. now is the time the message was taken.
-func (q *refreshQueue) add(ref RuleRef, now time.Time) {
+func (q *refreshQueue) add(ref rulestore.RuleRef, now time.Time) {
 	if until, ok := q.absent[ref]; ok && now.Before(until) {
 		q.deferred[ref] = struct{}{}
 		return
@@ -71,7 +72,7 @@ func (q *refreshQueue) due(now time.Time) {
 
 // found records the result of a re-read; present is true for a hash found
 // and for an id the config declares (whose absence is never junk).
-func (q *refreshQueue) found(ref RuleRef, present bool, now time.Time) {
+func (q *refreshQueue) found(ref rulestore.RuleRef, present bool, now time.Time) {
 	if present {
 		delete(q.absent, ref)
 		return
@@ -89,11 +90,11 @@ func (q *refreshQueue) drop() {
 }
 
 // take returns the pending ids and empties the set.
-func (q *refreshQueue) take() []RuleRef {
+func (q *refreshQueue) take() []rulestore.RuleRef {
 	if len(q.pending) == 0 {
 		return nil
 	}
-	refs := make([]RuleRef, 0, len(q.pending))
+	refs := make([]rulestore.RuleRef, 0, len(q.pending))
 	for ref := range q.pending {
 		refs = append(refs, ref)
 	}
@@ -108,7 +109,7 @@ func (s *redisSource) flushPending(ctx context.Context) error {
 
 // refreshAll re-reads rules in pipelined batches: present means upsert,
 // absent means delete.
-func (s *redisSource) refreshAll(ctx context.Context, refs []RuleRef) error {
+func (s *redisSource) refreshAll(ctx context.Context, refs []rulestore.RuleRef) error {
 	defer s.publishEdit() // also when a read fails half way
 	for i := 0; i < len(refs); i += refreshBatch {
 		chunk := refs[i:min(i+refreshBatch, len(refs))]
@@ -152,7 +153,7 @@ func (s *redisSource) refreshAll(ctx context.Context, refs []RuleRef) error {
 				}
 				continue
 			}
-			s.upsert(ref.Kind, ref.ID, Fields(fields))
+			s.upsert(ref.Kind, ref.ID, rulestore.Fields(fields))
 		}
 	}
 	// One publish (one copy of each edited kind's map) for the whole

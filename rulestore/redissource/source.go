@@ -1,8 +1,9 @@
-package rulestore
+package redissource
 
 import (
 	"context"
 	"encoding/json"
+	"github.com/sluicegw/sluice/rulestore"
 	"sort"
 	"time"
 
@@ -13,7 +14,7 @@ import (
 // What the app asks of the Redis source (RedisSource).
 
 // Layer is the rules held from Redis.
-func (s *redisSource) Layer() *Layer { return s.snap.Load() }
+func (s *redisSource) Layer() *rulestore.Layer { return s.snap.Load() }
 
 // Changes moves after every store to the layer or one of its slots.
 func (s *redisSource) Changes() uint64 { return s.changes.Load() }
@@ -22,13 +23,13 @@ func (s *redisSource) Changes() uint64 { return s.changes.Load() }
 func (s *redisSource) Name() string { return "redis" }
 
 // Start records app as the newest started config's, then follows Redis.
-func (s *redisSource) Start(app *App) {
+func (s *redisSource) Start(app *rulestore.App) {
 	s.app.Store(app)
 	s.start()
 }
 
 // Release drops app's hold: the last config's stops the source.
-func (s *redisSource) Release(app *App) error {
+func (s *redisSource) Release(app *rulestore.App) error {
 	s.app.CompareAndSwap(app, nil)
 	_, err := sources.Delete(s.poolKey)
 	return err
@@ -50,8 +51,8 @@ func (s *redisSource) ClientState(key string, newValue func(redis.UniversalClien
 func (s *redisSource) LiveInstances() int { return int(s.instances.Load()) }
 
 // Connection reports the connection and the pool.
-func (s *redisSource) Connection() Connection {
-	c := Connection{
+func (s *redisSource) Connection() rulestore.Connection {
+	c := rulestore.Connection{
 		Connected: s.status.connected.Load(),
 		Resyncs:   s.status.resyncs.Load(),
 		Updates:   s.status.updates.Load(),
@@ -61,7 +62,7 @@ func (s *redisSource) Connection() Connection {
 		c.LastResync = time.Unix(0, ns)
 	}
 	ps := s.client.PoolStats()
-	c.Pool = PoolStatus{Open: ps.TotalConns, Idle: ps.IdleConns, PubSub: ps.PubSubStats.Active, Timeouts: ps.Timeouts}
+	c.Pool = rulestore.PoolStatus{Open: ps.TotalConns, Idle: ps.IdleConns, PubSub: ps.PubSubStats.Active, Timeouts: ps.Timeouts}
 	if pp := ps.PipelineStats; pp != nil { // go-redis pipelines on a pool of their own
 		c.Pool.Open += pp.TotalConns
 		c.Pool.Idle += pp.IdleConns
@@ -71,41 +72,41 @@ func (s *redisSource) Connection() Connection {
 }
 
 // Rejected lists the rules whose last version was rejected here.
-func (s *redisSource) Rejected() []InvalidRule { return s.feedback.rejected() }
+func (s *redisSource) Rejected() []rulestore.InvalidRule { return s.feedback.rejected() }
 
 // RejectedRule is the rejection of one rule, or nil.
-func (s *redisSource) RejectedRule(k Kind, id string) *RejectedView {
+func (s *redisSource) RejectedRule(k rulestore.Kind, id string) *rulestore.RejectedView {
 	fb := &s.feedback
 	fb.mu.Lock()
 	defer fb.mu.Unlock()
-	r, ok := fb.invalid[RuleRef{k, id}]
+	r, ok := fb.invalid[rulestore.RuleRef{Kind: k, ID: id}]
 	if !ok {
 		return nil
 	}
-	return &RejectedView{Version: r.Version, Fields: r.fields, Field: r.Field, Reason: r.Reason, Since: r.Since}
+	return &rulestore.RejectedView{Version: r.Version, Fields: r.fields, Field: r.Field, Reason: r.Reason, Since: r.Since}
 }
 
 // Skipped lists the keys the last resync skipped.
-func (s *redisSource) Skipped() []InvalidRule { return s.feedback.skipped.list() }
+func (s *redisSource) Skipped() []rulestore.InvalidRule { return s.feedback.skipped.list() }
 
 // Exists reads whether rule id's hash exists in Redis.
-func (s *redisSource) Exists(ctx context.Context, k Kind, id string) (bool, error) {
+func (s *redisSource) Exists(ctx context.Context, k rulestore.Kind, id string) (bool, error) {
 	n, err := s.client.Exists(ctx, s.names.RuleKey(k, id)).Result()
 	return n > 0, err
 }
 
 // History reads a rule's history, newest first.
-func (s *redisSource) History(ctx context.Context, k Kind, id string) ([]history.Entry, error) {
+func (s *redisSource) History(ctx context.Context, k rulestore.Kind, id string) ([]history.Entry, error) {
 	return s.history(ctx, k, id)
 }
 
 // RecentChanges reads the change log's newest entries.
-func (s *redisSource) RecentChanges(ctx context.Context) ([]RecentChange, error) {
+func (s *redisSource) RecentChanges(ctx context.Context) ([]rulestore.RecentChange, error) {
 	return s.recentChanges(ctx)
 }
 
 // FleetDeclares reads the live instances' declarations once.
-func (s *redisSource) FleetDeclares(ctx context.Context) (func(Kind, string) []string, error) {
+func (s *redisSource) FleetDeclares(ctx context.Context) (func(rulestore.Kind, string) []string, error) {
 	f, err := s.readFleetDeclares(ctx)
 	if err != nil {
 		return nil, err
@@ -115,17 +116,17 @@ func (s *redisSource) FleetDeclares(ctx context.Context) (func(Kind, string) []s
 
 // Verdicts reads the stored fields of a rule and every instance's verdict
 // on it, with its liveness, sorted by instance.
-func (s *redisSource) Verdicts(ctx context.Context, k Kind, id string) (Fields, []InstanceVerdict, error) {
-	out := []InstanceVerdict{}
+func (s *redisSource) Verdicts(ctx context.Context, k rulestore.Kind, id string) (rulestore.Fields, []rulestore.InstanceVerdict, error) {
+	out := []rulestore.InstanceVerdict{}
 	ctx, cancel := context.WithTimeout(ctx, 3*s.timeout)
 	defer cancel()
 	stored, err := s.client.HGetAll(ctx, s.names.RuleKey(k, id)).Result()
 	if err != nil && !isWrongType(err) {
 		return nil, nil, err
 	}
-	var cur Fields
+	var cur rulestore.Fields
 	if len(stored) > 0 {
-		cur = Fields(stored)
+		cur = rulestore.Fields(stored)
 	}
 	raw, err := s.client.HGetAll(ctx, s.names.StatusKey(k, id)).Result()
 	if err != nil {
@@ -138,7 +139,7 @@ func (s *redisSource) Verdicts(ctx context.Context, k Kind, id string) (Fields, 
 	seen := map[string]bool{}
 	var gone []string
 	for who, js := range raw {
-		var v Verdict
+		var v rulestore.Verdict
 		if json.Unmarshal([]byte(js), &v) != nil {
 			continue
 		}
@@ -148,7 +149,7 @@ func (s *redisSource) Verdicts(ctx context.Context, k Kind, id string) (Fields, 
 			continue
 		}
 		seen[v.Heartbeat] = true
-		iv := InstanceVerdict{Instance: who, Verdict: v, Live: live, InstanceState: "stopped"}
+		iv := rulestore.InstanceVerdict{Instance: who, Verdict: v, Live: live, InstanceState: "stopped"}
 		switch {
 		case v.Heartbeat == "":
 			iv.InstanceState = "unknown"
@@ -164,7 +165,7 @@ func (s *redisSource) Verdicts(ctx context.Context, k Kind, id string) (Fields, 
 	}
 	for m, live := range members {
 		if live && !seen[m] {
-			out = append(out, InstanceVerdict{Instance: "heartbeat " + m, Verdict: Verdict{State: "none", Heartbeat: m},
+			out = append(out, rulestore.InstanceVerdict{Instance: "heartbeat " + m, Verdict: rulestore.Verdict{State: "none", Heartbeat: m},
 				Live: true, InstanceState: "live"})
 		}
 	}

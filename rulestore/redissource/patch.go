@@ -1,7 +1,8 @@
-package rulestore
+package redissource
 
 import (
 	"context"
+	"github.com/sluicegw/sluice/rulestore"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -45,7 +46,7 @@ return 1
 
 // Patch is App.Patch in Redis: only the patched fields are written to the
 // hash (HSET), with the change log and the publish in the same script.
-func (s *redisSource) Patch(ctx context.Context, p PatchRequest) (bool, error) {
+func (s *redisSource) Patch(ctx context.Context, p rulestore.PatchRequest) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, 3*s.timeout)
 	defer cancel()
 	k, id, static, expect, patch := p.Kind, p.ID, p.Static, p.Expect, p.Patch
@@ -64,7 +65,7 @@ func (s *redisSource) Patch(ctx context.Context, p PatchRequest) (bool, error) {
 	_, cluster := s.client.(*redis.ClusterClient)
 	// The change log names the version of the hash as patched: the one
 	// version id (the stored fields), not the effective rule's.
-	entry := changeLogEntry(k, id, mergeFields(p.Current.Overlay, patch))
+	entry := changeLogEntry(k, id, rulestore.MergeFields(p.Current.Overlay, patch))
 	if cluster {
 		args = append(args, "0")
 	} else {

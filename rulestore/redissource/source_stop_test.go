@@ -1,6 +1,7 @@
-package rulestore
+package redissource
 
 import (
+	"github.com/sluicegw/sluice/rulestore"
 	"sync"
 	"testing"
 	"time"
@@ -17,7 +18,7 @@ func TestSourceStartAndStopConcurrently(t *testing.T) {
 	r := redistest.Start(t)
 	t.Setenv("XDG_DATA_HOME", t.TempDir()) // no local rule snapshot of another test
 	for i := 0; i < 20; i++ {
-		rs, err := acquireSource(RedisSourceConfig{Redis: &redisconf.Config{URL: r.URL()}, Resync: time.Hour, Logger: nopLogger})
+		rs, err := acquireSource(rulestore.RedisSourceConfig{Redis: &redisconf.Config{URL: r.URL()}, Resync: time.Hour, Logger: nopLogger})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package rulestore
+package redissource
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
+	"github.com/sluicegw/sluice/rulestore"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -33,7 +33,7 @@ type redisSource struct {
 	timeout time.Duration
 	client  redis.UniversalClient
 	logger  *zap.Logger
-	snap    atomic.Pointer[Layer]
+	snap    atomic.Pointer[rulestore.Layer]
 	changes atomic.Uint64 // moved after every store to snap or a slot (App.Changes)
 
 	startOnce sync.Once
@@ -42,7 +42,7 @@ type redisSource struct {
 	pubsub    atomic.Pointer[redis.PubSub] // the open subscription, closed to stop at once
 	// app is the newest started config's app: its static rules are what
 	// an overlay from Redis is validated against.
-	app atomic.Pointer[App]
+	app atomic.Pointer[rulestore.App]
 	// clientStates are handler packages' values tied to this client (see
 	// App.ClientState): they go with it.
 	clientStates sync.Map
@@ -53,11 +53,11 @@ type redisSource struct {
 	instanceID    string       // this process's heartbeat member
 	instances     atomic.Int64 // live instances sharing this Redis and prefix
 	nextHeartbeat time.Time
-	declaredBy    *App // the config whose declarations the last beat wrote
+	declaredBy    *rulestore.App // the config whose declarations the last beat wrote
 
 	// Owned by the run goroutine.
-	epoch    string           // the marker value this store has seen
-	retained map[RuleRef]bool // rules kept after Redis lost its data
+	epoch    string                     // the marker value this store has seen
+	retained map[rulestore.RuleRef]bool // rules kept after Redis lost its data
 	// fence is set when a data loss is found: the payload of a PING on the
 	// subscription (sent once: fencePinged), whose pong comes after every
 	// message published before it. Until then a retained rule read absent
@@ -70,14 +70,14 @@ type redisSource struct {
 	junkLogged  time.Time // when junk was last logged
 	// refreshed is when each rule was last re-read, for the propagation
 	// delay of admin API writes (see observeDelay).
-	refreshed map[RuleRef]int64
-	loaded    bool         // the first full load is done (it emits no per-rule events)
-	noGood    []RuleRef    // rejected with no version held here: read the fleet's last good
-	editing   *Layer       // the batch's copy of the layer, unpublished (update.go)
-	updated   []slotUpdate // the batch's updates of rules in force, unpublished
-	edited    []bool       // by kind: its map in editing is the batch's copy
-	queue     refreshQueue // ids named on the rule channels, to re-read
-	disk      diskState    // the local snapshot (diskseed.go)
+	refreshed map[rulestore.RuleRef]int64
+	loaded    bool                // the first full load is done (it emits no per-rule events)
+	noGood    []rulestore.RuleRef // rejected with no version held here: read the fleet's last good
+	editing   *rulestore.Layer    // the batch's copy of the layer, unpublished (update.go)
+	updated   []slotUpdate        // the batch's updates of rules in force, unpublished
+	edited    []bool              // by kind: its map in editing is the batch's copy
+	queue     refreshQueue        // ids named on the rule channels, to re-read
+	disk      diskState           // the local snapshot (diskseed.go)
 
 	// Where and how waitToReconnect probes for Redis coming back.
 	probeAddrs []string
@@ -93,11 +93,11 @@ type sourceStatus struct {
 	rejected   atomic.Int64
 }
 
-func init() { RegisterRedisSource(acquireSource) }
+func init() { rulestore.RegisterRedisSource(acquireSource) }
 
 // acquireSource returns the source for c's settings, shared by every
 // config generation with the same ones.
-func acquireSource(c RedisSourceConfig) (RedisSource, error) {
+func acquireSource(c rulestore.RedisSourceConfig) (rulestore.RedisSource, error) {
 	cfg, prefix, resync, logger := c.Redis, c.Prefix, c.Resync, c.Logger
 	opts, tlsDigest, err := cfg.OptionsDigest()
 	if err != nil {
@@ -118,21 +118,21 @@ func acquireSource(c RedisSourceConfig) (RedisSource, error) {
 			timeout:    opts.ReadTimeout,
 			client:     redis.NewUniversalClient(opts), // connects lazily
 			logger:     logger.With(zap.Strings("redis", opts.Addrs)),
-			retained:   map[RuleRef]bool{},
-			refreshed:  map[RuleRef]int64{},
+			retained:   map[rulestore.RuleRef]bool{},
+			refreshed:  map[rulestore.RuleRef]int64{},
 			queue:      newRefreshQueue(),
 			probeAddrs: opts.Addrs,
 			probeTLS:   opts.TLSConfig,
 		}
 		s.disk.path = filepath.Join(caddy.AppDataDir(), "sluice", snapshot.Name(opts.Addrs, opts.DB, opts.MasterName, prefix))
 		s.disk.kick = make(chan struct{}, 1)
-		s.disk.garbled = map[RuleRef]string{}
+		s.disk.garbled = map[rulestore.RuleRef]string{}
 		var b [8]byte
 		rand.Read(b[:])
 		s.instanceID = hex.EncodeToString(b[:])
 		s.feedback.heartbeat = s.instanceID
 		s.instances.Store(1)
-		s.snap.Store(NewLayer())
+		s.snap.Store(rulestore.NewLayer())
 		if c.Held != nil { // the running config's rules, until the first load
 			s.snap.Store(c.Held.Copy())
 		}
@@ -144,7 +144,7 @@ func acquireSource(c RedisSourceConfig) (RedisSource, error) {
 	return v.(*redisSource), nil
 }
 
-func (s *redisSource) snapshot() *Layer { return s.snap.Load() }
+func (s *redisSource) snapshot() *rulestore.Layer { return s.snap.Load() }
 
 // start begins following Redis in the background; later calls do nothing.
 func (s *redisSource) start() {
@@ -209,8 +209,8 @@ func (s *redisSource) run(ctx context.Context) {
 // connection fails. Subscribing first means no change made during the load
 // is missed. connected reports whether the session got that far.
 func (s *redisSource) session(ctx context.Context) (connected bool, err error) {
-	channels := make([]string, 0, numKinds())
-	for _, k := range Kinds() {
+	channels := make([]string, 0, rulestore.NumKinds())
+	for _, k := range rulestore.Kinds() {
 		channels = append(channels, s.names.Channel(k))
 	}
 	ps := s.client.Subscribe(ctx, channels...)
@@ -470,7 +470,7 @@ func (s *redisSource) onMessage(m *redis.Message) {
 	if !ok {
 		return
 	}
-	if err := ValidID(m.Payload); err != nil {
+	if err := rulestore.ValidID(m.Payload); err != nil {
 		// A flood of junk must not flood the log: one line per 10s, with
 		// the number of messages ignored since the last line.
 		s.junk++
@@ -482,19 +482,5 @@ func (s *redisSource) onMessage(m *redis.Message) {
 		}
 		return
 	}
-	s.queue.add(RuleRef{kind, m.Payload}, time.Now())
-}
-
-// clip shortens untrusted text for a log line.
-func clip(s string) string { return clipN(s, 64) }
-
-// Clip shortens untrusted text (from a request or from Redis) to n bytes
-// for a log line or an error message, saying how long it was.
-func Clip(s string, n int) string { return clipN(s, n) }
-
-func clipN(s string, n int) string {
-	if len(s) > n {
-		return fmt.Sprintf("%.*s… (%d bytes)", n, s, len(s))
-	}
-	return s
+	s.queue.add(rulestore.RuleRef{Kind: kind, ID: m.Payload}, time.Now())
 }
