@@ -35,7 +35,7 @@ type WriteResult struct {
 	Note   string `json:"note,omitempty"`
 	// NotDeclaredOn names the live instances whose config does not
 	// declare the rule while others' does: an overlay is not used there
-	// (declares.go).
+	// (rulestore/redissource, declares.go).
 	NotDeclaredOn []string `json:"not_declared_on,omitempty"`
 }
 

@@ -48,7 +48,7 @@ type redisSource struct {
 	clientStates sync.Map
 
 	status   sourceStatus
-	feedback feedback // verdicts and history to write back (status.go, history_store.go)
+	feedback feedback // verdicts and history to write back (feedback.go, history.go)
 
 	instanceID    string       // this process's heartbeat member
 	instances     atomic.Int64 // live instances sharing this Redis and prefix

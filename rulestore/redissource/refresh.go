@@ -160,7 +160,7 @@ func (s *redisSource) refreshAll(ctx context.Context, refs []rulestore.RuleRef) 
 	// batch: a copy per chunk would cost O(rules held) per refreshBatch ids.
 	s.publishEdit()
 	s.installLastGood(ctx)
-	// The verdicts and history of what was applied (status.go) are written
+	// The verdicts and history of what was applied (feedback.go) are written
 	// by the session once no change is waiting, so a bulk change is in
 	// force before its feedback is written.
 	return nil
