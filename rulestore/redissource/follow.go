@@ -216,26 +216,9 @@ func (s *redisSource) session(ctx context.Context) (connected bool, err error) {
 	ps := s.client.Subscribe(ctx, channels...)
 	s.pubsub.Store(ps)
 	defer ps.Close()
-	if ctx.Err() != nil { // stopped while subscribing
-		return false, ctx.Err()
-	}
-	if err := s.awaitSubscriptions(ctx, ps, len(channels)); err != nil {
+	if err := s.connect(ctx, ps, len(channels)); err != nil {
 		return false, err
 	}
-	// Beat first: the resync writes verdicts that name this heartbeat,
-	// and a verdict whose heartbeat is not current reads as stopped.
-	if err := s.heartbeat(ctx, time.Now()); err != nil {
-		return false, err
-	}
-	s.fence = "" // a new subscription has no message from before it
-	if err := s.fullResync(ctx, "connected"); err != nil {
-		return false, err
-	}
-	if s.down || !s.status.connected.Load() {
-		s.logger.Info("redis connected: following rule changes")
-	}
-	s.down = false
-	s.status.connected.Store(true)
 
 	// One goroutine receives, so this one can take every message already
 	// waiting and re-read the ids they name in one batch (see refresh.go).
@@ -250,19 +233,12 @@ func (s *redisSource) session(ctx context.Context) (connected bool, err error) {
 	kickFeedback := make(chan struct{}, 1)
 	receiving.Add(1)
 	go func() { defer receiving.Done(); s.writeFeedback(rctx, kickFeedback) }()
-	kick := func() {
-		select {
-		case kickFeedback <- struct{}{}:
-		default: // a flush is already due: it takes everything queued
-		}
-	}
 
 	tick := time.NewTicker(sessionTick)
 	defer tick.Stop()
-	nextResync := time.Now().Add(s.resync)
-	nextPoll := time.Now().Add(streamPollInterval)
-	lastHeard, pingSent := time.Now(), time.Time{}
-	lastFeedback, lastBulk := time.Now(), time.Time{}
+	now := time.Now()
+	ss := &sessionState{ps: ps, channels: len(channels), events: events, kickFeedback: kickFeedback,
+		nextResync: now.Add(s.resync), nextPoll: now.Add(streamPollInterval), lastHeard: now, lastFeedback: now}
 	for {
 		// After a resync that found a data loss (lossfence.go).
 		if err := s.sendFence(ctx, ps); err != nil {
@@ -272,62 +248,128 @@ func (s *redisSource) session(ctx context.Context) (connected bool, err error) {
 		case <-ctx.Done():
 			return true, ctx.Err()
 		case ev := <-events:
-			n, err := s.drain(ctx, ev, events, len(channels))
-			lastHeard, pingSent = time.Now(), time.Time{}
-			if err != nil {
+			if err := s.onEvents(ctx, ss, ev); err != nil {
 				return true, err
-			}
-			if n >= bulkMessages {
-				lastBulk = lastHeard
-			}
-			if err := s.flushPending(ctx); err != nil {
-				return true, err
-			}
-			// A lone change gets its verdict at once; a bulk change's
-			// feedback waits until its messages stop (see the tick), so
-			// its thousands of writes never delay the rules still coming.
-			if len(events) == 0 && time.Since(lastBulk) >= sessionTick {
-				kick()
-				lastFeedback = time.Now()
 			}
 		case now := <-tick.C:
-			s.saveDisk(now)
-			s.queue.due(now)
-			if err := s.flushPending(ctx); err != nil {
+			if err := s.onTick(ctx, ss, now); err != nil {
 				return true, err
-			}
-			// A hung Redis (SIGSTOP, blackholed) never closes the
-			// connection, so check it answers a ping in time.
-			if !pingSent.IsZero() && now.Sub(pingSent) > s.timeout+streamPollInterval {
-				return true, errors.New("redis stopped answering pings")
-			}
-			if pingSent.IsZero() && now.Sub(lastHeard) >= streamPollInterval {
-				if err := ps.Ping(ctx); err != nil {
-					return true, err
-				}
-				pingSent = now
-			}
-			if now.After(nextPoll) {
-				if err := s.pollStream(ctx); err != nil {
-					return true, err
-				}
-				if err := s.heartbeat(ctx, now); err != nil {
-					return true, err
-				}
-				nextPoll = now.Add(streamPollInterval)
-			}
-			if now.Sub(lastHeard) >= sessionTick || now.Sub(lastFeedback) >= feedbackMaxDelay {
-				kick()
-				lastFeedback = now
-			}
-			if now.After(nextResync) {
-				if err := s.fullResync(ctx, "periodic"); err != nil {
-					return true, err
-				}
-				nextResync = now.Add(s.resync)
 			}
 		}
 	}
+}
+
+// connect waits for the subscriptions, beats and loads every rule: the
+// start of a session, after which the store follows Redis.
+func (s *redisSource) connect(ctx context.Context, ps *redis.PubSub, channels int) error {
+	if ctx.Err() != nil { // stopped while subscribing
+		return ctx.Err()
+	}
+	if err := s.awaitSubscriptions(ctx, ps, channels); err != nil {
+		return err
+	}
+	// Beat first: the resync writes verdicts that name this heartbeat,
+	// and a verdict whose heartbeat is not current reads as stopped.
+	if err := s.heartbeat(ctx, time.Now()); err != nil {
+		return err
+	}
+	s.fence = "" // a new subscription has no message from before it
+	if err := s.fullResync(ctx, "connected"); err != nil {
+		return err
+	}
+	if s.down || !s.status.connected.Load() {
+		s.logger.Info("redis connected: following rule changes")
+	}
+	s.down = false
+	s.status.connected.Store(true)
+	return nil
+}
+
+// sessionState is what one session's loop keeps between its steps.
+type sessionState struct {
+	ps           *redis.PubSub
+	channels     int
+	events       chan received
+	kickFeedback chan struct{}
+	nextResync   time.Time
+	nextPoll     time.Time
+	lastHeard    time.Time
+	pingSent     time.Time // zero: no ping unanswered
+	lastFeedback time.Time
+	lastBulk     time.Time
+}
+
+// kick asks the feedback writer for a flush.
+func (ss *sessionState) kick(now time.Time) {
+	select {
+	case ss.kickFeedback <- struct{}{}:
+	default: // a flush is already due: it takes everything queued
+	}
+	ss.lastFeedback = now
+}
+
+// onEvents takes ev and the messages waiting behind it, then applies what
+// they named.
+func (s *redisSource) onEvents(ctx context.Context, ss *sessionState, ev received) error {
+	n, err := s.drain(ctx, ev, ss.events, ss.channels)
+	ss.lastHeard, ss.pingSent = time.Now(), time.Time{}
+	if err != nil {
+		return err
+	}
+	if n >= bulkMessages {
+		ss.lastBulk = ss.lastHeard
+	}
+	if err := s.flushPending(ctx); err != nil {
+		return err
+	}
+	// A lone change gets its verdict at once; a bulk change's
+	// feedback waits until its messages stop (see the tick), so
+	// its thousands of writes never delay the rules still coming.
+	if len(ss.events) == 0 && time.Since(ss.lastBulk) >= sessionTick {
+		ss.kick(time.Now())
+	}
+	return nil
+}
+
+// onTick runs the session's periodic work: deferred re-reads, the ping
+// that finds a hung Redis, change-log polls and heartbeats, feedback,
+// resyncs.
+func (s *redisSource) onTick(ctx context.Context, ss *sessionState, now time.Time) error {
+	s.saveDisk(now)
+	s.queue.due(now)
+	if err := s.flushPending(ctx); err != nil {
+		return err
+	}
+	// A hung Redis (SIGSTOP, blackholed) never closes the
+	// connection, so check it answers a ping in time.
+	if !ss.pingSent.IsZero() && now.Sub(ss.pingSent) > s.timeout+streamPollInterval {
+		return errors.New("redis stopped answering pings")
+	}
+	if ss.pingSent.IsZero() && now.Sub(ss.lastHeard) >= streamPollInterval {
+		if err := ss.ps.Ping(ctx); err != nil {
+			return err
+		}
+		ss.pingSent = now
+	}
+	if now.After(ss.nextPoll) {
+		if err := s.pollStream(ctx); err != nil {
+			return err
+		}
+		if err := s.heartbeat(ctx, now); err != nil {
+			return err
+		}
+		ss.nextPoll = now.Add(streamPollInterval)
+	}
+	if now.Sub(ss.lastHeard) >= sessionTick || now.Sub(ss.lastFeedback) >= feedbackMaxDelay {
+		ss.kick(now)
+	}
+	if now.After(ss.nextResync) {
+		if err := s.fullResync(ctx, "periodic"); err != nil {
+			return err
+		}
+		ss.nextResync = now.Add(s.resync)
+	}
+	return nil
 }
 
 // sessionTick paces the session's periodic work: deferred re-reads,
