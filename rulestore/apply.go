@@ -167,100 +167,13 @@ func (a *App) planApply(req ApplyRequest) (*applyPlan, error) {
 // lists every ref of the plan; nil: none). It reports whether all passed.
 func (a *App) decide(p *applyPlan, held map[RuleRef]Fields) ([]ApplyObject, bool) {
 	var out []ApplyObject
-	final := func(ref RuleRef) bool { // does ref exist after the apply?
-		if f, listed := p.req.Rules[ref.Kind.String()][ref.ID]; listed {
-			return f != nil
-		}
-		for _, d := range p.prune {
-			if d == ref {
-				return a.Static(ref.Kind, ref.ID) != nil
-			}
-		}
-		return held[ref] != nil || a.Static(ref.Kind, ref.ID) != nil
-	}
-	add := func(ref RuleRef, raw Fields, listed bool) {
-		st := a.Static(ref.Kind, ref.ID)
-		cur := held[ref]
-		o := ApplyObject{Kind: ref.Kind.String(), ID: ref.ID, kind: ref.Kind, prev: cur, raw: raw}
-		var before, after Fields
-		switch {
-		case cur != nil && st != nil:
-			before = MergeFields(st.Fields, cur)
-		case cur != nil:
-			before = cur
-		case st != nil:
-			before = st.Fields
-		}
-		if before != nil {
-			o.PrevVersion = Version(before)
-		}
-		switch {
-		case raw != nil && st != nil:
-			after = MergeFields(st.Fields, raw)
-		case raw != nil:
-			after = raw
-		case st != nil:
-			after = st.Fields
-		}
-		if after != nil {
-			o.Version = Version(after)
-		}
-		o.Diff = DiffFields(before, after)
-		switch {
-		case !listed:
-			o.Result = ApplyDeleted
-		case cur != nil && maps.Equal(cur, raw):
-			o.Result = ApplyUnchanged
-		case before == nil:
-			o.Result = ApplyCreated
-		default:
-			o.Result = ApplyChanged
-		}
-		fail := func(class ErrorClass, format string, args ...any) {
-			if o.Result != ApplyFailed {
-				o.Result, o.Reason, o.class = ApplyFailed, fmt.Sprintf(format, args...), class
-			}
-		}
-		if want, ok := p.req.Expect[o.Kind][o.ID]; ok && want != o.PrevVersion {
-			now := o.PrevVersion
-			if now == "" {
-				now = "none"
-			}
-			fail(ErrPreconditionFailed, "changed since it was read: version now %s, expected %q", now, want)
-		}
-		if err := p.errs[ref]; err != nil {
-			if st == nil && cur == nil && IncompleteHere(raw, err) {
-				err = fmt.Errorf("%w (a rule that is not declared in the config must be complete)", err)
-			}
-			fail(ErrInvalid, "%v", err)
-		}
-		if rr, ok := p.values[ref].(Referrer); ok {
-			for _, r := range rr.Refs() {
-				switch to := (RuleRef{r.Kind, r.ID}); {
-				case final(to):
-				case held[to] != nil: // held now, deleted by the prune
-					fail(ErrInvalid, "field %s: %s rule %q is held in %s, but --prune deletes it (the set does not list it): "+
-						"list it in the set, or name another rule", r.Field, r.Kind, r.ID, a.WritesTo())
-				default:
-					fail(ErrInvalid, "field %s: no %s rule %q, neither in the set nor in %s%s",
-						r.Field, r.Kind, r.ID, a.WritesTo(), DidYouMean(r.ID, a.knownAfter(p, held, r.Kind)...))
-				}
-			}
-		}
-		if !listed && st == nil {
-			if by := a.referrers(p, held, ref, final); len(by) > 0 {
-				fail(ErrInvalid, "still named by %s", strings.Join(by, ", "))
-			}
-		}
-		out = append(out, o)
-	}
 	for _, k := range Kinds() {
 		for _, id := range sortedIDs(p.req.Rules[k.String()]) {
-			add(RuleRef{k, id}, p.req.Rules[k.String()][id], true)
+			out = append(out, a.decideOne(p, held, RuleRef{k, id}, p.req.Rules[k.String()][id], true))
 		}
 	}
 	for _, ref := range p.prune {
-		add(ref, nil, false)
+		out = append(out, a.decideOne(p, held, ref, nil, false))
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].kind != out[j].kind {
@@ -273,6 +186,104 @@ func (a *App) decide(p *applyPlan, held map[RuleRef]Fields) ([]ApplyObject, bool
 		ok = ok && o.Result != ApplyFailed
 	}
 	return out, ok
+}
+
+// final reports whether ref exists after the apply.
+func (a *App) final(p *applyPlan, held map[RuleRef]Fields, ref RuleRef) bool {
+	if f, listed := p.req.Rules[ref.Kind.String()][ref.ID]; listed {
+		return f != nil
+	}
+	for _, d := range p.prune {
+		if d == ref {
+			return a.Static(ref.Kind, ref.ID) != nil
+		}
+	}
+	return held[ref] != nil || a.Static(ref.Kind, ref.ID) != nil
+}
+
+// decideOne is one object's verdict: raw are the fields the set gives it
+// (listed: false for a rule the prune deletes).
+func (a *App) decideOne(p *applyPlan, held map[RuleRef]Fields, ref RuleRef, raw Fields, listed bool) ApplyObject {
+	st := a.Static(ref.Kind, ref.ID)
+	cur := held[ref]
+	o := ApplyObject{Kind: ref.Kind.String(), ID: ref.ID, kind: ref.Kind, prev: cur, raw: raw}
+	before, after := effectiveFields(st, cur), effectiveFields(st, raw)
+	if before != nil {
+		o.PrevVersion = Version(before)
+	}
+	if after != nil {
+		o.Version = Version(after)
+	}
+	o.Diff = DiffFields(before, after)
+	switch {
+	case !listed:
+		o.Result = ApplyDeleted
+	case cur != nil && maps.Equal(cur, raw):
+		o.Result = ApplyUnchanged
+	case before == nil:
+		o.Result = ApplyCreated
+	default:
+		o.Result = ApplyChanged
+	}
+	fail := func(class ErrorClass, format string, args ...any) {
+		if o.Result != ApplyFailed {
+			o.Result, o.Reason, o.class = ApplyFailed, fmt.Sprintf(format, args...), class
+		}
+	}
+	if want, ok := p.req.Expect[o.Kind][o.ID]; ok && want != o.PrevVersion {
+		now := o.PrevVersion
+		if now == "" {
+			now = "none"
+		}
+		fail(ErrPreconditionFailed, "changed since it was read: version now %s, expected %q", now, want)
+	}
+	if err := p.errs[ref]; err != nil {
+		if st == nil && cur == nil && IncompleteHere(raw, err) {
+			err = fmt.Errorf("%w (a rule that is not declared in the config must be complete)", err)
+		}
+		fail(ErrInvalid, "%v", err)
+	}
+	a.checkRefs(p, held, ref, fail)
+	if !listed && st == nil {
+		if by := a.referrers(p, held, ref); len(by) > 0 {
+			fail(ErrInvalid, "still named by %s", strings.Join(by, ", "))
+		}
+	}
+	return o
+}
+
+// effectiveFields are raw overlaid on the config's rule st: what is in
+// force (nil: nothing).
+func effectiveFields(st *Rule, raw Fields) Fields {
+	switch {
+	case raw != nil && st != nil:
+		return MergeFields(st.Fields, raw)
+	case raw != nil:
+		return raw
+	case st != nil:
+		return st.Fields
+	}
+	return nil
+}
+
+// checkRefs fails an object whose rule names a rule that does not exist
+// after the apply.
+func (a *App) checkRefs(p *applyPlan, held map[RuleRef]Fields, ref RuleRef, fail func(ErrorClass, string, ...any)) {
+	rr, ok := p.values[ref].(Referrer)
+	if !ok {
+		return
+	}
+	for _, r := range rr.Refs() {
+		switch to := (RuleRef{r.Kind, r.ID}); {
+		case a.final(p, held, to):
+		case held[to] != nil: // held now, deleted by the prune
+			fail(ErrInvalid, "field %s: %s rule %q is held in %s, but --prune deletes it (the set does not list it): "+
+				"list it in the set, or name another rule", r.Field, r.Kind, r.ID, a.WritesTo())
+		default:
+			fail(ErrInvalid, "field %s: no %s rule %q, neither in the set nor in %s%s",
+				r.Field, r.Kind, r.ID, a.WritesTo(), DidYouMean(r.ID, a.knownAfter(p, held, r.Kind)...))
+		}
+	}
 }
 
 // knownAfter lists the ids of kind k that exist after the apply, for a
@@ -295,7 +306,7 @@ func (a *App) knownAfter(p *applyPlan, held map[RuleRef]Fields, k Kind) []string
 
 // referrers lists the route bindings left after the apply that name ref:
 // those of the set, and those held now that the set does not replace.
-func (a *App) referrers(p *applyPlan, held map[RuleRef]Fields, ref RuleRef, final func(RuleRef) bool) []string {
+func (a *App) referrers(p *applyPlan, held map[RuleRef]Fields, ref RuleRef) []string {
 	var by []string
 	names := func(v any) bool {
 		rr, ok := v.(Referrer)
@@ -317,7 +328,7 @@ func (a *App) referrers(p *applyPlan, held map[RuleRef]Fields, ref RuleRef, fina
 		}
 	}
 	for id, r := range a.Rules(Binding) {
-		if seen[id] || !final(RuleRef{Binding, id}) {
+		if seen[id] || !a.final(p, held, RuleRef{Binding, id}) {
 			continue
 		}
 		v := r.Value
