@@ -10,4 +10,5 @@ import (
 	_ "github.com/sluicegw/sluice/ratelimit"
 	_ "github.com/sluicegw/sluice/rulestore"
 	_ "github.com/sluicegw/sluice/rulestore/admin"
+	_ "github.com/sluicegw/sluice/rulestore/redissource"
 )

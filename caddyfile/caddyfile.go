@@ -10,6 +10,7 @@ import (
 	"github.com/sluicegw/sluice/grayroute"
 	"github.com/sluicegw/sluice/ratelimit"
 	"github.com/sluicegw/sluice/rulestore/admin"
+	_ "github.com/sluicegw/sluice/rulestore/redissource" // the global rulestore option's redis
 )
 
 func init() {

@@ -49,11 +49,11 @@ type App struct {
 
 	static   []map[string]*Rule        // by kind, then id
 	overlays []map[string]*overlaySlot // one per static id (overlay.go)
-	source   *redisSource              // nil without Redis
+	source   Source                    // the rules over the static ones: redis, or memory (nil before Provision)
+	redis    RedisSource               // the source when it is Redis, else nil
 	ctx      caddy.Context
 	events   *caddyevents.App // nil if unavailable
-	poolKey  string
-	memory   *memoryLayer // admin-API writes without Redis, shared across reloads
+	memory   *memoryLayer     // admin-API writes without Redis, shared across reloads
 
 	eventQueue  chan pendingEvent // see Emit
 	lastDropLog atomic.Int64
@@ -63,7 +63,7 @@ type App struct {
 	declared     map[string][sha256.Size]byte // see SameAsDeclared
 	logger       *zap.Logger
 	missing      sync.Map         // ruleRef -> *missingRef (status.go)
-	used         sync.Map         // ruleRef -> true: ids a handler holds a Handle on (declares.go)
+	used         sync.Map         // RuleRef -> true: ids a handler holds a Handle on (see Uses)
 	missingWarns chan missingWarn // to logMissing (missing_log.go)
 	breakers     breakers         // see Breakers
 }
@@ -91,77 +91,9 @@ type Rule struct {
 	// fields: the static rule's, overlaid by these.
 	Overlay Fields
 
-	// partial: validated as the overlay of a static rule, so not complete
+	// Partial: validated as the overlay of a static rule, so not complete
 	// on its own.
-	partial bool
-}
-
-// layer holds the rules loaded from Redis by kind, then id. A published
-// layer's maps are never mutated: a new rule id means a new map. Changing an
-// existing rule only swaps the pointer in its slot, so an update costs O(1)
-// however many rules are loaded.
-type layer []map[string]*slot
-
-// newLayer is an empty layer with a place for every registered kind.
-func newLayer() *layer {
-	l := make(layer, numKinds())
-	return &l
-}
-
-type slot struct{ rule atomic.Pointer[Rule] }
-
-func newSlot(r *Rule) *slot {
-	s := new(slot)
-	s.rule.Store(r)
-	return s
-}
-
-// of is the map of kind k's rules (nil if none).
-func (l *layer) of(k Kind) map[string]*slot { return byKind(*l, k) }
-
-func (l *layer) get(k Kind, id string) *Rule {
-	if s := l.of(k)[id]; s != nil {
-		return s.rule.Load()
-	}
-	return nil
-}
-
-// copy is a deep copy with slots of its own, for a new source to start from.
-func (l *layer) copy() *layer {
-	n := make(layer, numKinds())
-	for k, m := range *l {
-		n[k] = make(map[string]*slot, len(m))
-		for id, s := range m {
-			n[k][id] = newSlot(s.rule.Load())
-		}
-	}
-	return &n
-}
-
-// shallow copies every kind's map, sharing the slots: a layer to add
-// rules of any kind to.
-func (l *layer) shallow() layer {
-	n := make(layer, numKinds())
-	for _, k := range Kinds() {
-		n[k] = make(map[string]*slot, len(l.of(k)))
-		for id, sl := range l.of(k) {
-			n[k][id] = sl
-		}
-	}
-	return n
-}
-
-// clone copies the top level and the map of kind k, ready for a new or
-// deleted id of kind k.
-func (l *layer) clone(k Kind) *layer {
-	n := make(layer, max(len(*l), numKinds()))
-	copy(n, *l)
-	m := make(map[string]*slot, len(l.of(k))+1)
-	for id, s := range l.of(k) {
-		m[id] = s
-	}
-	n[k] = m
-	return &n
+	Partial bool
 }
 
 // Provision validates the static rules and prepares the Redis source. It
@@ -176,11 +108,12 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return err
 	}
 	a.memory = m.(*memoryLayer)
+	a.source = a.memory
 	if ev, err := ctx.AppIfConfigured("events"); err == nil { // events has subscribers only if configured
 		a.events, _ = ev.(*caddyevents.App)
 	}
-	a.static = make([]map[string]*Rule, numKinds())
-	a.overlays = make([]map[string]*overlaySlot, numKinds())
+	a.static = make([]map[string]*Rule, NumKinds())
+	a.overlays = make([]map[string]*overlaySlot, NumKinds())
 	for _, k := range Kinds() {
 		a.static[k] = make(map[string]*Rule)
 		a.overlays[k] = make(map[string]*overlaySlot)
@@ -192,7 +125,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 			if err != nil {
 				return fmt.Errorf("static %s rule %q: %w", k, id, err)
 			}
-			warnRenamed(a.logger, k, id, f)
+			WarnRenamed(a.logger, k, id, f)
 			a.static[k][id] = &Rule{Kind: k, ID: id, Fields: f, Value: v, Source: "static"}
 			a.overlays[k][id] = new(overlaySlot)
 		}
@@ -214,11 +147,23 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if r := time.Duration(a.Resync); r < MinResync || r > syntax.MaxRuleDuration {
 		return fmt.Errorf("rulestore resync: want a duration from %s to %s, got %s (each resync reads every rule)", MinResync, syntax.MaxRuleDuration, r)
 	}
-	src, key, err := acquireSource(a.Redis, a.Prefix, time.Duration(a.Resync), a.logger)
+	newSource := redisSources.get("redis")
+	if newSource == nil {
+		return fmt.Errorf("rulestore: redis is configured, but this build has no Redis source " +
+			"(import github.com/sluicegw/sluice/rulestore/redissource)")
+	}
+	cfg := RedisSourceConfig{Redis: a.Redis, Prefix: a.Prefix, Resync: time.Duration(a.Resync), Logger: a.logger}
+	// A reload that changes the Redis settings gets a new source: until
+	// its first load completes, it serves the rules the running one
+	// holds, so a Redis-only rule never lapses during the reload.
+	if prev := active(); prev != nil && prev.redis != nil {
+		cfg.Held = prev.redis.Layer()
+	}
+	src, err := newSource(cfg)
 	if err != nil {
 		return err
 	}
-	a.source, a.poolKey = src, key
+	a.source, a.redis = src, src
 	return nil
 }
 
@@ -230,9 +175,8 @@ func (a *App) Start() error {
 	}
 	go a.runTickers()
 	go a.logMissing()
-	if a.source != nil {
-		a.source.app.Store(a)
-		a.source.start()
+	if a.redis != nil {
+		a.redis.Start(a)
 	} else {
 		a.logger.Info("no redis configured: serving the rules declared in the config only")
 	}
@@ -251,10 +195,8 @@ func (a *App) Cleanup() error {
 	if a.memory != nil {
 		memoryPool.Delete(memoryKey)
 	}
-	if a.source != nil {
-		a.source.app.CompareAndSwap(a, nil)
-		_, err := sources.Delete(a.poolKey)
-		return err
+	if a.redis != nil {
+		return a.redis.Release(a)
 	}
 	return nil
 }
@@ -264,12 +206,12 @@ func (a *App) Cleanup() error {
 // exists (see overlay.go). It reads local memory only, takes no lock and
 // does not allocate.
 func (a *App) Lookup(k Kind, id string) *Rule {
-	if r := a.overlayLayer().get(k, id); r != nil {
+	if r := a.overlayLayer().Get(k, id); r != nil {
 		if e := a.effective(k, id, r); e != nil {
 			return e
 		}
 	}
-	return byKind(a.static, k)[id]
+	return ByKind(a.static, k)[id]
 }
 
 // Route returns the binding of a route, or nil.
@@ -284,10 +226,10 @@ func (a *App) Route(route string) *RouteBinding {
 // Handlers that keep state in Redis (cluster-wide quotas) use it, so there is
 // one connection configuration and one pool per Caddy.
 func (a *App) Client() redis.UniversalClient {
-	if a.source == nil {
+	if a.redis == nil {
 		return nil
 	}
-	return a.source.client
+	return a.redis.Client()
 }
 
 // ClientState returns the value a handler package keeps with the store's
@@ -297,15 +239,15 @@ func (a *App) Client() redis.UniversalClient {
 // state (e.g. the cluster rate limits' health gate) is never process-wide.
 // newValue should be a plain function, so the lookup does not allocate.
 func (a *App) ClientState(key string, newValue func(redis.UniversalClient) any) any {
-	if a.source == nil {
+	if a.redis == nil {
 		return nil
 	}
-	if v, ok := a.source.clientStates.Load(key); ok {
-		return v
-	}
-	v, _ := a.source.clientStates.LoadOrStore(key, newValue(a.source.client))
-	return v
+	return a.redis.ClientState(key, newValue)
 }
+
+// Source is the source of the rules over the static ones this app holds:
+// Redis (a RedisSource) or memory; nil before Provision.
+func (a *App) Source() Source { return a.source }
 
 // KeyPrefix returns the namespace prepended to every Redis key.
 func (a *App) KeyPrefix() string { return a.Prefix }
@@ -314,14 +256,14 @@ func (a *App) KeyPrefix() string { return a.Prefix }
 // and prefix, from their heartbeats (at least 1; 1 without Redis). It is the
 // divisor of a cluster quota's local share while Redis is unreachable.
 func (a *App) LiveInstances() int {
-	if a.source == nil {
+	if a.redis == nil {
 		return 1
 	}
-	return int(a.source.instances.Load())
+	return a.redis.LiveInstances()
 }
 
 // HasRedis reports whether rules may arrive from Redis after start-up.
-func (a *App) HasRedis() bool { return a.source != nil }
+func (a *App) HasRedis() bool { return a.redis != nil }
 
 // Require checks at provision time that a handler's rule (or route binding)
 // exists. Without Redis a missing id is a typo and an error; with Redis the
@@ -332,10 +274,10 @@ func (a *App) Require(k Kind, id string) error {
 	if a.Lookup(k, id) != nil {
 		return nil
 	}
-	if a.source == nil {
+	if a.redis == nil {
 		return CheckRef(staticDeclared{a}, k, id)
 	}
-	if a.source.status.lastResync.Load() == 0 {
+	if a.redis.Connection().LastResync.IsZero() {
 		a.warnTypo(k, id) // the warning WarnMissing gives below, for a cold start (and caddy validate)
 		a.noteMissing(k, id)
 		return nil
@@ -348,11 +290,11 @@ func (a *App) Require(k Kind, id string) error {
 // Redis, rules written through the admin API) overlaying static.
 func (a *App) Rules(k Kind) map[string]*Rule {
 	out := make(map[string]*Rule)
-	for id, r := range byKind(a.static, k) {
+	for id, r := range ByKind(a.static, k) {
 		out[id] = r
 	}
-	for id, s := range byKind(*a.overlayLayer(), k) {
-		if e := a.effective(k, id, s.rule.Load()); e != nil {
+	for id, s := range ByKind(*a.overlayLayer(), k) {
+		if e := a.effective(k, id, s.Rule.Load()); e != nil {
 			out[id] = e
 		}
 	}
@@ -361,9 +303,9 @@ func (a *App) Rules(k Kind) map[string]*Rule {
 
 // Count is len(Rules(k)) without building the map: O(static rules).
 func (a *App) Count(k Kind) int {
-	over := byKind(*a.overlayLayer(), k)
+	over := ByKind(*a.overlayLayer(), k)
 	n := len(over)
-	for id := range byKind(a.static, k) {
+	for id := range ByKind(a.static, k) {
 		if over[id] == nil {
 			n++
 		}

@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 )
 
@@ -56,6 +55,16 @@ type ApplyObject struct {
 	class     ErrorClass // what a failure means: ErrInvalid or ErrPreconditionFailed
 }
 
+// Ref names the object's rule.
+func (o ApplyObject) Ref() RuleRef { return RuleRef{o.kind, o.ID} }
+
+// Prev are the raw fields held before the apply (nil: none); Next those to
+// hold after it (nil: none, a delete).
+func (o ApplyObject) Prev() Fields { return o.prev }
+
+// Next: see Prev.
+func (o ApplyObject) Next() Fields { return o.raw }
+
 // ApplyResult is the answer to POST /sluice/apply.
 type ApplyResult struct {
 	DryRun bool `json:"dry_run,omitempty"`
@@ -92,26 +101,26 @@ func (r ApplyResult) Failure() error {
 
 // Apply results.
 const (
-	applyCreated   = "created"
-	applyChanged   = "changed"
-	applyUnchanged = "unchanged"
-	applyDeleted   = "deleted"
-	applyFailed    = "failed"
+	ApplyCreated   = "created"
+	ApplyChanged   = "changed"
+	ApplyUnchanged = "unchanged"
+	ApplyDeleted   = "deleted"
+	ApplyFailed    = "failed"
 )
 
 // applyPlan is an apply's set, parsed, before the store is read.
 type applyPlan struct {
 	req    ApplyRequest
-	refs   map[ruleRef]bool // every rule the set names, writes or references
-	values map[ruleRef]any  // the set's parsed values (nil: failed to parse)
-	errs   map[ruleRef]error
-	prune  []ruleRef // rules held now that the set does not list
+	refs   map[RuleRef]bool // every rule the set names, writes or references
+	values map[RuleRef]any  // the set's parsed values (nil: failed to parse)
+	errs   map[RuleRef]error
+	prune  []RuleRef // rules held now that the set does not list
 }
 
 // planApply parses every rule of the set. It fails only for a set that
 // cannot be read at all (an unknown kind, a bad id).
 func (a *App) planApply(req ApplyRequest) (*applyPlan, error) {
-	p := &applyPlan{req: req, refs: map[ruleRef]bool{}, values: map[ruleRef]any{}, errs: map[ruleRef]error{}}
+	p := &applyPlan{req: req, refs: map[RuleRef]bool{}, values: map[RuleRef]any{}, errs: map[RuleRef]error{}}
 	for name, rules := range req.Rules {
 		k, ok := ParseKind(name)
 		if !ok {
@@ -121,9 +130,9 @@ func (a *App) planApply(req ApplyRequest) (*applyPlan, error) {
 			if err := ValidID(id); err != nil {
 				return nil, fmt.Errorf("%s %q: %v", k, id, err)
 			}
-			ref := ruleRef{k, id}
+			ref := RuleRef{k, id}
 			p.refs[ref] = true
-			v, _, err := parseOver(k, id, a.Static(k, id), f)
+			v, _, err := ParseOver(k, id, a.Static(k, id), f)
 			if err != nil {
 				p.errs[ref] = err
 				continue
@@ -131,7 +140,7 @@ func (a *App) planApply(req ApplyRequest) (*applyPlan, error) {
 			p.values[ref] = v
 			if rr, ok := v.(Referrer); ok {
 				for _, r := range rr.Refs() {
-					p.refs[ruleRef{r.Kind, r.ID}] = true
+					p.refs[RuleRef{r.Kind, r.ID}] = true
 				}
 			}
 		}
@@ -145,8 +154,8 @@ func (a *App) planApply(req ApplyRequest) (*applyPlan, error) {
 		for _, k := range Kinds() {
 			for id, r := range a.Rules(k) {
 				if r.Overlay != nil && req.Rules[k.String()][id] == nil {
-					p.prune = append(p.prune, ruleRef{k, id})
-					p.refs[ruleRef{k, id}] = true
+					p.prune = append(p.prune, RuleRef{k, id})
+					p.refs[RuleRef{k, id}] = true
 				}
 			}
 		}
@@ -156,102 +165,15 @@ func (a *App) planApply(req ApplyRequest) (*applyPlan, error) {
 
 // decide gives every object its verdict from the raw fields held now (held
 // lists every ref of the plan; nil: none). It reports whether all passed.
-func (a *App) decide(p *applyPlan, held map[ruleRef]Fields) ([]ApplyObject, bool) {
+func (a *App) decide(p *applyPlan, held map[RuleRef]Fields) ([]ApplyObject, bool) {
 	var out []ApplyObject
-	final := func(ref ruleRef) bool { // does ref exist after the apply?
-		if f, listed := p.req.Rules[ref.kind.String()][ref.id]; listed {
-			return f != nil
-		}
-		for _, d := range p.prune {
-			if d == ref {
-				return a.Static(ref.kind, ref.id) != nil
-			}
-		}
-		return held[ref] != nil || a.Static(ref.kind, ref.id) != nil
-	}
-	add := func(ref ruleRef, raw Fields, listed bool) {
-		st := a.Static(ref.kind, ref.id)
-		cur := held[ref]
-		o := ApplyObject{Kind: ref.kind.String(), ID: ref.id, kind: ref.kind, prev: cur, raw: raw}
-		var before, after Fields
-		switch {
-		case cur != nil && st != nil:
-			before = mergeFields(st.Fields, cur)
-		case cur != nil:
-			before = cur
-		case st != nil:
-			before = st.Fields
-		}
-		if before != nil {
-			o.PrevVersion = Version(before)
-		}
-		switch {
-		case raw != nil && st != nil:
-			after = mergeFields(st.Fields, raw)
-		case raw != nil:
-			after = raw
-		case st != nil:
-			after = st.Fields
-		}
-		if after != nil {
-			o.Version = Version(after)
-		}
-		o.Diff = DiffFields(before, after)
-		switch {
-		case !listed:
-			o.Result = applyDeleted
-		case cur != nil && maps.Equal(cur, raw):
-			o.Result = applyUnchanged
-		case before == nil:
-			o.Result = applyCreated
-		default:
-			o.Result = applyChanged
-		}
-		fail := func(class ErrorClass, format string, args ...any) {
-			if o.Result != applyFailed {
-				o.Result, o.Reason, o.class = applyFailed, fmt.Sprintf(format, args...), class
-			}
-		}
-		if want, ok := p.req.Expect[o.Kind][o.ID]; ok && want != o.PrevVersion {
-			now := o.PrevVersion
-			if now == "" {
-				now = "none"
-			}
-			fail(ErrPreconditionFailed, "changed since it was read: version now %s, expected %q", now, want)
-		}
-		if err := p.errs[ref]; err != nil {
-			if st == nil && cur == nil && incompleteHere(raw, err) {
-				err = fmt.Errorf("%w (a rule that is not declared in the config must be complete)", err)
-			}
-			fail(ErrInvalid, "%v", err)
-		}
-		if rr, ok := p.values[ref].(Referrer); ok {
-			for _, r := range rr.Refs() {
-				switch to := (ruleRef{r.Kind, r.ID}); {
-				case final(to):
-				case held[to] != nil: // held now, deleted by the prune
-					fail(ErrInvalid, "field %s: %s rule %q is held in %s, but --prune deletes it (the set does not list it): "+
-						"list it in the set, or name another rule", r.Field, r.Kind, r.ID, a.WritesTo())
-				default:
-					fail(ErrInvalid, "field %s: no %s rule %q, neither in the set nor in %s%s",
-						r.Field, r.Kind, r.ID, a.WritesTo(), DidYouMean(r.ID, a.knownAfter(p, held, r.Kind)...))
-				}
-			}
-		}
-		if !listed && st == nil {
-			if by := a.referrers(p, held, ref, final); len(by) > 0 {
-				fail(ErrInvalid, "still named by %s", strings.Join(by, ", "))
-			}
-		}
-		out = append(out, o)
-	}
 	for _, k := range Kinds() {
 		for _, id := range sortedIDs(p.req.Rules[k.String()]) {
-			add(ruleRef{k, id}, p.req.Rules[k.String()][id], true)
+			out = append(out, a.decideOne(p, held, RuleRef{k, id}, p.req.Rules[k.String()][id], true))
 		}
 	}
 	for _, ref := range p.prune {
-		add(ref, nil, false)
+		out = append(out, a.decideOne(p, held, ref, nil, false))
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].kind != out[j].kind {
@@ -261,14 +183,112 @@ func (a *App) decide(p *applyPlan, held map[ruleRef]Fields) ([]ApplyObject, bool
 	})
 	ok := true
 	for _, o := range out {
-		ok = ok && o.Result != applyFailed
+		ok = ok && o.Result != ApplyFailed
 	}
 	return out, ok
 }
 
+// final reports whether ref exists after the apply.
+func (a *App) final(p *applyPlan, held map[RuleRef]Fields, ref RuleRef) bool {
+	if f, listed := p.req.Rules[ref.Kind.String()][ref.ID]; listed {
+		return f != nil
+	}
+	for _, d := range p.prune {
+		if d == ref {
+			return a.Static(ref.Kind, ref.ID) != nil
+		}
+	}
+	return held[ref] != nil || a.Static(ref.Kind, ref.ID) != nil
+}
+
+// decideOne is one object's verdict: raw are the fields the set gives it
+// (listed: false for a rule the prune deletes).
+func (a *App) decideOne(p *applyPlan, held map[RuleRef]Fields, ref RuleRef, raw Fields, listed bool) ApplyObject {
+	st := a.Static(ref.Kind, ref.ID)
+	cur := held[ref]
+	o := ApplyObject{Kind: ref.Kind.String(), ID: ref.ID, kind: ref.Kind, prev: cur, raw: raw}
+	before, after := effectiveFields(st, cur), effectiveFields(st, raw)
+	if before != nil {
+		o.PrevVersion = Version(before)
+	}
+	if after != nil {
+		o.Version = Version(after)
+	}
+	o.Diff = DiffFields(before, after)
+	switch {
+	case !listed:
+		o.Result = ApplyDeleted
+	case cur != nil && maps.Equal(cur, raw):
+		o.Result = ApplyUnchanged
+	case before == nil:
+		o.Result = ApplyCreated
+	default:
+		o.Result = ApplyChanged
+	}
+	fail := func(class ErrorClass, format string, args ...any) {
+		if o.Result != ApplyFailed {
+			o.Result, o.Reason, o.class = ApplyFailed, fmt.Sprintf(format, args...), class
+		}
+	}
+	if want, ok := p.req.Expect[o.Kind][o.ID]; ok && want != o.PrevVersion {
+		now := o.PrevVersion
+		if now == "" {
+			now = "none"
+		}
+		fail(ErrPreconditionFailed, "changed since it was read: version now %s, expected %q", now, want)
+	}
+	if err := p.errs[ref]; err != nil {
+		if st == nil && cur == nil && IncompleteHere(raw, err) {
+			err = fmt.Errorf("%w (a rule that is not declared in the config must be complete)", err)
+		}
+		fail(ErrInvalid, "%v", err)
+	}
+	a.checkRefs(p, held, ref, fail)
+	if !listed && st == nil {
+		if by := a.referrers(p, held, ref); len(by) > 0 {
+			fail(ErrInvalid, "still named by %s", strings.Join(by, ", "))
+		}
+	}
+	return o
+}
+
+// effectiveFields are raw overlaid on the config's rule st: what is in
+// force (nil: nothing).
+func effectiveFields(st *Rule, raw Fields) Fields {
+	switch {
+	case raw != nil && st != nil:
+		return MergeFields(st.Fields, raw)
+	case raw != nil:
+		return raw
+	case st != nil:
+		return st.Fields
+	}
+	return nil
+}
+
+// checkRefs fails an object whose rule names a rule that does not exist
+// after the apply.
+func (a *App) checkRefs(p *applyPlan, held map[RuleRef]Fields, ref RuleRef, fail func(ErrorClass, string, ...any)) {
+	rr, ok := p.values[ref].(Referrer)
+	if !ok {
+		return
+	}
+	for _, r := range rr.Refs() {
+		switch to := (RuleRef{r.Kind, r.ID}); {
+		case a.final(p, held, to):
+		case held[to] != nil: // held now, deleted by the prune
+			fail(ErrInvalid, "field %s: %s rule %q is held in %s, but --prune deletes it (the set does not list it): "+
+				"list it in the set, or name another rule", r.Field, r.Kind, r.ID, a.WritesTo())
+		default:
+			fail(ErrInvalid, "field %s: no %s rule %q, neither in the set nor in %s%s",
+				r.Field, r.Kind, r.ID, a.WritesTo(), DidYouMean(r.ID, a.knownAfter(p, held, r.Kind)...))
+		}
+	}
+}
+
 // knownAfter lists the ids of kind k that exist after the apply, for a
 // suggestion.
-func (a *App) knownAfter(p *applyPlan, held map[ruleRef]Fields, k Kind) []string {
+func (a *App) knownAfter(p *applyPlan, held map[RuleRef]Fields, k Kind) []string {
 	ids := map[string]bool{}
 	for id := range a.Rules(k) {
 		ids[id] = true
@@ -277,8 +297,8 @@ func (a *App) knownAfter(p *applyPlan, held map[ruleRef]Fields, k Kind) []string
 		ids[id] = true
 	}
 	for ref, f := range held {
-		if ref.kind == k && f != nil {
-			ids[ref.id] = true
+		if ref.Kind == k && f != nil {
+			ids[ref.ID] = true
 		}
 	}
 	return sortedIDs(ids)
@@ -286,7 +306,7 @@ func (a *App) knownAfter(p *applyPlan, held map[ruleRef]Fields, k Kind) []string
 
 // referrers lists the route bindings left after the apply that name ref:
 // those of the set, and those held now that the set does not replace.
-func (a *App) referrers(p *applyPlan, held map[ruleRef]Fields, ref ruleRef, final func(ruleRef) bool) []string {
+func (a *App) referrers(p *applyPlan, held map[RuleRef]Fields, ref RuleRef) []string {
 	var by []string
 	names := func(v any) bool {
 		rr, ok := v.(Referrer)
@@ -294,7 +314,7 @@ func (a *App) referrers(p *applyPlan, held map[ruleRef]Fields, ref ruleRef, fina
 			return false
 		}
 		for _, r := range rr.Refs() {
-			if r.Kind == ref.kind && r.ID == ref.id {
+			if r.Kind == ref.Kind && r.ID == ref.ID {
 				return true
 			}
 		}
@@ -303,16 +323,16 @@ func (a *App) referrers(p *applyPlan, held map[ruleRef]Fields, ref ruleRef, fina
 	seen := map[string]bool{}
 	for id := range p.req.Rules[Binding.String()] {
 		seen[id] = true
-		if names(p.values[ruleRef{Binding, id}]) {
+		if names(p.values[RuleRef{Binding, id}]) {
 			by = append(by, "binding "+id)
 		}
 	}
 	for id, r := range a.Rules(Binding) {
-		if seen[id] || !final(ruleRef{Binding, id}) {
+		if seen[id] || !a.final(p, held, RuleRef{Binding, id}) {
 			continue
 		}
 		v := r.Value
-		if slices.Contains(p.prune, ruleRef{Binding, id}) {
+		if slices.Contains(p.prune, RuleRef{Binding, id}) {
 			v = a.Static(Binding, id).Value // its overlay pruned: the config's binding stays
 		}
 		if names(v) {
@@ -335,7 +355,7 @@ func (a *App) Apply(ctx context.Context, req ApplyRequest, dryRun bool) (ApplyRe
 		return res, &Error{Class: ErrInvalid, Err: err}
 	}
 	var ok bool
-	decide := func(held map[ruleRef]Fields) ([]ApplyObject, error) {
+	decide := func(held map[RuleRef]Fields) ([]ApplyObject, error) {
 		res.Objects, ok = a.decide(p, held)
 		switch {
 		case !ok:
@@ -345,12 +365,10 @@ func (a *App) Apply(ctx context.Context, req ApplyRequest, dryRun bool) (ApplyRe
 		}
 		return res.Objects, nil
 	}
-	if a.source == nil {
+	if a.redis == nil {
 		res.Note = memoryNote
-		err = a.memory.applySet(a, p.refs, decide)
-	} else {
-		err = a.source.applySet(ctx, p.refs, decide)
 	}
+	err = a.source.ApplySet(ctx, p.refs, a.Static, decide)
 	res.Counts = map[string]int{}
 	for _, o := range res.Objects {
 		res.Counts[o.Result]++
@@ -371,7 +389,7 @@ func (a *App) Apply(ctx context.Context, req ApplyRequest, dryRun bool) (ApplyRe
 	}
 	res.Applied = true
 	for _, o := range res.Objects {
-		if o.Result == applyUnchanged {
+		if o.Result == ApplyUnchanged {
 			continue
 		}
 		op := "upsert"
@@ -379,13 +397,13 @@ func (a *App) Apply(ctx context.Context, req ApplyRequest, dryRun bool) (ApplyRe
 			op = "delete"
 		}
 		adminWrites.WithLabelValues(o.Kind, op, "ok").Inc()
-		if a.source == nil {
-			emitUpdated(o.kind, o.ID, op, "memory", o.raw)
+		if a.redis == nil {
+			EmitUpdated(o.kind, o.ID, op, "memory", o.raw)
 		}
 	}
-	a.logger.Info("rule set applied through the admin API", zap.Int("created", res.Counts[applyCreated]),
-		zap.Int("changed", res.Counts[applyChanged]), zap.Int("deleted", res.Counts[applyDeleted]),
-		zap.Int("unchanged", res.Counts[applyUnchanged]), zap.String("stored", res.Stored))
+	a.logger.Info("rule set applied through the admin API", zap.Int("created", res.Counts[ApplyCreated]),
+		zap.Int("changed", res.Counts[ApplyChanged]), zap.Int("deleted", res.Counts[ApplyDeleted]),
+		zap.Int("unchanged", res.Counts[ApplyUnchanged]), zap.String("stored", res.Stored))
 	return res, nil
 }
 
@@ -393,123 +411,9 @@ func (a *App) Apply(ctx context.Context, req ApplyRequest, dryRun bool) (ApplyRe
 func failures(objs []ApplyObject) string {
 	var lines []string
 	for _, o := range objs {
-		if o.Result == applyFailed {
+		if o.Result == ApplyFailed {
 			lines = append(lines, fmt.Sprintf("%s %s: %s", o.Kind, o.ID, o.Reason))
 		}
 	}
 	return strings.Join(lines, "; ")
-}
-
-// applySet reads the raw fields of every ref, watched, lets decide choose
-// the writes, and writes them all in one MULTI/EXEC with their history,
-// change-log entries and publishes; a change to any watched key before the
-// EXEC restarts the read, so the verdicts always describe what is
-// overwritten.
-func (s *redisSource) applySet(ctx context.Context, refs map[ruleRef]bool, decide func(map[ruleRef]Fields) ([]ApplyObject, error)) error {
-	if _, cluster := s.client.(*redis.ClusterClient); cluster {
-		return Errorf(ErrUnsupported, "an atomic apply needs one Redis transaction over keys in many "+
-			"hash slots, which Redis Cluster cannot run: write the rules one by one (PUT /sluice/rules/{kind}/{id})")
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*s.timeout)
-	defer cancel()
-	list := make([]ruleRef, 0, len(refs))
-	keys := make([]string, 0, len(refs))
-	for ref := range refs {
-		list = append(list, ref)
-		keys = append(keys, s.names.RuleKey(ref.kind, ref.id))
-	}
-	txf := func(tx *redis.Tx) error {
-		cmds := make([]*redis.MapStringStringCmd, len(list))
-		_, err := tx.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for i := range list {
-				cmds[i] = p.HGetAll(ctx, keys[i])
-			}
-			return nil
-		})
-		held := make(map[ruleRef]Fields, len(list))
-		for i, c := range cmds {
-			m, cerr := c.Result()
-			if cerr != nil && !isWrongType(cerr) {
-				return cerr
-			}
-			if len(m) > 0 {
-				held[list[i]] = Fields(m)
-			}
-		}
-		if err != nil && !isWrongType(err) {
-			return err
-		}
-		objs, err := decide(held)
-		if err != nil {
-			return err
-		}
-		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			for _, o := range objs {
-				if o.Result == applyUnchanged {
-					continue
-				}
-				key := s.names.RuleKey(o.kind, o.ID)
-				p.Del(ctx, key)
-				if o.raw != nil {
-					args := make([]any, 0, 2*len(o.raw))
-					for name, v := range o.raw {
-						args = append(args, name, v)
-					}
-					p.HSet(ctx, key, args...)
-				}
-				s.queueHistory(ctx, p, newHistoryEntry(o.kind, o.ID, s.staticRule(o.kind, o.ID), o.prev, o.raw, "apply", ""), false)
-				p.XAdd(ctx, s.changeLogAdd(changeLogEntry(o.kind, o.ID, o.raw)))
-				p.Publish(ctx, s.names.Channel(o.kind), o.ID)
-			}
-			return nil
-		})
-		return err
-	}
-	for range maxWriteRounds {
-		err := s.client.Watch(ctx, txf, keys...)
-		if !errors.Is(err, redis.TxFailedErr) {
-			return err
-		}
-	}
-	return errWriteConflict
-}
-
-// applySet is redisSource.applySet for the memory layer, under its lock.
-func (m *memoryLayer) applySet(a *App, refs map[ruleRef]bool, decide func(map[ruleRef]Fields) ([]ApplyObject, error)) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	cur := m.snap.Load()
-	held := map[ruleRef]Fields{}
-	for ref := range refs {
-		if r := cur.get(ref.kind, ref.id); r != nil {
-			held[ref] = r.Fields
-		}
-	}
-	objs, err := decide(held)
-	if err != nil {
-		return err
-	}
-	next := *cur
-	cloned := make([]bool, numKinds())
-	for _, o := range objs {
-		if o.Result == applyUnchanged {
-			continue
-		}
-		if !cloned[o.kind] {
-			next = *next.clone(o.kind)
-			cloned[o.kind] = true
-		}
-		if o.raw == nil {
-			delete(next[o.kind], o.ID)
-		} else {
-			st := a.Static(o.kind, o.ID)
-			v, _, _ := parseOver(o.kind, o.ID, st, o.raw) // parsed in decide
-			next[o.kind][o.ID] = newSlot(&Rule{Kind: o.kind, ID: o.ID, Fields: o.raw, Value: v, Source: "memory",
-				Overlay: o.raw, partial: st != nil})
-		}
-		m.record(newHistoryEntry(o.kind, o.ID, a.Static(o.kind, o.ID), o.prev, o.raw, "apply", ""))
-	}
-	m.snap.Store(&next)
-	m.changes.Add(1)
-	return nil
 }

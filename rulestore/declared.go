@@ -33,7 +33,7 @@ func DeclaredIn(h httpcaddyfile.Helper) *CaddyfileRules {
 // DeclaredBy is what an App's config declares, before it is provisioned.
 func DeclaredBy(a *App) *CaddyfileRules {
 	c := &CaddyfileRules{redis: a.Redis != nil}
-	c.rules = make([]map[string]Fields, numKinds())
+	c.rules = make([]map[string]Fields, NumKinds())
 	for _, k := range Kinds() {
 		c.rules[k] = a.staticFields(k)
 	}
@@ -45,7 +45,7 @@ func (c *CaddyfileRules) HasRedis() bool { return c.redis }
 
 // Fields returns the declared fields of a rule, or nil.
 func (c *CaddyfileRules) Fields(k Kind, id string) Fields {
-	return byKind(c.rules, k)[id]
+	return ByKind(c.rules, k)[id]
 }
 
 // Has reports whether the rule is declared.
@@ -53,7 +53,7 @@ func (c *CaddyfileRules) Has(k Kind, id string) bool { return c.Fields(k, id) !=
 
 // IDs lists the declared ids of a kind.
 func (c *CaddyfileRules) IDs(k Kind) []string {
-	return sortedIDs(byKind(c.rules, k))
+	return sortedIDs(ByKind(c.rules, k))
 }
 
 // Require fails, at tok's file and line, a reference to a rule that is not

@@ -16,8 +16,8 @@ type Handle struct {
 
 // resolution is a handle resolved against one layer.
 type resolution struct {
-	layer  *layer
-	slot   *slot // the id's slot in layer; nil if the layer lacks the id
+	layer  *Layer
+	slot   *Slot // the id's slot in layer; nil if the layer lacks the id
 	static *Rule // the static rule, or nil
 }
 
@@ -30,11 +30,11 @@ func (a *App) Handle(k Kind, id string) *Handle {
 
 // UseHandle is Handle for an id the config names (a handler's rule or
 // route binding, fixed at provision), which it also marks as used here
-// (usedHere, declares.go). Ids reached only through a binding's list are
+// (see Uses). Ids reached only through a binding's list are
 // not marked: they come and go with Redis, and a set of them would grow
 // without bound.
 func (a *App) UseHandle(k Kind, id string) *Handle {
-	a.used.Store(ruleRef{k, id}, true)
+	a.used.Store(RuleRef{k, id}, true)
 	return a.Handle(k, id)
 }
 
@@ -51,7 +51,7 @@ func (h *Handle) Rule() *Rule {
 		res = h.resolve(cur)
 	}
 	if res.slot != nil {
-		if r := res.slot.rule.Load(); r != nil {
+		if r := res.slot.Rule.Load(); r != nil {
 			if e := h.a.effective(h.k, h.id, r); e != nil {
 				return e
 			}
@@ -67,19 +67,24 @@ func (h *Handle) Rule() *Rule {
 // load per request instead of one handle per rule. (A write stores the
 // rule first, then moves the count.)
 func (a *App) Changes() uint64 {
-	if a.source != nil {
-		return a.source.changes.Load()
-	}
-	if a.memory == nil { // an App built without Provision: nothing changes
+	if a.source == nil { // an App built without Provision: nothing changes
 		return 0
 	}
-	return a.memory.changes.Load()
+	return a.source.Changes()
 }
 
-func (h *Handle) resolve(cur *layer) *resolution {
+func (h *Handle) resolve(cur *Layer) *resolution {
 	res := &resolution{layer: cur}
-	res.slot = byKind(*cur, h.k)[h.id]
-	res.static = byKind(h.a.static, h.k)[h.id]
+	res.slot = ByKind(*cur, h.k)[h.id]
+	res.static = ByKind(h.a.static, h.k)[h.id]
 	h.res.Store(res)
 	return res
+}
+
+// Uses reports whether a handler of this config holds a Handle on rule id
+// (UseHandle): an incomplete overlay of it is rejected here even if
+// another instance declares it, since this one would serve it.
+func (a *App) Uses(k Kind, id string) bool {
+	_, ok := a.used.Load(RuleRef{k, id})
+	return ok
 }

@@ -135,7 +135,7 @@ func checkKindInfo(info KindInfo, registered []KindInfo) error {
 // name already taken or not valid.
 func RegisterKind(info KindInfo) Kind { return registeredKinds.register(info) }
 
-func (k Kind) info() (KindInfo, bool) {
+func (k Kind) Info() (KindInfo, bool) {
 	all := registeredKinds.all()
 	if int(k) < len(all) {
 		return all[k], true
@@ -144,7 +144,7 @@ func (k Kind) info() (KindInfo, bool) {
 }
 
 func (k Kind) String() string {
-	if info, ok := k.info(); ok {
+	if info, ok := k.Info(); ok {
 		return info.Name
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
@@ -179,13 +179,13 @@ func kindNames() []string {
 	return names
 }
 
-// numKinds is the number of registered kinds, the size of the store's
+// NumKinds is the number of registered kinds, the size of the store's
 // per-kind tables.
-func numKinds() int { return len(registeredKinds.all()) }
+func NumKinds() int { return len(registeredKinds.all()) }
 
-// byKind returns m's entry for kind k, or the zero value when m has none
+// ByKind returns m's entry for kind k, or the zero value when m has none
 // (an App built without Provision, or a kind registered after m was made).
-func byKind[T any](m []T, k Kind) T {
+func ByKind[T any](m []T, k Kind) T {
 	if int(k) < len(m) {
 		return m[k]
 	}
@@ -243,7 +243,7 @@ func sameNames(a, b []string) bool {
 
 // Parse validates fields as a rule of kind k and returns its typed value.
 func Parse(k Kind, id string, f Fields) (any, error) {
-	info, ok := k.info()
+	info, ok := k.Info()
 	if !ok {
 		return nil, fmt.Errorf("unknown rule kind %d", k)
 	}
@@ -285,3 +285,7 @@ func ValidID(id string) error {
 	}
 	return nil
 }
+
+// bindingKeyPrefix is the Redis hash of a route's binding:
+// gateway:binding:<route>, after the configured prefix.
+const bindingKeyPrefix = "gateway:binding:"

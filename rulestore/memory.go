@@ -1,7 +1,9 @@
 package rulestore
 
 import (
+	"context"
 	"encoding/hex"
+	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -17,9 +19,9 @@ import (
 // rule does.
 type memoryLayer struct {
 	mu      sync.Mutex // serialises writers
-	snap    atomic.Pointer[layer]
+	snap    atomic.Pointer[Layer]
 	changes atomic.Uint64               // moved after every store to snap or a slot (App.Changes)
-	history map[ruleRef][]history.Entry // newest first, see history_store.go
+	history map[RuleRef][]history.Entry // newest first, see history_store.go
 }
 
 // memoryPool holds the one memoryLayer every config generation shares.
@@ -29,7 +31,7 @@ const memoryKey = "memory"
 
 func newMemoryLayer() (caddy.Destructor, error) {
 	m := new(memoryLayer)
-	m.snap.Store(newLayer())
+	m.snap.Store(NewLayer())
 	return m, nil
 }
 
@@ -47,51 +49,59 @@ func (m *memoryLayer) put(r *Rule) {
 func (m *memoryLayer) putLocked(r *Rule) {
 	cur := m.snap.Load()
 	defer m.changes.Add(1)
-	if s := cur.of(r.Kind)[r.ID]; s != nil {
-		s.rule.Store(r)
+	if s := cur.Of(r.Kind)[r.ID]; s != nil {
+		s.Rule.Store(r)
 		return
 	}
-	next := cur.clone(r.Kind)
-	next.of(r.Kind)[r.ID] = newSlot(r)
+	next := cur.Clone(r.Kind)
+	next.Of(r.Kind)[r.ID] = NewSlot(r)
 	m.snap.Store(next)
 }
 
-// apply runs one admin write: build gets the raw fields held now (nil:
-// none) and returns the new ones (nil: delete), or an error to write
-// nothing. The change is recorded in the history.
-func (m *memoryLayer) apply(k Kind, id string, build func(cur Fields) (*Rule, error), st *Rule, via, op string) (prev Fields, err error) {
+// Write runs one admin write (see Source): the change is recorded in the
+// history. The context is unused: memory does not wait.
+func (m *memoryLayer) Write(_ context.Context, k Kind, id, via, op string, st *Rule, build func(cur Fields) (Fields, error)) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	cur := m.snap.Load()
-	if r := cur.get(k, id); r != nil {
+	var prev Fields
+	if r := cur.Get(k, id); r != nil {
 		prev = r.Fields
 	}
-	r, err := build(prev)
+	raw, err := build(prev)
 	if err != nil {
-		return prev, err
+		return err
 	}
-	if (r != nil && prev != nil && r.Fields.Equal(prev)) || (r == nil && prev == nil) {
-		return prev, nil // nothing changes: nothing to record
+	if (raw != nil && prev != nil && raw.Equal(prev)) || (raw == nil && prev == nil) {
+		return nil // nothing changes: nothing to record
+	}
+	var r *Rule
+	if raw != nil {
+		v, _, err := ParseOver(k, id, st, raw) // build validated it
+		if err != nil {
+			return err
+		}
+		r = &Rule{Kind: k, ID: id, Fields: raw, Value: v, Source: "memory", Overlay: raw, Partial: st != nil}
 	}
 	var next Fields
-	switch s := cur.of(k)[id]; {
+	switch s := cur.Of(k)[id]; {
 	case r != nil && s != nil:
-		s.rule.Store(r)
+		s.Rule.Store(r)
 	case r != nil:
-		n := cur.clone(k)
-		n.of(k)[id] = newSlot(r)
+		n := cur.Clone(k)
+		n.Of(k)[id] = NewSlot(r)
 		m.snap.Store(n)
 	case s != nil:
-		n := cur.clone(k)
-		delete(n.of(k), id)
+		n := cur.Clone(k)
+		delete(n.Of(k), id)
 		m.snap.Store(n)
 	}
 	m.changes.Add(1)
 	if r != nil {
 		next = r.Fields
 	}
-	m.record(newHistoryEntry(k, id, st, prev, next, via, op))
-	return prev, nil
+	m.record(NewHistoryEntry(k, id, st, prev, next, via, op))
+	return nil
 }
 
 // remove drops a rule; it reports whether there was one.
@@ -99,11 +109,11 @@ func (m *memoryLayer) remove(k Kind, id string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	cur := m.snap.Load()
-	if cur.get(k, id) == nil {
+	if cur.Get(k, id) == nil {
 		return false
 	}
-	next := cur.clone(k)
-	delete(next.of(k), id)
+	next := cur.Clone(k)
+	delete(next.Of(k), id)
 	m.snap.Store(next)
 	m.changes.Add(1)
 	return true
@@ -116,4 +126,80 @@ func (m *memoryLayer) remove(k Kind, id string) bool {
 func Version(f Fields) string {
 	sum := f.Digest()
 	return hex.EncodeToString(sum[:6])
+}
+
+// Layer is the rules written through the admin API.
+func (m *memoryLayer) Layer() *Layer { return m.snap.Load() }
+
+// Changes moves after every write.
+func (m *memoryLayer) Changes() uint64 { return m.changes.Load() }
+
+// Name is "memory".
+func (m *memoryLayer) Name() string { return "memory" }
+
+// Exists reports whether the memory holds rule id.
+func (m *memoryLayer) Exists(_ context.Context, k Kind, id string) (bool, error) {
+	return m.snap.Load().Get(k, id) != nil, nil
+}
+
+// Patch is App.Patch in memory, checked again under the lock.
+func (m *memoryLayer) Patch(_ context.Context, p PatchRequest) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := p.Static
+	if r := m.snap.Load().Get(p.Kind, p.ID); r != nil {
+		now = r
+	}
+	if now == nil {
+		return false, fmt.Errorf("%s rule %q: %w", p.Kind, p.ID, ErrNoRule)
+	}
+	for name, want := range p.Expect {
+		if now.Fields[name] != want {
+			return false, nil
+		}
+	}
+	m.putLocked(&Rule{Kind: p.Kind, ID: p.ID, Fields: p.Merged, Value: p.Value, Source: "memory"})
+	EmitUpdated(p.Kind, p.ID, "upsert", "memory", p.Merged)
+	return true, nil
+
+}
+
+// ApplySet is Source.ApplySet for the memory layer, under its lock.
+func (m *memoryLayer) ApplySet(_ context.Context, refs map[RuleRef]bool, static func(Kind, string) *Rule, decide func(map[RuleRef]Fields) ([]ApplyObject, error)) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cur := m.snap.Load()
+	held := map[RuleRef]Fields{}
+	for ref := range refs {
+		if r := cur.Get(ref.Kind, ref.ID); r != nil {
+			held[ref] = r.Fields
+		}
+	}
+	objs, err := decide(held)
+	if err != nil {
+		return err
+	}
+	next := *cur
+	cloned := make([]bool, NumKinds())
+	for _, o := range objs {
+		if o.Result == ApplyUnchanged {
+			continue
+		}
+		if !cloned[o.kind] {
+			next = *next.Clone(o.kind)
+			cloned[o.kind] = true
+		}
+		if o.raw == nil {
+			delete(next[o.kind], o.ID)
+		} else {
+			st := static(o.kind, o.ID)
+			v, _, _ := ParseOver(o.kind, o.ID, st, o.raw) // parsed in decide
+			next[o.kind][o.ID] = NewSlot(&Rule{Kind: o.kind, ID: o.ID, Fields: o.raw, Value: v, Source: "memory",
+				Overlay: o.raw, Partial: st != nil})
+		}
+		m.record(NewHistoryEntry(o.kind, o.ID, static(o.kind, o.ID), o.prev, o.raw, "apply", ""))
+	}
+	m.snap.Store(&next)
+	m.changes.Add(1)
+	return nil
 }

@@ -85,27 +85,23 @@ func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, k := range Kinds() {
 		ch <- prometheus.MustNewConstMetric(descInvalid, prometheus.GaugeValue, float64(invalid[k.String()]), k.String())
-		ch <- prometheus.MustNewConstMetric(descRules, prometheus.GaugeValue, float64(len(byKind(a.static, k))), k.String(), "static")
-		if a.source != nil {
-			ch <- prometheus.MustNewConstMetric(descRules, prometheus.GaugeValue, float64(len(a.source.snapshot().of(k))), k.String(), "redis")
-		} else {
-			ch <- prometheus.MustNewConstMetric(descRules, prometheus.GaugeValue, float64(len(a.memory.snap.Load().of(k))), k.String(), "memory")
-		}
+		ch <- prometheus.MustNewConstMetric(descRules, prometheus.GaugeValue, float64(len(ByKind(a.static, k))), k.String(), "static")
+		ch <- prometheus.MustNewConstMetric(descRules, prometheus.GaugeValue, float64(len(a.overlayLayer().Of(k))), k.String(), a.WritesTo())
 	}
-	if a.source == nil {
+	if a.redis == nil {
 		return
 	}
-	st := &a.source.status
+	st := a.redis.Connection()
 	connected := 0.0
-	if st.connected.Load() {
+	if st.Connected {
 		connected = 1
 	}
 	ch <- prometheus.MustNewConstMetric(descConnected, prometheus.GaugeValue, connected)
-	ch <- prometheus.MustNewConstMetric(descResyncs, prometheus.CounterValue, float64(st.resyncs.Load()))
-	ch <- prometheus.MustNewConstMetric(descUpdates, prometheus.CounterValue, float64(st.updates.Load()))
-	ch <- prometheus.MustNewConstMetric(descRejected, prometheus.CounterValue, float64(st.rejected.Load()))
-	if ns := st.lastResync.Load(); ns != 0 {
-		ch <- prometheus.MustNewConstMetric(descLastResync, prometheus.GaugeValue, float64(ns)/1e9)
+	ch <- prometheus.MustNewConstMetric(descResyncs, prometheus.CounterValue, float64(st.Resyncs))
+	ch <- prometheus.MustNewConstMetric(descUpdates, prometheus.CounterValue, float64(st.Updates))
+	ch <- prometheus.MustNewConstMetric(descRejected, prometheus.CounterValue, float64(st.Rejected))
+	if !st.LastResync.IsZero() {
+		ch <- prometheus.MustNewConstMetric(descLastResync, prometheus.GaugeValue, float64(st.LastResync.UnixNano())/1e9)
 	}
 }
 
@@ -113,3 +109,8 @@ func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
 func (a *App) registerMetrics(reg *prometheus.Registry) error {
 	return metrickit.Register(reg, storeCollector{a}, adminWrites, propagationDelay)
 }
+
+// ObservePropagation records the delay of one admin API write, from its
+// publish to this instance applying it (the propagation_delay_seconds
+// histogram and the status page's totals).
+func ObservePropagation(seconds float64) { propagationDelay.Observe(seconds) }

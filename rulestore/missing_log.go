@@ -24,8 +24,8 @@ const missingWarnQueue = 1024
 // forgets the missing ids that arrived, so ids that come and go leave no
 // entry behind even when nobody reads the state.
 func (a *App) logMissing() {
-	ids := make([][]string, numKinds())
-	listedAt := make([]uint64, numKinds())
+	ids := make([][]string, NumKinds())
+	listedAt := make([]uint64, NumKinds())
 	sweep := time.NewTicker(time.Second)
 	defer sweep.Stop()
 	var swept uint64
@@ -54,7 +54,7 @@ func (a *App) logMissing() {
 // forgetArrived drops the missing entries of rules the store now holds.
 func (a *App) forgetArrived() {
 	a.missing.Range(func(key, _ any) bool {
-		if ref := key.(ruleRef); a.Lookup(ref.kind, ref.id) != nil {
+		if ref := key.(RuleRef); a.Lookup(ref.Kind, ref.ID) != nil {
 			a.missing.Delete(key)
 		}
 		return true

@@ -1,6 +1,8 @@
 package rulestore
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+)
 
 // Overlay semantics, the contract between the config and Redis (or the
 // admin API's memory without Redis):
@@ -18,8 +20,8 @@ import "sync/atomic"
 // its own static rules once per change and caches the result, so a lookup
 // stays a map read and an atomic load, without allocation.
 
-// mergeFields returns base overlaid by over: over's fields win.
-func mergeFields(base, over Fields) Fields {
+// MergeFields returns base overlaid by over: over's fields win.
+func MergeFields(base, over Fields) Fields {
 	out := make(Fields, len(base)+len(over))
 	for k, v := range base {
 		out[k] = v
@@ -39,26 +41,16 @@ type overlaid struct {
 	rule *Rule // the effective rule
 }
 
-// parseOver validates raw fields for id as the overlay of the config's rule
+// ParseOver validates raw fields for id as the overlay of the config's rule
 // st (nil: the raw fields must be a complete rule). It returns the typed
 // value and the effective fields.
-func parseOver(k Kind, id string, st *Rule, raw Fields) (any, Fields, error) {
+func ParseOver(k Kind, id string, st *Rule, raw Fields) (any, Fields, error) {
 	f := raw
 	if st != nil {
-		f = mergeFields(st.Fields, raw)
+		f = MergeFields(st.Fields, raw)
 	}
 	v, err := Parse(k, id, f)
 	return v, f, err
-}
-
-// staticRule returns the newest config's static rule for (k, id), or nil:
-// the Redis source validates an overlay against it.
-func (s *redisSource) staticRule(k Kind, id string) *Rule {
-	a := s.app.Load()
-	if a == nil {
-		return nil
-	}
-	return byKind(a.static, k)[id]
 }
 
 // effective resolves a raw overlay rule r (from Redis or memory) against
@@ -66,7 +58,7 @@ func (s *redisSource) staticRule(k Kind, id string) *Rule {
 func (a *App) effective(k Kind, id string, r *Rule) *Rule {
 	st := a.static[k][id]
 	if st == nil {
-		if r.partial {
+		if r.Partial {
 			// Validated as an overlay of a static rule this config no
 			// longer declares: incomplete on its own, so not in force.
 			return nil
@@ -78,7 +70,7 @@ func (a *App) effective(k Kind, id string, r *Rule) *Rule {
 		return c.rule
 	}
 	out := st // the overlay does not fit this config's rule: keep the rule as declared
-	if v, f, err := parseOver(k, id, st, r.Fields); err == nil {
+	if v, f, err := ParseOver(k, id, st, r.Fields); err == nil {
 		out = &Rule{Kind: k, ID: id, Fields: f, Value: v, Source: r.Source, Overlay: r.Fields}
 	}
 	slot.p.Store(&overlaid{from: r, rule: out})
@@ -86,17 +78,18 @@ func (a *App) effective(k Kind, id string, r *Rule) *Rule {
 }
 
 // overlayLayer is the layer over the static rules: Redis, or memory.
-func (a *App) overlayLayer() *layer {
-	if a.source != nil {
-		return a.source.snapshot()
+func (a *App) overlayLayer() *Layer {
+	if a.source == nil { // an App built without Provision (tests)
+		return NewLayer()
 	}
-	if a.memory == nil { // an App built without Provision (tests)
-		return newLayer()
-	}
-	return a.memory.snap.Load()
+	return a.source.Layer()
 }
 
 // Static returns the rule of kind k declared in the config, or nil.
 func (a *App) Static(k Kind, id string) *Rule {
-	return byKind(a.static, k)[id]
+	return ByKind(a.static, k)[id]
 }
+
+// StaticRules are the rules of kind k declared in the config, by id; the
+// map is the app's own: read it, never change it.
+func (a *App) StaticRules(k Kind) map[string]*Rule { return ByKind(a.static, k) }

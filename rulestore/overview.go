@@ -27,8 +27,8 @@ type PropagationTotals struct {
 func (a *App) Overview() Overview {
 	out := Overview{LiveInstances: a.LiveInstances(), Skipped: []InvalidRule{}}
 	out.Propagation.Count, out.Propagation.SumSeconds = propagationDelay.totals()
-	if a.source != nil {
-		out.Skipped = append(out.Skipped, a.source.feedback.skipped.list()...)
+	if a.redis != nil {
+		out.Skipped = append(out.Skipped, a.redis.Skipped()...)
 	}
 	return out
 }

@@ -21,15 +21,8 @@ type RejectedView struct {
 // Rejected returns the stored value of a rule that this instance rejected
 // (the rule in force, if any, is the last good version), or nil.
 func (a *App) Rejected(k Kind, id string) *RejectedView {
-	if a.source == nil {
+	if a.redis == nil {
 		return nil
 	}
-	fb := &a.source.feedback
-	fb.mu.Lock()
-	defer fb.mu.Unlock()
-	r, ok := fb.invalid[ruleRef{k, id}]
-	if !ok {
-		return nil
-	}
-	return &RejectedView{Version: r.Version, Fields: r.fields, Field: r.Field, Reason: r.Reason, Since: r.Since}
+	return a.redis.RejectedRule(k, id)
 }

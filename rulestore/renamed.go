@@ -33,10 +33,10 @@ func specRenamed(s Spec) map[string]string {
 
 // WarnRenamed logs a deprecation warning for each field of f given under
 // an old name.
-func (a *App) WarnRenamed(k Kind, id string, f Fields) { warnRenamed(a.logger, k, id, f) }
+func (a *App) WarnRenamed(k Kind, id string, f Fields) { WarnRenamed(a.logger, k, id, f) }
 
-func warnRenamed(logger *zap.Logger, k Kind, id string, f Fields) {
-	info, ok := k.info()
+func WarnRenamed(logger *zap.Logger, k Kind, id string, f Fields) {
+	info, ok := k.Info()
 	if logger == nil || !ok || info.renamed == nil {
 		return
 	}

@@ -14,9 +14,9 @@ import (
 func TestRenamedFieldsFromSpec(t *testing.T) {
 	core, logs := observer.New(zapcore.WarnLevel)
 	logger := zap.New(core)
-	warnRenamed(logger, CircuitBreaker, "cb", Fields{"header": "X-A 1", "headers": "X-B: 2", "status": "503"})
-	warnRenamed(logger, RateLimit, "rl", Fields{"header": "x", "headers": "true"})
-	warnRenamed(logger, Gray, "g", Fields{"header": "x"})
+	WarnRenamed(logger, CircuitBreaker, "cb", Fields{"header": "X-A 1", "headers": "X-B: 2", "status": "503"})
+	WarnRenamed(logger, RateLimit, "rl", Fields{"header": "x", "headers": "true"})
+	WarnRenamed(logger, Gray, "g", Fields{"header": "x"})
 	got := logs.All()
 	if len(got) != 1 {
 		t.Fatalf("%d warnings, want 1 (circuit_breaker's header): %v", len(got), got)

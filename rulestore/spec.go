@@ -32,7 +32,7 @@ type Spec interface {
 
 // NewSpec returns an empty Spec of kind k.
 func NewSpec(k Kind) (Spec, error) {
-	info, ok := k.info()
+	info, ok := k.Info()
 	if !ok {
 		return nil, fmt.Errorf("unknown rule kind %d", k)
 	}

@@ -63,10 +63,7 @@ type RuleVersion struct {
 // State returns the whole of GET /sluice/state: the store's section under
 // "rulestore", then each registered reporter's section.
 func (a *App) State() map[string]any {
-	st := StoreState{Status: a.Status(), Writes: "memory", Versions: map[string]map[string]RuleVersion{}, Invalid: a.Invalid()}
-	if a.source != nil {
-		st.Writes = "redis"
-	}
+	st := StoreState{Status: a.Status(), Writes: a.WritesTo(), Versions: map[string]map[string]RuleVersion{}, Invalid: a.Invalid()}
 	for _, k := range Kinds() {
 		m := map[string]RuleVersion{}
 		for id, r := range a.Rules(k) {

@@ -2,12 +2,9 @@ package rulestore
 
 import (
 	"context"
-	"encoding/json"
 	"sort"
-	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/sluicegw/sluice/rulestore/history"
 )
 
@@ -16,8 +13,8 @@ import (
 // instance), each joined with its rule's history entry for who made it and
 // what it changed. Without Redis, the in-memory history of this instance.
 
-// changesShown bounds the feed.
-const changesShown = 50
+// ChangesShown bounds the feed.
+const ChangesShown = 50
 
 // RecentChange is one rule change in the feed.
 type RecentChange struct {
@@ -49,12 +46,13 @@ func changeFromHistory(e history.Entry) RecentChange {
 // RecentChanges returns the newest rule changes, newest first.
 func (a *App) RecentChanges(ctx context.Context) ([]RecentChange, error) {
 	if a.source == nil {
-		return a.memory.recentChanges(), nil
+		return []RecentChange{}, nil
 	}
-	return a.source.recentChanges(ctx)
+	return a.source.RecentChanges(ctx)
 }
 
-func (m *memoryLayer) recentChanges() []RecentChange {
+// RecentChanges are the newest changes written through the admin API.
+func (m *memoryLayer) RecentChanges(context.Context) ([]RecentChange, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := []RecentChange{}
@@ -64,53 +62,5 @@ func (m *memoryLayer) recentChanges() []RecentChange {
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].At.After(out[j].At) })
-	return out[:min(len(out), changesShown)]
+	return out[:min(len(out), ChangesShown)], nil
 }
-
-func (s *redisSource) recentChanges(ctx context.Context) ([]RecentChange, error) {
-	ctx, cancel := context.WithTimeout(ctx, 3*s.timeout)
-	defer cancel()
-	entries, err := s.client.XRevRangeN(ctx, s.names.Stream(), "+", "-", changesShown).Result()
-	if err != nil && err != redis.Nil {
-		return nil, err
-	}
-	out := make([]RecentChange, 0, len(entries))
-	histories := map[ruleRef]*redis.StringSliceCmd{}
-	pipe := s.client.Pipeline()
-	for _, e := range entries {
-		typ, _ := e.Values["type"].(string)
-		id, _ := e.Values["id"].(string)
-		k, ok := ParseKind(typ)
-		if !ok || ValidID(id) != nil {
-			continue
-		}
-		c := RecentChange{Kind: typ, ID: id, Diff: []FieldChange{}}
-		c.Op, _ = e.Values["op"].(string)
-		c.Version, _ = e.Values["version"].(string)
-		if ns, err := strconv.ParseInt(strFrom(e.Values["published_at"]), 10, 64); err == nil {
-			c.At = time.Unix(0, ns).UTC()
-		}
-		out = append(out, c)
-		if ref := (ruleRef{k, id}); histories[ref] == nil {
-			histories[ref] = pipe.LRange(ctx, s.names.HistoryKey(k, id), 0, history.Length-1)
-		}
-	}
-	if len(histories) > 0 {
-		if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
-			return nil, err
-		}
-	}
-	for i := range out {
-		k, _ := ParseKind(out[i].Kind)
-		for _, raw := range histories[ruleRef{k, out[i].ID}].Val() {
-			var e history.Entry
-			if json.Unmarshal([]byte(raw), &e) == nil && e.Op == out[i].Op && e.Version == out[i].Version {
-				out[i].Via, out[i].Instance, out[i].Diff = e.Via, e.Instance, DiffFields(e.Prev, e.Fields)
-				break
-			}
-		}
-	}
-	return out, nil
-}
-
-func strFrom(v any) string { s, _ := v.(string); return s }

@@ -37,25 +37,18 @@ type PoolStatus struct {
 
 // Status reports the store's state.
 func (a *App) Status() Status {
-	st := Status{Redis: a.source != nil, Rules: map[string]int{}}
+	st := Status{Redis: a.redis != nil, Rules: map[string]int{}}
 	for _, k := range Kinds() {
 		st.Rules[k.String()] = a.Count(k)
 	}
-	if a.source != nil {
-		st.Connected = a.source.status.connected.Load()
-		st.Resyncs = a.source.status.resyncs.Load()
-		st.Rejected = a.source.status.rejected.Load()
-		if ns := a.source.status.lastResync.Load(); ns != 0 {
-			t := time.Unix(0, ns).UTC()
+	if a.redis != nil {
+		c := a.redis.Connection()
+		st.Connected, st.Resyncs, st.Rejected = c.Connected, c.Resyncs, c.Rejected
+		if !c.LastResync.IsZero() {
+			t := c.LastResync.UTC()
 			st.LastResync = &t
 		}
-		ps := a.source.client.PoolStats()
-		st.Pool = &PoolStatus{Open: ps.TotalConns, Idle: ps.IdleConns, PubSub: ps.PubSubStats.Active, Timeouts: ps.Timeouts}
-		if pp := ps.PipelineStats; pp != nil { // go-redis pipelines on a pool of their own
-			st.Pool.Open += pp.TotalConns
-			st.Pool.Idle += pp.IdleConns
-			st.Pool.Timeouts += pp.Timeouts
-		}
+		st.Pool = &c.Pool
 	}
 	return st
 }

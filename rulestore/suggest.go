@@ -76,7 +76,7 @@ func UnknownField(d *caddyfile.Dispenser, what, name string, known ...string) er
 // (in the Caddyfile, JSON, Redis or the admin API): those given to
 // RegisterKind, else its Spec's.
 func FieldNames(k Kind) []string {
-	info, ok := k.info()
+	info, ok := k.Info()
 	if !ok {
 		return nil
 	}

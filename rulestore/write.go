@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 )
 
@@ -36,7 +35,7 @@ type WriteResult struct {
 	Note   string `json:"note,omitempty"`
 	// NotDeclaredOn names the live instances whose config does not
 	// declare the rule while others' does: an overlay is not used there
-	// (declares.go).
+	// (rulestore/redissource, declares.go).
 	NotDeclaredOn []string `json:"not_declared_on,omitempty"`
 }
 
@@ -55,7 +54,7 @@ type FieldChange struct {
 // DiffFields lists the changes from a to b, by field name.
 func DiffFields(a, b Fields) []FieldChange {
 	out := []FieldChange{}
-	for _, name := range mergeFields(a, b).Names() {
+	for _, name := range MergeFields(a, b).Names() {
 		av, inA := a[name]
 		bv, inB := b[name]
 		switch {
@@ -105,12 +104,12 @@ var errDryRun = errors.New("dry run")
 // ETag is the entity tag of a rule version.
 func ETag(version string) string { return `"` + version + `"` }
 
-// storedVersion is the one version id of a rule's state: the version of
+// StoredVersion is the one version id of a rule's state: the version of
 // the raw fields stored for it in Redis (or memory), or, with none stored,
 // of the rule as declared in the config (st); "" for no rule. ETags,
 // If-Match, history, verdicts, rollback and the change log all use it, so
 // a version read anywhere is accepted everywhere.
-func storedVersion(st *Rule, raw Fields) string {
+func StoredVersion(st *Rule, raw Fields) string {
 	switch {
 	case raw != nil:
 		return Version(raw)
@@ -166,12 +165,12 @@ func (a *App) plan(ctx context.Context, req *WriteRequest, cur Fields, res *Writ
 	case cur != nil:
 		before = cur
 		if st != nil {
-			before = mergeFields(st.Fields, cur)
+			before = MergeFields(st.Fields, cur)
 		}
 	case st != nil:
 		before = st.Fields
 	}
-	res.PrevVersion = storedVersion(st, cur)
+	res.PrevVersion = StoredVersion(st, cur)
 	if req.IfMatch != "" && !matchETag(req.IfMatch, res.PrevVersion) {
 		return nil, nil, Errorf(ErrPreconditionFailed,
 			"If-Match %s does not match the current version %s of %s rule %q", clip(req.IfMatch), ETag(res.PrevVersion), k, id)
@@ -184,14 +183,14 @@ func (a *App) plan(ctx context.Context, req *WriteRequest, cur Fields, res *Writ
 	var after Fields
 	if raw != nil {
 		var perr error
-		if perr = checkSize(raw); perr == nil {
-			value, after, perr = parseOver(k, id, st, raw)
+		if perr = CheckSize(raw); perr == nil {
+			value, after, perr = ParseOver(k, id, st, raw)
 		}
 		if perr != nil {
 			perr = storedFieldError(req, cur, perr)
 			adminWrites.WithLabelValues(k.String(), req.Op, "invalid").Inc()
-			emitRejected(k, id, "admin_api", perr)
-			if st == nil && cur == nil && incompleteHere(raw, perr) {
+			EmitRejected(k, id, "admin_api", perr)
+			if st == nil && cur == nil && IncompleteHere(raw, perr) {
 				perr = fmt.Errorf("%w (a rule that is not declared in the config must be complete)", perr)
 			}
 			return nil, nil, &Error{Class: ErrInvalid, Err: perr}
@@ -210,7 +209,7 @@ func (a *App) plan(ctx context.Context, req *WriteRequest, cur Fields, res *Writ
 	}
 	res.Overlay, res.Fields, res.Diff = raw, after, DiffFields(before, after)
 	if after != nil {
-		res.Version = storedVersion(st, raw)
+		res.Version = StoredVersion(st, raw)
 	}
 	if req.DryRun && after != nil {
 		res.Value, _ = SpecFromFields(k, after)
@@ -227,14 +226,7 @@ func (a *App) missingRefs(ctx context.Context, b *RouteBinding) []string {
 		if id == "" || a.Static(k, id) != nil {
 			return
 		}
-		if a.source == nil {
-			if a.memory.snap.Load().get(k, id) == nil {
-				missing = append(missing, k.String()+" "+id)
-			}
-			return
-		}
-		n, err := a.source.client.Exists(ctx, a.source.names.RuleKey(k, id)).Result()
-		if err == nil && n == 0 {
+		if held, err := a.source.Exists(ctx, k, id); err == nil && !held {
 			missing = append(missing, k.String()+" "+id)
 		}
 	}
@@ -255,31 +247,16 @@ func (a *App) missingRefs(ctx context.Context, b *RouteBinding) []string {
 func (a *App) Write(ctx context.Context, req *WriteRequest) (WriteResult, error) {
 	res := WriteResult{Kind: req.Kind.String(), ID: req.ID, Op: req.Op, DryRun: req.DryRun, Stored: "redis"}
 	var err error
-	if a.source == nil {
+	if a.redis == nil {
 		res.Stored, res.Note = "memory", memoryNote
-		_, err = a.memory.apply(req.Kind, req.ID, func(cur Fields) (*Rule, error) {
-			raw, value, err := a.plan(ctx, req, cur, &res)
-			if err != nil {
-				return nil, err
-			}
-			if req.DryRun {
-				return nil, errDryRun
-			}
-			if raw == nil {
-				return nil, nil
-			}
-			return &Rule{Kind: req.Kind, ID: req.ID, Fields: raw, Value: value, Source: "memory", Overlay: raw,
-				partial: a.Static(req.Kind, req.ID) != nil}, nil
-		}, a.Static(req.Kind, req.ID), req.Via, req.HistoryOp)
-	} else {
-		err = a.source.apply(ctx, req.Kind, req.ID, req.Via, req.HistoryOp, func(cur Fields) (Fields, error) {
-			raw, _, err := a.plan(ctx, req, cur, &res)
-			if err == nil && req.DryRun {
-				err = errDryRun
-			}
-			return raw, err
-		})
 	}
+	err = a.source.Write(ctx, req.Kind, req.ID, req.Via, req.HistoryOp, a.Static(req.Kind, req.ID), func(cur Fields) (Fields, error) {
+		raw, _, err := a.plan(ctx, req, cur, &res)
+		if err == nil && req.DryRun {
+			err = errDryRun
+		}
+		return raw, err
+	})
 	if err == nil || errors.Is(err, errDryRun) {
 		if res.Op != "delete" {
 			res.NotDeclaredOn = a.lacking(ctx, req.Kind, req.ID)
@@ -301,89 +278,10 @@ func (a *App) Write(ctx context.Context, req *WriteRequest) (WriteResult, error)
 	adminWrites.WithLabelValues(req.Kind.String(), req.Op, "ok").Inc()
 	a.logger.Info("rule written through the admin API", zap.String("kind", res.Kind), zap.String("id", res.ID),
 		zap.String("op", res.Op), zap.String("stored", res.Stored), zap.String("via", req.Via))
-	if a.source == nil {
-		emitUpdated(req.Kind, req.ID, res.Op, "memory", res.Overlay)
+	if a.redis == nil {
+		EmitUpdated(req.Kind, req.ID, res.Op, "memory", res.Overlay)
 	}
 	return res, nil
-}
-
-// maxWriteRounds bounds the optimistic retries of one write.
-const maxWriteRounds = 200
-
-// errWriteConflict: the rule kept changing under a write.
-var errWriteConflict = &Error{Class: ErrConflict,
-	Err: errors.New("the rule changed during the write several times in a row; retry")}
-
-// apply reads a rule's raw fields, lets build decide the new ones (nil:
-// delete; an error writes nothing) and writes them with their history
-// entry and change-log entry, then publishes, in one transaction watched on
-// the rule's key. Concurrent writers are serialised by Redis, so the hash,
-// its history and its change-log entry never disagree, and no reader sees a
-// publish before the data or half a rule. The change-log entry carries the
-// rule's version and the publish time (published_at, unix ns) for the
-// propagation-delay histogram.
-//
-// Redis Cluster cannot run one transaction over keys in different slots, so
-// there the hash alone is replaced in the watched transaction, then the
-// history and change-log entries are appended and the id published: a
-// reader still never sees a publish before the data.
-func (s *redisSource) apply(ctx context.Context, k Kind, id, via, op string, build func(cur Fields) (Fields, error)) error {
-	ctx, cancel := context.WithTimeout(ctx, 3*s.timeout)
-	defer cancel()
-	key := s.names.RuleKey(k, id)
-	_, cluster := s.client.(*redis.ClusterClient)
-	txf := func(tx *redis.Tx) error {
-		m, err := tx.HGetAll(ctx, key).Result()
-		if err != nil && !isWrongType(err) {
-			return err
-		}
-		var cur Fields
-		if len(m) > 0 {
-			cur = Fields(m)
-		}
-		f, err := build(cur)
-		if err != nil {
-			return err
-		}
-		if (f != nil && f.Equal(cur)) || (f == nil && cur == nil) {
-			return nil // nothing changes: no write, history, change-log entry or publish
-		}
-		var args []any
-		for name, v := range f {
-			args = append(args, name, v)
-		}
-		hist := newHistoryEntry(k, id, s.staticRule(k, id), cur, f, via, op)
-		xadd := s.changeLogAdd(changeLogEntry(k, id, f))
-		tail := func(p redis.Pipeliner) {
-			s.queueHistory(ctx, p, hist, false)
-			p.XAdd(ctx, xadd)
-			p.Publish(ctx, s.names.Channel(k), id)
-		}
-		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			p.Del(ctx, key)
-			if f != nil {
-				p.HSet(ctx, key, args...)
-			}
-			if !cluster {
-				tail(p)
-			}
-			return nil
-		})
-		if err != nil || !cluster {
-			return err
-		}
-		_, err = s.client.Pipelined(ctx, func(p redis.Pipeliner) error { tail(p); return nil })
-		return err
-	}
-	// Optimistic: another writer's commit between the read and ours
-	// restarts the read. Each round lets one writer through, so this ends.
-	for range maxWriteRounds {
-		err := s.client.Watch(ctx, txf, key)
-		if !errors.Is(err, redis.TxFailedErr) {
-			return err
-		}
-	}
-	return errWriteConflict
 }
 
 // WritesTo names where writes go: redis, or memory without Redis.
@@ -391,11 +289,11 @@ func (a *App) WritesTo() string {
 	if a.source == nil {
 		return "memory"
 	}
-	return "redis"
+	return a.source.Name()
 }
 
-// emitUpdated sends rule_updated for an applied change (f nil: a delete).
-func emitUpdated(k Kind, id, op, source string, f Fields) {
+// EmitUpdated sends rule_updated for an applied change (f nil: a delete).
+func EmitUpdated(k Kind, id, op, source string, f Fields) {
 	data := map[string]any{"kind": k.String(), "id": id, "op": op, "source": source}
 	if f != nil {
 		data["version"] = Version(f)
@@ -403,8 +301,8 @@ func emitUpdated(k Kind, id, op, source string, f Fields) {
 	Emit(EventRuleUpdated, data)
 }
 
-// emitRejected sends rule_rejected for a rule that failed validation.
-func emitRejected(k Kind, id, source string, err error) {
+// EmitRejected sends rule_rejected for a rule that failed validation.
+func EmitRejected(k Kind, id, source string, err error) {
 	field := ""
 	var fe *FieldError
 	if errors.As(err, &fe) {

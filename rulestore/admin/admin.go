@@ -143,59 +143,68 @@ func routeAdmin(w http.ResponseWriter, r *http.Request) error {
 		}
 		return serveHistory(w, r, app, kind, parts[2], parts[3])
 	case len(parts) >= 2 && len(parts) <= 3 && parts[0] == "rules":
-		kind, ok := rulestore.ParseKind(parts[1])
-		if !ok {
-			return notFound("unknown rule kind %q", parts[1])
-		}
-		if len(parts) == 3 && (r.Method == http.MethodPut || r.Method == http.MethodPatch || r.Method == http.MethodDelete) {
-			return serveWrite(w, r, app, kind, parts[2])
-		}
-		if r.Method != http.MethodGet && len(parts) == 2 {
-			return methodNotAllowed(w, r, http.MethodGet)
-		}
-		if r.Method != http.MethodGet {
-			return methodNotAllowed(w, r, http.MethodGet, http.MethodPut, http.MethodPatch, http.MethodDelete)
-		}
-		if len(parts) == 2 {
-			out := []ruleView{}
-			for _, rule := range app.Rules(kind) {
-				out = append(out, viewOf(app, rule))
-			}
-			sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-			return writeJSON(w, out)
-		}
-		if rule := app.Lookup(kind, parts[2]); rule != nil {
-			v := viewOf(app, rule)
-			etag := v.Version
-			if v.Rejected != nil { // a write replaces the stored value
-				etag = v.Rejected.Version
-			}
-			w.Header().Set("ETag", rulestore.ETag(etag))
-			return writeJSON(w, v)
-		}
-		if rej := app.Rejected(kind, parts[2]); rej != nil {
-			return notFound("no %s rule %q in force: the stored version %s is rejected (%s) and no version was accepted before",
-				kind, parts[2], rej.Version, rej.Reason)
-		}
-		return notFound("no %s rule %q", kind, parts[2])
-	case len(parts) == 3:
-		fn := rulestore.LookupAction(parts[0])
-		if fn == nil {
-			break
-		}
-		if r.Method != http.MethodPost {
-			return methodNotAllowed(w, r, http.MethodPost)
-		}
-		if err := rulestore.ValidID(parts[1]); err != nil {
-			return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: err}
-		}
-		out, err := fn(r.Context(), app, parts[1], parts[2])
-		if err != nil {
-			return actionAPIError(err)
-		}
-		return writeJSON(w, out)
+		return serveRules(w, r, app, parts[1:])
+	case len(parts) == 3 && rulestore.LookupAction(parts[0]) != nil:
+		return serveAction(w, r, app, rulestore.LookupAction(parts[0]), parts[1], parts[2])
 	}
 	return notFound("not found: %s", r.URL.Path)
+}
+
+// serveRules serves /sluice/rules/{kind} (GET: the kind's rules in force)
+// and /sluice/rules/{kind}/{id} (GET, and the writes): parts are {kind}
+// and, if given, {id}.
+func serveRules(w http.ResponseWriter, r *http.Request, app *rulestore.App, parts []string) error {
+	kind, ok := rulestore.ParseKind(parts[0])
+	if !ok {
+		return notFound("unknown rule kind %q", parts[0])
+	}
+	if len(parts) == 2 && (r.Method == http.MethodPut || r.Method == http.MethodPatch || r.Method == http.MethodDelete) {
+		return serveWrite(w, r, app, kind, parts[1])
+	}
+	if r.Method != http.MethodGet && len(parts) == 1 {
+		return methodNotAllowed(w, r, http.MethodGet)
+	}
+	if r.Method != http.MethodGet {
+		return methodNotAllowed(w, r, http.MethodGet, http.MethodPut, http.MethodPatch, http.MethodDelete)
+	}
+	if len(parts) == 1 {
+		out := []ruleView{}
+		for _, rule := range app.Rules(kind) {
+			out = append(out, viewOf(app, rule))
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+		return writeJSON(w, out)
+	}
+	if rule := app.Lookup(kind, parts[1]); rule != nil {
+		v := viewOf(app, rule)
+		etag := v.Version
+		if v.Rejected != nil { // a write replaces the stored value
+			etag = v.Rejected.Version
+		}
+		w.Header().Set("ETag", rulestore.ETag(etag))
+		return writeJSON(w, v)
+	}
+	if rej := app.Rejected(kind, parts[1]); rej != nil {
+		return notFound("no %s rule %q in force: the stored version %s is rejected (%s) and no version was accepted before",
+			kind, parts[1], rej.Version, rej.Reason)
+	}
+	return notFound("no %s rule %q", kind, parts[1])
+}
+
+// serveAction serves POST /sluice/{resource}/{id}/{action} with the action
+// registered for resource.
+func serveAction(w http.ResponseWriter, r *http.Request, app *rulestore.App, fn rulestore.ActionFunc, id, action string) error {
+	if r.Method != http.MethodPost {
+		return methodNotAllowed(w, r, http.MethodPost)
+	}
+	if err := rulestore.ValidID(id); err != nil {
+		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: err}
+	}
+	out, err := fn(r.Context(), app, id, action)
+	if err != nil {
+		return actionAPIError(err)
+	}
+	return writeJSON(w, out)
 }
 
 func viewOf(a *rulestore.App, r *rulestore.Rule) ruleView {

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicegw/sluice/internal/redistest"
 	"github.com/sluicegw/sluice/internal/testcaddy"
 	"github.com/sluicegw/sluice/rulestore"
+	_ "github.com/sluicegw/sluice/rulestore/redissource" // the store's Redis source, as package sluice brings it
 )
 
 // The admin API's tests run without the handler packages: a rate_limit

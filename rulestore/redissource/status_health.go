@@ -1,6 +1,7 @@
-package rulestore
+package redissource
 
 import (
+	"github.com/sluicegw/sluice/rulestore"
 	"sort"
 	"sync"
 	"time"
@@ -18,16 +19,16 @@ const maxSkippedShown = 100
 // skippedKeys are the rule keys with an invalid id seen by the last resync.
 type skippedKeys struct {
 	mu   sync.Mutex
-	next []InvalidRule // being collected by the running resync
-	last []InvalidRule // of the last complete resync
+	next []rulestore.InvalidRule // being collected by the running resync
+	last []rulestore.InvalidRule // of the last complete resync
 }
 
 // skip notes a key of kind k whose id the store ignores.
-func (s *skippedKeys) skip(k Kind, id string, err error) {
+func (s *skippedKeys) skip(k rulestore.Kind, id string, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.next) < maxSkippedShown {
-		s.next = append(s.next, InvalidRule{Kind: k.String(), ID: clip(id), Problem: "skipped",
+		s.next = append(s.next, rulestore.InvalidRule{Kind: k.String(), ID: clip(id), Problem: "skipped",
 			Reason: "ignored: " + err.Error(), Since: time.Now().UTC()})
 	}
 }
@@ -54,31 +55,31 @@ func (s *skippedKeys) end() {
 	s.last, s.next = s.next, nil
 }
 
-func (s *skippedKeys) list() []InvalidRule {
+func (s *skippedKeys) list() []rulestore.InvalidRule {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]InvalidRule(nil), s.last...)
+	return append([]rulestore.InvalidRule(nil), s.last...)
 }
 
 // rejectedBefore reports whether the rule is already listed as rejected at
 // the version of f (nil: a key that is not a hash): seeing it again is no
 // new rejection.
-func (fb *feedback) rejectedBefore(k Kind, id string, f Fields) bool {
+func (fb *feedback) rejectedBefore(k rulestore.Kind, id string, f rulestore.Fields) bool {
 	fb.mu.Lock()
 	defer fb.mu.Unlock()
-	prev, ok := fb.invalid[ruleRef{k, id}]
+	prev, ok := fb.invalid[rulestore.RuleRef{Kind: k, ID: id}]
 	if !ok {
 		return false
 	}
 	if f == nil { // a key that is not a hash has no version
 		return prev.Version == ""
 	}
-	return prev.Version == Version(f)
+	return prev.Version == rulestore.Version(f)
 }
 
 // storedFields are a rejected rule's raw fields as the status page shows
 // them: each name and value clipped, at most 64 fields.
-func storedFields(f Fields) Fields {
+func storedFields(f rulestore.Fields) rulestore.Fields {
 	if f == nil {
 		return nil
 	}
@@ -87,9 +88,9 @@ func storedFields(f Fields) Fields {
 		names = append(names, k)
 	}
 	sort.Strings(names)
-	out := Fields{}
+	out := rulestore.Fields{}
 	for _, k := range names[:min(len(names), 64)] {
-		out[clip(k)] = clipN(f[k], 256)
+		out[clip(k)] = rulestore.Clip(f[k], 256)
 	}
 	return out
 }

@@ -1,7 +1,8 @@
-package rulestore
+package redissource
 
 import (
 	"context"
+	"github.com/sluicegw/sluice/rulestore"
 	"slices"
 	"testing"
 
@@ -44,12 +45,12 @@ func TestResyncTakesBoundRulesTheScanMissed(t *testing.T) {
 	}
 
 	l := src.snapshot()
-	b := l.get(Binding, "route")
+	b := l.Get(rulestore.Binding, "route")
 	if b == nil {
 		t.Fatal("the binding written during the scan was not seen: the race was not produced")
 	}
-	for _, id := range b.Value.(*RouteBinding).RateLimits {
-		switch r := l.get(RateLimit, id); {
+	for _, id := range b.Value.(*rulestore.RouteBinding).RateLimits {
+		switch r := l.Get(rulestore.RateLimit, id); {
 		case id == "ghost" && r != nil:
 			t.Errorf("rule %s, in no Redis key, is in force", id)
 		case id != "ghost" && r == nil:
@@ -88,12 +89,12 @@ func TestResyncRereadOfEmptiedRedisDeletesNothing(t *testing.T) {
 	// Redis restarted empty after the scan: the layer is the scan's.
 	held := func(when string) {
 		t.Helper()
-		if src.snapshot().get(RateLimit, "early") == nil || src.snapshot().get(Binding, "route") == nil {
+		if src.snapshot().Get(rulestore.RateLimit, "early") == nil || src.snapshot().Get(rulestore.Binding, "route") == nil {
 			t.Errorf("%s: a rule held was dropped after Redis lost its data", when)
 		}
 	}
 	held("right after the re-read")
-	if src.snapshot().get(RateLimit, "late") != nil {
+	if src.snapshot().Get(rulestore.RateLimit, "late") != nil {
 		t.Error("rule late, read from no Redis, is in force")
 	}
 	if err := src.fullResync(ctx, "periodic"); err != nil {

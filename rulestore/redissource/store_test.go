@@ -1,10 +1,11 @@
-package rulestore
+package redissource
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/sluicegw/sluice/rulestore"
 	"io"
 	"net"
 	"net/http"
@@ -29,7 +30,7 @@ import (
 // The store's own tests run without the handler packages, so they register
 // a small parser for rate_limit rules: qps must be a number > 0.
 func init() {
-	RegisterParser(RateLimit, func(id string, f Fields) (any, error) {
+	rulestore.RegisterParser(rulestore.RateLimit, func(id string, f rulestore.Fields) (any, error) {
 		for _, name := range f.Names() {
 			switch name {
 			case "qps":
@@ -60,18 +61,18 @@ func runStore(t *testing.T, store map[string]any) *instance {
 }
 
 // app is the running config's store.
-func (in *instance) app() *App {
+func (in *instance) app() *rulestore.App {
 	in.T.Helper()
 	v, err := caddy.ActiveContext().AppIfConfigured("rulestore")
 	if err != nil {
 		in.T.Fatal(err)
 	}
-	return v.(*App)
+	return v.(*rulestore.App)
 }
 
 // ruleSeen is what the running store holds for a rule.
 type ruleSeen struct {
-	Fields Fields
+	Fields rulestore.Fields
 	Source string
 }
 
@@ -79,7 +80,7 @@ type ruleSeen struct {
 // force.
 func (in *instance) rule(kind, id string) (v ruleSeen, ok bool) {
 	in.T.Helper()
-	k, known := ParseKind(kind)
+	k, known := rulestore.ParseKind(kind)
 	if !known {
 		in.T.Fatalf("unknown kind %q", kind)
 	}
@@ -89,13 +90,13 @@ func (in *instance) rule(kind, id string) (v ruleSeen, ok bool) {
 	return v, false
 }
 
-func (in *instance) status() Status { return in.app().Status() }
+func (in *instance) status() rulestore.Status { return in.app().Status() }
 
 // waitQPS waits until the rule is in force with this qps ("" = absent).
 func (in *instance) waitQPS(id, qps string) {
 	in.T.Helper()
 	testcaddy.Eventually(in.T, 10*time.Second, fmt.Sprintf("rule %s qps=%q", id, qps), func() bool {
-		r := in.app().Lookup(RateLimit, id)
+		r := in.app().Lookup(rulestore.RateLimit, id)
 		return (r == nil && qps == "") || (r != nil && r.Fields["qps"] == qps)
 	})
 }
@@ -392,7 +393,7 @@ func TestMessagesTakenBeforeDataLossDoNotDelete(t *testing.T) {
 	ctx := context.Background()
 	// The messages of the writes above, taken by the session...
 	for _, id := range []string{"a", "b"} {
-		src.queue.add(ruleRef{RateLimit, id}, time.Now())
+		src.queue.add(rulestore.RuleRef{Kind: rulestore.RateLimit, ID: id}, time.Now())
 	}
 	// ...whose connection then died: Redis came back empty.
 	r.Restart()
@@ -403,7 +404,7 @@ func TestMessagesTakenBeforeDataLossDoNotDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"a", "b"} {
-		if src.snapshot().get(RateLimit, id) == nil {
+		if src.snapshot().Get(rulestore.RateLimit, id) == nil {
 			t.Errorf("rule %s dropped after Redis lost its data", id)
 		}
 	}
@@ -427,11 +428,11 @@ func TestMessagesReadAfterTheLossResyncDoNotDelete(t *testing.T) {
 		t.Fatal("no loss fence after the resync that found the data loss")
 	}
 	// A message from before the loss, taken now.
-	src.queue.add(ruleRef{RateLimit, "a"}, time.Now())
+	src.queue.add(rulestore.RuleRef{Kind: rulestore.RateLimit, ID: "a"}, time.Now())
 	if err := src.flushPending(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if src.snapshot().get(RateLimit, "a") == nil {
+	if src.snapshot().Get(rulestore.RateLimit, "a") == nil {
 		t.Fatal("rule a deleted by a message read before the loss fence's pong")
 	}
 	// The pong: messages from now on were published after the loss was
@@ -441,14 +442,14 @@ func TestMessagesReadAfterTheLossResyncDoNotDelete(t *testing.T) {
 		t.Fatal("the fence ended on a pong that was not its own")
 	}
 	src.onPong(src.fence)
-	src.queue.add(ruleRef{RateLimit, "b"}, time.Now())
+	src.queue.add(rulestore.RuleRef{Kind: rulestore.RateLimit, ID: "b"}, time.Now())
 	if err := src.flushPending(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if src.snapshot().get(RateLimit, "b") != nil {
+	if src.snapshot().Get(rulestore.RateLimit, "b") != nil {
 		t.Fatal("rule b kept after its deliberate delete past the fence")
 	}
-	if src.snapshot().get(RateLimit, "a") == nil {
+	if src.snapshot().Get(rulestore.RateLimit, "a") == nil {
 		t.Fatal("rule a dropped")
 	}
 }
@@ -544,20 +545,20 @@ func TestCluster(t *testing.T) {
 	in.waitQPS("r7", "9")
 }
 
-func inProcessApp(t testing.TB) *App {
+func inProcessApp(t testing.TB) *rulestore.App {
 	v, err := caddy.ActiveContext().AppIfConfigured("rulestore")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return v.(*App)
+	return v.(*rulestore.App)
 }
 
 func TestFieldsJSONAcceptsNumbersAndBools(t *testing.T) {
-	var f Fields
+	var f rulestore.Fields
 	if err := json.Unmarshal([]byte(`{"qps": 100, "shadow": true, "key_resolver": "userId", "burst": 1.5}`), &f); err != nil {
 		t.Fatal(err)
 	}
-	want := Fields{"qps": "100", "shadow": "true", "key_resolver": "userId", "burst": "1.5"}
+	want := rulestore.Fields{"qps": "100", "shadow": "true", "key_resolver": "userId", "burst": "1.5"}
 	if !f.Equal(want) {
 		t.Fatalf("got %v", f)
 	}
@@ -568,12 +569,12 @@ func TestFieldsJSONAcceptsNumbersAndBools(t *testing.T) {
 
 func TestValidID(t *testing.T) {
 	for _, ok := range []string{"order_api", "a.b-c:d", "X1"} {
-		if err := ValidID(ok); err != nil {
+		if err := rulestore.ValidID(ok); err != nil {
 			t.Errorf("%q rejected: %v", ok, err)
 		}
 	}
-	for _, bad := range []string{"", "a b", "a/b", "*", strings.Repeat("a", MaxIDLength+1), "é"} {
-		if err := ValidID(bad); err == nil {
+	for _, bad := range []string{"", "a b", "a/b", "*", strings.Repeat("a", rulestore.MaxIDLength+1), "é"} {
+		if err := rulestore.ValidID(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}
@@ -584,7 +585,7 @@ var _ = bytes.NewReader
 var nopLogger = zap.NewNop()
 
 // startStore provisions and starts a store without Caddy around it.
-func startStore(t testing.TB, app *App) *App {
+func startStore(t testing.TB, app *rulestore.App) *rulestore.App {
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	t.Cleanup(cancel)
 	if err := app.Provision(ctx); err != nil {
@@ -597,14 +598,14 @@ func startStore(t testing.TB, app *App) *App {
 
 // startBenchStore is startStore with a silent log, so benchmark output
 // stays parseable (the store logs every rule update).
-func startBenchStore(b *testing.B, url string) *App {
-	app := &App{Redis: &redisconf.Config{URL: url}, Resync: syntax.Duration(time.Hour)}
+func startBenchStore(b *testing.B, url string) *rulestore.App {
+	app := &rulestore.App{Redis: &redisconf.Config{URL: url}, Resync: syntax.Duration(time.Hour)}
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	b.Cleanup(cancel)
 	if err := app.Provision(ctx); err != nil {
 		b.Fatal(err)
 	}
-	app.source.logger = nopLogger
+	app.Source().(*redisSource).logger = nopLogger
 	app.Start()
 	b.Cleanup(func() { app.Cleanup() })
 	return app
@@ -683,14 +684,14 @@ func TestReloadsLeakNothing(t *testing.T) {
 
 func TestLiveInstancesCountsHeartbeats(t *testing.T) {
 	r := redistest.Start(t)
-	a := startStore(t, &App{Redis: &redisconf.Config{URL: r.URL()}, Resync: syntax.Duration(time.Hour)})
+	a := startStore(t, &rulestore.App{Redis: &redisconf.Config{URL: r.URL()}, Resync: syntax.Duration(time.Hour)})
 	// Another instance: other settings give it a source of its own.
-	b := startStore(t, &App{Redis: &redisconf.Config{URL: r.URL()}, Resync: syntax.Duration(time.Minute)})
+	b := startStore(t, &rulestore.App{Redis: &redisconf.Config{URL: r.URL()}, Resync: syntax.Duration(time.Minute)})
 	testcaddy.Eventually(t, 10*time.Second, "both instances see 2 live instances", func() bool {
 		return a.LiveInstances() == 2 && b.LiveInstances() == 2
 	})
 	// Another prefix is another fleet.
-	c := startStore(t, &App{Redis: &redisconf.Config{URL: r.URL()}, Prefix: "other:"})
+	c := startStore(t, &rulestore.App{Redis: &redisconf.Config{URL: r.URL()}, Prefix: "other:"})
 	testcaddy.Eventually(t, 10*time.Second, "heartbeat of the other fleet", func() bool {
 		n, _ := r.Client().ZCard(context.Background(), "other:gateway:instances").Result()
 		return n == 1
@@ -726,10 +727,11 @@ func resyncSource(t *testing.T) (*redistest.Server, *redisSource) {
 	t.Helper()
 	r := redistest.Start(t)
 	t.Setenv("XDG_DATA_HOME", t.TempDir()) // no local rule snapshot of another test
-	src, key, err := acquireSource(&redisconf.Config{URL: r.URL()}, "", time.Hour, zaptest.NewLogger(t))
+	rs, err := acquireSource(rulestore.RedisSourceConfig{Redis: &redisconf.Config{URL: r.URL()}, Resync: time.Hour, Logger: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { sources.Delete(key) })
+	src := rs.(*redisSource)
+	t.Cleanup(func() { sources.Delete(src.poolKey) })
 	return r, src
 }

@@ -1,8 +1,9 @@
-package rulestore
+package redissource
 
 import (
 	"context"
 	"fmt"
+	"github.com/sluicegw/sluice/rulestore"
 	"slices"
 	"testing"
 )
@@ -21,16 +22,16 @@ func TestRefreshBatchIsInForceAtOnce(t *testing.T) {
 	c.HSet(ctx, "gateway:binding:route", "rate_limit", "a,new")
 
 	// The binding in the first round trip, the new rule in the second.
-	refs := []ruleRef{{Binding, "route"}}
+	refs := []rulestore.RuleRef{{Kind: rulestore.Binding, ID: "route"}}
 	for i := range refreshBatch - 1 {
-		refs = append(refs, ruleRef{RateLimit, fmt.Sprintf("absent%d", i)})
+		refs = append(refs, rulestore.RuleRef{Kind: rulestore.RateLimit, ID: fmt.Sprintf("absent%d", i)})
 	}
-	refs = append(refs, ruleRef{RateLimit, "new"})
+	refs = append(refs, rulestore.RuleRef{Kind: rulestore.RateLimit, ID: "new"})
 	checked := false
 	src.client.AddHook(beforeRead{key: "rate_limit:rule:new", do: func() {
 		checked = true
 		l := src.snapshot()
-		if b := l.get(Binding, "route"); b != nil && slices.Contains(b.Value.(*RouteBinding).RateLimits, "new") && l.get(RateLimit, "new") == nil {
+		if b := l.Get(rulestore.Binding, "route"); b != nil && slices.Contains(b.Value.(*rulestore.RouteBinding).RateLimits, "new") && l.Get(rulestore.RateLimit, "new") == nil {
 			t.Errorf("between the batch's round trips, the binding in force names rule new, which is not in force")
 		}
 	}})
@@ -41,10 +42,10 @@ func TestRefreshBatchIsInForceAtOnce(t *testing.T) {
 		t.Fatal("the batch's second round trip was never seen")
 	}
 	l := src.snapshot()
-	if b := l.get(Binding, "route"); b == nil || !slices.Equal(b.Value.(*RouteBinding).RateLimits, []string{"a", "new"}) {
+	if b := l.Get(rulestore.Binding, "route"); b == nil || !slices.Equal(b.Value.(*rulestore.RouteBinding).RateLimits, []string{"a", "new"}) {
 		t.Fatalf("after the batch: binding %+v, want it naming a and new", b)
 	}
-	if l.get(RateLimit, "new") == nil {
+	if l.Get(rulestore.RateLimit, "new") == nil {
 		t.Fatal("after the batch: rule new is not in force")
 	}
 }

@@ -1,9 +1,10 @@
-package rulestore
+package redissource
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"github.com/sluicegw/sluice/rulestore"
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
@@ -51,6 +52,6 @@ func (s *redisSource) onPong(payload string) {
 
 // keepLost reports whether a rule read absent is kept rather than deleted:
 // it was retained after a data loss and the fence is still up.
-func (s *redisSource) keepLost(ref ruleRef) bool {
+func (s *redisSource) keepLost(ref rulestore.RuleRef) bool {
 	return s.fence != "" && s.retained[ref]
 }

@@ -1,4 +1,4 @@
-package rulestore
+package redissource
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
+	"github.com/sluicegw/sluice/rulestore"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -27,12 +27,13 @@ var sources = caddy.NewUsagePool()
 // redisSource follows the rules kept in Redis. One goroutine (run) owns all
 // writes; readers load the current layer atomically.
 type redisSource struct {
+	poolKey string // its key in sources
 	names   keyNames
 	resync  time.Duration
 	timeout time.Duration
 	client  redis.UniversalClient
 	logger  *zap.Logger
-	snap    atomic.Pointer[layer]
+	snap    atomic.Pointer[rulestore.Layer]
 	changes atomic.Uint64 // moved after every store to snap or a slot (App.Changes)
 
 	startOnce sync.Once
@@ -41,22 +42,22 @@ type redisSource struct {
 	pubsub    atomic.Pointer[redis.PubSub] // the open subscription, closed to stop at once
 	// app is the newest started config's app: its static rules are what
 	// an overlay from Redis is validated against.
-	app atomic.Pointer[App]
+	app atomic.Pointer[rulestore.App]
 	// clientStates are handler packages' values tied to this client (see
 	// App.ClientState): they go with it.
 	clientStates sync.Map
 
 	status   sourceStatus
-	feedback feedback // verdicts and history to write back (status.go, history_store.go)
+	feedback feedback // verdicts and history to write back (feedback.go, history.go)
 
 	instanceID    string       // this process's heartbeat member
 	instances     atomic.Int64 // live instances sharing this Redis and prefix
 	nextHeartbeat time.Time
-	declaredBy    *App // the config whose declarations the last beat wrote
+	declaredBy    *rulestore.App // the config whose declarations the last beat wrote
 
 	// Owned by the run goroutine.
-	epoch    string           // the marker value this store has seen
-	retained map[ruleRef]bool // rules kept after Redis lost its data
+	epoch    string                     // the marker value this store has seen
+	retained map[rulestore.RuleRef]bool // rules kept after Redis lost its data
 	// fence is set when a data loss is found: the payload of a PING on the
 	// subscription (sent once: fencePinged), whose pong comes after every
 	// message published before it. Until then a retained rule read absent
@@ -69,23 +70,18 @@ type redisSource struct {
 	junkLogged  time.Time // when junk was last logged
 	// refreshed is when each rule was last re-read, for the propagation
 	// delay of admin API writes (see observeDelay).
-	refreshed map[ruleRef]int64
-	loaded    bool         // the first full load is done (it emits no per-rule events)
-	noGood    []ruleRef    // rejected with no version held here: read the fleet's last good
-	editing   *layer       // the batch's copy of the layer, unpublished (update.go)
-	updated   []slotUpdate // the batch's updates of rules in force, unpublished
-	edited    []bool       // by kind: its map in editing is the batch's copy
-	queue     refreshQueue // ids named on the rule channels, to re-read
-	disk      diskState    // the local snapshot (diskseed.go)
+	refreshed map[rulestore.RuleRef]int64
+	loaded    bool                // the first full load is done (it emits no per-rule events)
+	noGood    []rulestore.RuleRef // rejected with no version held here: read the fleet's last good
+	editing   *rulestore.Layer    // the batch's copy of the layer, unpublished (update.go)
+	updated   []slotUpdate        // the batch's updates of rules in force, unpublished
+	edited    []bool              // by kind: its map in editing is the batch's copy
+	queue     refreshQueue        // ids named on the rule channels, to re-read
+	disk      diskState           // the local snapshot (diskseed.go)
 
 	// Where and how waitToReconnect probes for Redis coming back.
 	probeAddrs []string
 	probeTLS   *tls.Config
-}
-
-type ruleRef struct {
-	kind Kind
-	id   string
 }
 
 // sourceStatus is what the store reports about its Redis connection.
@@ -97,10 +93,15 @@ type sourceStatus struct {
 	rejected   atomic.Int64
 }
 
-func acquireSource(cfg *redisconf.Config, prefix string, resync time.Duration, logger *zap.Logger) (*redisSource, string, error) {
+func init() { rulestore.RegisterRedisSource(acquireSource) }
+
+// acquireSource returns the source for c's settings, shared by every
+// config generation with the same ones.
+func acquireSource(c rulestore.RedisSourceConfig) (rulestore.RedisSource, error) {
+	cfg, prefix, resync, logger := c.Redis, c.Prefix, c.Resync, c.Logger
 	opts, tlsDigest, err := cfg.OptionsDigest()
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	b, _ := json.Marshal(struct {
 		R      *redisconf.Config
@@ -111,41 +112,39 @@ func acquireSource(cfg *redisconf.Config, prefix string, resync time.Duration, l
 	key := string(b)
 	v, _, err := sources.LoadOrNew(key, func() (caddy.Destructor, error) {
 		s := &redisSource{
+			poolKey:    key,
 			names:      keyNames{prefix: prefix},
 			resync:     resync,
 			timeout:    opts.ReadTimeout,
 			client:     redis.NewUniversalClient(opts), // connects lazily
 			logger:     logger.With(zap.Strings("redis", opts.Addrs)),
-			retained:   map[ruleRef]bool{},
-			refreshed:  map[ruleRef]int64{},
+			retained:   map[rulestore.RuleRef]bool{},
+			refreshed:  map[rulestore.RuleRef]int64{},
 			queue:      newRefreshQueue(),
 			probeAddrs: opts.Addrs,
 			probeTLS:   opts.TLSConfig,
 		}
 		s.disk.path = filepath.Join(caddy.AppDataDir(), "sluice", snapshot.Name(opts.Addrs, opts.DB, opts.MasterName, prefix))
 		s.disk.kick = make(chan struct{}, 1)
-		s.disk.garbled = map[ruleRef]string{}
+		s.disk.garbled = map[rulestore.RuleRef]string{}
 		var b [8]byte
 		rand.Read(b[:])
 		s.instanceID = hex.EncodeToString(b[:])
 		s.feedback.heartbeat = s.instanceID
 		s.instances.Store(1)
-		s.snap.Store(newLayer())
-		// A reload that changes the Redis settings gets a new source: until
-		// its first load completes, it serves the rules the running one
-		// holds, so a Redis-only rule never lapses during the reload.
-		if prev := active(); prev != nil && prev.source != nil {
-			s.snap.Store(prev.source.snapshot().copy())
+		s.snap.Store(rulestore.NewLayer())
+		if c.Held != nil { // the running config's rules, until the first load
+			s.snap.Store(c.Held.Copy())
 		}
 		return s, nil
 	})
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	return v.(*redisSource), key, nil
+	return v.(*redisSource), nil
 }
 
-func (s *redisSource) snapshot() *layer { return s.snap.Load() }
+func (s *redisSource) snapshot() *rulestore.Layer { return s.snap.Load() }
 
 // start begins following Redis in the background; later calls do nothing.
 func (s *redisSource) start() {
@@ -210,33 +209,16 @@ func (s *redisSource) run(ctx context.Context) {
 // connection fails. Subscribing first means no change made during the load
 // is missed. connected reports whether the session got that far.
 func (s *redisSource) session(ctx context.Context) (connected bool, err error) {
-	channels := make([]string, 0, numKinds())
-	for _, k := range Kinds() {
+	channels := make([]string, 0, rulestore.NumKinds())
+	for _, k := range rulestore.Kinds() {
 		channels = append(channels, s.names.Channel(k))
 	}
 	ps := s.client.Subscribe(ctx, channels...)
 	s.pubsub.Store(ps)
 	defer ps.Close()
-	if ctx.Err() != nil { // stopped while subscribing
-		return false, ctx.Err()
-	}
-	if err := s.awaitSubscriptions(ctx, ps, len(channels)); err != nil {
+	if err := s.connect(ctx, ps, len(channels)); err != nil {
 		return false, err
 	}
-	// Beat first: the resync writes verdicts that name this heartbeat,
-	// and a verdict whose heartbeat is not current reads as stopped.
-	if err := s.heartbeat(ctx, time.Now()); err != nil {
-		return false, err
-	}
-	s.fence = "" // a new subscription has no message from before it
-	if err := s.fullResync(ctx, "connected"); err != nil {
-		return false, err
-	}
-	if s.down || !s.status.connected.Load() {
-		s.logger.Info("redis connected: following rule changes")
-	}
-	s.down = false
-	s.status.connected.Store(true)
 
 	// One goroutine receives, so this one can take every message already
 	// waiting and re-read the ids they name in one batch (see refresh.go).
@@ -251,19 +233,12 @@ func (s *redisSource) session(ctx context.Context) (connected bool, err error) {
 	kickFeedback := make(chan struct{}, 1)
 	receiving.Add(1)
 	go func() { defer receiving.Done(); s.writeFeedback(rctx, kickFeedback) }()
-	kick := func() {
-		select {
-		case kickFeedback <- struct{}{}:
-		default: // a flush is already due: it takes everything queued
-		}
-	}
 
 	tick := time.NewTicker(sessionTick)
 	defer tick.Stop()
-	nextResync := time.Now().Add(s.resync)
-	nextPoll := time.Now().Add(streamPollInterval)
-	lastHeard, pingSent := time.Now(), time.Time{}
-	lastFeedback, lastBulk := time.Now(), time.Time{}
+	now := time.Now()
+	ss := &sessionState{ps: ps, channels: len(channels), events: events, kickFeedback: kickFeedback,
+		nextResync: now.Add(s.resync), nextPoll: now.Add(streamPollInterval), lastHeard: now, lastFeedback: now}
 	for {
 		// After a resync that found a data loss (lossfence.go).
 		if err := s.sendFence(ctx, ps); err != nil {
@@ -273,62 +248,128 @@ func (s *redisSource) session(ctx context.Context) (connected bool, err error) {
 		case <-ctx.Done():
 			return true, ctx.Err()
 		case ev := <-events:
-			n, err := s.drain(ctx, ev, events, len(channels))
-			lastHeard, pingSent = time.Now(), time.Time{}
-			if err != nil {
+			if err := s.onEvents(ctx, ss, ev); err != nil {
 				return true, err
-			}
-			if n >= bulkMessages {
-				lastBulk = lastHeard
-			}
-			if err := s.flushPending(ctx); err != nil {
-				return true, err
-			}
-			// A lone change gets its verdict at once; a bulk change's
-			// feedback waits until its messages stop (see the tick), so
-			// its thousands of writes never delay the rules still coming.
-			if len(events) == 0 && time.Since(lastBulk) >= sessionTick {
-				kick()
-				lastFeedback = time.Now()
 			}
 		case now := <-tick.C:
-			s.saveDisk(now)
-			s.queue.due(now)
-			if err := s.flushPending(ctx); err != nil {
+			if err := s.onTick(ctx, ss, now); err != nil {
 				return true, err
-			}
-			// A hung Redis (SIGSTOP, blackholed) never closes the
-			// connection, so check it answers a ping in time.
-			if !pingSent.IsZero() && now.Sub(pingSent) > s.timeout+streamPollInterval {
-				return true, errors.New("redis stopped answering pings")
-			}
-			if pingSent.IsZero() && now.Sub(lastHeard) >= streamPollInterval {
-				if err := ps.Ping(ctx); err != nil {
-					return true, err
-				}
-				pingSent = now
-			}
-			if now.After(nextPoll) {
-				if err := s.pollStream(ctx); err != nil {
-					return true, err
-				}
-				if err := s.heartbeat(ctx, now); err != nil {
-					return true, err
-				}
-				nextPoll = now.Add(streamPollInterval)
-			}
-			if now.Sub(lastHeard) >= sessionTick || now.Sub(lastFeedback) >= feedbackMaxDelay {
-				kick()
-				lastFeedback = now
-			}
-			if now.After(nextResync) {
-				if err := s.fullResync(ctx, "periodic"); err != nil {
-					return true, err
-				}
-				nextResync = now.Add(s.resync)
 			}
 		}
 	}
+}
+
+// connect waits for the subscriptions, beats and loads every rule: the
+// start of a session, after which the store follows Redis.
+func (s *redisSource) connect(ctx context.Context, ps *redis.PubSub, channels int) error {
+	if ctx.Err() != nil { // stopped while subscribing
+		return ctx.Err()
+	}
+	if err := s.awaitSubscriptions(ctx, ps, channels); err != nil {
+		return err
+	}
+	// Beat first: the resync writes verdicts that name this heartbeat,
+	// and a verdict whose heartbeat is not current reads as stopped.
+	if err := s.heartbeat(ctx, time.Now()); err != nil {
+		return err
+	}
+	s.fence = "" // a new subscription has no message from before it
+	if err := s.fullResync(ctx, "connected"); err != nil {
+		return err
+	}
+	if s.down || !s.status.connected.Load() {
+		s.logger.Info("redis connected: following rule changes")
+	}
+	s.down = false
+	s.status.connected.Store(true)
+	return nil
+}
+
+// sessionState is what one session's loop keeps between its steps.
+type sessionState struct {
+	ps           *redis.PubSub
+	channels     int
+	events       chan received
+	kickFeedback chan struct{}
+	nextResync   time.Time
+	nextPoll     time.Time
+	lastHeard    time.Time
+	pingSent     time.Time // zero: no ping unanswered
+	lastFeedback time.Time
+	lastBulk     time.Time
+}
+
+// kick asks the feedback writer for a flush.
+func (ss *sessionState) kick(now time.Time) {
+	select {
+	case ss.kickFeedback <- struct{}{}:
+	default: // a flush is already due: it takes everything queued
+	}
+	ss.lastFeedback = now
+}
+
+// onEvents takes ev and the messages waiting behind it, then applies what
+// they named.
+func (s *redisSource) onEvents(ctx context.Context, ss *sessionState, ev received) error {
+	n, err := s.drain(ctx, ev, ss.events, ss.channels)
+	ss.lastHeard, ss.pingSent = time.Now(), time.Time{}
+	if err != nil {
+		return err
+	}
+	if n >= bulkMessages {
+		ss.lastBulk = ss.lastHeard
+	}
+	if err := s.flushPending(ctx); err != nil {
+		return err
+	}
+	// A lone change gets its verdict at once; a bulk change's
+	// feedback waits until its messages stop (see the tick), so
+	// its thousands of writes never delay the rules still coming.
+	if len(ss.events) == 0 && time.Since(ss.lastBulk) >= sessionTick {
+		ss.kick(time.Now())
+	}
+	return nil
+}
+
+// onTick runs the session's periodic work: deferred re-reads, the ping
+// that finds a hung Redis, change-log polls and heartbeats, feedback,
+// resyncs.
+func (s *redisSource) onTick(ctx context.Context, ss *sessionState, now time.Time) error {
+	s.saveDisk(now)
+	s.queue.due(now)
+	if err := s.flushPending(ctx); err != nil {
+		return err
+	}
+	// A hung Redis (SIGSTOP, blackholed) never closes the
+	// connection, so check it answers a ping in time.
+	if !ss.pingSent.IsZero() && now.Sub(ss.pingSent) > s.timeout+streamPollInterval {
+		return errors.New("redis stopped answering pings")
+	}
+	if ss.pingSent.IsZero() && now.Sub(ss.lastHeard) >= streamPollInterval {
+		if err := ss.ps.Ping(ctx); err != nil {
+			return err
+		}
+		ss.pingSent = now
+	}
+	if now.After(ss.nextPoll) {
+		if err := s.pollStream(ctx); err != nil {
+			return err
+		}
+		if err := s.heartbeat(ctx, now); err != nil {
+			return err
+		}
+		ss.nextPoll = now.Add(streamPollInterval)
+	}
+	if now.Sub(ss.lastHeard) >= sessionTick || now.Sub(ss.lastFeedback) >= feedbackMaxDelay {
+		ss.kick(now)
+	}
+	if now.After(ss.nextResync) {
+		if err := s.fullResync(ctx, "periodic"); err != nil {
+			return err
+		}
+		ss.nextResync = now.Add(s.resync)
+	}
+	return nil
 }
 
 // sessionTick paces the session's periodic work: deferred re-reads,
@@ -471,7 +512,7 @@ func (s *redisSource) onMessage(m *redis.Message) {
 	if !ok {
 		return
 	}
-	if err := ValidID(m.Payload); err != nil {
+	if err := rulestore.ValidID(m.Payload); err != nil {
 		// A flood of junk must not flood the log: one line per 10s, with
 		// the number of messages ignored since the last line.
 		s.junk++
@@ -483,19 +524,5 @@ func (s *redisSource) onMessage(m *redis.Message) {
 		}
 		return
 	}
-	s.queue.add(ruleRef{kind, m.Payload}, time.Now())
-}
-
-// clip shortens untrusted text for a log line.
-func clip(s string) string { return clipN(s, 64) }
-
-// Clip shortens untrusted text (from a request or from Redis) to n bytes
-// for a log line or an error message, saying how long it was.
-func Clip(s string, n int) string { return clipN(s, n) }
-
-func clipN(s string, n int) string {
-	if len(s) > n {
-		return fmt.Sprintf("%.*s… (%d bytes)", n, s, len(s))
-	}
-	return s
+	s.queue.add(rulestore.RuleRef{Kind: kind, ID: m.Payload}, time.Now())
 }

@@ -1,7 +1,8 @@
-package rulestore
+package redissource
 
 import (
 	"context"
+	"github.com/sluicegw/sluice/rulestore"
 	"strconv"
 	"testing"
 	"time"
@@ -18,7 +19,7 @@ import (
 func TestRefreshQueueCollapsesAndDefersAbsentIDs(t *testing.T) {
 	q := newRefreshQueue()
 	now := time.Unix(1000, 0)
-	a, b := ruleRef{RateLimit, "a"}, ruleRef{RateLimit, "b"}
+	a, b := rulestore.RuleRef{Kind: rulestore.RateLimit, ID: "a"}, rulestore.RuleRef{Kind: rulestore.RateLimit, ID: "b"}
 	q.add(a, now)
 	q.add(a, now)
 	q.add(b, now)
@@ -62,7 +63,7 @@ func TestRefreshQueueBounded(t *testing.T) {
 	q := newRefreshQueue()
 	now := time.Unix(1000, 0)
 	for i := range absentMax + 10 {
-		q.found(ruleRef{RateLimit, strconv.Itoa(i)}, false, now)
+		q.found(rulestore.RuleRef{Kind: rulestore.RateLimit, ID: strconv.Itoa(i)}, false, now)
 	}
 	if len(q.absent) > absentMax {
 		t.Fatalf("%d absent ids remembered, bound %d", len(q.absent), absentMax)
@@ -135,21 +136,21 @@ func TestJunkedIDCreatedLaterIsApplied(t *testing.T) {
 // only the run goroutine reads once started (the absent-id cache's TTL).
 type storeUnderTest struct {
 	t   *testing.T
-	app *App
+	app *rulestore.App
 }
 
 // startWithAbsentTTL provisions and starts an App on Redis at url with the static
 // rate-limit rules given and the absent-id cache's TTL, stopped at cleanup;
 // it returns once the store is connected and loaded.
-func startWithAbsentTTL(t *testing.T, url string, static map[string]Fields, ttl time.Duration) *storeUnderTest {
+func startWithAbsentTTL(t *testing.T, url string, static map[string]rulestore.Fields, ttl time.Duration) *storeUnderTest {
 	t.Helper()
-	app := &App{Redis: &redisconf.Config{URL: url}, Resync: syntax.Duration(time.Hour), RateLimit: static}
+	app := &rulestore.App{Redis: &redisconf.Config{URL: url}, Resync: syntax.Duration(time.Hour), RateLimit: static}
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	t.Cleanup(cancel)
 	if err := app.Provision(ctx); err != nil {
 		t.Fatal(err)
 	}
-	app.source.queue.ttl = ttl // before Start: the run goroutine owns the queue after
+	app.Source().(*redisSource).queue.ttl = ttl // before Start: the run goroutine owns the queue after
 	app.Start()
 	t.Cleanup(func() { app.Cleanup() })
 	ready := func() bool { st := app.Status(); return st.Connected && st.LastResync != nil }
@@ -159,7 +160,7 @@ func startWithAbsentTTL(t *testing.T, url string, static map[string]Fields, ttl 
 
 // qps is a rate-limit rule's qps field, "" if there is no such rule.
 func (s *storeUnderTest) qps(id string) string {
-	if r := s.app.Lookup(RateLimit, id); r != nil {
+	if r := s.app.Lookup(rulestore.RateLimit, id); r != nil {
 		return r.Fields["qps"]
 	}
 	return ""
@@ -179,7 +180,7 @@ func (s *storeUnderTest) waitQPS(id, want string) {
 func TestDeclaredIDNotRememberedAbsent(t *testing.T) {
 	r := redistest.Start(t)
 	c := r.Client()
-	st := startWithAbsentTTL(t, r.URL(), map[string]Fields{"declared": {"limit_type": "token_bucket", "qps": "5"}}, time.Hour)
+	st := startWithAbsentTTL(t, r.URL(), map[string]rulestore.Fields{"declared": {"limit_type": "token_bucket", "qps": "5"}}, time.Hour)
 	qps, waitQPS := st.qps, st.waitQPS
 
 	push(t, c, "declared", "qps", "9")

@@ -1,8 +1,9 @@
-package rulestore
+package redissource
 
 import (
 	"context"
 	"fmt"
+	"github.com/sluicegw/sluice/rulestore"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,60 +18,6 @@ import (
 	"github.com/sluicegw/sluice/rulestore/syntax"
 )
 
-// BenchmarkLookup is the request path: one rule lookup with 10,000 rules
-// loaded from Redis and static rules beside them.
-func BenchmarkLookup(b *testing.B) {
-	src := &redisSource{}
-	l := *newLayer()
-	for _, k := range Kinds() {
-		l[k] = map[string]*slot{}
-	}
-	for i := 0; i < 10000; i++ {
-		id := fmt.Sprintf("rule_%d", i)
-		l[RateLimit][id] = newSlot(&Rule{Kind: RateLimit, ID: id})
-	}
-	src.snap.Store(&l)
-	app := &App{source: src, static: make([]map[string]*Rule, numKinds()), overlays: make([]map[string]*overlaySlot, numKinds())}
-	app.static[RateLimit] = map[string]*Rule{"static": {ID: "static"}}
-	// rule_7 is declared statically and overlaid by one field in Redis
-	// (a kill switch): resolved once, then cached.
-	app.static[RateLimit]["rule_7"] = &Rule{Kind: RateLimit, ID: "rule_7", Fields: Fields{"qps": "5", "burst": "9"}}
-	app.overlays[RateLimit] = map[string]*overlaySlot{"rule_7": new(overlaySlot)}
-	l[RateLimit]["rule_7"] = newSlot(&Rule{Kind: RateLimit, ID: "rule_7", Fields: Fields{"qps": "1"}, partial: true})
-	b.Run("redis_rule", func(b *testing.B) {
-		b.ReportAllocs()
-		for i := 0; i < b.N; i++ {
-			if app.Lookup(RateLimit, "rule_4242") == nil {
-				b.Fatal("missing")
-			}
-		}
-	})
-	b.Run("overlaid_static_rule", func(b *testing.B) {
-		b.ReportAllocs()
-		for i := 0; i < b.N; i++ {
-			if r := app.Lookup(RateLimit, "rule_7"); r == nil || r.Fields["burst"] != "9" {
-				b.Fatal("overlay not resolved")
-			}
-		}
-	})
-	b.Run("static_rule", func(b *testing.B) {
-		b.ReportAllocs()
-		for i := 0; i < b.N; i++ {
-			if app.Lookup(RateLimit, "static") == nil {
-				b.Fatal("missing")
-			}
-		}
-	})
-	b.Run("parallel", func(b *testing.B) {
-		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				app.Lookup(RateLimit, "rule_4242")
-			}
-		})
-	})
-}
-
 // BenchmarkPropagation measures PUBLISH -> rule in force in a running store,
 // over 1,000 updates, with 10,000 rules loaded. It reports p50/p99/max.
 func BenchmarkPropagation(b *testing.B) {
@@ -79,7 +26,7 @@ func BenchmarkPropagation(b *testing.B) {
 	ctx := context.Background()
 	seed(b, c, 10000)
 	app := startBenchStore(b, r.URL())
-	waitFor(b, func() bool { return len(app.Rules(RateLimit)) == 10000 })
+	waitFor(b, func() bool { return len(app.Rules(rulestore.RateLimit)) == 10000 })
 	b.ResetTimer()
 	for n := 0; n < b.N; n++ {
 		var delays []time.Duration
@@ -90,7 +37,7 @@ func BenchmarkPropagation(b *testing.B) {
 			c.Publish(ctx, "gateway:rules:rate_limit", "rule_7")
 			deadline := start.Add(10 * time.Second)
 			for {
-				if r := app.Lookup(RateLimit, "rule_7"); r != nil && r.Fields["qps"] == qps {
+				if r := app.Lookup(rulestore.RateLimit, "rule_7"); r != nil && r.Fields["qps"] == qps {
 					break
 				}
 				if time.Now().After(deadline) {
@@ -118,10 +65,12 @@ func BenchmarkFullResync(b *testing.B) {
 	seed(b, c, 10000)
 	b.Setenv("XDG_DATA_HOME", b.TempDir()) // no local rule snapshot of another run
 	opts := &redisconf.Config{URL: r.URL()}
-	src, key, err := acquireSource(opts, "", time.Hour, nopLogger)
+	rs, err := acquireSource(rulestore.RedisSourceConfig{Redis: opts, Resync: time.Hour, Logger: nopLogger})
 	if err != nil {
 		b.Fatal(err)
 	}
+	src := rs.(*redisSource)
+	key := src.poolKey
 	defer sources.Delete(key)
 	ctx := context.Background()
 	b.ResetTimer()
@@ -130,7 +79,7 @@ func BenchmarkFullResync(b *testing.B) {
 	var cmds int
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		src.snap.Store(newLayer()) // a cold resync: every rule is parsed
+		src.snap.Store(rulestore.NewLayer()) // a cold resync: every rule is parsed
 		before := commands(b, c)
 		b.StartTimer()
 		if err := src.fullResync(ctx, "bench"); err != nil {
@@ -141,7 +90,7 @@ func BenchmarkFullResync(b *testing.B) {
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(cmds)/float64(b.N), "redis-cmds")
-	if n := len(src.snapshot().of(RateLimit)); n != 10000 {
+	if n := len(src.snapshot().Of(rulestore.RateLimit)); n != 10000 {
 		b.Fatalf("loaded %d rules", n)
 	}
 }
@@ -191,17 +140,17 @@ func BenchmarkKillSwitchPropagation(b *testing.B) {
 	r := redistest.Start(b)
 	c := r.Client()
 	ctx := context.Background()
-	app := &App{Redis: &redisconf.Config{URL: r.URL()}, Resync: syntax.Duration(time.Hour),
-		RateLimit: map[string]Fields{"switch": {"qps": "1000", "burst": "2000"}}}
+	app := &rulestore.App{Redis: &redisconf.Config{URL: r.URL()}, Resync: syntax.Duration(time.Hour),
+		RateLimit: map[string]rulestore.Fields{"switch": {"qps": "1000", "burst": "2000"}}}
 	cctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	b.Cleanup(cancel)
 	if err := app.Provision(cctx); err != nil {
 		b.Fatal(err)
 	}
-	app.source.logger = nopLogger
+	app.Source().(*redisSource).logger = nopLogger
 	app.Start()
 	b.Cleanup(func() { app.Cleanup(); app.Stop() })
-	waitFor(b, func() bool { return app.source.status.connected.Load() })
+	waitFor(b, func() bool { return app.Source().(*redisSource).status.connected.Load() })
 	b.ResetTimer()
 	for n := 0; n < b.N; n++ {
 		var delays []time.Duration
@@ -212,7 +161,7 @@ func BenchmarkKillSwitchPropagation(b *testing.B) {
 			deadline := start.Add(10 * time.Second)
 			c.Publish(ctx, "gateway:rules:rate_limit", "switch")
 			for {
-				if r := app.Lookup(RateLimit, "switch"); r.Fields["qps"] == qps && r.Fields["burst"] == "2000" {
+				if r := app.Lookup(rulestore.RateLimit, "switch"); r.Fields["qps"] == qps && r.Fields["burst"] == "2000" {
 					break
 				}
 				if time.Now().After(deadline) {

@@ -1,7 +1,8 @@
-package rulestore
+package redissource
 
 import (
 	"context"
+	"github.com/sluicegw/sluice/rulestore"
 	"sync"
 	"time"
 
@@ -45,15 +46,15 @@ type diskState struct {
 	read bool   // the file was read (first load)
 	// provisional: the snapshot's rules served while Redis was
 	// unreachable before the first load (non-nil once tried).
-	provisional map[ruleRef]bool
-	rules       map[ruleRef]Fields // the file's rules, until the first load is done
+	provisional map[rulestore.RuleRef]bool
+	rules       map[rulestore.RuleRef]rulestore.Fields // the file's rules, until the first load is done
 	// What the last handed-off write held.
 	savedChanges uint64
 	savedEpoch   string
 	savedAt      time.Time
 	// garbled: last-good records found unreadable, by value, so each is
 	// counted and logged once, not on every resync.
-	garbled map[ruleRef]string
+	garbled map[rulestore.RuleRef]string
 
 	mu      sync.Mutex // guards pending, between run and the writer
 	pending *snapshot.File
@@ -78,19 +79,19 @@ func (s *redisSource) seedFromDisk() {
 	lost := snap.Epoch != s.epoch
 	provisional := d.provisional
 	d.provisional = nil
-	next := s.snap.Load().shallow()
-	d.rules = map[ruleRef]Fields{}
+	next := s.snap.Load().Shallow()
+	d.rules = map[rulestore.RuleRef]rulestore.Fields{}
 	put := 0
 	for name, rules := range snap.Rules {
-		k, ok := ParseKind(name)
+		k, ok := rulestore.ParseKind(name)
 		if !ok {
 			continue
 		}
 		for id, dr := range rules {
-			if ValidID(id) != nil || len(dr.Fields) == 0 {
+			if rulestore.ValidID(id) != nil || len(dr.Fields) == 0 {
 				continue
 			}
-			ref := ruleRef{k, id}
+			ref := rulestore.RuleRef{Kind: k, ID: id}
 			d.rules[ref] = dr.Fields
 			if (next[k][id] != nil && !provisional[ref]) || !(lost || dr.Retained) {
 				continue
@@ -98,10 +99,10 @@ func (s *redisSource) seedFromDisk() {
 			r, err := s.diskRule(ref, dr.Fields)
 			if err != nil {
 				s.logger.Warn("a rule of the local snapshot does not validate here; not serving it",
-					zap.String("key", s.names.RuleKey(k, id)), zap.String("error", clipN(err.Error(), 512)))
+					zap.String("key", s.names.RuleKey(k, id)), zap.String("error", rulestore.Clip(err.Error(), 512)))
 				continue
 			}
-			next[k][id] = newSlot(r)
+			next[k][id] = rulestore.NewSlot(r)
 			s.retained[ref] = true
 			put++
 		}
@@ -134,26 +135,26 @@ func (s *redisSource) serveDiskUntilLoaded() {
 	if err != nil {
 		s.logger.Error("local rule snapshot unreadable: not using it", zap.String("path", d.path), zap.Error(err))
 	}
-	d.provisional = map[ruleRef]bool{}
+	d.provisional = map[rulestore.RuleRef]bool{}
 	if snap == nil {
 		return
 	}
-	next := s.snap.Load().shallow()
+	next := s.snap.Load().Shallow()
 	for name, rules := range snap.Rules {
-		k, ok := ParseKind(name)
+		k, ok := rulestore.ParseKind(name)
 		if !ok {
 			continue
 		}
 		for id, dr := range rules {
-			if ValidID(id) != nil || len(dr.Fields) == 0 || next[k][id] != nil {
+			if rulestore.ValidID(id) != nil || len(dr.Fields) == 0 || next[k][id] != nil {
 				continue
 			}
-			ref := ruleRef{k, id}
+			ref := rulestore.RuleRef{Kind: k, ID: id}
 			r, err := s.diskRule(ref, dr.Fields)
 			if err != nil {
 				continue // seedFromDisk names it once Redis answers
 			}
-			next[k][id] = newSlot(r)
+			next[k][id] = rulestore.NewSlot(r)
 			d.provisional[ref] = true
 		}
 	}
@@ -167,16 +168,16 @@ func (s *redisSource) serveDiskUntilLoaded() {
 }
 
 // diskRule validates a rule of the snapshot as a rule from Redis.
-func (s *redisSource) diskRule(ref ruleRef, f Fields) (*Rule, error) {
-	if err := checkSize(f); err != nil {
+func (s *redisSource) diskRule(ref rulestore.RuleRef, f rulestore.Fields) (*rulestore.Rule, error) {
+	if err := rulestore.CheckSize(f); err != nil {
 		return nil, err
 	}
-	st := s.staticRule(ref.kind, ref.id)
-	v, _, err := parseOver(ref.kind, ref.id, st, f)
+	st := s.staticRule(ref.Kind, ref.ID)
+	v, _, err := rulestore.ParseOver(ref.Kind, ref.ID, st, f)
 	if err != nil {
 		return nil, err
 	}
-	return &Rule{Kind: ref.kind, ID: ref.id, Fields: f, Value: v, Source: "redis", Overlay: f, partial: st != nil}, nil
+	return &rulestore.Rule{Kind: ref.Kind, ID: ref.ID, Fields: f, Value: v, Source: "redis", Overlay: f, Partial: st != nil}, nil
 }
 
 // saveDisk hands the rules held to the writer when they changed since the
@@ -194,19 +195,19 @@ func (s *redisSource) saveDisk(now time.Time) {
 	snap := &snapshot.File{Format: snapshot.Format, Redis: s.probeAddrs, Prefix: s.names.prefix,
 		At: now.UTC(), Epoch: s.epoch, Rules: map[string]map[string]snapshot.Rule{}}
 	l := s.snap.Load()
-	for _, k := range Kinds() {
-		m := l.of(k)
+	for _, k := range rulestore.Kinds() {
+		m := l.Of(k)
 		if len(m) == 0 {
 			continue
 		}
 		rules := make(map[string]snapshot.Rule, len(m))
 		for id, sl := range m {
-			r := sl.rule.Load()
+			r := sl.Rule.Load()
 			f := r.Overlay
 			if f == nil {
 				f = r.Fields
 			}
-			rules[id] = snapshot.Rule{Fields: f, Retained: s.retained[ruleRef{k, id}]}
+			rules[id] = snapshot.Rule{Fields: f, Retained: s.retained[rulestore.RuleRef{Kind: k, ID: id}]}
 		}
 		snap.Rules[k.String()] = rules
 	}

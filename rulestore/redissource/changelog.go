@@ -1,7 +1,8 @@
-package rulestore
+package redissource
 
 import (
 	"context"
+	"github.com/sluicegw/sluice/rulestore"
 	"strconv"
 	"time"
 
@@ -23,12 +24,12 @@ const streamPollInterval = time.Second
 // changeLogEntry is the entry for a write of rule k/id as f (nil: a
 // delete), as field/value pairs: the rule, the operation, the version of an
 // upsert, and the publish time (unix ns) that observeDelay measures from.
-func changeLogEntry(k Kind, id string, f Fields) []any {
+func changeLogEntry(k rulestore.Kind, id string, f rulestore.Fields) []any {
 	e := []any{"type", k.String(), "id", id}
 	if f == nil {
 		e = append(e, "op", "delete")
 	} else {
-		e = append(e, "op", "upsert", "version", Version(f))
+		e = append(e, "op", "upsert", "version", rulestore.Version(f))
 	}
 	return append(e, "published_at", strconv.FormatInt(time.Now().UnixNano(), 10))
 }
@@ -61,20 +62,20 @@ func (s *redisSource) pollStream(ctx context.Context) error {
 		}
 		// Entries name rules written through Sluice: re-read them all in
 		// one batch, past the absent-id cache (a write is authoritative).
-		refs := make([]ruleRef, 0, len(entries))
+		refs := make([]rulestore.RuleRef, 0, len(entries))
 		values := make([]map[string]any, 0, len(entries))
 		seen := make([]int64, 0, len(entries))
 		for _, e := range entries {
 			s.streamID = e.ID
 			typ, _ := e.Values["type"].(string)
 			id, _ := e.Values["id"].(string)
-			k, ok := ParseKind(typ)
-			if !ok || ValidID(id) != nil {
+			k, ok := rulestore.ParseKind(typ)
+			if !ok || rulestore.ValidID(id) != nil {
 				continue
 			}
-			refs = append(refs, ruleRef{k, id})
+			refs = append(refs, rulestore.RuleRef{Kind: k, ID: id})
 			values = append(values, e.Values)
-			seen = append(seen, s.refreshed[ruleRef{k, id}])
+			seen = append(seen, s.refreshed[rulestore.RuleRef{Kind: k, ID: id}])
 		}
 		if err := s.refreshAll(ctx, refs); err != nil {
 			return err
@@ -103,5 +104,5 @@ func (s *redisSource) observeDelay(values map[string]any, seen int64) {
 	if seen >= pub {
 		at = seen
 	}
-	propagationDelay.Observe(max(float64(at-pub), 0) / 1e9)
+	rulestore.ObservePropagation(max(float64(at-pub), 0) / 1e9)
 }

@@ -1,7 +1,8 @@
-package rulestore
+package redissource
 
 import (
 	"context"
+	"github.com/sluicegw/sluice/rulestore"
 	"sort"
 
 	"github.com/redis/go-redis/v9"
@@ -24,15 +25,15 @@ func (s *redisSource) declaresKey(member string) string {
 	return s.names.prefix + declaresKeyPrefix + member
 }
 
-func declaresField(k Kind, id string) string { return k.String() + "/" + id }
+func declaresField(k rulestore.Kind, id string) string { return k.String() + "/" + id }
 
 // declaresFields are the hash fields of this instance's declarations: its
 // name, and every rule of the newest started config.
 func (s *redisSource) declaresFields() []any {
-	out := []any{declaresName, instanceName}
+	out := []any{declaresName, rulestore.InstanceName()}
 	if a := s.app.Load(); a != nil {
-		for _, k := range Kinds() {
-			for id := range byKind(a.static, k) {
+		for _, k := range rulestore.Kinds() {
+			for id := range a.StaticRules(k) {
 				out = append(out, declaresField(k, id), "1")
 			}
 		}
@@ -95,7 +96,7 @@ func (s *redisSource) readFleetDeclares(ctx context.Context) (fleetDeclares, err
 
 // split names the instances that declare rule id, other than member
 // skip, and those that do not, sorted by name.
-func (f fleetDeclares) split(k Kind, id, skip string) (declare, lack []string) {
+func (f fleetDeclares) split(k rulestore.Kind, id, skip string) (declare, lack []string) {
 	field := declaresField(k, id)
 	for _, d := range f {
 		switch {
@@ -112,7 +113,7 @@ func (f fleetDeclares) split(k Kind, id, skip string) (declare, lack []string) {
 }
 
 // declaredLive reports whether another live instance declares rule id.
-func (s *redisSource) declaredLive(k Kind, id string) bool {
+func (s *redisSource) declaredLive(k rulestore.Kind, id string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*s.timeout)
 	defer cancel()
 	f, err := s.readFleetDeclares(ctx)
@@ -123,23 +124,8 @@ func (s *redisSource) declaredLive(k Kind, id string) bool {
 	return len(declare) > 0
 }
 
-// lacking names the live instances that do not declare rule id while some
-// live instance (this one included) does: there an overlay written for it
-// is not used. Nil when every live instance declares it, or none does,
-// or without Redis.
-func (a *App) lacking(ctx context.Context, k Kind, id string) []string {
-	if a.source == nil {
-		return nil
-	}
-	f, err := a.source.readFleetDeclares(ctx)
-	if err != nil {
-		return nil
-	}
-	return f.lacking(k, id)
-}
-
 // lacking is App.lacking on declarations read once.
-func (f fleetDeclares) lacking(k Kind, id string) []string {
+func (f fleetDeclares) lacking(k rulestore.Kind, id string) []string {
 	declare, lack := f.split(k, id, "")
 	if len(declare) == 0 {
 		return nil
@@ -150,34 +136,10 @@ func (f fleetDeclares) lacking(k Kind, id string) []string {
 // usedHere reports whether a handler of this instance's config holds rule
 // id: an incomplete overlay of it is rejected here even if another
 // instance declares it, since this one would serve it.
-func (s *redisSource) usedHere(k Kind, id string) bool {
+func (s *redisSource) usedHere(k rulestore.Kind, id string) bool {
 	a := s.app.Load()
 	if a == nil {
 		return false
 	}
-	_, ok := a.used.Load(ruleRef{k, id})
-	return ok
-}
-
-// markLacking sets NotDeclaredOn on the objects an apply writes, from one
-// read of the fleet's declarations.
-func (a *App) markLacking(ctx context.Context, objs []ApplyObject) {
-	if a.source == nil {
-		return
-	}
-	var f fleetDeclares
-	read := false
-	for i, o := range objs {
-		if o.raw == nil || o.Result == applyUnchanged {
-			continue
-		}
-		if !read {
-			var err error
-			if f, err = a.source.readFleetDeclares(ctx); err != nil {
-				return
-			}
-			read = true
-		}
-		objs[i].NotDeclaredOn = f.lacking(o.kind, o.ID)
-	}
+	return a.Uses(k, id)
 }

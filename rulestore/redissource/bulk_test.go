@@ -1,8 +1,9 @@
-package rulestore
+package redissource
 
 import (
 	"context"
 	"fmt"
+	"github.com/sluicegw/sluice/rulestore"
 	"testing"
 	"time"
 
@@ -23,17 +24,17 @@ const bulkBound = 20 * time.Second
 
 // startQuietStore is a started store on Redis with a silent log (it logs
 // every rule update).
-func startQuietStore(t testing.TB, url string) *App {
-	app := &App{Redis: &redisconf.Config{URL: url}, Resync: syntax.Duration(time.Hour)}
+func startQuietStore(t testing.TB, url string) *rulestore.App {
+	app := &rulestore.App{Redis: &redisconf.Config{URL: url}, Resync: syntax.Duration(time.Hour)}
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	t.Cleanup(cancel)
 	if err := app.Provision(ctx); err != nil {
 		t.Fatal(err)
 	}
-	app.source.logger = nopLogger
+	app.Source().(*redisSource).logger = nopLogger
 	app.Start()
 	t.Cleanup(func() { app.Cleanup() })
-	testcaddy.Eventually(t, 10*time.Second, "first load", func() bool { return app.source.status.lastResync.Load() != 0 })
+	testcaddy.Eventually(t, 10*time.Second, "first load", func() bool { return app.Source().(*redisSource).status.lastResync.Load() != 0 })
 	return app
 }
 
@@ -55,15 +56,15 @@ func publishBulk(t testing.TB, c *redis.Client, prefix string, n int) time.Time 
 }
 
 // allInForce reports whether the n rules of publishBulk are in force.
-func allInForce(app *App, prefix string, n int) bool {
+func allInForce(app *rulestore.App, prefix string, n int) bool {
 	// The last one first: ids are applied in no particular order, so
 	// this is only a quick way out.
-	if app.Lookup(RateLimit, fmt.Sprintf("%s%d", prefix, n-1)) == nil {
+	if app.Lookup(rulestore.RateLimit, fmt.Sprintf("%s%d", prefix, n-1)) == nil {
 		return false
 	}
-	return app.Count(RateLimit) >= n && func() bool {
+	return app.Count(rulestore.RateLimit) >= n && func() bool {
 		for i := range n {
-			if app.Lookup(RateLimit, fmt.Sprintf("%s%d", prefix, i)) == nil {
+			if app.Lookup(rulestore.RateLimit, fmt.Sprintf("%s%d", prefix, i)) == nil {
 				return false
 			}
 		}

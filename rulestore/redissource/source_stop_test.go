@@ -1,6 +1,7 @@
-package rulestore
+package redissource
 
 import (
+	"github.com/sluicegw/sluice/rulestore"
 	"sync"
 	"testing"
 	"time"
@@ -17,10 +18,12 @@ func TestSourceStartAndStopConcurrently(t *testing.T) {
 	r := redistest.Start(t)
 	t.Setenv("XDG_DATA_HOME", t.TempDir()) // no local rule snapshot of another test
 	for i := 0; i < 20; i++ {
-		src, key, err := acquireSource(&redisconf.Config{URL: r.URL()}, "", time.Hour, nopLogger)
+		rs, err := acquireSource(rulestore.RedisSourceConfig{Redis: &redisconf.Config{URL: r.URL()}, Resync: time.Hour, Logger: nopLogger})
 		if err != nil {
 			t.Fatal(err)
 		}
+		src := rs.(*redisSource)
+		key := src.poolKey
 		var wg sync.WaitGroup
 		wg.Add(2)
 		go func() { defer wg.Done(); src.start() }()

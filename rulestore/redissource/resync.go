@@ -1,10 +1,11 @@
-package rulestore
+package redissource
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"github.com/sluicegw/sluice/rulestore"
 	"strings"
 	"sync"
 	"time"
@@ -58,9 +59,9 @@ func (s *redisSource) resyncAttempt(ctx context.Context, reason string, attempt 
 		}
 		return s.resyncAttempt(ctx, reason, attempt+1)
 	}
-	b := &resyncLayer{cur: s.snap.Load(), next: *newLayer()}
-	for _, k := range Kinds() {
-		b.next[k] = make(map[string]*slot, len(hashes[k]))
+	b := &resyncLayer{cur: s.snap.Load(), next: *rulestore.NewLayer()}
+	for _, k := range rulestore.Kinds() {
+		b.next[k] = make(map[string]*rulestore.Slot, len(hashes[k]))
 	}
 	s.take(b, hashes)
 	// A failed re-read leaves the layer as the scan found it; the error
@@ -69,7 +70,7 @@ func (s *redisSource) resyncAttempt(ctx context.Context, reason string, attempt 
 	s.dropUnread(b)
 	// Rejected here with no version of our own: serve the fleet's.
 	for ref, r := range s.recoverLastGood(ctx, b.noGood) {
-		b.next[ref.kind][ref.id] = newSlot(r)
+		b.next[ref.Kind][ref.ID] = rulestore.NewSlot(r)
 	}
 	s.disk.rules = nil // the snapshot served the first load; Redis from now on
 	s.snap.Store(&b.next)
@@ -101,23 +102,23 @@ func (s *redisSource) resyncAttempt(ctx context.Context, reason string, attempt 
 // resyncLayer is the layer a resync builds from what it read, with what it
 // counted for its log line.
 type resyncLayer struct {
-	cur                               *layer
-	next                              layer
+	cur                               *rulestore.Layer
+	next                              rulestore.Layer
 	added, updated, removed, rejected int
-	noGood                            []ruleRef // rejected with no version held here
+	noGood                            []rulestore.RuleRef // rejected with no version held here
 }
 
 // take puts the rules read from Redis in the new layer: an unchanged rule
 // keeps its slot, a changed one is parsed, a bad one keeps its last good
 // version.
-func (s *redisSource) take(b *resyncLayer, hashes []map[string]Fields) {
-	for _, k := range Kinds() {
+func (s *redisSource) take(b *resyncLayer, hashes []map[string]rulestore.Fields) {
+	for _, k := range rulestore.Kinds() {
 		for id, f := range hashes[k] {
-			old := b.cur.get(k, id)
-			delete(s.retained, ruleRef{k, id})
+			old := b.cur.Get(k, id)
+			delete(s.retained, rulestore.RuleRef{Kind: k, ID: id})
 			switch {
 			case old != nil && old.Fields.Equal(f):
-				b.next[k][id] = newSlot(old) // same rule: handlers see no change
+				b.next[k][id] = rulestore.NewSlot(old) // same rule: handlers see no change
 				s.feedback.reaccepted(k, id, f)
 			default:
 				r, ok := s.parse(k, id, f, old)
@@ -125,10 +126,10 @@ func (s *redisSource) take(b *resyncLayer, hashes []map[string]Fields) {
 					switch {
 					case old != nil:
 						b.rejected++
-						b.next[k][id] = newSlot(old)
+						b.next[k][id] = rulestore.NewSlot(old)
 					case !s.feedback.isUnused(k, id):
 						b.rejected++
-						b.noGood = append(b.noGood, ruleRef{k, id})
+						b.noGood = append(b.noGood, rulestore.RuleRef{Kind: k, ID: id})
 					}
 					continue
 				}
@@ -137,7 +138,7 @@ func (s *redisSource) take(b *resyncLayer, hashes []map[string]Fields) {
 				} else {
 					b.updated++
 				}
-				b.next[k][id] = newSlot(r)
+				b.next[k][id] = rulestore.NewSlot(r)
 				if s.loaded {
 					if old != nil { // as a published change would: one line per changed rule
 						s.logger.Info("rule updated", zap.String("key", s.names.RuleKey(k, id)), zap.String("by", "resync"))
@@ -152,18 +153,18 @@ func (s *redisSource) take(b *resyncLayer, hashes []map[string]Fields) {
 // dropUnread drops the rules held that the resync did not read, except
 // those retained since Redis lost its data.
 func (s *redisSource) dropUnread(b *resyncLayer) {
-	for _, k := range Kinds() {
-		for id, old := range b.cur.of(k) {
+	for _, k := range rulestore.Kinds() {
+		for id, old := range b.cur.Of(k) {
 			if _, ok := b.next[k][id]; ok {
 				continue
 			}
-			if s.retained[ruleRef{k, id}] {
+			if s.retained[rulestore.RuleRef{Kind: k, ID: id}] {
 				b.next[k][id] = old
 				continue
 			}
 			b.removed++
 			if s.loaded {
-				s.applied(k, id, old.rule.Load(), nil)
+				s.applied(k, id, old.Rule.Load(), nil)
 			}
 		}
 	}
@@ -181,10 +182,10 @@ func (s *redisSource) dropUnread(b *resyncLayer) {
 // empty since answers nothing here, and the re-read only adds rules, so the
 // layer is the scan's and the next read notices the epoch. It returns how
 // many ids it re-read.
-func (s *redisSource) takeMissingRefs(ctx context.Context, b *resyncLayer, scanned []map[string]Fields) (int, error) {
-	asked := map[ruleRef]bool{}
+func (s *redisSource) takeMissingRefs(ctx context.Context, b *resyncLayer, scanned []map[string]rulestore.Fields) (int, error) {
+	asked := map[rulestore.RuleRef]bool{}
 	taken, n := scanned, 0
-	for range numKinds() {
+	for range rulestore.NumKinds() {
 		keys := s.missingRefs(b, taken, scanned, asked)
 		if len(keys) == 0 {
 			break
@@ -204,22 +205,22 @@ func (s *redisSource) takeMissingRefs(ctx context.Context, b *resyncLayer, scann
 // that were not read yet, by the scan or an earlier round (asked). A rule
 // the config declares is left out: it is in force without Redis, and an
 // overlay of it written during the scan is taken with its message.
-func (s *redisSource) missingRefs(b *resyncLayer, taken, scanned []map[string]Fields, asked map[ruleRef]bool) []string {
+func (s *redisSource) missingRefs(b *resyncLayer, taken, scanned []map[string]rulestore.Fields, asked map[rulestore.RuleRef]bool) []string {
 	var keys []string
-	for _, k := range Kinds() {
+	for _, k := range rulestore.Kinds() {
 		for id := range taken[k] {
-			r := b.next.get(k, id)
+			r := b.next.Get(k, id)
 			if r == nil {
 				continue // rejected, with no version to name anything
 			}
-			refs, ok := r.Value.(Referrer)
+			refs, ok := r.Value.(rulestore.Referrer)
 			if !ok {
 				continue
 			}
 			for _, ref := range refs.Refs() {
-				rr := ruleRef{ref.Kind, ref.ID}
-				if _, read := byKind(scanned, ref.Kind)[ref.ID]; read || asked[rr] ||
-					b.next.of(ref.Kind)[ref.ID] != nil || s.staticRule(ref.Kind, ref.ID) != nil {
+				rr := rulestore.RuleRef{Kind: ref.Kind, ID: ref.ID}
+				if _, read := rulestore.ByKind(scanned, ref.Kind)[ref.ID]; read || asked[rr] ||
+					b.next.Of(ref.Kind)[ref.ID] != nil || s.staticRule(ref.Kind, ref.ID) != nil {
 					continue
 				}
 				asked[rr] = true
@@ -252,9 +253,9 @@ func (s *redisSource) checkEpoch(ctx context.Context) error {
 	}
 	if s.epoch != "" && marker != s.epoch {
 		held := 0
-		for _, k := range Kinds() {
-			for id := range byKind(*s.snap.Load(), k) {
-				s.retained[ruleRef{k, id}] = true
+		for _, k := range rulestore.Kinds() {
+			for id := range rulestore.ByKind(*s.snap.Load(), k) {
+				s.retained[rulestore.RuleRef{Kind: k, ID: id}] = true
 				held++
 			}
 		}
@@ -273,7 +274,7 @@ func (s *redisSource) scanRuleKeys(ctx context.Context) ([]string, error) {
 	seen := map[string]bool{}
 	var mu sync.Mutex
 	scan := func(ctx context.Context, c redis.Cmdable) error {
-		for _, k := range Kinds() {
+		for _, k := range rulestore.Kinds() {
 			it := c.Scan(ctx, 0, s.names.pattern(k), 1000).Iterator()
 			for it.Next(ctx) {
 				mu.Lock()
@@ -300,10 +301,10 @@ func (s *redisSource) scanRuleKeys(ctx context.Context) ([]string, error) {
 }
 
 // readHashes reads rule hashes in pipelined batches, by kind and id.
-func (s *redisSource) readHashes(ctx context.Context, keys []string) ([]map[string]Fields, error) {
-	out := make([]map[string]Fields, numKinds())
+func (s *redisSource) readHashes(ctx context.Context, keys []string) ([]map[string]rulestore.Fields, error) {
+	out := make([]map[string]rulestore.Fields, rulestore.NumKinds())
 	for k := range out {
-		out[k] = map[string]Fields{}
+		out[k] = map[string]rulestore.Fields{}
 	}
 	const batch = 500
 	for i := 0; i < len(keys); i += batch {
@@ -328,12 +329,12 @@ func (s *redisSource) readHashes(ctx context.Context, keys []string) ([]map[stri
 			if !ok || len(fields) == 0 {
 				continue // deleted since the scan, or not a rule key
 			}
-			if err := ValidID(id); err != nil {
+			if err := rulestore.ValidID(id); err != nil {
 				s.feedback.skipped.skip(k, id, err)
 				s.logger.Warn("ignoring rule key with an invalid id", zap.String("key", clip(key)))
 				continue
 			}
-			out[k][id] = Fields(fields)
+			out[k][id] = rulestore.Fields(fields)
 		}
 	}
 	return out, nil
@@ -347,7 +348,7 @@ func isWrongType(err error) bool {
 
 func (s *redisSource) rejectNonHash(key string) {
 	k, id, ok := s.names.parseKey(key)
-	valid := ok && ValidID(id) == nil
+	valid := ok && rulestore.ValidID(id) == nil
 	if !valid || !s.feedback.rejectedBefore(k, id, nil) {
 		s.status.rejected.Add(1)
 	}

@@ -1,9 +1,10 @@
-package rulestore
+package redissource
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/sluicegw/sluice/rulestore"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -19,27 +20,27 @@ import (
 const lastGoodKeyPrefix = "gateway:last_good:"
 
 // LastGoodKey is the last good version of rule id of kind k.
-func (n keyNames) LastGoodKey(k Kind, id string) string {
+func (n keyNames) LastGoodKey(k rulestore.Kind, id string) string {
 	return n.prefix + lastGoodKeyPrefix + k.String() + ":" + id
 }
 
 // LastGood is the value of a last-good key: the raw fields an instance
 // accepted, their version, who accepted them and when.
 type LastGood struct {
-	Version  string    `json:"version"`
-	Fields   Fields    `json:"fields"`
-	Instance string    `json:"instance"`
-	At       time.Time `json:"at"`
+	Version  string           `json:"version"`
+	Fields   rulestore.Fields `json:"fields"`
+	Instance string           `json:"instance"`
+	At       time.Time        `json:"at"`
 }
 
 // lastGoodOp is one queued write of a last-good key.
 type lastGoodOp struct {
-	ref ruleRef
+	ref rulestore.RuleRef
 	// mode: "set" (accepted: record it while the hash still holds these
 	// fields), "keep" (rejected: record the version still in force unless
 	// one is recorded) or "del" (deleted: drop it while the hash is absent).
 	mode   string
-	fields Fields
+	fields rulestore.Fields
 }
 
 // lastGoodScript writes a last-good key. KEYS[1] the rule hash, KEYS[2]
@@ -86,10 +87,10 @@ func (fb *feedback) queueLastGood(op lastGoodOp) {
 // the hash and the key are in different slots, so the writes there are
 // unconditional.
 func (s *redisSource) pipeLastGood(ctx context.Context, p redis.Pipeliner, op lastGoodOp) {
-	key := s.names.LastGoodKey(op.ref.kind, op.ref.id)
+	key := s.names.LastGoodKey(op.ref.Kind, op.ref.ID)
 	var value string
 	if op.fields != nil {
-		b, _ := json.Marshal(LastGood{Version: Version(op.fields), Fields: op.fields, Instance: instanceName, At: time.Now().UTC()})
+		b, _ := json.Marshal(LastGood{Version: rulestore.Version(op.fields), Fields: op.fields, Instance: rulestore.InstanceName(), At: time.Now().UTC()})
 		value = string(b)
 	}
 	if _, cluster := s.client.(*redis.ClusterClient); cluster {
@@ -103,11 +104,11 @@ func (s *redisSource) pipeLastGood(ctx context.Context, p redis.Pipeliner, op la
 		}
 		return
 	}
-	args := []any{op.mode, value, Version(op.fields)}
+	args := []any{op.mode, value, rulestore.Version(op.fields)}
 	for _, name := range op.fields.Names() {
 		args = append(args, name, op.fields[name])
 	}
-	lastGoodScript.Eval(ctx, p, []string{s.names.RuleKey(op.ref.kind, op.ref.id), key}, args...)
+	lastGoodScript.Eval(ctx, p, []string{s.names.RuleKey(op.ref.Kind, op.ref.ID), key}, args...)
 }
 
 // recoverLastGood reads the fleet's last good version of rules whose
@@ -117,19 +118,19 @@ func (s *redisSource) pipeLastGood(ctx context.Context, p redis.Pipeliner, op la
 // taken for "none". For a rule Redis gives no usable version of, the
 // local snapshot's is served on the first load (diskseed.go); with none
 // there either, the log says the rule is not in force.
-func (s *redisSource) recoverLastGood(ctx context.Context, refs []ruleRef) map[ruleRef]*Rule {
+func (s *redisSource) recoverLastGood(ctx context.Context, refs []rulestore.RuleRef) map[rulestore.RuleRef]*rulestore.Rule {
 	if len(refs) == 0 {
 		return nil
 	}
 	pipe := s.client.Pipeline()
 	cmds := make([]*redis.StringCmd, len(refs))
 	for i, ref := range refs {
-		cmds[i] = pipe.Get(ctx, s.names.LastGoodKey(ref.kind, ref.id))
+		cmds[i] = pipe.Get(ctx, s.names.LastGoodKey(ref.Kind, ref.ID))
 	}
 	pipe.Exec(ctx) // each command's error is read below
-	out := map[ruleRef]*Rule{}
+	out := map[rulestore.RuleRef]*rulestore.Rule{}
 	for i, ref := range refs {
-		key := s.names.LastGoodKey(ref.kind, ref.id)
+		key := s.names.LastGoodKey(ref.Kind, ref.ID)
 		raw, err := cmds[i].Result()
 		switch {
 		case err == redis.Nil: // none recorded
@@ -145,16 +146,16 @@ func (s *redisSource) recoverLastGood(ctx context.Context, refs []ruleRef) map[r
 			r, err := s.diskRule(ref, f)
 			if err == nil {
 				s.logger.Warn("stored rule rejected and redis holds no usable last good version: serving the local snapshot's",
-					zap.String("key", s.names.RuleKey(ref.kind, ref.id)), zap.String("version", Version(f)),
+					zap.String("key", s.names.RuleKey(ref.Kind, ref.ID)), zap.String("version", rulestore.Version(f)),
 					zap.String("path", s.disk.path))
 				out[ref] = r
 				continue
 			}
 			s.logger.Warn("the local snapshot's version does not validate here; not serving it",
-				zap.String("key", s.names.RuleKey(ref.kind, ref.id)), zap.String("error", clipN(err.Error(), 512)))
+				zap.String("key", s.names.RuleKey(ref.Kind, ref.ID)), zap.String("error", rulestore.Clip(err.Error(), 512)))
 		}
 		s.logger.Error("stored rule rejected and no good version of it is held here, in redis or in the local snapshot: the rule is not in force",
-			zap.String("key", s.names.RuleKey(ref.kind, ref.id)), zap.String("last_good", key))
+			zap.String("key", s.names.RuleKey(ref.Kind, ref.ID)), zap.String("last_good", key))
 	}
 	return out
 }
@@ -162,36 +163,36 @@ func (s *redisSource) recoverLastGood(ctx context.Context, refs []ruleRef) map[r
 // lastGoodRule reads one last-good record: the rule to serve, or nil. A
 // garbled record is logged as an error and counted as a rejection once
 // per value.
-func (s *redisSource) lastGoodRule(ref ruleRef, key, raw string) *Rule {
+func (s *redisSource) lastGoodRule(ref rulestore.RuleRef, key, raw string) *rulestore.Rule {
 	var lg LastGood
 	reason := ""
 	if err := json.Unmarshal([]byte(raw), &lg); err != nil {
 		reason = "not JSON: " + err.Error()
 	} else if len(lg.Fields) == 0 {
 		reason = "no fields"
-	} else if n := ruleSize(lg.Fields); n > MaxRuleBody {
-		reason = fmt.Sprintf("%d bytes of fields, over the %d limit", n, MaxRuleBody)
+	} else if n := rulestore.RuleSize(lg.Fields); n > rulestore.MaxRuleBody {
+		reason = fmt.Sprintf("%d bytes of fields, over the %d limit", n, rulestore.MaxRuleBody)
 	}
 	if reason != "" {
 		if s.disk.garbled[ref] != raw {
 			s.disk.garbled[ref] = raw
 			s.status.rejected.Add(1)
 			s.logger.Error("the fleet's last good version is garbled: not serving it",
-				zap.String("last_good", key), zap.String("reason", clipN(reason, 512)))
+				zap.String("last_good", key), zap.String("reason", rulestore.Clip(reason, 512)))
 		}
 		return nil
 	}
 	delete(s.disk.garbled, ref)
-	st := s.staticRule(ref.kind, ref.id)
-	v, _, err := parseOver(ref.kind, ref.id, st, lg.Fields)
+	st := s.staticRule(ref.Kind, ref.ID)
+	v, _, err := rulestore.ParseOver(ref.Kind, ref.ID, st, lg.Fields)
 	if err != nil {
 		s.logger.Warn("the fleet's last good version does not validate here; not serving it",
-			zap.String("key", s.names.RuleKey(ref.kind, ref.id)), zap.String("version", lg.Version),
-			zap.String("error", clipN(err.Error(), 512)))
+			zap.String("key", s.names.RuleKey(ref.Kind, ref.ID)), zap.String("version", lg.Version),
+			zap.String("error", rulestore.Clip(err.Error(), 512)))
 		return nil
 	}
 	s.logger.Info("stored rule rejected: serving the fleet's last good version",
-		zap.String("key", s.names.RuleKey(ref.kind, ref.id)), zap.String("version", lg.Version),
+		zap.String("key", s.names.RuleKey(ref.Kind, ref.ID)), zap.String("version", lg.Version),
 		zap.String("accepted_by", clip(lg.Instance)), zap.Time("accepted_at", lg.At))
-	return &Rule{Kind: ref.kind, ID: ref.id, Fields: lg.Fields, Value: v, Source: "redis", Overlay: lg.Fields, partial: st != nil}
+	return &rulestore.Rule{Kind: ref.Kind, ID: ref.ID, Fields: lg.Fields, Value: v, Source: "redis", Overlay: lg.Fields, Partial: st != nil}
 }

@@ -1,7 +1,8 @@
-package rulestore
+package redissource
 
 import (
 	"context"
+	"github.com/sluicegw/sluice/rulestore"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -28,19 +29,19 @@ const (
 
 // refreshQueue is owned by the run goroutine.
 type refreshQueue struct {
-	ttl      time.Duration         // how long an absent id is remembered
-	pending  map[ruleRef]struct{}  // to re-read in the next batch
-	deferred map[ruleRef]struct{}  // named again while remembered absent
-	absent   map[ruleRef]time.Time // found absent: remembered until
-	swept    int                   // len(absent) after the last sweep
+	ttl      time.Duration                   // how long an absent id is remembered
+	pending  map[rulestore.RuleRef]struct{}  // to re-read in the next batch
+	deferred map[rulestore.RuleRef]struct{}  // named again while remembered absent
+	absent   map[rulestore.RuleRef]time.Time // found absent: remembered until
+	swept    int                             // len(absent) after the last sweep
 }
 
 func newRefreshQueue() refreshQueue {
-	return refreshQueue{ttl: absentTTL, pending: map[ruleRef]struct{}{}, deferred: map[ruleRef]struct{}{}, absent: map[ruleRef]time.Time{}}
+	return refreshQueue{ttl: absentTTL, pending: map[rulestore.RuleRef]struct{}{}, deferred: map[rulestore.RuleRef]struct{}{}, absent: map[rulestore.RuleRef]time.Time{}}
 }
 
 // add queues a published id. now is the time the message was taken.
-func (q *refreshQueue) add(ref ruleRef, now time.Time) {
+func (q *refreshQueue) add(ref rulestore.RuleRef, now time.Time) {
 	if until, ok := q.absent[ref]; ok && now.Before(until) {
 		q.deferred[ref] = struct{}{}
 		return
@@ -71,7 +72,7 @@ func (q *refreshQueue) due(now time.Time) {
 
 // found records the result of a re-read; present is true for a hash found
 // and for an id the config declares (whose absence is never junk).
-func (q *refreshQueue) found(ref ruleRef, present bool, now time.Time) {
+func (q *refreshQueue) found(ref rulestore.RuleRef, present bool, now time.Time) {
 	if present {
 		delete(q.absent, ref)
 		return
@@ -89,11 +90,11 @@ func (q *refreshQueue) drop() {
 }
 
 // take returns the pending ids and empties the set.
-func (q *refreshQueue) take() []ruleRef {
+func (q *refreshQueue) take() []rulestore.RuleRef {
 	if len(q.pending) == 0 {
 		return nil
 	}
-	refs := make([]ruleRef, 0, len(q.pending))
+	refs := make([]rulestore.RuleRef, 0, len(q.pending))
 	for ref := range q.pending {
 		refs = append(refs, ref)
 	}
@@ -108,14 +109,14 @@ func (s *redisSource) flushPending(ctx context.Context) error {
 
 // refreshAll re-reads rules in pipelined batches: present means upsert,
 // absent means delete.
-func (s *redisSource) refreshAll(ctx context.Context, refs []ruleRef) error {
+func (s *redisSource) refreshAll(ctx context.Context, refs []rulestore.RuleRef) error {
 	defer s.publishEdit() // also when a read fails half way
 	for i := 0; i < len(refs); i += refreshBatch {
 		chunk := refs[i:min(i+refreshBatch, len(refs))]
 		pipe := s.client.Pipeline()
 		cmds := make([]*redis.MapStringStringCmd, len(chunk))
 		for j, ref := range chunk {
-			cmds[j] = pipe.HGetAll(ctx, s.names.RuleKey(ref.kind, ref.id))
+			cmds[j] = pipe.HGetAll(ctx, s.names.RuleKey(ref.Kind, ref.ID))
 		}
 		// The epoch marker rides in the same round trip: go-redis redials a
 		// pooled connection on its own, so this read may reach a Redis that
@@ -138,28 +139,28 @@ func (s *redisSource) refreshAll(ctx context.Context, refs []ruleRef) error {
 		for j, ref := range chunk {
 			fields, err := cmds[j].Result()
 			if isWrongType(err) {
-				s.rejectNonHash(s.names.RuleKey(ref.kind, ref.id))
+				s.rejectNonHash(s.names.RuleKey(ref.Kind, ref.ID))
 				continue
 			}
 			if err != nil {
 				return err
 			}
 			s.refreshed[ref] = now.UnixNano()
-			s.queue.found(ref, len(fields) > 0 || s.staticRule(ref.kind, ref.id) != nil, now)
+			s.queue.found(ref, len(fields) > 0 || s.staticRule(ref.Kind, ref.ID) != nil, now)
 			if len(fields) == 0 {
 				if !s.keepLost(ref) {
-					s.remove(ref.kind, ref.id)
+					s.remove(ref.Kind, ref.ID)
 				}
 				continue
 			}
-			s.upsert(ref.kind, ref.id, Fields(fields))
+			s.upsert(ref.Kind, ref.ID, rulestore.Fields(fields))
 		}
 	}
 	// One publish (one copy of each edited kind's map) for the whole
 	// batch: a copy per chunk would cost O(rules held) per refreshBatch ids.
 	s.publishEdit()
 	s.installLastGood(ctx)
-	// The verdicts and history of what was applied (status.go) are written
+	// The verdicts and history of what was applied (feedback.go) are written
 	// by the session once no change is waiting, so a bulk change is in
 	// force before its feedback is written.
 	return nil
