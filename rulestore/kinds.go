@@ -229,7 +229,7 @@ func RegisterFields(k Kind, rows []FieldInfo) {
 // KindFields are kind k's field table, in its docs' order (nil when its
 // handler has none, or is not compiled in).
 func KindFields(k Kind) []FieldInfo {
-	info, _ := k.info()
+	info, _ := k.Info()
 	return info.Fields
 }
 
