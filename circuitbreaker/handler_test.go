@@ -782,7 +782,14 @@ func TestConcurrentTrafficRespectsProbeLimit(t *testing.T) {
 	circuitbreaker busy
 	reverse_proxy %s`, strings.TrimPrefix(up.URL, "http://")))
 
+	// Clients pause after the first trip: a call the breaker let through
+	// while closed may still be on its way to the upstream (a busy machine
+	// delays it), and would count as a probe. Once no client is inside a
+	// call, every call reaching the upstream was let through after the trip.
 	stop := make(chan struct{})
+	var paused atomic.Bool
+	var calling atomic.Int64
+	resume := make(chan struct{})
 	var wg sync.WaitGroup
 	for range 16 {
 		wg.Add(1)
@@ -794,17 +801,35 @@ func TestConcurrentTrafficRespectsProbeLimit(t *testing.T) {
 					return
 				default:
 				}
+				if paused.Load() {
+					select {
+					case <-resume:
+					case <-stop:
+						return
+					}
+				}
+				calling.Add(1)
 				if resp, err := http.Get(url); err == nil {
 					resp.Body.Close()
 				}
+				calling.Add(-1)
 			}
 		}()
 	}
 	defer func() { close(stop); wg.Wait() }()
-	testcaddy.Eventually(t, 10*time.Second, "first trip, closed-state calls done", func() bool {
-		return rulestore.Active().Breakers().IsOpen("busy", "") && inFlight.Load() == 0
+	testcaddy.Eventually(t, 10*time.Second, "first trip", func() bool {
+		return rulestore.Active().Breakers().IsOpen("busy", "")
 	})
+	paused.Store(true)
+	testcaddy.Eventually(t, 10*time.Second, "no call in progress", func() bool {
+		return calling.Load() == 0 && inFlight.Load() == 0
+	})
+	if !rulestore.Active().Breakers().IsOpen("busy", "") {
+		t.Fatal("the breaker closed again against an upstream that always fails")
+	}
 	measuring.Store(true)
+	paused.Store(false)
+	close(resume)
 	testcaddy.Eventually(t, 10*time.Second, "several half-open periods", func() bool { return hits.Load() >= 20 })
 	if m := maxInFlight.Load(); m > 2 {
 		t.Fatalf("%d calls reached the upstream at once while not closed; half_open_requests is 2", m)
