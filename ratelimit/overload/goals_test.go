@@ -103,14 +103,15 @@ func TestSimTwoClassesAtTwiceCapacity(t *testing.T) {
 }
 
 // TestSimNoisyKeyGetsItsShare: ten keys ask 0.08 of capacity each and
-// one key ten times that, 1.6× capacity in all. The keys are served in
-// turn, so the noisy key gets about what the others leave; its standing
-// queue is held to the target by refusing its own oldest waiters. The
-// others are served at least 0.9 as much as without it (0.98–1.0
-// measured: at their rate their queues stand at times too) and their p99
-// rises to 1.5–1.7 × (asserted within 2.5 ×; the goal of 1.5 × is not
-// always met). The requests in flight stay within [0.7, 1.3] of the
-// host's capacity (overloadedInFlight).
+// one key ten times that, 1.6× capacity in all. The noisy key's queue
+// stands, so the slots it holds are on loan (share.go): the other keys
+// find a slot at once, over the limit if need be, and it gets what they
+// leave, its standing queue held to the target by refusing its own oldest
+// waiters. The others are served at least 0.9 as much as without it and
+// their p99 stays within 1.5 × of the run without it (1.14–1.41 × over 20
+// seeds; 1.5–1.7 × when the noisy key's slots were not lent, almost all
+// of it time waiting for a slot). The requests in flight stay within
+// [0.7, 1.3] of the host's capacity (overloadedInFlight).
 func TestSimNoisyKeyGetsItsShare(t *testing.T) {
 	const work, cpus = 20 * ms, 10
 	capacity := float64(cpus) / (float64(work) / float64(sec))
@@ -129,8 +130,8 @@ func TestSimNoisyKeyGetsItsShare(t *testing.T) {
 		noisyServed := float64(n.keyServed[10]) / 30
 		p99, p99q := p99Of(n.bySource[0]), p99Of(q.bySource[0])
 		t.Logf("seed %d: others served %d (quiet run %d), noisy key %.0f/s of %.0f/s asked; others' p99 %v ms vs %v ms quiet", seed, others, q.total(q.served), noisyServed, 0.8*capacity, p99/ms, p99q/ms)
-		if float64(p99) > 2.5*float64(p99q) {
-			t.Errorf("seed %d: the other keys' p99 %v ms, want ≤ 2.5 × %v ms (quiet run)", seed, p99/ms, p99q/ms)
+		if float64(p99) > 1.5*float64(p99q) {
+			t.Errorf("seed %d: the other keys' p99 %v ms, want ≤ 1.5 × %v ms (quiet run)", seed, p99/ms, p99q/ms)
 		}
 		overloadedInFlight(t, seed, &n, cpus)
 		if float64(others) < 0.9*float64(q.total(q.served)) {
