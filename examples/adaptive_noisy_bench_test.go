@@ -25,13 +25,14 @@ import (
 // key, 15 s each after 3 s of warm-up, order rotated, and reports the
 // quiet keys' p99 (end to end, at the client) beside the noisy key over
 // alone: median and range over -benchtime rounds (at least 3), the noisy
-// key's goodput and the share of the quiet keys' requests refused.
+// key's goodput and the share of the quiet keys' requests refused. Each
+// round logs the controller's state at its end.
 //
 //	go test -run '^$' -bench AdaptiveNoisyKeyReal -benchtime 3x ./examples/
 func BenchmarkAdaptiveNoisyKeyReal(b *testing.B) {
 	upPort, sitePort := testcaddy.FreePort(b), testcaddy.FreePort(b)
 	startUpstream(b, upPort, "-capacity", "10", "-work", "20ms", "-work-cv", "0.3")
-	testcaddy.Start(b, fmt.Sprintf(`{
+	p := testcaddy.Start(b, fmt.Sprintf(`{
 	admin localhost:{{admin}}
 	persist_config off
 	rulestore {
@@ -48,6 +49,7 @@ http://127.0.0.1:%d {
 }
 `, sitePort, upPort))
 	url := fmt.Sprintf("http://127.0.0.1:%d/work", sitePort)
+	admin := fmt.Sprintf("http://localhost:%d", p.AdminPort)
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 1000}}
 	noisyRound(client, url, 3*time.Second, false) // warm-up: the first probe and windows
 	rounds := max(b.N, 3)
@@ -63,8 +65,12 @@ http://127.0.0.1:%d {
 		if alone.failed+beside.failed > 0 {
 			b.Fatalf("%d requests failed or got another status than 200 or 503", alone.failed+beside.failed)
 		}
-		b.Logf("round %d: quiet p99 %v alone, %v beside the noisy key; quiet refused %.4f and %.4f; noisy key %.0f/s",
-			i, alone.p99, beside.p99, alone.refused, beside.refused, beside.noisyRate)
+		st, err := adaptiveStateOf(admin, "adaptive")
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("round %d: quiet p99 %v alone, %v beside the noisy key; quiet refused %.4f and %.4f; noisy key %.0f/s; then %v",
+			i, alone.p99, beside.p99, alone.refused, beside.refused, beside.noisyRate, st)
 		ratios = append(ratios, float64(beside.p99)/float64(alone.p99))
 		refused = append(refused, beside.refused)
 		noisyRate = append(noisyRate, beside.noisyRate)
