@@ -69,8 +69,8 @@ type Controller struct {
 	lastNow    int64 // under mu: the latest time a caller gave
 
 	// Fair shares (share.go), under mu: the keys waiting or holding a
-	// slot taken under the lock, and the slots held by keys with requests
-	// waiting.
+	// slot taken under the lock, those whose queue stands, the slots
+	// these hold (on loan), and when they were last marked.
 	keys     map[string]*keyState
 	standing []*keyState
 	loaned   int64
@@ -117,9 +117,10 @@ func (c *Controller) TryAcquire() (Ticket, bool) {
 }
 
 // Enqueue is the way in for a request TryAcquire did not admit: admitted
-// after all (a slot freed), queued (the returned waiter), or refused with
-// QueueFull. key is the rule's key for the request (fairness within its
-// class); it is copied.
+// after all (a slot freed, or one on loan from a standing key: share.go),
+// queued (the returned waiter), or refused with QueueFull. key is the
+// rule's key for the request (fairness within its class and between
+// keys); it is copied.
 func (c *Controller) Enqueue(class Class, key []byte, now int64) (Ticket, *Waiter, Outcome) {
 	if class >= Classes {
 		class = Normal
@@ -265,7 +266,9 @@ func (c *Controller) tickLocked(now int64) {
 	c.dispatchLocked(now)
 }
 
-// dispatchLocked gives free slots to waiters in the queue's order.
+// dispatchLocked gives slots to waiters: under the limit in the queue's
+// order, and over it, while the standing keys hold more than the requests
+// over it, to the keys whose queue does not stand (share.go).
 func (c *Controller) dispatchLocked(now int64) {
 	c.expireLocked(now)
 	c.markStandingLocked(now)
