@@ -72,6 +72,7 @@ type Controller struct {
 	// slot taken under the lock, those whose queue stands, the slots
 	// these hold (on loan), and when they were last marked.
 	keys     map[string]*keyState
+	freeKeys []*keyState // closed accounts, for reuse
 	standing []*keyState
 	loaned   int64
 	lastMark int64
@@ -150,7 +151,7 @@ func (c *Controller) Enqueue(class Class, key []byte, now int64) (Ticket, *Waite
 		}
 	}
 	if c.q.n >= c.lim.cfg.MaxQueued {
-		v := c.q.victim(class, string(key))
+		v := c.q.victim(class, ks.key)
 		if v == nil {
 			c.queued.Add(-1)
 			c.idleLocked(ks)
@@ -164,7 +165,7 @@ func (c *Controller) Enqueue(class Class, key []byte, now int64) (Ticket, *Waite
 	w := c.pool.Get().(*waiter)
 	w.class, w.since, w.state, w.ks = class, now, waiting, ks
 	c.addWaitingLocked(ks, 1)
-	c.q.push(w, string(key))
+	c.q.push(w, ks.key)
 	c.byClass[class].Add(1)
 	return Ticket{}, w, Queued
 }

@@ -49,7 +49,15 @@ func (c *Controller) keyLocked(key []byte) *keyState {
 	if c.keys == nil {
 		c.keys = make(map[string]*keyState)
 	}
-	ks := &keyState{key: string(key)}
+	var ks *keyState
+	if n := len(c.freeKeys); n > 0 {
+		ks, c.freeKeys = c.freeKeys[n-1], c.freeKeys[:n-1]
+		if ks.key != string(key) {
+			ks.key = string(key)
+		}
+	} else {
+		ks = &keyState{key: string(key)}
+	}
 	c.keys[ks.key] = ks
 	return ks
 }
@@ -74,9 +82,15 @@ func (c *Controller) addInflightLocked(ks *keyState, d int64) {
 	c.idleLocked(ks)
 }
 
+// idleLocked closes ks's account if it neither waits nor holds a slot,
+// for reuse: no ticket or waiter names it then, and it does not stand (a
+// key stands no more when its queue empties), so the standing list of the
+// last mark may still name it, harmlessly: the next mark clears and
+// recomputes every flag.
 func (c *Controller) idleLocked(ks *keyState) {
 	if ks.inflight == 0 && ks.waiting == 0 && c.keys[ks.key] == ks {
 		delete(c.keys, ks.key)
+		c.freeKeys = append(c.freeKeys, ks)
 	}
 }
 
