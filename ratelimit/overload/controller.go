@@ -27,8 +27,13 @@ var outcomeNames = [...]string{"admitted", "queued", "queue_full", "queue_timeou
 
 func (o Outcome) String() string { return outcomeNames[o] }
 
-// Ticket is an admitted request's slot.
-type Ticket struct{ epoch uint32 }
+// Ticket is an admitted request's slot: the limit's epoch when it was
+// taken and, for one taken under the queue's lock, its key's account
+// (share.go).
+type Ticket struct {
+	epoch uint32
+	key   *keyState
+}
 
 // Waiter is a request waiting for a slot.
 type Waiter = waiter
@@ -62,6 +67,15 @@ type Controller struct {
 	lastExpire int64
 	scratch    []*keyQueue
 	lastNow    int64 // under mu: the latest time a caller gave
+
+	// Fair shares (share.go), under mu: the keys waiting or holding a
+	// slot taken under the lock, those whose queue stands, the slots
+	// these hold (on loan), and when they were last marked.
+	keys     map[string]*keyState
+	freeKeys []*keyState // closed accounts, for reuse
+	standing []*keyState
+	loaned   int64
+	lastMark int64
 
 	pool sync.Pool
 }
@@ -104,9 +118,10 @@ func (c *Controller) TryAcquire() (Ticket, bool) {
 }
 
 // Enqueue is the way in for a request TryAcquire did not admit: admitted
-// after all (a slot freed), queued (the returned waiter), or refused with
-// QueueFull. key is the rule's key for the request (fairness within its
-// class); it is copied.
+// after all (a slot freed, or one on loan from a standing key: share.go),
+// queued (the returned waiter), or refused with QueueFull. key is the
+// rule's key for the request (fairness within its class and between
+// keys); it is copied.
 func (c *Controller) Enqueue(class Class, key []byte, now int64) (Ticket, *Waiter, Outcome) {
 	if class >= Classes {
 		class = Normal
@@ -119,28 +134,38 @@ func (c *Controller) Enqueue(class Class, key []byte, now int64) (Ticket, *Waite
 	// dispatches after this lock is let go.
 	c.queued.Add(1)
 	c.lim.full = true
-	if c.q.n == 0 {
-		lim := c.limitNow.Load()
-		for n := c.inflight.Load(); n < lim; n = c.inflight.Load() {
-			if c.inflight.CompareAndSwap(n, n+1) {
-				c.queued.Add(-1)
-				return Ticket{epoch: c.lim.epoch.Load()}, nil, Admitted
-			}
+	if c.q.n > 0 {
+		c.dispatchLocked(now) // waiters that may go first
+	}
+	ks := c.keyLocked(key)
+	lim := c.limitNow.Load()
+	for {
+		n := c.inflight.Load()
+		if !(c.q.n == 0 && n < lim) && !c.mayBorrowLocked(ks, class, n, lim) {
+			break
+		}
+		if c.inflight.CompareAndSwap(n, n+1) {
+			c.queued.Add(-1)
+			c.addInflightLocked(ks, 1)
+			return Ticket{epoch: c.lim.epoch.Load(), key: ks}, nil, Admitted
 		}
 	}
 	if c.q.n >= c.lim.cfg.MaxQueued {
-		v := c.q.victim(class, string(key))
+		v := c.q.victim(class, ks.key)
 		if v == nil {
 			c.queued.Add(-1)
+			c.idleLocked(ks)
 			c.shed[class][0].Add(1)
 			return Ticket{}, nil, QueueFull
 		}
 		c.leaveLocked(v, pushedOut)
 		v.ready <- struct{}{}
+		ks = c.keyLocked(key) // closed if v was its only waiter
 	}
 	w := c.pool.Get().(*waiter)
-	w.class, w.since, w.state = class, now, waiting
-	c.q.push(w, string(key))
+	w.class, w.since, w.state, w.ks = class, now, waiting, ks
+	c.addWaitingLocked(ks, 1)
+	c.q.push(w, ks.key)
 	c.byClass[class].Add(1)
 	return Ticket{}, w, Queued
 }
@@ -148,6 +173,8 @@ func (c *Controller) Enqueue(class Class, key []byte, now int64) (Ticket, *Waite
 // leaveLocked takes w out of the queue with its new state.
 func (c *Controller) leaveLocked(w *waiter, st waitState) {
 	c.q.remove(w)
+	c.addWaitingLocked(w.ks, -1)
+	w.ks = nil
 	c.queued.Add(-1)
 	c.byClass[w.class].Add(-1)
 	w.state = st
@@ -163,12 +190,12 @@ func (c *Controller) leaveLocked(w *waiter, st waitState) {
 // PushedOut, or TimedOut (a standing queue's target passed: codel.go). The waiter goes back to the pool: do not use it after.
 func (c *Controller) Result(w *Waiter) (Ticket, Outcome) {
 	c.mu.Lock()
-	st, epoch := w.state, w.epoch
+	st, t := w.state, w.ticket
 	c.mu.Unlock()
 	c.recycle(w)
 	switch st {
 	case granted:
-		return Ticket{epoch: epoch}, Admitted
+		return t, Admitted
 	case abandoned: // waited past the target of a standing queue
 		return Ticket{}, TimedOut
 	}
@@ -180,7 +207,7 @@ func (c *Controller) Result(w *Waiter) (Ticket, Outcome) {
 // first. The waiter goes back to the pool.
 func (c *Controller) Abandon(w *Waiter) (Ticket, Outcome) {
 	c.mu.Lock()
-	st, epoch := w.state, w.epoch
+	st, t := w.state, w.ticket
 	if st == waiting {
 		c.leaveLocked(w, abandoned)
 	}
@@ -188,7 +215,7 @@ func (c *Controller) Abandon(w *Waiter) (Ticket, Outcome) {
 	c.recycle(w)
 	switch st {
 	case granted:
-		return Ticket{epoch: epoch}, Admitted
+		return t, Admitted
 	case pushedOut:
 		return Ticket{}, PushedOut
 	}
@@ -210,6 +237,14 @@ func (c *Controller) Release(t Ticket, latency int64, drop bool, now int64) {
 	if latency >= 0 {
 		c.lim.record(t.epoch, latency, drop)
 	}
+	if t.key != nil { // on its key's account, under the lock
+		c.mu.Lock()
+		c.inflight.Add(-1)
+		c.addInflightLocked(t.key, -1)
+		c.tickLocked(now)
+		c.mu.Unlock()
+		return
+	}
 	c.inflight.Add(-1)
 	if c.queued.Load() > 0 || c.lim.due(now) {
 		c.Tick(now)
@@ -220,32 +255,48 @@ func (c *Controller) Release(t Ticket, latency int64, drop bool, now int64) {
 // to waiters.
 func (c *Controller) Tick(now int64) {
 	c.mu.Lock()
+	c.tickLocked(now)
+	c.mu.Unlock()
+}
+
+func (c *Controller) tickLocked(now int64) {
 	c.lastNow = max(c.lastNow, now)
 	if c.lim.due(now) && c.lim.step(now) {
 		c.limitNow.Store(c.lim.current())
 	}
 	c.dispatchLocked(now)
-	c.mu.Unlock()
 }
 
-// dispatchLocked gives free slots to waiters in the queue's order.
+// dispatchLocked gives slots to waiters: under the limit in the queue's
+// order, and over it, while the standing keys hold more than the requests
+// over it, to the keys whose queue does not stand (share.go).
 func (c *Controller) dispatchLocked(now int64) {
 	c.expireLocked(now)
+	c.markStandingLocked(now)
 	lim := c.limitNow.Load()
 	for c.q.n > 0 {
 		n := c.inflight.Load()
-		if n >= lim {
+		if !c.borrowRoom(n, lim) {
 			c.lim.full = true
 			return
 		}
 		if !c.inflight.CompareAndSwap(n, n+1) {
 			continue
 		}
-		w := c.q.pop()
+		var w *waiter
+		if n < lim {
+			w = c.q.pop()
+		} else if w = c.q.popNotStanding(); w == nil {
+			c.inflight.Add(-1)
+			c.lim.full = true
+			return
+		}
+		c.addInflightLocked(w.ks, 1)
+		c.addWaitingLocked(w.ks, -1)
+		w.state, w.ticket, w.ks = granted, Ticket{epoch: c.lim.epoch.Load(), key: w.ks}, nil
 		c.queued.Add(-1)
 		c.byClass[w.class].Add(-1)
 		c.waited[w.class].Add(1)
-		w.state, w.epoch = granted, c.lim.epoch.Load()
 		w.ready <- struct{}{}
 	}
 }

@@ -5,7 +5,7 @@
 // and refuses a request only when it waited max_queue_wait, when its key's
 // queue stands beyond the target, or when the queue is full.
 //
-// It owns three things, each in its own file:
+// Each part is in its own file:
 //
 //   - limit.go: the limit, after Envoy's adaptive concurrency filter. It
 //     measures the uncontended latency (minRTT) at a reduced concurrency
@@ -16,6 +16,8 @@
 //     when full.
 //   - codel.go: controlled delay: a key's queue that has not emptied for
 //     100 ms has its waiters older than the target (minRTT) refused.
+//   - share.go: fair shares: the slots a key with a standing queue holds
+//     are on loan, and other keys' requests may take them over the limit.
 //   - controller.go: admission and release, lock-free while the queue is
 //     empty and a slot is free; the queue's lock otherwise.
 //

@@ -4,14 +4,15 @@ package overload
 type waiter struct {
 	prev, next *waiter
 	kq         *keyQueue
+	ks         *keyState // its key's account (share.go)
 	class      Class
 	since      int64 // when it began to wait (ns)
 	// ready gets one value when the waiter leaves the queue other than by
 	// its own abandon: state says whether it holds a slot or was pushed
 	// out.
-	ready chan struct{}
-	state waitState
-	epoch uint32 // the limit's epoch when it got its slot
+	ready  chan struct{}
+	state  waitState
+	ticket Ticket // the slot it was granted
 }
 
 type waitState uint8
@@ -27,7 +28,8 @@ const (
 // in the class's round of keys.
 type keyQueue struct {
 	key        string
-	since      int64 // when it last became non-empty (a fresh key queue)
+	ks         *keyState // the key's account (share.go)
+	since      int64     // when it last became non-empty (a fresh key queue)
 	head, tail *waiter
 	n          int64
 	prev, next *keyQueue
@@ -58,7 +60,7 @@ func (q *queue) push(w *waiter, key string) {
 	kq := cq.keys[key]
 	if kq == nil {
 		kq = q.newKeyQueue(key)
-		kq.since = w.since
+		kq.since, kq.ks = w.since, w.ks
 		cq.keys[key] = kq
 		if cq.turn == nil {
 			kq.prev, kq.next = kq, kq
@@ -102,6 +104,44 @@ func (q *queue) pop() *waiter {
 		cq.turn = cq.turn.next // the next key's turn, whatever happens to this one
 		q.remove(w)
 		return w
+	}
+	return nil
+}
+
+// scanKeys bounds how many keys popNotStanding looks at: a round of
+// thousands of standing keys would make every release walk it.
+const scanKeys = 64
+
+// popNotStanding takes, in the most important class waiting, the oldest
+// waiter of the first key in turn whose queue does not stand (share.go);
+// the round goes on after that key. nil when none of the first scanKeys
+// keys qualifies.
+func (q *queue) popNotStanding() *waiter {
+	cq := q.head()
+	if cq == nil {
+		return nil
+	}
+	k := cq.turn
+	for range scanKeys {
+		if !k.ks.standing {
+			w := k.head
+			cq.turn = k.next
+			q.remove(w)
+			return w
+		}
+		if k = k.next; k == cq.turn {
+			break
+		}
+	}
+	return nil
+}
+
+// head is the most important class with waiters, or nil.
+func (q *queue) head() *classQueue {
+	for c := range q.classes {
+		if q.classes[c].turn != nil {
+			return &q.classes[c]
+		}
 	}
 	return nil
 }

@@ -63,6 +63,7 @@ type simResult struct {
 	latency                [Classes][]int64 // end to end, served requests
 	keyServed              map[int]int      // by key, sources' keys numbered globally
 	bySource               map[int][]int64  // end-to-end latency of served requests, by source
+	waitBySource           map[int][]int64  // of which the wait for a slot
 	inflight               []float64        // mean active admitted jobs per second
 	limits                 []int64
 }
@@ -104,7 +105,7 @@ func simulate(m simModel, seed int64, withLimit bool) simResult {
 	if withLimit {
 		c = New(m.cfg, 0)
 	}
-	res := simResult{keyServed: map[int]int{}, bySource: map[int][]int64{}}
+	res := simResult{keyServed: map[int]int{}, bySource: map[int][]int64{}, waitBySource: map[int][]int64{}}
 	var (
 		active  []*simReq // jobs on the host
 		waiting []*simReq // in the controller's queue
@@ -203,6 +204,7 @@ func simulate(m simModel, seed int64, withLimit bool) simResult {
 			res.keyServed[r.key]++
 			res.latency[src.class] = append(res.latency[src.class], now-r.sent)
 			res.bySource[r.src] = append(res.bySource[r.src], now-r.sent)
+			res.waitBySource[r.src] = append(res.waitBySource[r.src], r.start-r.sent)
 			if src.clients > 0 {
 				due = append(due, &simReq{src: r.src, key: r.key, client: r.client, sent: now})
 			}
