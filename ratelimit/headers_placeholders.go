@@ -103,7 +103,7 @@ func (p placeholders) Placeholder(name string) (any, bool) {
 		return zeroWait, true
 	case "http.ratelimit.over_limit":
 		if p.over == nil {
-			return nil, false
+			return "", p.result != resultNone // known, empty, once decided: for header_up
 		}
 		return p.over.idAny, true
 	case "http.ratelimit.priority":
