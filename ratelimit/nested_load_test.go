@@ -55,7 +55,7 @@ func (f *flow) run(url string, d time.Duration, wg *sync.WaitGroup) {
 		if at.Sub(start) >= d {
 			break
 		}
-		time.Sleep(time.Until(at)) // the load's schedule, not a wait for a condition
+		time.Sleep(time.Until(at)) // sleep: the open-loop load's schedule, not a wait for a condition
 		f.sent.Add(1)
 		reqs.Add(1)
 		go func() {
