@@ -1,6 +1,7 @@
 package ratelimit_test
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -78,5 +79,17 @@ func TestNestedTreesThatDoNotHoldFailValidate(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("rules\n%s: validate says %v, want an error with %q", c.rules, err, c.want)
 		}
+	}
+}
+
+// The quota API does not show a tree's use yet: asked for a rule with a
+// parent, it says so rather than show the untouched engine's numbers.
+func TestNestedQuotaAPISaysNotYet(t *testing.T) {
+	s := caddyfile(t, orgTree, "\tratelimit team\n\trespond \"ok\"")
+	testcaddy.Run(t, s.cfg)
+	expect(t, s.urls[0], []int{200}, "X-Org: acme", "X-Team: a")
+	resp, body := testcaddy.Get(t, fmt.Sprintf("http://localhost:%d/sluice/quota/team/key0:acme/a", s.adminPort))
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "is a level of a nested quota (parent org)") {
+		t.Fatalf("%d %q, want 400 saying the rule is a level of a nested quota", resp.StatusCode, body)
 	}
 }
