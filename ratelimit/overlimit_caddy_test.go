@@ -64,4 +64,12 @@ func TestOverLimitTagsAndDemotes(t *testing.T) {
 			t.Errorf("%s = %v, want %v", series, got, n)
 		}
 	}
+	// The state endpoint (and the status page, which reads it) counts them
+	// apart too.
+	_, state := testcaddy.Get(t, fmt.Sprintf("http://localhost:%d/sluice/state", s.adminPort))
+	for _, want := range []string{`"allowed":2`, `"tagged":2`, `"demoted":1`} {
+		if !strings.Contains(state, want) {
+			t.Errorf("/sluice/state has no %s: %s", want, state)
+		}
+	}
 }
