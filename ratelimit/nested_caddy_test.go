@@ -93,3 +93,29 @@ func TestNestedQuotaAPISaysNotYet(t *testing.T) {
 		t.Fatalf("%d %q, want 400 saying the rule is a level of a nested quota", resp.StatusCode, body)
 	}
 }
+
+// Calendar quotas nest with reservations: team b's first request in the
+// day has the org reserve b's guarantee (5 of 10), so team a, coming
+// after, gets its own 5 and cannot borrow b's reserve; b then spends the
+// rest of its 5. The org never passes its 10.
+func TestNestedCalendarReservesAGuarantee(t *testing.T) {
+	s := caddyfile(t, `	rulestore {
+		rate_limit org {
+			quota 10
+			period day
+			key_resolver {http.request.header.X-Org}
+		}
+		rate_limit team {
+			quota 10
+			period day
+			key_resolver {http.request.header.X-Org}/{http.request.header.X-Team}
+			parent org
+			parent_key {http.request.header.X-Org}
+			guarantee 50
+		}
+	}`, "\tratelimit team\n\trespond \"ok\"")
+	testcaddy.Run(t, s.cfg)
+	expect(t, s.urls[0], []int{200}, "X-Org: acme", "X-Team: b")
+	expect(t, s.urls[0], []int{200, 200, 200, 200, 200, 429}, "X-Org: acme", "X-Team: a")
+	expect(t, s.urls[0], []int{200, 200, 200, 200, 429}, "X-Org: acme", "X-Team: b")
+}
