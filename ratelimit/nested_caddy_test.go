@@ -38,7 +38,14 @@ func TestNestedGuaranteeHoldsAfterASiblingBorrowed(t *testing.T) {
 	a := []string{"X-Org: acme", "X-Team: a"}
 	b := []string{"X-Org: acme", "X-Team: b"}
 	expect(t, s.urls[0], []int{200, 200, 200, 200, 200, 200, 200, 200, 200, 200, 429}, a...)
-	expect(t, s.urls[0], []int{200, 200, 200, 200, 200, 429}, b...)
+	// X-RateLimit-Remaining is what the tree lends the key: b's
+	// guarantee, though its own ceiling holds 10 and the org nothing.
+	for i, want := range []string{"4", "3", "2", "1", "0"} {
+		if resp, _ := testcaddy.Get(t, s.urls[0], b...); resp.StatusCode != http.StatusOK || resp.Header.Get("X-RateLimit-Remaining") != want {
+			t.Fatalf("team b, request %d: %d remaining %q, want 200 with %s", i+1, resp.StatusCode, resp.Header.Get("X-RateLimit-Remaining"), want)
+		}
+	}
+	expect(t, s.urls[0], []int{429}, b...)
 	expect(t, s.urls[0], []int{429}, a...)
 	expect(t, s.urls[0], []int{200, 200}, "X-Org: other", "X-Team: a")
 }

@@ -77,7 +77,7 @@ func takeNested(t *taken, kb []byte) Decision {
 	mu.Unlock()
 	d := Decision{Limits: &rule.Limits}
 	leaf := &nw.out.Levels[0]
-	d.Remaining = int64(leaf.Remaining)
+	d.Remaining = int64(treeRemaining(&nw.out))
 	if rule.Calendar != nil {
 		d.Cal = rule.Calendar.Window(wall)
 		d.Reset = d.Cal.End - wall
@@ -88,4 +88,16 @@ func takeNested(t *taken, kb []byte) Decision {
 		d.Reason, d.RetryAfter = RateLimited, nw.out.Wait
 	}
 	return d
+}
+
+// treeRemaining is a hint of what the leaf could spend next: its own
+// ceiling's remaining, capped at each level above by what that level
+// lends it, its unused pool or the child's guarantee left, whichever is
+// more.
+func treeRemaining(out *nested.Outcome) float64 {
+	left := out.Levels[0].Remaining
+	for i := 1; i < out.Depth; i++ {
+		left = min(left, max(out.Levels[i].Remaining, out.Levels[i-1].GuaranteeLeft))
+	}
+	return max(left, 0)
 }
