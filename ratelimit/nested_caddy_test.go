@@ -89,40 +89,25 @@ func TestNestedTreesThatDoNotHoldFailValidate(t *testing.T) {
 	}
 }
 
-// The quota API does not show a tree's use yet: asked for a rule with a
-// parent, it says so rather than show the untouched engine's numbers.
-func TestNestedQuotaAPISaysNotYet(t *testing.T) {
+// The quota API shows a key's use at every level of its tree (by request
+// values, as the key's parent_key reads them): after team a took its
+// guarantee and the org's unused rest, and b one of its guarantee, the org
+// is in debt by b's one; /sluice/quota sends a rule with a parent there.
+func TestNestedQuotaTreeShowsEveryLevel(t *testing.T) {
 	s := caddyfile(t, orgTree, "\tratelimit team\n\trespond \"ok\"")
 	testcaddy.Run(t, s.cfg)
-	expect(t, s.urls[0], []int{200}, "X-Org: acme", "X-Team: a")
-	resp, body := testcaddy.Get(t, fmt.Sprintf("http://localhost:%d/sluice/quota/team/key0:acme/a", s.adminPort))
-	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "is a level of a nested quota (parent org)") {
-		t.Fatalf("%d %q, want 400 saying the rule is a level of a nested quota", resp.StatusCode, body)
-	}
-}
-
-// Calendar quotas nest with reservations: team b's first request in the
-// day has the org reserve b's guarantee (5 of 10), so team a, coming
-// after, gets its own 5 and cannot borrow b's reserve; b then spends the
-// rest of its 5. The org never passes its 10.
-func TestNestedCalendarReservesAGuarantee(t *testing.T) {
-	s := caddyfile(t, `	rulestore {
-		rate_limit org {
-			quota 10
-			period day
-			key_resolver {http.request.header.X-Org}
-		}
-		rate_limit team {
-			quota 10
-			period day
-			key_resolver {http.request.header.X-Org}/{http.request.header.X-Team}
-			parent org
-			parent_key {http.request.header.X-Org}
-			guarantee 50
-		}
-	}`, "\tratelimit team\n\trespond \"ok\"")
-	testcaddy.Run(t, s.cfg)
+	expect(t, s.urls[0], []int{200, 200, 200, 200, 200, 200, 200, 200, 200, 200}, "X-Org: acme", "X-Team: a")
 	expect(t, s.urls[0], []int{200}, "X-Org: acme", "X-Team: b")
-	expect(t, s.urls[0], []int{200, 200, 200, 200, 200, 429}, "X-Org: acme", "X-Team: a")
-	expect(t, s.urls[0], []int{200, 200, 200, 200, 429}, "X-Org: acme", "X-Team: b")
+	admin := fmt.Sprintf("http://localhost:%d", s.adminPort)
+	resp, body := testcaddy.Get(t, admin+"/sluice/quota_tree/team?header.X-Org=acme&header.X-Team=b")
+	want := `{"rule":"team","levels":[` +
+		`{"rule":"team","key":"key0:acme/b","ceiling":10,"used":1,"remaining":9,"guarantee_percent":50,"guarantee_left":4,"guaranteed_used":0,"tracked":true},` +
+		`{"rule":"org","key":"key0:acme","ceiling":10,"used":11,"remaining":0,"guarantee_percent":0,"guarantee_left":0,"guaranteed_used":0,"tracked":true}]}`
+	if resp.StatusCode != http.StatusOK || strings.TrimSpace(body) != want {
+		t.Fatalf("quota_tree: %d\n%s\nwant\n%s", resp.StatusCode, body, want)
+	}
+	resp, body = testcaddy.Get(t, admin+"/sluice/quota/team/key0:acme%2Fb")
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "GET /sluice/quota_tree/team/... shows its use at every level") {
+		t.Fatalf("quota: %d %q, want 400 pointing at quota_tree", resp.StatusCode, body)
+	}
 }
