@@ -111,3 +111,23 @@ func TestNestedQuotaTreeShowsEveryLevel(t *testing.T) {
 		t.Fatalf("quota: %d %q, want 400 pointing at quota_tree", resp.StatusCode, body)
 	}
 }
+
+// The fields in JSON: guarantee as a number or a string, and the same
+// check of a parent's guarantees (when a ratelimit handler loads).
+func TestNestedFieldsInJSON(t *testing.T) {
+	cfg := func(ga, gb string) []byte {
+		return []byte(`{"admin": {"disabled": true}, "apps": {
+		"http": {"servers": {"s": {"listen": [":0"], "routes": [{"handle": [{"handler": "ratelimit", "rule": "a"}]}]}}},
+		"rulestore": {"rate_limit": {
+			"org": {"qps": 100},
+			"a": {"qps": 10, "key_resolver": "global", "parent": "org", "parent_key": "global", "guarantee": ` + ga + `, "over_limit": "demote"},
+			"b": {"qps": 10, "key_resolver": "global", "parent": "org", "parent_key": "global", "guarantee": ` + gb + `}}}}}`)
+	}
+	if err := testcaddy.ValidateJSON(cfg(`50`, `"50%"`)); err != nil {
+		t.Fatalf("50 and 50%%: %v", err)
+	}
+	err := testcaddy.ValidateJSON(cfg(`50`, `"51"`))
+	if err == nil || !strings.Contains(err.Error(), "the guarantees of org's children add up to 101%, over 100%: rate_limit rule a guarantee 50%, rate_limit rule b guarantee 51%") {
+		t.Fatalf("50 and 51: %v, want the guarantees over 100 %% named", err)
+	}
+}
