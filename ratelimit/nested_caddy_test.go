@@ -10,15 +10,16 @@ import (
 )
 
 // orgTree is an org of 10 with two teams, each guaranteed half of it and
-// allowed all of it: buckets that do not refill during a test.
+// allowed all of it: buckets that do not refill during a test (a token in
+// 11.6 days; the quota API's thousandths do not move either).
 const orgTree = `	rulestore {
 		rate_limit org {
-			qps 0.0001
+			qps 0.000001
 			burst 10
 			key_resolver {http.request.header.X-Org}
 		}
 		rate_limit team {
-			qps 0.0001
+			qps 0.000001
 			burst 10
 			key_resolver {http.request.header.X-Org}/{http.request.header.X-Team}
 			parent org
