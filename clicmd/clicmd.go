@@ -25,7 +25,7 @@ const DefaultAddress = "localhost:2019"
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "sluice",
-		Usage: "rules|bindings|state|store|quota|breaker|invalid|history|diff|rollback|verdicts|apply|export ... [--address <admin>]",
+		Usage: "rules|bindings|state|store|quota|quota-tree|breaker|invalid|history|diff|rollback|verdicts|apply|export ... [--address <admin>]",
 		Short: "Manages Sluice rules and shows live state through the admin API",
 		Long: `
 Talks to the admin API of a running Caddy (default $CADDY_ADMIN as for
@@ -47,6 +47,7 @@ JSON object with --json (use --json - to read it from stdin).
   caddy sluice state [ratelimit|circuitbreaker|grayroute|rulestore]
   caddy sluice store
   caddy sluice quota order_api user:alice [--json]           # a key's limit, used, remaining, debt, reset
+  caddy sluice quota-tree team --header X-Team=a             # its use at every level of a nested quota
   caddy sluice breaker order_cb force_open|force_closed|reset
   caddy sluice rules patch gray checkout-canary weight=0     # a kill switch, also for Caddyfile rules
   caddy sluice invalid                                        # rejected and missing rule ids
@@ -109,7 +110,7 @@ func build(cmd *cobra.Command) {
 		}}
 	cmd.AddCommand(rules, bindings, state, store, breaker, canaryCommand())
 	cmd.AddCommand(changeCommands()...)
-	cmd.AddCommand(verdictsCommand(), quotaCommand())
+	cmd.AddCommand(verdictsCommand(), quotaCommand(), quotaTreeCommand())
 	cmd.AddCommand(applyCommands()...)
 }
 

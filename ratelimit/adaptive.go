@@ -30,10 +30,10 @@ var classAny = func() (a [overload.Classes]any) {
 // its priority placeholder read now (missing or unknown: normal).
 func (r *Rule) priorityOf(req *http.Request, repl *caddy.Replacer) overload.Class {
 	if r.priorityExpr == "" || repl == nil {
-		return r.priority
+		return demote(req, r.priority)
 	}
 	c, _ := overload.ParseClass(repl.ReplaceKnown(r.priorityExpr, ""))
-	return c
+	return demote(req, c)
 }
 
 // admitAdaptive takes a slot of the adaptive limit c for a request of

@@ -2,7 +2,6 @@ package ratelimit
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"net/http"
@@ -15,7 +14,6 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
-	"github.com/sluicegw/sluice/internal/testcaddy"
 	"github.com/sluicegw/sluice/rulestore"
 )
 
@@ -153,21 +151,7 @@ func BenchmarkServeHTTP(b *testing.B) {
 // does (the handler then reads its rule from the store per request).
 func provisionedHandler(t testing.TB, id string, f rulestore.Fields) *Handler {
 	t.Helper()
-	cfg, err := json.Marshal(map[string]any{
-		"admin": map[string]any{"disabled": true},
-		"apps":  map[string]any{"rulestore": map[string]any{"rate_limit": map[string]any{id: f}}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	testcaddy.RunJSON(t, cfg)
-	h := new(Handler)
-	h.Rule = id
-	if err := h.Provision(caddy.ActiveContext()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Cleanup() })
-	return h
+	return provisionedRules(t, map[string]any{id: f}, id)[0]
 }
 
 // reportCPU reports the process's CPU time (user + system, GC included)

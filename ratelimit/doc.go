@@ -16,6 +16,9 @@
 //     by the request and settled from the response (count_status,
 //     response_cost; cost.go, settle.go, debt.go), overrides per key, and
 //     several rules on one route, all of which must admit (multi*.go);
+//   - nested quotas, a rule's parent and guarantee decided along its tree
+//     by ratelimit/nested (nested_*.go), and soft limits, over_limit tag
+//     and demote (overlimit.go);
 //   - the request's path, one pipeline of named steps for one rule or
 //     several (pipeline*.go: resolve, keys, decide, report, reject, serve),
 //     and the response (reject.go, headers*.go): the key,

@@ -178,6 +178,11 @@ var fields = handlerkit.NewFieldTable(
 		return nil
 	})),
 	only(onCluster, handlerkit.Row("lease_size", "int, 0–the quota", "`0` (off)", parseLeaseSize).In(syntax.WholeBounds(0, MaxBurst))),
+	// parent to over_limit: nested_rule.go.
+	handlerkit.Row("parent", "rule id", "none (a flat rule, or a tree's root)", parseParent),
+	only(onParent, handlerkit.Row("parent_key", "placeholder", "the Redis hash `gateway:parent:<rule-id>`", parseParentKey)),
+	only(onParent, handlerkit.Row("guarantee", "percent, 0–100", "`0` (borrows only)", parseGuarantee).In(syntax.NumberBounds(0, 100))),
+	handlerkit.Row("over_limit", "`refuse`, `tag`, `demote`", "`refuse`", parseOverLimit),
 )
 
 // Bounds of redis_timeout.

@@ -8,12 +8,12 @@ import (
 var placeholderNames = []string{
 	"http.ratelimit.rule", "http.ratelimit.key", "http.ratelimit.remaining", "http.ratelimit.limit",
 	"http.ratelimit.result", "http.ratelimit.retry_after", "http.ratelimit.queue_wait",
-	"http.ratelimit.priority",
+	"http.ratelimit.priority", "http.ratelimit.over_limit",
 }
 
 // shortKey is how many bytes of a key placeholders holds in place; a
 // longer key is copied to a string (one more allocation).
-const shortKey = 71
+const shortKey = 63
 
 // placeholders are one decision's {http.ratelimit.*} values, answered
 // lazily (handlerkit.Publish): the key is formatted, the remaining count
@@ -22,6 +22,7 @@ const shortKey = 71
 // generic dictionary and the request's vars map; TestPlaceholdersSize).
 type placeholders struct {
 	rule      *Rule
+	over      *Rule   // over_limit tag or demote let the request through over this rule (overlimit.go)
 	limits    *Limits // the quota's, nil when no quota was consulted
 	remaining int64
 	long      string // the key, when longer than shortKey
@@ -46,9 +47,11 @@ const (
 	resultRedisUnavailable
 	resultEmptyKey
 	resultBadCost
+	resultTagged  // over_limit tag let it through over a limit
+	resultDemoted // over_limit demote did
 )
 
-var resultNames = [...]string{"", "allowed", "shadow_rejected", "rate_limited", "too_many_in_flight", "redis_unavailable", "empty_key", "bad_cost"}
+var resultNames = [...]string{"", "allowed", "shadow_rejected", "rate_limited", "too_many_in_flight", "redis_unavailable", "empty_key", "bad_cost", "tagged", "demoted"}
 
 // setKey records the request's key.
 func (p *placeholders) setKey(key []byte) {
@@ -98,6 +101,11 @@ func (p placeholders) Placeholder(name string) (any, bool) {
 			return nil, false
 		}
 		return zeroWait, true
+	case "http.ratelimit.over_limit":
+		if p.over == nil {
+			return "", p.result != resultNone // known, empty, once decided: for header_up
+		}
+		return p.over.idAny, true
 	case "http.ratelimit.priority":
 		if p.class == 0 {
 			return nil, false

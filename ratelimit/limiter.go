@@ -33,6 +33,7 @@ type limiter struct {
 	// refunds a cluster engine's remembered refusals must not outlive
 	// long (cluster.Host).
 	listed atomic.Bool
+	nodes  nodeTable // the rule's nodes in trees of nested quotas (nested_state.go)
 }
 
 type limiterState struct {

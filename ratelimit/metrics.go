@@ -12,7 +12,7 @@ import (
 //
 //	sluice_ratelimit_requests_total{rule,result}  result: allowed, rejected,
 //	    shadow_rejected, concurrency_rejected, empty_key_rejected,
-//	    redis_unavailable, bad_cost
+//	    redis_unavailable, bad_cost, tagged, demoted (over_limit)
 //	sluice_ratelimit_keys{rule}       keys tracked now
 //	sluice_ratelimit_in_flight{rule}  requests admitted and not finished
 //	    (counted for rules with max_concurrent or max_concurrent_total)
@@ -55,6 +55,7 @@ func registerMetrics(reg *prometheus.Registry) error {
 type ruleCounters struct {
 	allowed, rejected, shadow, concurrency, emptyKey, unavailable, badCost counter
 	debtEntered                                                            counter // settling rules (debt.go)
+	tagged, demoted                                                        counter // let through over the limit (overlimit.go)
 	// charged, refunded: every settlement adds to one, from every core.
 	charged, refunded                          metrickit.StripedCounter
 	redisCalls, redisErrors                    *counter
@@ -88,6 +89,8 @@ func (c *ruleCounters) results(fn func(result string, n *counter)) {
 	fn("empty_key_rejected", &c.emptyKey)
 	fn("redis_unavailable", &c.unavailable)
 	fn("bad_cost", &c.badCost)
+	fn("tagged", &c.tagged)
+	fn("demoted", &c.demoted)
 }
 
 // byResult are the rule's decisions by result.

@@ -155,6 +155,11 @@ func (p *pass) keys(w http.ResponseWriter, r *http.Request, ts []taken, kb []byt
 			}
 		}
 		t.eng = lim.engine(rule)
+		if rule.Nest.Parent != "" {
+			if kb, answered, err = p.nestKeys(w, r, t, kb); answered {
+				return kb, true, err
+			}
+		}
 	}
 	return kb, false, nil
 }

@@ -19,6 +19,7 @@ type taken struct {
 	skip     bool          // a shadow rule without a key: not decided
 	admitted bool          // the rule admitted it: its tokens are spent
 	sw       *settleWriter // while served: the rule's settle writer
+	nest     *nestWalk     // a rule with a parent: its path (nested_decide.go)
 }
 
 // key is the rule's key in kb, the request's key buffer.
@@ -74,6 +75,9 @@ func (p *pass) decide(r *http.Request, ts []taken, kb []byte) (refused int, err 
 			t.admitted = true
 			continue
 		}
+		if p.overLimit(r, t, kb) {
+			continue
+		}
 		if rule := t.m.rule; rule.Shadow {
 			t.m.lim.counters.shadow.Inc()
 			p.shadowed = true
@@ -92,6 +96,10 @@ func (p *pass) decide(r *http.Request, ts []taken, kb []byte) (refused int, err 
 func (p *pass) take(r *http.Request, t *taken, kb []byte) error {
 	rule, lim := t.m.rule, t.m.lim
 	t.decided = true
+	if t.nest != nil {
+		t.d = takeNested(t, kb)
+		return nil
+	}
 	c := adaptiveOf(t.eng)
 	if c == nil {
 		t.d = decide(t.eng, rule, t.key(kb), lim.now(), t.cost)
@@ -137,7 +145,7 @@ func refund(ts []taken, kb []byte) {
 		if !t.admitted {
 			continue
 		}
-		if n := t.spent(); n > 0 {
+		if n := t.spent(); n > 0 && t.nest == nil { // a tree's spend stays (nested_decide.go)
 			settle(t.eng, t.m.rule, t.key(kb), t.m.lim.now(), -n)
 			t.d.Remaining += n // for the headers: what is left after the refund
 		}

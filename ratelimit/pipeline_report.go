@@ -51,6 +51,9 @@ func (p *pass) admit(ts []taken) {
 	if p.shadowed {
 		p.ph.result = resultShadowRejected
 	}
+	if p.ph.over != nil {
+		p.ph.result = overResult(p.ph.over.Nest.OverLimit)
+	}
 	// A paced rule is always a handler's only one.
 	if t := &ts[0]; t.admitted && t.d.Wait == 0 && t.d.Adaptive == nil {
 		p.ph.paces = t.m.rule.Flow.Behavior.Paces()

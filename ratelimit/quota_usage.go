@@ -92,6 +92,9 @@ func serveQuota(ctx context.Context, app *rulestore.App, rest string) (any, erro
 	if rule.Flow.Behavior != Reject {
 		return nil, quotaError(http.StatusBadRequest, "rule %q has control_behavior %s: it shapes requests on a schedule rather than counting a quota; GET /sluice/state shows its queue", id, rule.Flow.Behavior)
 	}
+	if rule.Nest.Parent != "" {
+		return nil, quotaError(http.StatusBadRequest, "rule %q is a level of a nested quota (parent %s): GET /sluice/quota_tree/%s/... shows its use at every level", id, rule.Nest.Parent, id)
+	}
 	return quotaFor(ctx, app, rule, lim, q)
 }
 

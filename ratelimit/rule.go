@@ -82,6 +82,10 @@ type Rule struct {
 	priority     overload.Class
 	priorityExpr string
 
+	// Nest: the rule's parent in a nested quota, and what a refusal does
+	// (over_limit); nested_rule.go.
+	Nest Nesting
+
 	idAny any // ID boxed once for the placeholder
 }
 
@@ -166,6 +170,9 @@ func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
 		return nil, err
 	}
 	if err := r.finishCost(f); err != nil {
+		return nil, err
+	}
+	if err := r.parseNest(p); err != nil {
 		return nil, err
 	}
 	return r, nil

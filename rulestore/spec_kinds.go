@@ -116,6 +116,19 @@ type RateLimitSpec struct {
 	// high, normal (default), low, sheddable, 0-4, or a placeholder such
 	// as {http.request.header.X-Priority} (missing or unknown: normal).
 	Priority string `json:"priority,omitempty"`
+	// Parent is the rule whose budget this rule's keys spend too: a
+	// nested quota (key → team → org), decided at every level at once.
+	Parent string `json:"parent,omitempty"`
+	// ParentKey is the parent's key for a request, a placeholder (e.g.
+	// {http.request.header.X-Team}); without it the key is read from the
+	// Redis hash gateway:parent:<rule-id>.
+	ParentKey string `json:"parent_key,omitempty"`
+	// Guarantee is a key's share of its parent's rate or quota, in
+	// percent, always available to it (0: it only borrows).
+	Guarantee string `json:"guarantee,omitempty"`
+	// OverLimit is what a refusal does: refuse (default), tag (let it
+	// through, marked) or demote (let it through as sheddable).
+	OverLimit string `json:"over_limit,omitempty"`
 }
 
 // CircuitBreakerSpec is a circuit_breaker rule (docs/circuitbreaker.md).
