@@ -6,6 +6,8 @@ import (
 	"sort"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicegw/sluice/rulestore/status"
 )
 
 // InstanceName names this process in verdicts and history: host:pid.
@@ -17,47 +19,13 @@ var instanceName = func() string {
 	return fmt.Sprintf("%s:%d", h, os.Getpid())
 }()
 
-// Verdict is one instance's answer to one version of a rule, as written to
-// the status hash (JSON in the field named after the instance).
-type Verdict struct {
-	// State is accepted, rejected or deleted.
-	State string `json:"state"`
-	// Version is the version of the raw Redis fields answered.
-	Version string `json:"version,omitempty"`
-	// Field is the field at fault (rejected).
-	Field string `json:"field,omitempty"`
-	// Error says why the version was rejected.
-	Error string `json:"error,omitempty"`
-	// At is when the instance answered, RFC 3339, UTC.
-	At string `json:"at"`
-	// Heartbeat is the instance's member in gateway:instances: while its
-	// score (expiry, unix ms) is ahead, the instance is live; else the
-	// verdict is a stopped instance's, not a lagging one.
-	Heartbeat string `json:"heartbeat,omitempty"`
-}
+// Verdict is one instance's answer to one version of a rule
+// (status.Verdict).
+type Verdict = status.Verdict
 
 // InvalidRule is a rule id that is not in force as its writer or a handler
-// expects: rejected (the last version in Redis failed validation) or missing
-// (a handler refers to it but the store holds no such rule).
-type InvalidRule struct {
-	// Kind is the rule's kind: rate_limit, circuit_breaker, gray, binding or
-	// one another module registers.
-	Kind string `json:"kind"`
-	// ID is the rule's id (a route name for a binding).
-	ID string `json:"id"`
-	// Problem is rejected or missing.
-	Problem string `json:"problem"`
-	// Version is the rejected version of the raw Redis fields.
-	Version string `json:"version,omitempty"`
-	// Field is the field at fault (rejected).
-	Field string `json:"field,omitempty"`
-	// Reason says why: the validation error, or who refers to the missing rule.
-	Reason string `json:"reason"`
-	// Since is when the problem was first seen.
-	Since time.Time `json:"since"`
-	// Stored are the rejected raw fields as Redis holds them (clipped).
-	Stored Fields `json:"stored,omitempty"`
-}
+// expects (status.InvalidRule).
+type InvalidRule = status.InvalidRule
 
 // missingRef is a rule a handler asked for and did not find.
 type missingRef struct {
