@@ -34,3 +34,32 @@ type PoolStatus struct {
 	// Timeouts counts waits for a free connection that timed out.
 	Timeouts uint32 `json:"timeouts"`
 }
+
+// StoreState is the rule store's part of GET /sluice/state.
+type StoreState struct {
+	// Status is the store's status, as GET /sluice/status shows it.
+	Status
+	// Source of the rules written through the admin API: redis or memory.
+	Writes string `json:"writes"`
+	// Versions of every rule in force, by kind then id (see rulestore.Version).
+	Versions map[string]map[string]RuleVersion `json:"versions"`
+	// Invalid lists rejected and missing rule ids (see InvalidRule).
+	Invalid []InvalidRule `json:"invalid"`
+}
+
+// RuleVersion is one rule's version and where it comes from.
+type RuleVersion struct {
+	// Version is the rule's version (see rulestore.Rule.Version).
+	Version string `json:"version"`
+	// Source is static, redis or memory (see rulestore.Rule.Source).
+	Source string `json:"source"`
+}
+
+// Connection is what the store's Redis source reports of its connection.
+type Connection struct {
+	Connected bool
+	// LastResync is the end of the last full resync, zero before the first.
+	LastResync                 time.Time
+	Resyncs, Updates, Rejected int64
+	Pool                       PoolStatus
+}
