@@ -8,11 +8,12 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/sluicegw/sluice/ratelimit/engine"
 	"github.com/sluicegw/sluice/ratelimit/flow"
+	"github.com/sluicegw/sluice/ratelimit/settlement"
 )
 
 // StatusClientClosed is the status logged for a paced request whose client
 // went away while it waited (nginx's 499); nothing reaches the client.
-const StatusClientClosed = 499
+const StatusClientClosed = settlement.StatusClientClosed
 
 // zeroWait is {http.ratelimit.queue_wait} of a paced request that did not
 // wait, boxed once so setting it does not allocate.

@@ -1,32 +1,17 @@
 package ratelimit
 
 import (
-	"errors"
-	"math"
 	"net/http"
-	"strconv"
-	"strings"
 	"sync"
 
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/sluicegw/sluice/ratelimit/engine"
+	"github.com/sluicegw/sluice/ratelimit/settlement"
 )
 
-// Settling: a rule with count_status admits a request when its key holds
-// the request's cost, spends nothing up front, and charges the cost once
-// the response is done, if its status is one counted. The charge may take
-// the key below zero (debt): the key's next requests are refused until the
-// refill (or the window sliding on) has paid it back.
-//
-// An admitted request of a settling rule is served through a settle
-// writer (pipeline_serve.go), which charges its key however the request
-// ends (settleWriter.done): a finished answer by its status and reported
-// cost, an answer cut short (the client hung up mid-stream, the handler
-// panicked or failed after the answer began) by the cost reported so far
-// or else max_cost, and a request whose client left before any answer by
-// what its admission took. A count_status rule is charged as soon as the
-// response's status is known (before any byte of it leaves), so a client
-// cannot send its next request before the charge.
+// Settling (package ratelimit/settlement says how a settling rule charges
+// however its request ends): an admitted request of a settling rule is
+// served through a settle writer (pipeline_serve.go), which charges its
+// key once the settlement.Writer it embeds knows how the response ended.
 
 // settleWriters are the settle writers of finished requests, reused: a
 // writer is one allocation per request otherwise. A handler does not use
@@ -35,55 +20,39 @@ import (
 // panics leaves its writer to the collector.
 var settleWriters = sync.Pool{New: func() any { return new(settleWriter) }}
 
-// settleWriter charges its request's key once, by the response's status.
+// settleWriter charges its request's key once, by the response.
 type settleWriter struct {
-	caddyhttp.ResponseWriterWrapper
-	req     *http.Request // for its context: is the client still there?
-	rule    *Rule
-	lim     *limiter
-	eng     Engine
-	key     []byte // the request's key, copied into the writer's own buffer
-	cost    int64
-	ref     engine.EntryRef // the key's entry, local rules
-	status  int
-	end     ending
-	settled bool
+	settlement.Writer
+	rule *Rule
+	lim  *limiter
+	eng  Engine
+	key  []byte // the request's key, copied into the writer's own buffer
+	cost int64
+	ref  engine.EntryRef // the key's entry, local rules
 }
 
-// ending is how a settled request ended.
-type ending uint8
+// ending is how a settled request ended (settlement.Ending).
+type ending = settlement.Ending
 
 const (
-	finished   ending = iota // the handlers returned with the answer whole
-	cut                      // the answer began and was cut short
-	unanswered               // the client left before any answer
+	finished   = settlement.Finished
+	cut        = settlement.Cut
+	unanswered = settlement.Unanswered
 )
 
 // newSettleWriter takes a pooled settle writer for a request.
 func newSettleWriter(w http.ResponseWriter, r *http.Request, rule *Rule, lim *limiter, eng Engine, key []byte, cost int64, ref engine.EntryRef) *settleWriter {
 	sw := settleWriters.Get().(*settleWriter)
-	sw.ResponseWriterWrapper.ResponseWriter = w
-	sw.req, sw.rule, sw.lim, sw.eng, sw.key, sw.cost, sw.ref = r, rule, lim, eng, append(sw.key[:0], key...), cost, ref
+	sw.Writer.Begin(w, r, rule.respCost == "", sw)
+	sw.rule, sw.lim, sw.eng, sw.key, sw.cost, sw.ref = rule, lim, eng, append(sw.key[:0], key...), cost, ref
 	return sw
 }
 
-// done settles the request, if its status did not already, as it ended:
-// returned false means the handlers panicked (the proxy's
-// http.ErrAbortHandler when the client hangs up mid-stream, or any
-// other), which goes on after this. The writer goes back to the pool
-// when the handlers returned.
+// done settles the request, if its status did not already, as it ended
+// (settlement.Writer.Done). The writer goes back to the pool when the
+// handlers returned.
 func (w *settleWriter) done(err error, returned bool) {
-	if !w.settled {
-		switch {
-		case w.status == 0 && (!returned || w.req.Context().Err() != nil):
-			w.end = unanswered
-		case w.status == 0:
-			w.status = errorStatus(err) // Caddy answers the error
-		case !returned || err != nil:
-			w.end = cut
-		}
-		w.settle()
-	}
+	w.Writer.Done(err, returned)
 	if returned {
 		w.reset()
 		settleWriters.Put(w)
@@ -100,37 +69,10 @@ func (w *settleWriter) reset() {
 	*w = settleWriter{key: key}
 }
 
-// WriteHeader notes the first final status (1xx are informational) and,
-// without a response_cost to wait for, settles by it. The proxy's 499
-// with the client gone records that the client left before the answer:
-// no status of the upstream's.
-func (w *settleWriter) WriteHeader(code int) {
-	if w.status == 0 && code >= 200 {
-		if code == StatusClientClosed && w.req.Context().Err() != nil {
-			w.end = unanswered
-		} else {
-			w.status = code
-		}
-		if w.rule.respCost == "" || w.end == unanswered {
-			w.settle()
-		}
-	}
-	w.ResponseWriterWrapper.WriteHeader(code)
-}
-
-// Write notes an implicit 200.
-func (w *settleWriter) Write(p []byte) (int, error) {
-	if w.status == 0 && w.end == finished {
-		w.WriteHeader(http.StatusOK)
-	}
-	return w.ResponseWriterWrapper.Write(p)
-}
-
-// settle charges the key by the response: its status, and the response
+// Settle charges the key by the response: its status, and the response
 // cost from its header or trailer (read once the response is done).
-func (w *settleWriter) settle() {
-	w.settled = true
-	settleResponse(w.rule, w.lim, w.eng, w.key, w.ref, w.rule.charge(w.end, w.status, w.cost, w.Header()))
+func (w *settleWriter) Settle(sw *settlement.Writer) {
+	settleResponse(w.rule, w.lim, w.eng, w.key, w.ref, w.rule.charge(sw.End, sw.Status, w.cost, sw.Header()))
 }
 
 // charge is what a response costs beyond what its request spent when
@@ -189,55 +131,9 @@ func (l *limiter) countedAt(charge int64, debt, counted bool, key []byte, ref en
 }
 
 // responseCost reads a response's cost from the response_cost header and
-// the trailer of that name, up to max_cost: the larger of the two where
-// both hold a whole number ≥ 0 (a header may carry an early estimate, the
-// trailer the final count), a number too large for int64 as max_cost;
-// neither a whole number, unreported stands. The names are canonical
-// already: read from the map directly (http.Header.Get would canonicalise
-// them again, and build the trailer's key, per request).
+// the trailer of that name, up to max_cost (settlement.ResponseCost).
 func (r *Rule) responseCost(h http.Header, unreported int64) int64 {
-	n, ok := reportedCost(h[r.respCost])
-	if t, tok := reportedCost(h[r.respTrailer]); tok && (!ok || t > n) {
-		n, ok = t, true
-	}
-	if !ok {
-		return unreported
-	}
-	return min(n, r.MaxCost)
-}
-
-// reportedCost reads the first of a header's values as a whole number.
-func reportedCost(vs []string) (int64, bool) {
-	if len(vs) == 0 {
-		return 0, false
-	}
-	return parseWhole(vs[0])
-}
-
-// parseWhole reads a whole number ≥ 0: plain digits (up to 18, the
-// usual report) without strconv, else whatever strconv.ParseInt takes
-// after trimming spaces; a number beyond int64 reads as math.MaxInt64.
-func parseWhole(v string) (int64, bool) {
-	if len(v) > 0 && len(v) <= 18 {
-		var n int64
-		for i := 0; i < len(v); i++ {
-			c := v[i] - '0'
-			if c > 9 {
-				return parseWholeSlow(v)
-			}
-			n = n*10 + int64(c)
-		}
-		return n, true
-	}
-	return parseWholeSlow(v)
-}
-
-func parseWholeSlow(v string) (int64, bool) {
-	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-	if errors.Is(err, strconv.ErrRange) && n > 0 {
-		return math.MaxInt64, true
-	}
-	return n, err == nil && n >= 0
+	return settlement.ResponseCost(h, r.respCost, r.respTrailer, unreported, r.MaxCost)
 }
 
 // settlement is what a response of status costs beyond what its request
@@ -247,19 +143,6 @@ func (r *Rule) settlement(status int, cost int64) int64 {
 		return cost - r.Reserve
 	}
 	return -r.Reserve
-}
-
-// errorStatus is the status Caddy answers for a handler's error (500 when
-// the error carries none); 200 for no error and nothing written.
-func errorStatus(err error) int {
-	if err == nil {
-		return http.StatusOK
-	}
-	var he caddyhttp.HandlerError
-	if errors.As(err, &he) && he.StatusCode != 0 {
-		return he.StatusCode
-	}
-	return http.StatusInternalServerError
 }
 
 // settle charges n tokens (refunds -n) to key through the engine's
