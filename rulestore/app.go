@@ -10,6 +10,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyevents"
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicegw/sluice/rulestore/eventqueue"
+	"github.com/sluicegw/sluice/rulestore/missing"
 	"github.com/sluicegw/sluice/rulestore/redisconf"
 	"github.com/sluicegw/sluice/rulestore/syntax"
 	"go.uber.org/zap"
@@ -57,14 +58,13 @@ type App struct {
 
 	eventQueue *eventqueue.Queue // see Emit
 
-	seqMu        sync.Mutex
-	seq          map[string]int               // see Occurrence
-	declared     map[string][sha256.Size]byte // see SameAsDeclared
-	logger       *zap.Logger
-	missing      sync.Map         // ruleRef -> *missingRef (status.go)
-	used         sync.Map         // RuleRef -> true: ids a handler holds a Handle on (see Uses)
-	missingWarns chan missingWarn // to logMissing (missing_log.go)
-	breakers     breakers         // see Breakers
+	seqMu    sync.Mutex
+	seq      map[string]int               // see Occurrence
+	declared map[string][sha256.Size]byte // see SameAsDeclared
+	logger   *zap.Logger
+	missing  missing.Tracker[RuleRef] // rules asked for and not held (status.go, missing_log.go)
+	used     sync.Map                 // RuleRef -> true: ids a handler holds a Handle on (see Uses)
+	breakers breakers                 // see Breakers
 }
 
 // CaddyModule returns the Caddy module information.
@@ -100,7 +100,7 @@ type Rule struct {
 func (a *App) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
 	a.ctx = ctx
-	a.missingWarns = make(chan missingWarn, missingWarnQueue)
+	a.missing.Open()
 	m, _, err := memoryPool.LoadOrNew(memoryKey, newMemoryLayer)
 	if err != nil {
 		return err
@@ -276,7 +276,7 @@ func (a *App) Require(k Kind, id string) error {
 	}
 	if a.redis.Connection().LastResync.IsZero() {
 		a.warnTypo(k, id) // the warning WarnMissing gives below, for a cold start (and caddy validate)
-		a.noteMissing(k, id)
+		a.missing.Note(RuleRef{k, id})
 		return nil
 	}
 	a.WarnMissing(k, id)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"sort"
-	"sync/atomic"
 	"time"
 
 	"github.com/sluicegw/sluice/rulestore/status"
@@ -27,16 +26,6 @@ type Verdict = status.Verdict
 // expects (status.InvalidRule).
 type InvalidRule = status.InvalidRule
 
-// missingRef is a rule a handler asked for and did not find.
-type missingRef struct {
-	since    time.Time
-	lastWarn atomic.Int64 // unix ns
-}
-
-// missingWarnEvery bounds the warnings for one missing id (with Redis; without
-// Redis a missing id fails validation, so one warning is enough).
-const missingWarnEvery = time.Minute
-
 // WarnMissing records that a handler refers to a rule the store does not
 // hold; requests pass through until it arrives. The id is listed as missing
 // in /sluice/state and counted in sluice_rules_invalid, and logged at most
@@ -54,32 +43,10 @@ func (a *App) WarnMissingRefused(k Kind, id string) {
 // The warning itself, with its "did you mean" (a search of every id of
 // the kind), is written by logMissing, off the request: a request through
 // a binding that names a thousand ids not loaded yet only queues their
-// warnings.
+// warnings. With Redis the rule may arrive: it is warned about again,
+// once a minute at most.
 func (a *App) warnMissing(k Kind, id, msg string) {
-	m := a.noteMissing(k, id)
-	now := time.Now().UnixNano()
-	last := m.lastWarn.Load()
-	if last != 0 && (a.redis == nil || now-last < int64(missingWarnEvery)) {
-		return
-	}
-	if m.lastWarn.CompareAndSwap(last, now) {
-		select {
-		case a.missingWarns <- missingWarn{k, id, msg, m.since}:
-		default:
-			m.lastWarn.Store(last) // queue full: a later request warns
-		}
-	}
-}
-
-// noteMissing lists a rule as missing (since now, if it was not already)
-// without logging.
-func (a *App) noteMissing(k Kind, id string) *missingRef {
-	ref := RuleRef{k, id}
-	v, ok := a.missing.Load(ref)
-	if !ok {
-		v, _ = a.missing.LoadOrStore(ref, &missingRef{since: time.Now().UTC()})
-	}
-	return v.(*missingRef)
+	a.missing.Warn(RuleRef{k, id}, msg, a.redis != nil)
 }
 
 // Invalid lists the rejected and missing rule ids, by kind then id.
@@ -88,16 +55,10 @@ func (a *App) Invalid() []InvalidRule {
 	if a.redis != nil {
 		out = a.redis.Rejected()
 	}
-	a.missing.Range(func(key, value any) bool {
-		ref := key.(RuleRef)
-		if a.Lookup(ref.Kind, ref.ID) != nil {
-			a.missing.Delete(key) // arrived since
-			return true
-		}
+	a.missing.Range(a.holds, func(ref RuleRef, since time.Time) {
 		out = append(out, InvalidRule{Kind: ref.Kind.String(), ID: ref.ID, Problem: "missing",
 			Reason: "a handler refers to it; requests pass through unchecked until it exists",
-			Since:  value.(*missingRef).since})
-		return true
+			Since:  since})
 	})
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Kind != out[j].Kind {
