@@ -1,6 +1,8 @@
 // Package answer writes what a client of a rate limited route is told,
 // once package ratelimit has decided its request: plain formatting, no
-// decision and no state.
+// decision and no state. Package ratelimit chooses the rules a response
+// reports and lists several rules' items (its multi_headers.go), and
+// answers refusals (its reject.go).
 //
 // It owns:
 //
@@ -12,7 +14,4 @@
 //     (headers.go);
 //   - a refusal's body, with a JSON content type when it looks like JSON
 //     (body.go).
-//
-// Package ratelimit chooses the rules a response reports and lists several
-// rules' items (multi_headers.go), and answers refusals (reject.go).
 package answer

@@ -10,6 +10,9 @@
 //     before it, the rest in the kernel's high-resolution sleep, ending
 //     early when the client goes away (wait.go, wait_linux.go,
 //     wait_other.go);
-//   - the flow-shaping metrics: the queue wait histogram, and the
-//     adaptive limit's gauges and counters read at scrape (metrics.go).
+//   - the queue wait histogram of paced rules, one series per rule
+//     (metrics.go);
+//   - the adaptive limit's gauges and counters, read from its state at
+//     scrape: the limit, minRTT, the queue and the shed requests by
+//     priority class (metrics.go).
 package flow

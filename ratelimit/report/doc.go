@@ -1,7 +1,9 @@
 // Package report holds what operators read of the rate limits, apart from
 // the request's path: the shapes the handler fills and the bookkeeping of
 // its events. Nothing here runs on a request except DebtLog.Add, one
-// atomic store when a settlement takes a key into debt.
+// atomic store when a settlement takes a key into debt. Package ratelimit
+// reads its limiters into these (its admin.go, debt.go, flow_state.go)
+// and emits the events through the rule store.
 //
 // It owns:
 //
@@ -14,7 +16,4 @@
 //   - the ratelimit_debt event: the keys that settlements took into debt,
 //     kept in a small ring on the request path and sampled on the tick
 //     (debt.go).
-//
-// Package ratelimit reads its limiters into these (ratelimit/admin.go,
-// debt.go, flow_state.go) and emits the events through the rule store.
 package report

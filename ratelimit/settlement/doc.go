@@ -1,6 +1,7 @@
 // Package settlement is what a settling rule (count_status, response_cost)
 // needs of a response, apart from the rule and the engines: how the
-// response ended, its status and the cost it reported.
+// response ended, its status and the cost it reported. Package ratelimit
+// charges the key (its settle.go), the engines keep the debt.
 //
 // Settling: a rule with count_status admits a request when its key holds
 // the request's cost, spends nothing up front, and charges the cost once
@@ -25,6 +26,4 @@
 //   - the status Caddy answers for a handler's error (writer.go);
 //   - the cost a response reports in its header or trailer, read without
 //     allocating (cost.go).
-//
-// Package ratelimit charges the key (ratelimit/settle.go).
 package settlement

@@ -5,8 +5,10 @@
 //
 // It owns:
 //
-//   - the queue of a config's events: bounded, dispatched in order on one
-//     goroutine, a burst of drops logged once (queue.go);
+//   - the queue of a config's events: bounded, without blocking the
+//     emitter, a burst of drops logged once (queue.go);
+//   - their dispatch in order on one goroutine, until the config is
+//     unloaded (queue.go);
 //   - the once-a-second tick of sampling functions, run by the active
 //     config only (tick.go).
 package eventqueue

@@ -6,16 +6,12 @@
 //
 // It owns:
 //
-//   - the classes of a store error, and the error that carries one
-//     (errors.go);
+//   - the classes of a store error, and the list of them all (class.go);
+//   - the error that carries a class, whose text is its cause's alone
+//     (error.go);
 //   - reading the class of an error, for a caller that maps them
-//     (errors.go).
+//     (error.go).
 package storeerr
-
-import (
-	"errors"
-	"fmt"
-)
 
 // ErrorClass is what a failed store call means to its caller, whatever
 // the transport: a caller tests for one with errors.Is(err, ErrConflict).
@@ -47,35 +43,4 @@ const (
 // ErrorClasses lists every class, for a caller that maps them all.
 func ErrorClasses() []ErrorClass {
 	return []ErrorClass{ErrInvalid, ErrNotFound, ErrConflict, ErrPreconditionFailed, ErrUnsupported, ErrBackend}
-}
-
-// Error is a failed store call: its class, and what went wrong. Its text
-// is Err's alone, so a class changes no message.
-type Error struct {
-	Class ErrorClass
-	Err   error
-}
-
-func (e *Error) Error() string { return e.Err.Error() }
-
-// Unwrap returns Err.
-func (e *Error) Unwrap() error { return e.Err }
-
-// Is reports whether target is the error's class.
-func (e *Error) Is(target error) bool { return target == e.Class }
-
-// Errorf is an *Error of class c whose text is the formatted message (%w
-// wraps as fmt.Errorf does).
-func Errorf(c ErrorClass, format string, args ...any) error {
-	return &Error{Class: c, Err: fmt.Errorf(format, args...)}
-}
-
-// ClassOf is the class of err's outermost *Error, or "" for an error the
-// store did not classify.
-func ClassOf(err error) ErrorClass {
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Class
-	}
-	return ""
 }
