@@ -4,14 +4,27 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/sluicegw/sluice/ratelimit/engine"
 	"github.com/sluicegw/sluice/ratelimit/settlement"
 )
 
-// Settling (package ratelimit/settlement says how a settling rule charges
-// however its request ends): an admitted request of a settling rule is
-// served through a settle writer (pipeline_serve.go), which charges its
-// key once the settlement.Writer it embeds knows how the response ended.
+// Settling: a rule with count_status admits a request when its key holds
+// the request's cost, spends nothing up front, and charges the cost once
+// the response is done, if its status is one counted. The charge may take
+// the key below zero (debt): the key's next requests are refused until the
+// refill (or the window sliding on) has paid it back.
+//
+// An admitted request of a settling rule is served through a settle
+// writer (pipeline_serve.go), which charges its key however the request
+// ends (settleWriter.done): a finished answer by its status and reported
+// cost (settlement.ResponseCost), an answer cut short (the client hung up
+// mid-stream, the handler panicked or failed after the answer began) by
+// the cost reported so far or else max_cost, and a request whose client
+// left before any answer by what its admission took. A count_status rule
+// is charged as soon as the response's status is known (before any byte
+// of it leaves), so a client cannot send its next request before the
+// charge.
 
 // settleWriters are the settle writers of finished requests, reused: a
 // writer is one allocation per request otherwise. A handler does not use
@@ -20,15 +33,19 @@ import (
 // panics leaves its writer to the collector.
 var settleWriters = sync.Pool{New: func() any { return new(settleWriter) }}
 
-// settleWriter charges its request's key once, by the response.
+// settleWriter charges its request's key once, by the response's status.
 type settleWriter struct {
-	settlement.Writer
-	rule *Rule
-	lim  *limiter
-	eng  Engine
-	key  []byte // the request's key, copied into the writer's own buffer
-	cost int64
-	ref  engine.EntryRef // the key's entry, local rules
+	caddyhttp.ResponseWriterWrapper
+	req     *http.Request // for its context: is the client still there?
+	rule    *Rule
+	lim     *limiter
+	eng     Engine
+	key     []byte // the request's key, copied into the writer's own buffer
+	cost    int64
+	ref     engine.EntryRef // the key's entry, local rules
+	status  int
+	end     ending
+	settled bool
 }
 
 // ending is how a settled request ended (settlement.Ending).
@@ -43,16 +60,28 @@ const (
 // newSettleWriter takes a pooled settle writer for a request.
 func newSettleWriter(w http.ResponseWriter, r *http.Request, rule *Rule, lim *limiter, eng Engine, key []byte, cost int64, ref engine.EntryRef) *settleWriter {
 	sw := settleWriters.Get().(*settleWriter)
-	sw.Writer.Begin(w, r, rule.respCost == "", sw)
-	sw.rule, sw.lim, sw.eng, sw.key, sw.cost, sw.ref = rule, lim, eng, append(sw.key[:0], key...), cost, ref
+	sw.ResponseWriterWrapper.ResponseWriter = w
+	sw.req, sw.rule, sw.lim, sw.eng, sw.key, sw.cost, sw.ref = r, rule, lim, eng, append(sw.key[:0], key...), cost, ref
 	return sw
 }
 
-// done settles the request, if its status did not already, as it ended
-// (settlement.Writer.Done). The writer goes back to the pool when the
-// handlers returned.
+// done settles the request, if its status did not already, as it ended:
+// returned false means the handlers panicked (the proxy's
+// http.ErrAbortHandler when the client hangs up mid-stream, or any
+// other), which goes on after this. The writer goes back to the pool
+// when the handlers returned.
 func (w *settleWriter) done(err error, returned bool) {
-	w.Writer.Done(err, returned)
+	if !w.settled {
+		switch {
+		case w.status == 0 && (!returned || w.req.Context().Err() != nil):
+			w.end = unanswered
+		case w.status == 0:
+			w.status = settlement.ErrorStatus(err) // Caddy answers the error
+		case !returned || err != nil:
+			w.end = cut
+		}
+		w.settle()
+	}
 	if returned {
 		w.reset()
 		settleWriters.Put(w)
@@ -69,10 +98,37 @@ func (w *settleWriter) reset() {
 	*w = settleWriter{key: key}
 }
 
-// Settle charges the key by the response: its status, and the response
+// WriteHeader notes the first final status (1xx are informational) and,
+// without a response_cost to wait for, settles by it. The proxy's 499
+// with the client gone records that the client left before the answer:
+// no status of the upstream's.
+func (w *settleWriter) WriteHeader(code int) {
+	if w.status == 0 && code >= 200 {
+		if code == StatusClientClosed && w.req.Context().Err() != nil {
+			w.end = unanswered
+		} else {
+			w.status = code
+		}
+		if w.rule.respCost == "" || w.end == unanswered {
+			w.settle()
+		}
+	}
+	w.ResponseWriterWrapper.WriteHeader(code)
+}
+
+// Write notes an implicit 200.
+func (w *settleWriter) Write(p []byte) (int, error) {
+	if w.status == 0 && w.end == finished {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriterWrapper.Write(p)
+}
+
+// settle charges the key by the response: its status, and the response
 // cost from its header or trailer (read once the response is done).
-func (w *settleWriter) Settle(sw *settlement.Writer) {
-	settleResponse(w.rule, w.lim, w.eng, w.key, w.ref, w.rule.charge(sw.End, sw.Status, w.cost, sw.Header()))
+func (w *settleWriter) settle() {
+	w.settled = true
+	settleResponse(w.rule, w.lim, w.eng, w.key, w.ref, w.rule.charge(w.end, w.status, w.cost, w.Header()))
 }
 
 // charge is what a response costs beyond what its request spent when
