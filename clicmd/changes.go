@@ -6,8 +6,11 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	rulehistory "github.com/sluicegw/sluice/rulestore/history"
 )
 
 // patchCommand is `rules patch`.
@@ -70,24 +73,13 @@ func patchRule(c *cobra.Command, kind, id string, args []string) error {
 	return writeAndWarn(c, "PATCH", path, body)
 }
 
-// historyEntry mirrors rulestore.HistoryEntry.
-type historyEntry struct {
-	Version     string            `json:"version"`
-	PrevVersion string            `json:"prev_version"`
-	Op          string            `json:"op"`
-	Prev        map[string]string `json:"prev"`
-	Fields      map[string]string `json:"fields"`
-	Via         string            `json:"via"`
-	Instance    string            `json:"instance"`
-	At          string            `json:"at"`
-}
-
-func history(c *cobra.Command, kind, id string) ([]historyEntry, error) {
+// history reads a rule's recorded changes, newest first.
+func history(c *cobra.Command, kind, id string) ([]rulehistory.Entry, error) {
 	body, err := request(c, "GET", rulePath(kind, id)+"/history", nil)
 	if err != nil {
 		return nil, err
 	}
-	var h []historyEntry
+	var h []rulehistory.Entry
 	return h, json.Unmarshal(body, &h)
 }
 
@@ -110,7 +102,7 @@ func printHistory(c *cobra.Command, kind, id string) error {
 		if v == "" {
 			v = "(deleted)"
 		}
-		fmt.Fprintf(w, "%s  %-14s %-6s %-9s by %s on %s  %s\n", e.At, v, e.Op, e.Via, e.Instance, kind+" "+id, formatFields(e.Fields))
+		fmt.Fprintf(w, "%s  %-14s %-6s %-9s by %s on %s  %s\n", e.At.Format(time.RFC3339Nano), v, e.Op, e.Via, e.Instance, kind+" "+id, formatFields(e.Fields))
 	}
 	return nil
 }
@@ -141,7 +133,7 @@ func printDiff(c *cobra.Command, a []string) error {
 		if len(a) == 3 && e.Version != a[2] {
 			continue
 		}
-		fmt.Fprintf(c.OutOrStdout(), "%s %s: %s -> %s (%s, %s at %s)\n", a[0], a[1], orNone(e.PrevVersion), orNone(e.Version), e.Op, e.Via, e.At)
+		fmt.Fprintf(c.OutOrStdout(), "%s %s: %s -> %s (%s, %s at %s)\n", a[0], a[1], orNone(e.PrevVersion), orNone(e.Version), e.Op, e.Via, e.At.Format(time.RFC3339Nano))
 		writeFieldDiff(c, e.Prev, e.Fields)
 		return nil
 	}

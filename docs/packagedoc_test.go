@@ -10,7 +10,10 @@ import (
 )
 
 // The packages whose doc comment says what they own.
-var ownerPackages = []string{"ratelimit", "ratelimit/engine", "ratelimit/cluster", "circuitbreaker", "grayroute", "rulestore", "internal/handlerkit"}
+var ownerPackages = []string{"ratelimit", "ratelimit/engine", "ratelimit/cluster", "ratelimit/nested", "ratelimit/replay",
+	"ratelimit/overload", "ratelimit/flow", "ratelimit/settlement", "ratelimit/answer", "ratelimit/report",
+	"circuitbreaker", "grayroute", "rulestore", "rulestore/rawfields", "rulestore/status", "rulestore/storeerr",
+	"rulestore/missing", "rulestore/eventqueue", "internal/handlerkit"}
 
 var goFileName = regexp.MustCompile(`[\w*]+\.go\b`)
 

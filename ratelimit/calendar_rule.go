@@ -83,10 +83,3 @@ type errZone string
 func (e errZone) Error() string {
 	return "unknown time zone " + strconv.Quote(string(e)) + ": want an IANA name such as Europe/Berlin or America/New_York, or UTC"
 }
-
-// calendarPolicy is the RateLimit-Policy of a calendar decision: the quota
-// and the length of the current window in seconds (86400 on most days,
-// 82800 or 90000 on a day with a DST change; a month's own length).
-func calendarPolicy(id string, l *Limits, w *engine.Window) string {
-	return `"` + id + `";q=` + l.QuotaStr + ";w=" + w.Secs
-}

@@ -11,6 +11,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/sluicegw/sluice/internal/handlerkit"
+	"github.com/sluicegw/sluice/ratelimit/answer"
 	"github.com/sluicegw/sluice/rulestore"
 	"github.com/sluicegw/sluice/rulestore/syntax"
 )
@@ -155,6 +156,6 @@ func (h *Handler) badCost(w http.ResponseWriter, rule *Rule, lim *limiter, pub h
 	if rule.HandleErrors {
 		return caddyhttp.Error(http.StatusBadRequest, fmt.Errorf("bad cost for rule %s", rule.ID))
 	}
-	writeBody(w, http.StatusBadRequest, `{"error":"bad_cost","rule":"`+rule.ID+`","max_cost":`+strconv.FormatInt(rule.MaxCost, 10)+`}`)
+	answer.WriteBody(w, http.StatusBadRequest, `{"error":"bad_cost","rule":"`+rule.ID+`","max_cost":`+strconv.FormatInt(rule.MaxCost, 10)+`}`)
 	return nil
 }

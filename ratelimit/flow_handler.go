@@ -7,11 +7,13 @@ import (
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/sluicegw/sluice/ratelimit/engine"
+	"github.com/sluicegw/sluice/ratelimit/flow"
+	"github.com/sluicegw/sluice/ratelimit/settlement"
 )
 
 // StatusClientClosed is the status logged for a paced request whose client
 // went away while it waited (nginx's 499); nothing reaches the client.
-const StatusClientClosed = 499
+const StatusClientClosed = settlement.StatusClientClosed
 
 // zeroWait is {http.ratelimit.queue_wait} of a paced request that did not
 // wait, boxed once so setting it does not allocate.
@@ -22,7 +24,7 @@ var zeroWait any = time.Duration(0)
 func waitTurn(ctx context.Context, d *Decision, lim *limiter) (int64, error) {
 	defer d.Queued.Add(-1)
 	start := lim.now()
-	err := sleepUntil(ctx, engine.Now()+d.Wait, lim.flow.sleepers)
+	err := flow.SleepUntil(ctx, engine.Now()+d.Wait, lim.flow.sleepers)
 	waited := lim.now() - start
 	lim.flow.queueWait.Observe(float64(waited) / 1e9)
 	return waited, err

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicegw/sluice/ratelimit/cluster"
 	"github.com/sluicegw/sluice/ratelimit/engine"
+	"github.com/sluicegw/sluice/ratelimit/report"
 	"go.uber.org/zap"
 )
 
@@ -27,8 +28,8 @@ type limiter struct {
 	now          func() int64
 	stop         chan struct{}
 	once         sync.Once
-	exceeded     exceededSampler // ratelimit_exceeded events (admin.go)
-	debt         debtLog         // ratelimit_debt events (debt.go)
+	exceeded     report.ExceededSampler // ratelimit_exceeded events (admin.go)
+	debt         report.DebtLog         // ratelimit_debt events (debt.go)
 	// listed: some handler has the rule among several limits, whose
 	// refunds a cluster engine's remembered refusals must not outlive
 	// long (cluster.Host).

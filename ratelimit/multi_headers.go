@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/sluicegw/sluice/ratelimit/answer"
 	"github.com/sluicegw/sluice/ratelimit/engine"
 )
 
@@ -40,9 +41,9 @@ func mostRestrictive(ts []taken, headersOnly bool) int {
 // of each rule that decided the request, in the same order, so a client
 // sees every quota, whatever its unit. static is the policy list when it
 // is the same for every request (ruleSet.policies), else "". A list of
-// one rule gets that rule's headers (setHeaders).
+// one rule gets that rule's headers (answer.Set).
 func setMultiHeaders(hdr http.Header, ts []taken, k int, static string) {
-	setHeaders(hdr, ts[k].m.rule, &ts[k].d)
+	answer.Set(hdr, ts[k].m.rule.ID, &ts[k].d)
 	if len(ts) == 1 {
 		return // a handler's only rule: its own headers
 	}
@@ -50,7 +51,7 @@ func setMultiHeaders(hdr http.Header, ts []taken, k int, static string) {
 	if list == "" {
 		list = policyList(ts)
 	}
-	// setHeaders' own slices for this response: no allocation.
+	// answer.Set's own slices for this response: no allocation.
 	if list != "" {
 		hdr["Ratelimit-Policy"][0] = list
 	}
@@ -81,7 +82,7 @@ func remainingList(ts []taken) string {
 		if len(b) > 0 {
 			b = append(b, ", "...)
 		}
-		b = appendRemaining(b, t.m.rule.ID, &t.d)
+		b = answer.AppendRemaining(b, t.m.rule.ID, &t.d)
 	}
 	return string(b)
 }
@@ -138,9 +139,9 @@ func (t *taken) policy() string {
 	r := t.m.rule
 	switch {
 	case t.decided && t.d.Cal != nil:
-		return calendarPolicy(r.ID, t.d.Limits, t.d.Cal)
+		return answer.CalendarPolicy(r.ID, t.d.Limits, t.d.Cal)
 	case r.Calendar != nil:
-		return calendarPolicy(r.ID, &r.Limits, r.Calendar.Window(engine.Wall(t.m.lim.now())))
+		return answer.CalendarPolicy(r.ID, &r.Limits, r.Calendar.Window(engine.Wall(t.m.lim.now())))
 	case t.decided && t.d.Limits != nil:
 		return t.d.Limits.Policy
 	}

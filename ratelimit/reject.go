@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/sluicegw/sluice/ratelimit/answer"
 )
 
 // The answers of a refused request (pipeline.go's reject step): by its
@@ -15,7 +16,7 @@ import (
 // reject answers a request rule refused with decision d.
 func (h *Handler) reject(w http.ResponseWriter, rule *Rule, lim *limiter, d *Decision, p *pass) error {
 	status, res := rule.Status, resultRateLimited
-	retry := ceilSeconds(d.RetryAfter)
+	retry := answer.CeilSeconds(d.RetryAfter)
 	switch d.Reason {
 	case RateLimited:
 		lim.counters.rejected.Inc()
@@ -48,16 +49,8 @@ func (h *Handler) reject(w http.ResponseWriter, rule *Rule, lim *limiter, d *Dec
 			body = p.repl.ReplaceKnown(body, "")
 		}
 	}
-	writeBody(w, status, body)
+	answer.WriteBody(w, status, body)
 	return nil
-}
-
-// ceilSeconds rounds a wait in ns up to whole seconds.
-func ceilSeconds(ns int64) int64 {
-	if ns <= 0 {
-		return 0
-	}
-	return (ns + 1e9 - 1) / 1e9
 }
 
 // denyEmptyKey refuses a request whose key is empty (a shadow rule's is
@@ -73,23 +66,6 @@ func (h *Handler) denyEmptyKey(w http.ResponseWriter, rule *Rule, lim *limiter, 
 	if rule.HandleErrors {
 		return caddyhttp.Error(status, fmt.Errorf("empty rate limit key for rule %s", rule.ID))
 	}
-	writeBody(w, status, `{"error":"empty_key","rule":"`+rule.ID+`"}`)
+	answer.WriteBody(w, status, `{"error":"empty_key","rule":"`+rule.ID+`"}`)
 	return nil
-}
-
-// writeBody answers with a JSON content type when the body looks like JSON.
-func writeBody(w http.ResponseWriter, status int, body string) {
-	ct := "text/plain; charset=utf-8"
-	for i := 0; i < len(body); i++ {
-		if c := body[i]; c != ' ' && c != '\n' && c != '\t' && c != '\r' {
-			if c == '{' || c == '[' {
-				ct = "application/json"
-			}
-			break
-		}
-	}
-	w.Header().Set("Content-Type", ct)
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(status)
-	_, _ = w.Write([]byte(body))
 }

@@ -1,15 +1,12 @@
 package ratelimit
 
 import (
-	"errors"
-	"math"
 	"net/http"
-	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/sluicegw/sluice/ratelimit/engine"
+	"github.com/sluicegw/sluice/ratelimit/settlement"
 )
 
 // Settling: a rule with count_status admits a request when its key holds
@@ -21,12 +18,13 @@ import (
 // An admitted request of a settling rule is served through a settle
 // writer (pipeline_serve.go), which charges its key however the request
 // ends (settleWriter.done): a finished answer by its status and reported
-// cost, an answer cut short (the client hung up mid-stream, the handler
-// panicked or failed after the answer began) by the cost reported so far
-// or else max_cost, and a request whose client left before any answer by
-// what its admission took. A count_status rule is charged as soon as the
-// response's status is known (before any byte of it leaves), so a client
-// cannot send its next request before the charge.
+// cost (settlement.ResponseCost), an answer cut short (the client hung up
+// mid-stream, the handler panicked or failed after the answer began) by
+// the cost reported so far or else max_cost, and a request whose client
+// left before any answer by what its admission took. A count_status rule
+// is charged as soon as the response's status is known (before any byte
+// of it leaves), so a client cannot send its next request before the
+// charge.
 
 // settleWriters are the settle writers of finished requests, reused: a
 // writer is one allocation per request otherwise. A handler does not use
@@ -50,13 +48,13 @@ type settleWriter struct {
 	settled bool
 }
 
-// ending is how a settled request ended.
-type ending uint8
+// ending is how a settled request ended (settlement.Ending).
+type ending = settlement.Ending
 
 const (
-	finished   ending = iota // the handlers returned with the answer whole
-	cut                      // the answer began and was cut short
-	unanswered               // the client left before any answer
+	finished   = settlement.Finished
+	cut        = settlement.Cut
+	unanswered = settlement.Unanswered
 )
 
 // newSettleWriter takes a pooled settle writer for a request.
@@ -78,7 +76,7 @@ func (w *settleWriter) done(err error, returned bool) {
 		case w.status == 0 && (!returned || w.req.Context().Err() != nil):
 			w.end = unanswered
 		case w.status == 0:
-			w.status = errorStatus(err) // Caddy answers the error
+			w.status = settlement.ErrorStatus(err) // Caddy answers the error
 		case !returned || err != nil:
 			w.end = cut
 		}
@@ -189,55 +187,9 @@ func (l *limiter) countedAt(charge int64, debt, counted bool, key []byte, ref en
 }
 
 // responseCost reads a response's cost from the response_cost header and
-// the trailer of that name, up to max_cost: the larger of the two where
-// both hold a whole number ≥ 0 (a header may carry an early estimate, the
-// trailer the final count), a number too large for int64 as max_cost;
-// neither a whole number, unreported stands. The names are canonical
-// already: read from the map directly (http.Header.Get would canonicalise
-// them again, and build the trailer's key, per request).
+// the trailer of that name, up to max_cost (settlement.ResponseCost).
 func (r *Rule) responseCost(h http.Header, unreported int64) int64 {
-	n, ok := reportedCost(h[r.respCost])
-	if t, tok := reportedCost(h[r.respTrailer]); tok && (!ok || t > n) {
-		n, ok = t, true
-	}
-	if !ok {
-		return unreported
-	}
-	return min(n, r.MaxCost)
-}
-
-// reportedCost reads the first of a header's values as a whole number.
-func reportedCost(vs []string) (int64, bool) {
-	if len(vs) == 0 {
-		return 0, false
-	}
-	return parseWhole(vs[0])
-}
-
-// parseWhole reads a whole number ≥ 0: plain digits (up to 18, the
-// usual report) without strconv, else whatever strconv.ParseInt takes
-// after trimming spaces; a number beyond int64 reads as math.MaxInt64.
-func parseWhole(v string) (int64, bool) {
-	if len(v) > 0 && len(v) <= 18 {
-		var n int64
-		for i := 0; i < len(v); i++ {
-			c := v[i] - '0'
-			if c > 9 {
-				return parseWholeSlow(v)
-			}
-			n = n*10 + int64(c)
-		}
-		return n, true
-	}
-	return parseWholeSlow(v)
-}
-
-func parseWholeSlow(v string) (int64, bool) {
-	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-	if errors.Is(err, strconv.ErrRange) && n > 0 {
-		return math.MaxInt64, true
-	}
-	return n, err == nil && n >= 0
+	return settlement.ResponseCost(h, r.respCost, r.respTrailer, unreported, r.MaxCost)
 }
 
 // settlement is what a response of status costs beyond what its request
@@ -247,19 +199,6 @@ func (r *Rule) settlement(status int, cost int64) int64 {
 		return cost - r.Reserve
 	}
 	return -r.Reserve
-}
-
-// errorStatus is the status Caddy answers for a handler's error (500 when
-// the error carries none); 200 for no error and nothing written.
-func errorStatus(err error) int {
-	if err == nil {
-		return http.StatusOK
-	}
-	var he caddyhttp.HandlerError
-	if errors.As(err, &he) && he.StatusCode != 0 {
-		return he.StatusCode
-	}
-	return http.StatusInternalServerError
 }
 
 // settle charges n tokens (refunds -n) to key through the engine's

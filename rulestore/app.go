@@ -4,12 +4,13 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyevents"
 	"github.com/redis/go-redis/v9"
+	"github.com/sluicegw/sluice/rulestore/eventqueue"
+	"github.com/sluicegw/sluice/rulestore/missing"
 	"github.com/sluicegw/sluice/rulestore/redisconf"
 	"github.com/sluicegw/sluice/rulestore/syntax"
 	"go.uber.org/zap"
@@ -55,17 +56,15 @@ type App struct {
 	events   *caddyevents.App // nil if unavailable
 	memory   *memoryLayer     // admin-API writes without Redis, shared across reloads
 
-	eventQueue  chan pendingEvent // see Emit
-	lastDropLog atomic.Int64
+	eventQueue *eventqueue.Queue // see Emit
 
-	seqMu        sync.Mutex
-	seq          map[string]int               // see Occurrence
-	declared     map[string][sha256.Size]byte // see SameAsDeclared
-	logger       *zap.Logger
-	missing      sync.Map         // ruleRef -> *missingRef (status.go)
-	used         sync.Map         // RuleRef -> true: ids a handler holds a Handle on (see Uses)
-	missingWarns chan missingWarn // to logMissing (missing_log.go)
-	breakers     breakers         // see Breakers
+	seqMu    sync.Mutex
+	seq      map[string]int               // see Occurrence
+	declared map[string][sha256.Size]byte // see SameAsDeclared
+	logger   *zap.Logger
+	missing  missing.Tracker[RuleRef] // rules asked for and not held (status.go, missing_log.go)
+	used     sync.Map                 // RuleRef -> true: ids a handler holds a Handle on (see Uses)
+	breakers breakers                 // see Breakers
 }
 
 // CaddyModule returns the Caddy module information.
@@ -101,8 +100,7 @@ type Rule struct {
 func (a *App) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
 	a.ctx = ctx
-	a.missingWarns = make(chan missingWarn, missingWarnQueue)
-	a.eventQueue = make(chan pendingEvent, 1024)
+	a.missing.Open()
 	m, _, err := memoryPool.LoadOrNew(memoryKey, newMemoryLayer)
 	if err != nil {
 		return err
@@ -112,6 +110,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if ev, err := ctx.AppIfConfigured("events"); err == nil { // events has subscribers only if configured
 		a.events, _ = ev.(*caddyevents.App)
 	}
+	a.eventQueue = eventqueue.New(a.events, a.logger)
 	a.static = make([]map[string]*Rule, NumKinds())
 	a.overlays = make([]map[string]*overlaySlot, NumKinds())
 	for _, k := range Kinds() {
@@ -170,9 +169,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 // Start begins following Redis. It never blocks on Redis: until the first
 // load completes, lookups answer from the static rules.
 func (a *App) Start() error {
-	if a.events != nil {
-		go a.dispatchEvents()
-	}
+	go a.eventQueue.Run(a.ctx)
 	go a.runTickers()
 	go a.logMissing()
 	if a.redis != nil {
@@ -279,7 +276,7 @@ func (a *App) Require(k Kind, id string) error {
 	}
 	if a.redis.Connection().LastResync.IsZero() {
 		a.warnTypo(k, id) // the warning WarnMissing gives below, for a cold start (and caddy validate)
-		a.noteMissing(k, id)
+		a.missing.Note(RuleRef{k, id})
 		return nil
 	}
 	a.WarnMissing(k, id)

@@ -1,19 +1,10 @@
 package rulestore
 
-import (
-	"fmt"
-)
+import "github.com/sluicegw/sluice/rulestore/rawfields"
 
 // clip shortens untrusted text for a log line.
-func clip(s string) string { return clipN(s, 64) }
+func clip(s string) string { return rawfields.Clip(s, 64) }
 
 // Clip shortens untrusted text (from a request or from Redis) to n bytes
 // for a log line or an error message, saying how long it was.
-func Clip(s string, n int) string { return clipN(s, n) }
-
-func clipN(s string, n int) string {
-	if len(s) > n {
-		return fmt.Sprintf("%.*s… (%d bytes)", n, s, len(s))
-	}
-	return s
-}
+func Clip(s string, n int) string { return rawfields.Clip(s, n) }

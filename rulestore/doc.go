@@ -10,17 +10,22 @@
 //     file rulestore/snapshot;
 //   - the rule kinds and their schema: typed specs, field parsing with
 //     errors that name the field, typo suggestions (kinds.go, spec*.go,
-//     fields.go, typos.go); handler packages register theirs; the value
-//     syntax fields share is package rulestore/syntax;
+//     fields.go, typos.go); handler packages register theirs; the raw
+//     fields themselves are package rulestore/rawfields, the value
+//     syntax fields share rulestore/syntax;
 //   - what handlers read on a request: Handle and Changes, atomic loads
 //     from local memory, never a map or Redis (handle.go);
 //   - writes: validated writes, atomic applies and patches, whatever the
-//     source (write.go, apply.go, patch.go); the history's entries and
+//     source (write.go, apply.go, patch.go), failing with typed errors
+//     (errors.go: package rulestore/storeerr); the history's entries and
 //     lists are package rulestore/history;
 //   - what operators read: metrics (metrics.go), state and status queries
-//     (state.go, status*.go, verdicts.go), missing and rejected rules,
-//     events; and the registry through which handler packages add their
-//     sections, actions and views (registry.go).
+//     (state.go, status*.go, verdicts.go; their shapes are package
+//     rulestore/status), missing rules (missing_log.go: package
+//     rulestore/missing) and rejected ones, events and the tick
+//     (events.go: package rulestore/eventqueue); and the registry through
+//     which handler packages add their sections, actions and views
+//     (registry.go).
 //
 // Handlers read rules from local memory only. The admin API and the status
 // page that read and write the store live in package rulestore/admin.

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/sluicegw/sluice/rulestore/eventqueue"
 	"go.uber.org/zap"
 )
 
@@ -38,16 +39,11 @@ func active() *App {
 	return a
 }
 
-type pendingEvent struct {
-	name string
-	data map[string]any
-}
-
 // ShouldEmit reports whether an event of this name would reach a
 // subscriber, so an emitter can skip assembling costly data.
 func ShouldEmit(name string) bool {
 	a := active()
-	return a != nil && a.events != nil && a.events.ShouldEmit(name)
+	return a != nil && a.eventQueue.ShouldEmit(name)
 }
 
 // Emit sends a Caddy event through the events app of the running config,
@@ -58,34 +54,7 @@ func ShouldEmit(name string) bool {
 // it for their own events.
 func Emit(name string, data map[string]any) {
 	if a := active(); a != nil {
-		a.emit(name, data)
-	}
-}
-
-func (a *App) emit(name string, data map[string]any) {
-	if a.events == nil || !a.events.ShouldEmit(name) {
-		return
-	}
-	select {
-	case a.eventQueue <- pendingEvent{name, data}:
-	default:
-		// Log the first drop of a burst, not every one.
-		if now := time.Now().UnixNano(); now-a.lastDropLog.Load() > int64(10*time.Second) {
-			a.lastDropLog.Store(now)
-			a.logger.Warn("events dropped: event handlers are too slow", zap.String("event", name))
-		}
-	}
-}
-
-// dispatchEvents runs the queued events until the config is unloaded.
-func (a *App) dispatchEvents() {
-	for {
-		select {
-		case e := <-a.eventQueue:
-			a.events.Emit(a.ctx, e.name, e.data)
-		case <-a.ctx.Done():
-			return
-		}
+		a.eventQueue.Emit(name, data)
 	}
 }
 
@@ -99,25 +68,8 @@ var tickers []func(now time.Time)
 // Call it from init.
 func OnTick(fn func(now time.Time)) { tickers = append(tickers, fn) }
 
-// tickInterval is the period of OnTick functions.
-const tickInterval = time.Second
-
 // runTickers calls the OnTick functions until the config is unloaded. While
 // a reload overlaps two configs, only the active one's ticker calls them.
 func (a *App) runTickers() {
-	t := time.NewTicker(tickInterval)
-	defer t.Stop()
-	for {
-		select {
-		case now := <-t.C:
-			if active() != a {
-				continue
-			}
-			for _, fn := range tickers {
-				fn(now)
-			}
-		case <-a.ctx.Done():
-			return
-		}
-	}
+	eventqueue.RunTicks(a.ctx, func() bool { return active() == a }, tickers)
 }

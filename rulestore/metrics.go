@@ -1,12 +1,10 @@
 package rulestore
 
 import (
-	"math"
-	"sync/atomic"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicegw/sluice/internal/metrickit"
+	"github.com/sluicegw/sluice/rulestore/status"
 )
 
 // Metrics, read from the store at scrape time:
@@ -37,37 +35,13 @@ var (
 		Namespace: "sluice", Subsystem: "rulestore", Name: "admin_writes_total",
 		Help: "Rule writes through the admin API, by kind, op (upsert, delete) and result (ok, invalid, not_found, redis_error).",
 	}, []string{"kind", "op", "result"})
-	propagationDelay = &propagationHist{Histogram: prometheus.NewHistogram(prometheus.HistogramOpts{
+	propagationDelay = &status.Propagation{Histogram: prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: "sluice", Subsystem: "rulestore", Name: "propagation_delay_seconds",
 		Help: "Time from a rule's write through the admin API (published_at in its change-log entry) " +
 			"to this instance applying it. Includes clock skew between instances.",
 		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 	})}
 )
-
-// propagationHist is the delay histogram with its count and sum kept
-// beside it, so the status page reads them without decoding a metric.
-type propagationHist struct {
-	prometheus.Histogram
-	count   atomic.Uint64
-	sumBits atomic.Uint64 // float64 seconds
-}
-
-func (h *propagationHist) Observe(seconds float64) {
-	h.Histogram.Observe(seconds)
-	for {
-		old := h.sumBits.Load()
-		if h.sumBits.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+seconds)) {
-			break
-		}
-	}
-	h.count.Add(1)
-}
-
-// totals are the observations and their sum in seconds so far.
-func (h *propagationHist) totals() (count uint64, sum float64) {
-	return h.count.Load(), math.Float64frombits(h.sumBits.Load())
-}
 
 type storeCollector struct{ app *App }
 

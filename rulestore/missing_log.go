@@ -6,18 +6,6 @@ import (
 	"go.uber.org/zap"
 )
 
-// missingWarn is a warning about a missing rule, queued by a request.
-type missingWarn struct {
-	kind  Kind
-	id    string
-	msg   string
-	since time.Time
-}
-
-// missingWarnQueue bounds the warnings waiting to be logged; a request
-// that finds the queue full leaves its warning to a later request.
-const missingWarnQueue = 1024
-
 // logMissing writes the queued missing-rule warnings until the config is
 // unloaded. The ids a suggestion is searched in are listed once per store
 // change, not once per warning. Once a second, after a store change, it
@@ -34,29 +22,23 @@ func (a *App) logMissing() {
 		case <-sweep.C:
 			if changes := a.Changes(); changes != swept {
 				swept = changes
-				a.forgetArrived()
+				a.missing.Forget(a.holds)
 			}
-		case w := <-a.missingWarns:
-			if changes := a.Changes(); ids[w.kind] == nil || listedAt[w.kind] != changes {
-				ids[w.kind], listedAt[w.kind] = sortedIDs(a.Rules(w.kind)), changes
+		case w := <-a.missing.Warnings():
+			k, id := w.Ref.Kind, w.Ref.ID
+			if changes := a.Changes(); ids[k] == nil || listedAt[k] != changes {
+				ids[k], listedAt[k] = sortedIDs(a.Rules(k)), changes
 			}
-			f := []zap.Field{zap.String("kind", w.kind.String()), zap.String("id", w.id)}
-			if s := Suggest(w.id, ids[w.kind]...); s != "" && s != w.id {
+			f := []zap.Field{zap.String("kind", k.String()), zap.String("id", id)}
+			if s := Suggest(id, ids[k]...); s != "" && s != id {
 				f = append(f, zap.String("did_you_mean", s))
 			}
-			a.logger.Warn(w.msg, append(f, zap.Time("missing_since", w.since))...)
+			a.logger.Warn(w.Msg, append(f, zap.Time("missing_since", w.Since))...)
 		case <-a.ctx.Done():
 			return
 		}
 	}
 }
 
-// forgetArrived drops the missing entries of rules the store now holds.
-func (a *App) forgetArrived() {
-	a.missing.Range(func(key, _ any) bool {
-		if ref := key.(RuleRef); a.Lookup(ref.Kind, ref.ID) != nil {
-			a.missing.Delete(key)
-		}
-		return true
-	})
-}
+// holds reports whether the store now holds the rule ref names.
+func (a *App) holds(ref RuleRef) bool { return a.Lookup(ref.Kind, ref.ID) != nil }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+
+	"github.com/sluicegw/sluice/rulestore/rawfields"
 )
 
 // Ref is one rule's reference to another: a binding's rate_limit, a gray
@@ -80,7 +82,7 @@ func CheckRefs(d Declared, value any) error {
 	}
 	for _, r := range ref.Refs() {
 		if err := CheckRef(d, r.Kind, r.ID); err != nil {
-			return &FieldError{Field: r.Field, Reason: err.Error(), err: err}
+			return rawfields.Caused(r.Field, err)
 		}
 	}
 	return nil

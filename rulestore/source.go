@@ -7,6 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicegw/sluice/rulestore/history"
 	"github.com/sluicegw/sluice/rulestore/redisconf"
+	"github.com/sluicegw/sluice/rulestore/status"
 	"go.uber.org/zap"
 )
 
@@ -92,14 +93,9 @@ type RedisSource interface {
 	FleetDeclares(ctx context.Context) (lacking func(k Kind, id string) []string, err error)
 }
 
-// Connection is what a RedisSource reports of its connection.
-type Connection struct {
-	Connected bool
-	// LastResync is the end of the last full resync, zero before the first.
-	LastResync                 time.Time
-	Resyncs, Updates, Rejected int64
-	Pool                       PoolStatus
-}
+// Connection is what a RedisSource reports of its connection
+// (status.Connection).
+type Connection = status.Connection
 
 // RedisSourceConfig is what the app gives a new RedisSource.
 type RedisSourceConfig struct {

@@ -2,6 +2,7 @@ package rulestore
 
 import (
 	"context"
+	"github.com/sluicegw/sluice/rulestore/status"
 )
 
 // A StateReporter returns a handler package's live state for GET
@@ -40,25 +41,13 @@ func RegisterAction(resource string, fn ActionFunc) { actions.put(resource, fn) 
 // LookupAction returns the action registered for resource, or nil.
 func LookupAction(resource string) ActionFunc { return actions.get(resource) }
 
-// StoreState is the rule store's part of GET /sluice/state.
-type StoreState struct {
-	// Status is the store's status, as GET /sluice/status shows it.
-	Status
-	// Source of the rules written through the admin API: redis or memory.
-	Writes string `json:"writes"`
-	// Versions of every rule in force, by kind then id (see Version).
-	Versions map[string]map[string]RuleVersion `json:"versions"`
-	// Invalid lists rejected and missing rule ids (see InvalidRule).
-	Invalid []InvalidRule `json:"invalid"`
-}
+// StoreState is the rule store's part of GET /sluice/state
+// (status.StoreState).
+type StoreState = status.StoreState
 
-// RuleVersion is one rule's version and where it comes from.
-type RuleVersion struct {
-	// Version is the rule's version (see Rule.Version).
-	Version string `json:"version"`
-	// Source is static, redis or memory (see Rule.Source).
-	Source string `json:"source"`
-}
+// RuleVersion is one rule's version and where it comes from
+// (status.RuleVersion).
+type RuleVersion = status.RuleVersion
 
 // State returns the whole of GET /sluice/state: the store's section under
 // "rulestore", then each registered reporter's section.

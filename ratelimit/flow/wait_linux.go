@@ -1,4 +1,4 @@
-package ratelimit
+package flow
 
 import (
 	"github.com/sluicegw/sluice/ratelimit/engine"

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package ratelimit
+package flow
 
 import (
 	"github.com/sluicegw/sluice/ratelimit/engine"

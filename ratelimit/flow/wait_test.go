@@ -1,4 +1,4 @@
-package ratelimit
+package flow
 
 import (
 	"context"
@@ -14,11 +14,11 @@ import (
 // its client going away ends a long wait with the client's error.
 func TestSleepUntilNeverEarlyAndHonoursCancel(t *testing.T) {
 	var sleepers atomic.Int32
-	for _, busy := range []int32{0, maxPreciseSleepers} {
+	for _, busy := range []int32{0, MaxPreciseSleepers} {
 		sleepers.Store(busy)
 		for _, wait := range []time.Duration{0, 300 * time.Microsecond, 3 * time.Millisecond} {
 			due := engine.Now() + int64(wait)
-			if err := sleepUntil(context.Background(), due, &sleepers); err != nil {
+			if err := SleepUntil(context.Background(), due, &sleepers); err != nil {
 				t.Fatalf("wait %v: %v", wait, err)
 			}
 			if early := due - engine.Now(); early > 0 {
@@ -31,7 +31,7 @@ func TestSleepUntilNeverEarlyAndHonoursCancel(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- sleepUntil(ctx, engine.Now()+int64(time.Hour), &sleepers) }()
+	go func() { done <- SleepUntil(ctx, engine.Now()+int64(time.Hour), &sleepers) }()
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled an hour before the slot: %v, want context.Canceled", err)

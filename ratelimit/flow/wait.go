@@ -1,4 +1,4 @@
-package ratelimit
+package flow
 
 import (
 	"context"
@@ -14,23 +14,23 @@ import (
 // late. 1.1 ms covers that rounding.
 const preciseMargin = int64(1100 * time.Microsecond)
 
-// maxPreciseSleepers bounds the requests of one rule sleeping in the
+// MaxPreciseSleepers bounds the requests of one rule sleeping in the
 // kernel at once. Each holds an OS thread, and its P until the scheduler
 // takes it back, which costs CPU per request, more with every sleeper
 // (docs/performance.md). At 1,000 qps slots
 // are 1 ms apart, so one is enough; a request that finds it taken waits on
 // the timer alone, as all did before.
-const maxPreciseSleepers = 1
+const MaxPreciseSleepers = 1
 
-// sleepUntil waits until due (engine.Now's clock), or until ctx ends,
+// SleepUntil waits until due (engine.Now's clock), or until ctx ends,
 // whose error it then returns. The client going away ends the wait at
 // once, except in its last preciseMargin. sleepers counts the rule's
 // requests sleeping in the kernel.
-func sleepUntil(ctx context.Context, due int64, sleepers *atomic.Int32) error {
+func SleepUntil(ctx context.Context, due int64, sleepers *atomic.Int32) error {
 	if err := timerWait(ctx, due-preciseMargin); err != nil {
 		return err
 	}
-	if sleepers.Add(1) <= maxPreciseSleepers {
+	if sleepers.Add(1) <= MaxPreciseSleepers {
 		kernelSleepUntil(due)
 		sleepers.Add(-1)
 		return nil

@@ -1,10 +1,12 @@
-package ratelimit
+package answer
 
 import (
 	"bytes"
 	"net/http"
 	"strconv"
 	"unsafe"
+
+	"github.com/sluicegw/sluice/ratelimit/engine"
 )
 
 // rateHeaders is one response's rate limit header values in one
@@ -16,10 +18,10 @@ type rateHeaders struct {
 	buf  [64]byte // `"<rule id>";r=<remaining>;t=<reset>`, when it fits
 }
 
-// appendRemaining appends a decision's RateLimit item,
+// AppendRemaining appends a decision's RateLimit item,
 // `"<rule id>";r=<remaining>;t=<seconds>`: t is the wait until the quota is
 // whole again or the window ends, on a refusal at least the Retry-After.
-func appendRemaining(b []byte, id string, d *Decision) []byte {
+func AppendRemaining(b []byte, id string, d *engine.Decision) []byte {
 	reset := d.Reset
 	if !d.OK() && d.RetryAfter > reset {
 		reset = d.RetryAfter
@@ -29,15 +31,15 @@ func appendRemaining(b []byte, id string, d *Decision) []byte {
 	b = append(b, `";r=`...)
 	b = strconv.AppendInt(b, d.Remaining, 10)
 	b = append(b, ";t="...)
-	return strconv.AppendInt(b, ceilSeconds(reset), 10)
+	return strconv.AppendInt(b, CeilSeconds(reset), 10)
 }
 
-// setHeaders sets X-RateLimit-Limit, X-RateLimit-Remaining,
-// RateLimit-Policy and RateLimit for a decision with quota information.
-func setHeaders(hdr http.Header, rule *Rule, d *Decision) {
+// Set sets X-RateLimit-Limit, X-RateLimit-Remaining, RateLimit-Policy
+// and RateLimit for a decision of rule id with quota information.
+func Set(hdr http.Header, id string, d *engine.Decision) {
 	h := new(rateHeaders)
-	b := appendRemaining(h.buf[:0], rule.ID, d)
-	from := len(rule.ID) + len(`"";r=`)
+	b := AppendRemaining(h.buf[:0], id, d)
+	from := len(id) + len(`"";r=`)
 	to := from + bytes.IndexByte(b[from:], ';')
 	// b (h.buf, or a new array when a long rule id outgrew it) is never
 	// written again, so it can back strings; the remaining count is a
@@ -46,7 +48,7 @@ func setHeaders(hdr http.Header, rule *Rule, d *Decision) {
 	l := d.Limits
 	policy := l.Policy
 	if d.Cal != nil {
-		policy = calendarPolicy(rule.ID, l, d.Cal)
+		policy = CalendarPolicy(id, l, d.Cal)
 	}
 	h.vals = [4]string{l.QuotaStr, rl[from:to], policy, rl}
 	// Each slice's capacity is 1, so a later Add to one header copies
@@ -55,4 +57,19 @@ func setHeaders(hdr http.Header, rule *Rule, d *Decision) {
 	hdr["X-Ratelimit-Remaining"] = h.vals[1:2:2]
 	hdr["Ratelimit-Policy"] = h.vals[2:3:3]
 	hdr["Ratelimit"] = h.vals[3:4:4]
+}
+
+// CalendarPolicy is the RateLimit-Policy of a calendar decision: the quota
+// and the length of the current window in seconds (86400 on most days,
+// 82800 or 90000 on a day with a DST change; a month's own length).
+func CalendarPolicy(id string, l *engine.Limits, w *engine.Window) string {
+	return `"` + id + `";q=` + l.QuotaStr + ";w=" + w.Secs
+}
+
+// CeilSeconds rounds a wait in ns up to whole seconds.
+func CeilSeconds(ns int64) int64 {
+	if ns <= 0 {
+		return 0
+	}
+	return (ns + 1e9 - 1) / 1e9
 }
