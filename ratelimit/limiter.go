@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicegw/sluice/ratelimit/cluster"
 	"github.com/sluicegw/sluice/ratelimit/engine"
+	"github.com/sluicegw/sluice/ratelimit/replay"
 	"go.uber.org/zap"
 )
 
@@ -33,6 +34,7 @@ type limiter struct {
 	// refunds a cluster engine's remembered refusals must not outlive
 	// long (cluster.Host).
 	listed atomic.Bool
+	rec    atomic.Pointer[replay.Recorder] // the rule's recent traffic (record.go)
 }
 
 type limiterState struct {
