@@ -84,6 +84,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	h.app = app
+	app.SetPreviewer(rulestore.RateLimit, previewer{})
 	if err := registerMetrics(ctx.GetMetricsRegistry()); err != nil {
 		return err
 	}

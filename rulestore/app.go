@@ -66,6 +66,7 @@ type App struct {
 	used         sync.Map         // RuleRef -> true: ids a handler holds a Handle on (see Uses)
 	missingWarns chan missingWarn // to logMissing (missing_log.go)
 	breakers     breakers         // see Breakers
+	previewers   previewers       // see SetPreviewer
 }
 
 // CaddyModule returns the Caddy module information.

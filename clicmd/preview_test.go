@@ -1,0 +1,133 @@
+package clicmd_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicegw/sluice/internal/redistest"
+	"github.com/sluicegw/sluice/internal/testcaddy"
+	"github.com/sluicegw/sluice/ratelimit/replay"
+)
+
+const previewCaddyfile = `{
+	admin localhost:{{admin}}
+	persist_config off
+	rulestore {
+		redis %s
+	}
+}
+http://127.0.0.1:%d {
+	ratelimit pv
+	respond "ok"
+}`
+
+// previewTraffic sends n requests to url from 4 clients, half to 50 hot
+// keys and half over 500; it returns how many were refused.
+func previewTraffic(t *testing.T, url string, n int, seed uint64) int {
+	t.Helper()
+	var mu sync.Mutex
+	refused := 0
+	var wg sync.WaitGroup
+	for c := range 4 {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(seed, uint64(c)))
+			for range n / 4 {
+				k := rng.IntN(500)
+				if rng.IntN(2) == 0 {
+					k = rng.IntN(50)
+				}
+				req, _ := http.NewRequest("GET", url, nil)
+				req.Header.Set("X-K", "user:"+strconv.Itoa(k))
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				resp.Body.Close()
+				mu.Lock()
+				switch resp.StatusCode {
+				case http.StatusOK:
+				case http.StatusTooManyRequests:
+					refused++
+				default:
+					t.Errorf("status %d", resp.StatusCode)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return refused
+}
+
+// `caddy sluice preview` asks every live instance through Redis: two
+// instances each replay their own traffic, and the CLI prints the sum and
+// that both answered. A tightened limit newly refuses requests of named
+// keys; a loosened one newly allows some.
+func TestPreviewSumsTwoInstances(t *testing.T) {
+	rd := redistest.Start(t)
+	c := rd.Client()
+	redistest.Push(t, c, "rate_limit:rule:pv", "gateway:rules:rate_limit", "pv", "limit_type", "token_bucket",
+		"qps", "2", "burst", "3", "key_resolver", "{http.request.header.X-K}", "raw_keys", "true")
+	ports := []int{testcaddy.FreePort(t), testcaddy.FreePort(t)}
+	var ps []*testcaddy.Process
+	for _, port := range ports {
+		ps = append(ps, testcaddy.Start(t, fmt.Sprintf(previewCaddyfile, rd.URL(), port)))
+	}
+	ctx := context.Background()
+	for _, p := range ps {
+		testcaddy.Eventually(t, 10*time.Second, "pv loaded from redis", func() bool {
+			_, _, ok := sluice(t, p, "rules", "get", "rate_limit", "pv")
+			return ok
+		})
+	}
+	testcaddy.Eventually(t, 15*time.Second, "two live instances, both listening for previews", func() bool {
+		subs := c.PubSubNumSub(ctx, "gateway:preview").Val()["gateway:preview"]
+		return subs == 2 && c.ZCount(ctx, "gateway:instances", strconv.FormatInt(time.Now().UnixMilli(), 10), "+inf").Val() == 2
+	})
+	const each = 2000
+	refused := 0
+	for i, port := range ports {
+		refused += previewTraffic(t, fmt.Sprintf("http://127.0.0.1:%d/", port), each, uint64(i))
+	}
+	if refused == 0 {
+		t.Fatal("no request refused: the traffic does not test the rule")
+	}
+
+	out := mustSluice(t, ps[0], "preview", "rate_limit", "pv", "qps", "1", "burst", "1")
+	t.Logf("tightened:\n%s", out)
+	m := regexp.MustCompile(`newly refused +(\d+) \((\d+) keys\)`).FindStringSubmatch(out)
+	if !strings.Contains(out, "2 of 2 instances answered") || !strings.Contains(out, fmt.Sprintf("requests          %d\n", 2*each)) ||
+		!strings.Contains(out, fmt.Sprintf("(recorded %d)", refused)) || m == nil || m[1] == "0" || m[2] == "0" ||
+		!strings.Contains(out, "    key0:user:") {
+		t.Errorf("tightened: want 2 of 2 instances, %d requests, %d recorded refusals, requests and keys newly refused, named keys:\n%s",
+			2*each, refused, out)
+	}
+
+	var res struct {
+		DryRun bool           `json:"dry_run"`
+		Impact *replay.Impact `json:"impact"`
+	}
+	raw := mustSluice(t, ps[1], "preview", "rate_limit", "pv", "burst=20", "--json")
+	if err := json.Unmarshal([]byte(raw), &res); err != nil || res.Impact == nil || !res.DryRun {
+		t.Fatalf("loosened --json: %v\n%s", err, raw)
+	}
+	imp := res.Impact
+	if imp.Instances != (replay.Instances{Asked: 2, Answered: 2}) || imp.Requests != 2*each || imp.NewlyAllowed == 0 ||
+		imp.KeysNewlyAllowed == 0 || imp.RefusedRecorded != int64(refused) || imp.RefusedProposed >= imp.RefusedNow {
+		t.Errorf("loosened: %+v; want 2 of 2 instances, %d requests, %d recorded refusals, some newly allowed", *imp, 2*each, refused)
+	}
+	// Nothing was written: the rule in Redis is as pushed.
+	if got := c.HGet(ctx, "rate_limit:rule:pv", "burst").Val(); got != "3" {
+		t.Errorf("burst in redis %q after previews, want 3", got)
+	}
+}
