@@ -67,6 +67,7 @@ func (l *limiter) adopt(r *Rule) Engine {
 		return s.engine
 	}
 	if s != nil {
+		l.rekeyed(s.rule, r)
 		switch old := s.engine.(type) {
 		case *localEngine:
 			if !r.Cluster() && old.Holds(&r.Spec) && old.SlotsOnly() == r.InFlightOnly {

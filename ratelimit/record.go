@@ -7,8 +7,9 @@ import (
 
 // A rule's recent traffic is recorded for previews of a change to it
 // (docs/design/previews.md): each rule's limiter keeps a replay.Recorder,
-// made on the rule's first decided request and kept across reloads with
-// the limiter (a caddy.UsagePool entry), and the pipeline notes each
+// made on the rule's first decided request and kept across reloads and
+// changes of the rule with the limiter (a caddy.UsagePool entry) while
+// the rule's key stays the same, and the pipeline notes each
 // decided request in it after the decide step (record).
 
 // recorder returns the limiter's recorder, making it on first use: the
@@ -20,6 +21,14 @@ func (l *limiter) recorder() *replay.Recorder {
 	}
 	l.rec.CompareAndSwap(nil, replay.NewRecorder(replay.DefaultWindow, replay.DefaultRecords))
 	return l.rec.Load()
+}
+
+// rekeyed drops the record when a change of the rule (old to r) changed
+// its key: the records are of keys the rule no longer makes.
+func (l *limiter) rekeyed(old, r *Rule) {
+	if old.Key.String() != r.Key.String() {
+		l.rec.Store(nil)
+	}
 }
 
 // record notes every decided rule of a request in its rule's recorder:
