@@ -16,7 +16,9 @@
 //     from local memory, never a map or Redis (handle.go);
 //   - writes: validated writes, atomic applies and patches, whatever the
 //     source (write.go, apply.go, patch.go); the history's entries and
-//     lists are package rulestore/history;
+//     lists are package rulestore/history; a dry run's impact, asked of
+//     the Previewer a kind's handler registers, fleet-wide through the
+//     Redis source (preview.go);
 //   - what operators read: metrics (metrics.go), state and status queries
 //     (state.go, status*.go, verdicts.go), missing and rejected rules,
 //     events; and the registry through which handler packages add their
