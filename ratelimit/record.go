@@ -33,11 +33,13 @@ func (l *limiter) rekeyed(old, r *Rule) {
 
 // record notes every decided rule of a request in its rule's recorder:
 // the arrival, key, cost, the in-flight counts the engine read and the
-// outcome. It does not allocate.
+// outcome. A rule that admitted the request and gave its tokens back (a
+// later rule of the list refused it) spent nothing: it is not recorded,
+// so replaying the rule alone does not spend them. It does not allocate.
 func record(ts []taken, kb []byte) {
 	for i := range ts {
 		t := &ts[i]
-		if !t.decided {
+		if !t.decided || t.d.OK() && !t.admitted {
 			continue
 		}
 		lim, at := t.m.lim, t.d.At

@@ -32,3 +32,37 @@ func TestRecordKeptWhileTheKeyStays(t *testing.T) {
 		t.Fatal("a change of key kept the record")
 	}
 }
+
+// The record step notes each decided rule with its outcome, and leaves out
+// a rule that admitted and gave its tokens back (a later rule refused).
+func TestRecordStepLeavesOutRefunds(t *testing.T) {
+	r, err := ParseRule("rs", rulestore.Fields{"qps": "5", "key_resolver": "userId"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lims := []*limiter{newLimiter("rs1", nil), newLimiter("rs2", nil), newLimiter("rs3", nil)}
+	for _, l := range lims {
+		defer l.Destruct()
+	}
+	kb := []byte("user:a")
+	at := lims[0].now()
+	ts := []taken{
+		{m: member{rule: r, lim: lims[0]}, decided: true, cost: 2, kto: len(kb)}, // admitted, then refunded
+		{m: member{rule: r, lim: lims[1]}, decided: true, cost: 1, kto: len(kb)}, // refused it
+		{m: member{rule: r, lim: lims[2]}, kto: len(kb)},                         // not consulted
+	}
+	ts[0].d.At, ts[1].d.At = at, at
+	ts[1].d.Reason = RateLimited
+	record(ts, kb)
+	if lims[0].rec.Load() != nil || lims[2].rec.Load() != nil {
+		t.Error("a refunded rule or a rule not consulted was recorded")
+	}
+	tr := lims[1].rec.Load().Snapshot(at)
+	var got []replay.Record
+	for i := range tr.Shards {
+		got = append(got, tr.Shards[i].Records...)
+	}
+	if len(got) != 1 || got[0].At != at || got[0].Cost != 1 || got[0].Outcome != replay.RateRefused {
+		t.Errorf("recorded %+v, want one rate refusal of cost 1 at the decision's time", got)
+	}
+}
