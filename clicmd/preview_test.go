@@ -4,12 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
-	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,45 +26,6 @@ http://127.0.0.1:%d {
 	ratelimit pv
 	respond "ok"
 }`
-
-// previewTraffic sends n requests to url from 4 clients, half to 50 hot
-// keys and half over 500; it returns how many were refused.
-func previewTraffic(t *testing.T, url string, n int, seed uint64) int {
-	t.Helper()
-	var mu sync.Mutex
-	refused := 0
-	var wg sync.WaitGroup
-	for c := range 4 {
-		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(seed, uint64(c)))
-			for range n / 4 {
-				k := rng.IntN(500)
-				if rng.IntN(2) == 0 {
-					k = rng.IntN(50)
-				}
-				req, _ := http.NewRequest("GET", url, nil)
-				req.Header.Set("X-K", "user:"+strconv.Itoa(k))
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				resp.Body.Close()
-				mu.Lock()
-				switch resp.StatusCode {
-				case http.StatusOK:
-				case http.StatusTooManyRequests:
-					refused++
-				default:
-					t.Errorf("status %d", resp.StatusCode)
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	return refused
-}
 
 // `caddy sluice preview` asks every live instance through Redis: two
 // instances each replay their own traffic, and the CLI prints the sum and
@@ -97,7 +55,7 @@ func TestPreviewSumsTwoInstances(t *testing.T) {
 	const each = 2000
 	refused := 0
 	for i, port := range ports {
-		refused += previewTraffic(t, fmt.Sprintf("http://127.0.0.1:%d/", port), each, uint64(i))
+		refused += testcaddy.KeyedTraffic(t, fmt.Sprintf("http://127.0.0.1:%d/", port), each, 500, 50, uint64(i))
 	}
 	if refused == 0 {
 		t.Fatal("no request refused: the traffic does not test the rule")

@@ -3,11 +3,8 @@ package ratelimit_test
 import (
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/sluicegw/sluice/internal/testcaddy"
@@ -36,39 +33,6 @@ func dryRunImpact(t *testing.T, admin int, method, path, body string) *replay.Im
 	return a.Impact
 }
 
-// sendPreviewTraffic sends n requests over keys from 8 clients: half to
-// 100 hot keys, half spread over all of them; it returns how many were
-// refused (429).
-func sendPreviewTraffic(t *testing.T, url string, n, keys int) int {
-	t.Helper()
-	var mu sync.Mutex
-	refused := 0
-	var wg sync.WaitGroup
-	for c := range 8 {
-		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(c), 7))
-			for range n / 8 {
-				k := rng.IntN(keys)
-				if rng.IntN(2) == 0 {
-					k = rng.IntN(100)
-				}
-				resp, _ := testcaddy.Get(t, url, "X-K: user:"+strconv.Itoa(k))
-				mu.Lock()
-				switch resp.StatusCode {
-				case http.StatusOK:
-				case http.StatusTooManyRequests:
-					refused++
-				default:
-					t.Errorf("status %d", resp.StatusCode)
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	return refused
-}
-
 // A dry run with ?impact=10m replays the rule's recorded traffic (local
 // scope, thousands of keys): against itself it reproduces the refusals
 // the clients saw within 1 %; tightened it newly refuses requests of
@@ -94,7 +58,7 @@ http://127.0.0.1:%d {
 	respond "ok"
 }`, admin, port))
 	const requests, keys = 12000, 3000
-	refused := sendPreviewTraffic(t, fmt.Sprintf("http://127.0.0.1:%d/", port), requests, keys)
+	refused := testcaddy.KeyedTraffic(t, fmt.Sprintf("http://127.0.0.1:%d/", port), requests, keys, 100, 7)
 	if refused == 0 || refused == requests {
 		t.Fatalf("%d of %d refused: the traffic does not test the rule", refused, requests)
 	}
