@@ -33,9 +33,9 @@ type ApplyRequest struct {
 	// prev_version a dry run answered: a change made since then fails the
 	// apply (ErrPreconditionFailed) instead of being overwritten.
 	Expect map[string]map[string]string `json:"expect,omitempty"`
-	// Impact, on a dry run: replay the last Impact of each changed
-	// rate_limit rule's traffic against its new fields
-	// (ApplyObject.Impact); 0: none. A query parameter, not the body's.
+	// Impact, on a dry run: replay this much of each changed rate_limit
+	// rule's recent traffic against its new fields (ApplyObject.Impact);
+	// 0: none. A query parameter, not the body's.
 	Impact time.Duration `json:"-"`
 }
 

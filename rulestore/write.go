@@ -89,7 +89,7 @@ type WriteRequest struct {
 	IfMatch string
 	// DryRun validates and fills the result without writing.
 	DryRun bool
-	// Impact, with DryRun: replay the last Impact of the rule's traffic
+	// Impact, with DryRun: replay this much of the rule's recent traffic
 	// against the written rule (WriteResult.Impact); 0: none.
 	Impact time.Duration
 	// AllowMissing accepts a binding to rules that do not exist yet.
