@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/sluicegw/sluice/internal/redistest"
 	"github.com/sluicegw/sluice/internal/testcaddy"
 	"github.com/sluicegw/sluice/ratelimit/replay"
@@ -83,6 +85,14 @@ func TestPreviewSumsTwoInstances(t *testing.T) {
 	if imp.Instances != (replay.Instances{Asked: 2, Answered: 2}) || imp.Requests != 2*each || imp.NewlyAllowed == 0 ||
 		imp.KeysNewlyAllowed == 0 || imp.RefusedRecorded != int64(refused) || imp.RefusedProposed >= imp.RefusedNow {
 		t.Errorf("loosened: %+v; want 2 of 2 instances, %d requests, %d recorded refusals, some newly allowed", *imp, 2*each, refused)
+	}
+	// A live instance that does not answer (a heartbeat without a
+	// process): the asker waits out its deadline and says so.
+	c.ZAdd(ctx, "gateway:instances", redis.Z{Score: float64(time.Now().Add(time.Minute).UnixMilli()), Member: "silent"})
+	start := time.Now()
+	out = mustSluice(t, ps[0], "preview", "rate_limit", "pv", "qps", "1")
+	if took := time.Since(start); !strings.Contains(out, "2 of 3 instances answered") || took < time.Second {
+		t.Errorf("with a silent instance, after %v:\n%s\nwant 2 of 3 instances answered, after the 1 s wait", took, out)
 	}
 	// Nothing was written: the rule in Redis is as pushed.
 	if got := c.HGet(ctx, "rate_limit:rule:pv", "burst").Val(); got != "3" {
