@@ -27,6 +27,11 @@ func (previewer) Impact(id string, proposed any, window time.Duration) (replay.I
 		return rulestore.EmptyImpact(window), nil
 	}
 	s, rec := lim.state.Load(), lim.rec.Load()
+	if s != nil && !s.rule.Record {
+		imp := rulestore.EmptyImpact(window)
+		imp.Approximate = []string{"not recorded: the rule sets record false"}
+		return imp, nil
+	}
 	if s == nil || rec == nil {
 		return rulestore.EmptyImpact(window), nil
 	}

@@ -106,9 +106,10 @@ http://127.0.0.1:%d {
 }
 
 // An impact window needs a dry run, a rate_limit rule and a window the
-// record keeps: anything else is a 400 that says so.
+// record keeps: anything else is a 400 that says so. A rule that served
+// nothing, or records nothing (record false), answers zero counts.
 func TestDryRunImpactRefusals(t *testing.T) {
-	admin := testcaddy.FreePort(t)
+	admin, port := testcaddy.FreePort(t), testcaddy.FreePort(t)
 	testcaddy.Run(t, fmt.Sprintf(`{
 	admin localhost:%d
 	persist_config off
@@ -117,11 +118,20 @@ func TestDryRunImpactRefusals(t *testing.T) {
 			qps 2
 			key_resolver ip
 		}
+		rate_limit quiet {
+			qps 1
+			key_resolver ip
+			record false
+		}
 		circuit_breaker cb {
 			failure_threshold 5
 		}
 	}
-}`, admin))
+}
+http://127.0.0.1:%d {
+	ratelimit quiet
+	respond "ok"
+}`, admin, port))
 	for _, c := range []struct{ path, body, says string }{
 		{"/sluice/rules/rate_limit/pv?impact=10m", `{"qps": "1"}`, "add dry_run=true"},
 		{"/sluice/rules/rate_limit/pv?dry_run=true&impact=ten", `{"qps": "1"}`, "want a duration"},
@@ -138,5 +148,14 @@ func TestDryRunImpactRefusals(t *testing.T) {
 	imp := dryRunImpact(t, admin, http.MethodPatch, "/sluice/rules/rate_limit/pv?dry_run=true&impact=5m", `{"qps": "1"}`)
 	if imp.Requests != 0 || imp.Window != "5m0s" || imp.Instances != (replay.Instances{Asked: 1, Answered: 1}) {
 		t.Errorf("no traffic: %+v", *imp)
+	}
+	for range 3 {
+		if resp, body := testcaddy.Get(t, fmt.Sprintf("http://127.0.0.1:%d/", port)); resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusTooManyRequests {
+			t.Fatalf("quiet: %d %s", resp.StatusCode, body)
+		}
+	}
+	imp = dryRunImpact(t, admin, http.MethodPatch, "/sluice/rules/rate_limit/quiet?dry_run=true&impact=10m", `{"qps": "5"}`)
+	if imp.Requests != 0 || len(imp.Approximate) != 1 || imp.Approximate[0] != "not recorded: the rule sets record false" {
+		t.Errorf("a rule with record false: %+v", *imp)
 	}
 }

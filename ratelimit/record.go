@@ -24,22 +24,23 @@ func (l *limiter) recorder() *replay.Recorder {
 }
 
 // rekeyed drops the record when a change of the rule (old to r) changed
-// its key: the records are of keys the rule no longer makes.
+// its key (the records are of keys the rule no longer makes) or turned
+// recording off.
 func (l *limiter) rekeyed(old, r *Rule) {
-	if old.Key.String() != r.Key.String() {
+	if old.Key.String() != r.Key.String() || !r.Record {
 		l.rec.Store(nil)
 	}
 }
 
 // record notes every decided rule of a request in its rule's recorder:
 // the arrival, key, cost, the in-flight counts the engine read and the
-// outcome. A rule that admitted the request and gave its tokens back (a
+// outcome (unless the rule sets record false). A rule that admitted the request and gave its tokens back (a
 // later rule of the list refused it) spent nothing: it is not recorded,
 // so replaying the rule alone does not spend them. It does not allocate.
 func record(ts []taken, kb []byte) {
 	for i := range ts {
 		t := &ts[i]
-		if !t.decided || t.d.OK() && !t.admitted {
+		if !t.decided || t.d.OK() && !t.admitted || !t.m.rule.Record {
 			continue
 		}
 		lim, at := t.m.lim, t.d.At
