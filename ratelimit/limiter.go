@@ -33,8 +33,9 @@ type limiter struct {
 	// listed: some handler has the rule among several limits, whose
 	// refunds a cluster engine's remembered refusals must not outlive
 	// long (cluster.Host).
-	listed atomic.Bool
-	rec    atomic.Pointer[replay.Recorder] // the rule's recent traffic (record.go)
+	listed  atomic.Bool
+	rec     atomic.Pointer[replay.Recorder] // the rule's recent traffic (record.go)
+	inlined atomic.Bool                     // an inline rule's: previews cannot name it, so not recorded
 }
 
 type limiterState struct {
@@ -122,6 +123,7 @@ func (l *limiter) setBackend(b Backend, logger *zap.Logger) {
 func (l *limiter) intern(r *Rule, digest [sha256.Size]byte) *Rule {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.inlined.Store(true)
 	if l.inline == nil || l.inlineDigest != digest {
 		l.inline, l.inlineDigest = r, digest
 	}

@@ -34,13 +34,14 @@ func (l *limiter) rekeyed(old, r *Rule) {
 
 // record notes every decided rule of a request in its rule's recorder:
 // the arrival, key, cost, the in-flight counts the engine read and the
-// outcome (unless the rule sets record false). A rule that admitted the request and gave its tokens back (a
+// outcome (unless the rule sets record false, or is an inline rule, which
+// a preview cannot name). A rule that admitted the request and gave its tokens back (a
 // later rule of the list refused it) spent nothing: it is not recorded,
 // so replaying the rule alone does not spend them. It does not allocate.
 func record(ts []taken, kb []byte) {
 	for i := range ts {
 		t := &ts[i]
-		if !t.decided || t.d.OK() && !t.admitted || !t.m.rule.Record {
+		if !t.decided || t.d.OK() && !t.admitted || !t.m.rule.Record || t.m.lim.inlined.Load() {
 			continue
 		}
 		lim, at := t.m.lim, t.d.At

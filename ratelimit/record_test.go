@@ -66,3 +66,23 @@ func TestRecordStepLeavesOutRefunds(t *testing.T) {
 		t.Errorf("recorded %+v, want one rate refusal of cost 1 at the decision's time", got)
 	}
 }
+
+// An inline rule is not recorded: a preview asks for a rule of the store
+// by id, and cannot name it.
+func TestRecordStepSkipsInlineRules(t *testing.T) {
+	f := rulestore.Fields{"qps": "5", "key_resolver": "userId"}
+	r, err := ParseRule(InlineID(f), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := newLimiter(r.ID, nil)
+	defer lim.Destruct()
+	r = lim.intern(r, f.Digest())
+	kb := []byte("user:a")
+	ts := []taken{{m: member{rule: r, lim: lim}, decided: true, admitted: true, cost: 1, kto: len(kb)}}
+	ts[0].d.At = lim.now()
+	record(ts, kb)
+	if lim.rec.Load() != nil {
+		t.Error("an inline rule was recorded")
+	}
+}
