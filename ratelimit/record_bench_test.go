@@ -31,7 +31,7 @@ func BenchmarkRecordStep(b *testing.B) {
 			lim := newLimiter(r.ID, nil)
 			defer lim.Destruct()
 			lim.recorder()
-			ts := []taken{{m: member{rule: r, lim: lim}, decided: true, cost: 1}}
+			ts := []taken{{m: member{rule: r, lim: lim}, decided: true, admitted: true, cost: 1}}
 			at := lim.now()
 			b.ReportAllocs()
 			cpu := reportCPU(b)
@@ -42,6 +42,9 @@ func BenchmarkRecordStep(b *testing.B) {
 				record(ts, kb)
 			}
 			cpu()
+			if lim.rec.Load().Snapshot(at).Len() == 0 {
+				b.Fatal("nothing recorded: the benchmark measures a skipped step")
+			}
 		})
 	}
 }
