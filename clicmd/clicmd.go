@@ -25,7 +25,7 @@ const DefaultAddress = "localhost:2019"
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "sluice",
-		Usage: "rules|bindings|state|store|quota|quota-tree|breaker|invalid|history|diff|rollback|verdicts|apply|export ... [--address <admin>]",
+		Usage: "rules|bindings|state|store|quota|quota-tree|breaker|invalid|history|diff|rollback|verdicts|preview|apply|export ... [--address <admin>]",
 		Short: "Manages Sluice rules and shows live state through the admin API",
 		Long: `
 Talks to the admin API of a running Caddy (default $CADDY_ADMIN as for
@@ -55,6 +55,7 @@ JSON object with --json (use --json - to read it from stdin).
   caddy sluice diff gray checkout-canary [version]
   caddy sluice rollback gray checkout-canary <version>
   caddy sluice verdicts gray checkout-canary [--wait 10s]     # each live instance's verdict; stopped ones not waited on
+  caddy sluice preview rate_limit order_api qps 50 [--window 10m]  # what the change would have refused, fleet-wide
   caddy sluice apply -f rules.json|rules.yaml [--dry-run] [--prune]
   caddy sluice export [-o rules.json|rules.yaml]
   caddy sluice canary pause|resume|rollback|promote checkout_canary
@@ -110,7 +111,7 @@ func build(cmd *cobra.Command) {
 		}}
 	cmd.AddCommand(rules, bindings, state, store, breaker, canaryCommand())
 	cmd.AddCommand(changeCommands()...)
-	cmd.AddCommand(verdictsCommand(), quotaCommand(), quotaTreeCommand())
+	cmd.AddCommand(verdictsCommand(), quotaCommand(), quotaTreeCommand(), previewCommand())
 	cmd.AddCommand(applyCommands()...)
 }
 

@@ -30,7 +30,10 @@
 //   - what operators read: metrics (metrics.go, flow_metrics.go), the
 //     ratelimit section of GET /sluice/state and its events (admin.go,
 //     debt.go; their shapes and samplers are ratelimit/report),
-//     and one key's usage, GET /sluice/quota/{rule}/{key} (quota_*.go).
+//     and one key's usage, GET /sluice/quota/{rule}/{key} (quota_*.go);
+//   - previews of a rule change: the record of each rule's recent traffic
+//     (record.go, into package ratelimit/replay) and the replay of it that
+//     answers the store's previews (preview.go).
 //
 // Rules come from the rule store (package rulestore: static, Redis or
 // inline) and are read from local memory on every request; a request on a

@@ -86,6 +86,7 @@ var fields = handlerkit.NewFieldTable(
 	}),
 	boolRow("shadow", "`false`", func(r *Rule) *bool { return &r.Shadow }),
 	boolRow("raw_keys", "`false`", func(r *Rule) *bool { return &r.RawKeys }),
+	boolRow("record", "`true`", func(r *Rule) *bool { return &r.Record }),
 	handlerkit.Row("overrides", "`key=qps[/burst], ...`", "none", func(p *ruleParse, v string) error {
 		if err := p.r.parseOverrides(v); err != nil {
 			return p.Errorf("%v", err)

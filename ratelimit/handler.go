@@ -87,6 +87,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := h.checkNested(); err != nil {
 		return err
 	}
+	app.SetPreviewer(rulestore.RateLimit, previewer{})
 	if err := registerMetrics(ctx.GetMetricsRegistry()); err != nil {
 		return err
 	}

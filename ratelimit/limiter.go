@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicegw/sluice/ratelimit/cluster"
 	"github.com/sluicegw/sluice/ratelimit/engine"
+	"github.com/sluicegw/sluice/ratelimit/replay"
 	"github.com/sluicegw/sluice/ratelimit/report"
 	"go.uber.org/zap"
 )
@@ -33,8 +34,10 @@ type limiter struct {
 	// listed: some handler has the rule among several limits, whose
 	// refunds a cluster engine's remembered refusals must not outlive
 	// long (cluster.Host).
-	listed atomic.Bool
-	nodes  nodeTable // the rule's nodes in trees of nested quotas (nested_state.go)
+	listed  atomic.Bool
+	nodes   nodeTable                       // the rule's nodes in trees of nested quotas (nested_state.go)
+	rec     atomic.Pointer[replay.Recorder] // the rule's recent traffic (record.go)
+	inlined atomic.Bool                     // an inline rule's: previews cannot name it, so not recorded
 }
 
 type limiterState struct {
@@ -67,6 +70,7 @@ func (l *limiter) adopt(r *Rule) Engine {
 		return s.engine
 	}
 	if s != nil {
+		l.rekeyed(s.rule, r)
 		switch old := s.engine.(type) {
 		case *localEngine:
 			if !r.Cluster() && old.Holds(&r.Spec) && old.SlotsOnly() == r.InFlightOnly {
@@ -121,6 +125,7 @@ func (l *limiter) setBackend(b Backend, logger *zap.Logger) {
 func (l *limiter) intern(r *Rule, digest [sha256.Size]byte) *Rule {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.inlined.Store(true)
 	if l.inline == nil || l.inlineDigest != digest {
 		l.inline, l.inlineDigest = r, digest
 	}

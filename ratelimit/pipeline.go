@@ -68,6 +68,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if err != nil {
 		return err
 	}
+	record(ts, kb)
 	p.report(w.Header(), ts, kb, refused)
 	if refused >= 0 {
 		t := &ts[refused]

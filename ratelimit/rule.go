@@ -67,6 +67,7 @@ type Rule struct {
 
 	Shadow            bool
 	RawKeys           bool // show raw keys in logs, /sluice/state and events
+	Record            bool // keep the record of recent traffic for previews (record.go)
 	Status            int
 	ConcurrencyStatus int
 	Headers           bool
@@ -109,7 +110,7 @@ const (
 // *rulestore.FieldError naming the field.
 func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
 	r := &Rule{Rule: cluster.Rule{ID: id, Spec: engine.Spec{Cost: 1, MaxKeys: DefaultMaxKeys}, RedisTimeout: DefaultRedisTimeout},
-		costField: "requested_tokens", Status: DefaultStatus, ConcurrencyStatus: DefaultStatus, Headers: true,
+		costField: "requested_tokens", Status: DefaultStatus, ConcurrencyStatus: DefaultStatus, Headers: true, Record: true,
 		EmptyKeyStatus: http.StatusForbidden, Scope: "local", RedisErrorStatus: DefaultRedisErrorStatus}
 	for _, name := range f.Names() {
 		// id names an inline rule (the handler takes it out); a hash in
@@ -154,7 +155,7 @@ func ParseRule(id string, f rulestore.Fields) (*Rule, error) {
 	// The cluster fields come after scope; lease_size after the quota
 	// (finish), overrides after limit_type and window_size.
 	if err := p.read("max_concurrent", "max_concurrent_total", "on_empty_key",
-		"shadow", "headers", "handle_errors", "raw_keys", "max_keys", "status", "concurrency_status", "body",
+		"shadow", "headers", "handle_errors", "raw_keys", "record", "max_keys", "status", "concurrency_status", "body",
 		"scope", "on_redis_error", "redis_timeout", "lease_size", "overrides"); err != nil {
 		return nil, err
 	}

@@ -58,13 +58,14 @@ type App struct {
 
 	eventQueue *eventqueue.Queue // see Emit
 
-	seqMu    sync.Mutex
-	seq      map[string]int               // see Occurrence
-	declared map[string][sha256.Size]byte // see SameAsDeclared
-	logger   *zap.Logger
-	missing  missing.Tracker[RuleRef] // rules asked for and not held (status.go, missing_log.go)
-	used     sync.Map                 // RuleRef -> true: ids a handler holds a Handle on (see Uses)
-	breakers breakers                 // see Breakers
+	seqMu      sync.Mutex
+	seq        map[string]int               // see Occurrence
+	declared   map[string][sha256.Size]byte // see SameAsDeclared
+	logger     *zap.Logger
+	missing    missing.Tracker[RuleRef] // rules asked for and not held (status.go, missing_log.go)
+	used       sync.Map                 // RuleRef -> true: ids a handler holds a Handle on (see Uses)
+	breakers   breakers                 // see Breakers
+	previewers previewers               // see SetPreviewer
 }
 
 // CaddyModule returns the Caddy module information.

@@ -8,8 +8,11 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/sluicegw/sluice/ratelimit/replay"
 )
 
 // An apply makes the store hold a whole rule set, all or nothing: every
@@ -30,6 +33,10 @@ type ApplyRequest struct {
 	// prev_version a dry run answered: a change made since then fails the
 	// apply (ErrPreconditionFailed) instead of being overwritten.
 	Expect map[string]map[string]string `json:"expect,omitempty"`
+	// Impact, on a dry run: replay this much of each changed rate_limit
+	// rule's recent traffic against its new fields (ApplyObject.Impact);
+	// 0: none. A query parameter, not the body's.
+	Impact time.Duration `json:"-"`
 }
 
 // ApplyObject is one rule of an apply and what the apply does to it.
@@ -49,6 +56,9 @@ type ApplyObject struct {
 	// NotDeclaredOn names the live instances whose config does not
 	// declare the rule while others' does (see WriteResult).
 	NotDeclaredOn []string `json:"not_declared_on,omitempty"`
+	// Impact is what the rule's new fields would have done to its recent
+	// traffic (a dry run with an impact window).
+	Impact *replay.Impact `json:"impact,omitempty"`
 
 	kind      Kind
 	prev, raw Fields     // raw fields held before, and to hold after (nil: none)
@@ -350,6 +360,11 @@ var errApplyFailed = errors.New("apply failed")
 // every change (history, change log and publish for each) at once.
 func (a *App) Apply(ctx context.Context, req ApplyRequest, dryRun bool) (ApplyResult, error) {
 	res := ApplyResult{DryRun: dryRun, Stored: a.WritesTo()}
+	if req.Impact != 0 {
+		if err := checkImpactRequest(RateLimit, dryRun, req.Impact); err != nil {
+			return res, err
+		}
+	}
 	p, err := a.planApply(req)
 	if err != nil {
 		return res, &Error{Class: ErrInvalid, Err: err}
@@ -381,7 +396,7 @@ func (a *App) Apply(ctx context.Context, req ApplyRequest, dryRun bool) (ApplyRe
 		res.Error = "nothing written: " + failures(res.Objects)
 		return res, nil
 	case errors.Is(err, errDryRun):
-		return res, nil
+		return res, a.applyImpacts(ctx, res.Objects, req.Impact)
 	case err != nil && ClassOf(err) == "":
 		return res, Errorf(ErrBackend, "applying in redis: %w", err)
 	case err != nil:

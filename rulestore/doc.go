@@ -18,7 +18,9 @@
 //   - writes: validated writes, atomic applies and patches, whatever the
 //     source (write.go, apply.go, patch.go), failing with typed errors
 //     (errors.go: package rulestore/storeerr); the history's entries and
-//     lists are package rulestore/history;
+//     lists are package rulestore/history; a dry run's impact, asked of
+//     the Previewer a kind's handler registers, fleet-wide through the
+//     Redis source (preview.go);
 //   - what operators read: metrics (metrics.go), state and status queries
 //     (state.go, status*.go, verdicts.go; their shapes are package
 //     rulestore/status), missing rules (missing_log.go: package

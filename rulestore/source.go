@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sluicegw/sluice/ratelimit/replay"
 	"github.com/sluicegw/sluice/rulestore/history"
 	"github.com/sluicegw/sluice/rulestore/redisconf"
 	"github.com/sluicegw/sluice/rulestore/status"
@@ -91,6 +92,10 @@ type RedisSource interface {
 	// function it returns names the live instances that lack the
 	// declaration of a rule some live instance declares.
 	FleetDeclares(ctx context.Context) (lacking func(k Kind, id string) []string, err error)
+	// AskImpact asks every live instance for its answer to q (each
+	// answers with App.LocalImpact) and sums those that come within
+	// q.Wait.
+	AskImpact(ctx context.Context, q ImpactQuery) (replay.Impact, error)
 }
 
 // Connection is what a RedisSource reports of its connection

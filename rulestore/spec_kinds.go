@@ -86,6 +86,9 @@ type RateLimitSpec struct {
 	LeaseSize *int64 `json:"lease_size,omitempty"`
 	// RawKeys shows keys unmasked in logs and the admin API.
 	RawKeys *bool `json:"raw_keys,omitempty"`
+	// Record keeps the record of the rule's recent traffic that previews
+	// replay (default true).
+	Record *bool `json:"record,omitempty"`
 	// ControlBehavior is reject (default), pace, warm_up or warm_up_pace.
 	ControlBehavior string `json:"control_behavior,omitempty"`
 	// MaxQueueWait bounds how long pacing, or the queue of an adaptive

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/sluicegw/sluice/ratelimit/replay"
 )
 
 // MaxRuleBody bounds a rule written through the admin API, in bytes.
@@ -30,6 +33,9 @@ type WriteResult struct {
 	// Value is the rule typed as in a JSON config (dry runs).
 	Value  Spec `json:"value,omitempty"`
 	DryRun bool `json:"dry_run,omitempty"`
+	// Impact is what the written rule would have done to the recent
+	// traffic (a dry run with an impact window).
+	Impact *replay.Impact `json:"impact,omitempty"`
 	// Stored is where the change went: redis, or memory without Redis.
 	Stored string `json:"stored"`
 	Note   string `json:"note,omitempty"`
@@ -83,6 +89,9 @@ type WriteRequest struct {
 	IfMatch string
 	// DryRun validates and fills the result without writing.
 	DryRun bool
+	// Impact, with DryRun: replay this much of the rule's recent traffic
+	// against the written rule (WriteResult.Impact); 0: none.
+	Impact time.Duration
 	// AllowMissing accepts a binding to rules that do not exist yet.
 	AllowMissing bool
 	// Via names who made the change, for the history (see history.Entry).
@@ -246,6 +255,9 @@ func (a *App) missingRefs(ctx context.Context, b *RouteBinding) []string {
 // failed write is an *Error: its class says why (ErrBackend for Redis).
 func (a *App) Write(ctx context.Context, req *WriteRequest) (WriteResult, error) {
 	res := WriteResult{Kind: req.Kind.String(), ID: req.ID, Op: req.Op, DryRun: req.DryRun, Stored: "redis"}
+	if err := checkImpactRequest(req.Kind, req.DryRun, req.Impact); err != nil {
+		return res, err
+	}
 	var err error
 	if a.redis == nil {
 		res.Stored, res.Note = "memory", memoryNote
@@ -263,6 +275,13 @@ func (a *App) Write(ctx context.Context, req *WriteRequest) (WriteResult, error)
 		}
 	}
 	if errors.Is(err, errDryRun) {
+		if req.Impact > 0 && res.Fields != nil {
+			imp, err := a.Impact(ctx, ImpactQuery{Kind: req.Kind, ID: req.ID, Fields: res.Fields, Window: req.Impact})
+			if err != nil {
+				return res, err
+			}
+			res.Impact = &imp
+		}
 		return res, nil
 	}
 	if err != nil {

@@ -40,6 +40,7 @@ benchstat="$(go env GOPATH)/bin/benchstat"
 [ -x "$benchstat" ] || go install golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 
 parts="${BENCH_PARTS:-go wrk}"
+rm -f "$out/recording.txt" # written by the go part, reported with the whole server's
 if [[ " $parts " == *" go "* ]]; then
 	echo "== Go benchmarks (count=$count)"
 	# Benchmark lines only (the store's benchmarks log every rule update: see go-stderr.log).
@@ -47,6 +48,9 @@ if [[ " $parts " == *" go "* ]]; then
 		./rulestore ./ratelimit ./circuitbreaker ./grayroute ./internal/handlerkit 2>"$out/go-stderr.log" |
 		grep -E '^(Benchmark\S+\s+[0-9]+\s|goos|goarch|pkg|cpu)' | tee "$out/go.txt"
 	"$benchstat" "$out/go.txt" > "$out/go-benchstat.txt"
+	echo "== the recording for previews, per request (BenchmarkRecordStep; goal: at most 50 CPU ns, no allocation)"
+	awk '/^BenchmarkRecordStep/ { for (i = 3; i < NF; i++) { if ($(i+1) == "cpu-ns/op") c[$1] = c[$1] " " $i; if ($(i+1) == "allocs/op") a[$1] = $i } }
+		END { for (k in c) printf "%s: cpu-ns/op%s; allocs/op %s\n", k, c[k], a[k] }' "$out/go.txt" | sort | tee "$out/recording.txt"
 fi
 [[ " $parts " == *" wrk "* ]] || exit 0
 
@@ -385,6 +389,9 @@ if prop:
     print("\nRule propagation, PUBLISH to rule in force, 1,000 updates with 10,000 rules loaded: "
           f"p50 {vals.get('p50-µs')} µs, p99 {vals.get('p99-µs')} µs, max {vals.get('max-µs')} µs.")
 PY
+if [ -s "$out/recording.txt" ]; then
+	{ echo; echo "The recording for previews, per request (BenchmarkRecordStep, 10,000 keys; every sample):"; sed 's/^/- /' "$out/recording.txt"; } >>"$out/report.md"
+fi
 cat "$out/report.md"
 [[ " $parts " == *" go "* ]] && echo "Go benchmark summary: $out/go-benchstat.txt"
 exit 0

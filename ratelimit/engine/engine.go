@@ -33,6 +33,9 @@ type Decision struct {
 	Unknown bool
 	// Cal is the calendar window decided in (limit_type calendar).
 	Cal *Window
+	// At is the time the request was decided at (engine ns): a recorder
+	// notes it without reading the clock again.
+	At int64
 
 	slot  *entry // holds an in-flight slot to release
 	shard *Shard // slot's shard; a local settling rule's entry's too
@@ -42,6 +45,11 @@ type Decision struct {
 	// entry without a lookup (settleAt).
 	at  int32
 	gen uint32
+	// KeyIn and TotalIn are the requests in flight of the key and of the
+	// rule when the request arrived, before it took a slot: what
+	// max_concurrent and max_concurrent_total compare (counted only
+	// when the rule has either cap; a recorder notes them).
+	KeyIn, TotalIn int32
 
 	// Wait (ns) is how long a paced request waits for its slot before it
 	// goes on; meanwhile it holds a place in the rule's queue.
@@ -115,7 +123,7 @@ func (e *Local) Take(r *Spec, key []byte, now int64) Decision {
 
 // take is Take for a request of cost tokens.
 func (e *Local) TakeCost(r *Spec, key []byte, now int64, cost int64) Decision {
-	d := Decision{Limits: &r.Limits}
+	d := Decision{Limits: &r.Limits, At: now}
 	if len(r.Overrides) > 0 {
 		if l := r.Overrides[string(key)]; l != nil {
 			d.Limits = l
@@ -124,14 +132,16 @@ func (e *Local) TakeCost(r *Spec, key []byte, now int64, cost int64) Decision {
 	l := d.Limits
 	// The adaptive limit's slot is taken before (adaptive.go).
 	if r.MaxConcurrentTotal > 0 {
-		if e.inflight.Add(1) > r.MaxConcurrentTotal {
+		n := e.inflight.Add(1)
+		d.TotalIn = int32(min(n-1, 1<<31-1))
+		if n > r.MaxConcurrentTotal {
 			e.inflight.Add(-1)
 			d.Reason = TooManyInFlightTotal
 			return d
 		}
 		d.total = true
 	} else if r.MaxConcurrent > 0 {
-		e.inflight.Add(1)
+		d.TotalIn = int32(min(e.inflight.Add(1)-1, 1<<31-1))
 		d.total = true
 	}
 	if e.slotsOnly && r.MaxConcurrent == 0 {
@@ -144,6 +154,7 @@ func (e *Local) TakeCost(r *Spec, key []byte, now int64, cost int64) Decision {
 	s.mu.Lock()
 	at := e.tab.findKept(s, key, h, now, r.Idle, perShard, e.keeps(r))
 	ent := s.at(at)
+	d.KeyIn = ent.inflight
 	if r.MaxConcurrent > 0 && ent.inflight >= r.MaxConcurrent {
 		s.mu.Unlock()
 		e.releaseTotal(&d)

@@ -3,6 +3,7 @@ package replay
 import (
 	"cmp"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -78,7 +79,8 @@ func (a *Impact) Merge(b *Impact) {
 	}
 }
 
-// topOf sums keys of the same name and keeps the TopKeys most affected.
+// topOf sums keys of the same name and keeps the TopKeys most affected
+// (on a tie, named keys first).
 func topOf(keys []KeyImpact) []KeyImpact {
 	sum := make(map[string]int, len(keys))
 	out := keys[:0:0]
@@ -97,6 +99,13 @@ func topOf(keys []KeyImpact) []KeyImpact {
 		}
 		if c := cmp.Compare(y.NewlyAllowed, x.NewlyAllowed); c != 0 {
 			return c
+		}
+		// On a tie a named key comes before one shown by its hash.
+		if xh, yh := strings.HasPrefix(x.Key, "#"), strings.HasPrefix(y.Key, "#"); xh != yh {
+			if xh {
+				return 1
+			}
+			return -1
 		}
 		return cmp.Compare(x.Key, y.Key)
 	})

@@ -48,3 +48,17 @@ func (s *nameSlot) name() string {
 	}
 	return string(s.b[:s.n])
 }
+
+// all is t's names by key hash (none for a nil t).
+func (t *nameTable) all() map[uint64]string {
+	names := make(map[uint64]string)
+	if t == nil {
+		return names
+	}
+	for i := range t {
+		if name := t[i].name(); name != "" {
+			names[t[i].hash] = name
+		}
+	}
+	return names
+}

@@ -29,8 +29,13 @@ const (
 // than its window, it keeps only the keys whose hash ends in one more
 // zero bit (its level rises), so its ring spans the window again; when
 // it fills in less than half as fast, the level falls.
+//
+// A shard's ring starts small and doubles as it fills, up to its bound,
+// and its name table is made on its first record: a rule that sees little
+// traffic holds little memory. Bytes is the bound.
 type Recorder struct {
 	window int64
+	per    int // a shard's ring at its bound, a power of two
 	shards [Shards]shard
 }
 
@@ -38,10 +43,13 @@ type shard struct {
 	mu    sync.Mutex
 	level atomic.Uint32 // keep a key when hash&(1<<level−1) == 0
 	next  uint64        // records written, under mu
-	ring  []Record      // a power of two long
-	names nameTable
-	_     [64]byte // keeps the hot locks of neighbours off one cache line
+	ring  []Record      // a power of two long, up to Recorder.per
+	names *nameTable    // nil before the shard's first record
+	_     [64]byte      // keeps the hot locks of neighbours off one cache line
 }
+
+// firstRing is a shard's ring before it grows.
+const firstRing = 64
 
 // NewRecorder makes a recorder of window ns holding about records
 // records (rounded up to a power of two per shard).
@@ -53,16 +61,17 @@ func NewRecorder(window int64, records int) *Recorder {
 		records = DefaultRecords
 	}
 	per := 1 << bits.Len(uint(max(records/Shards, 2)-1))
-	r := &Recorder{window: window}
+	r := &Recorder{window: window, per: per}
 	for i := range r.shards {
-		r.shards[i].ring = make([]Record, per)
+		r.shards[i].ring = make([]Record, min(per, firstRing))
 	}
 	return r
 }
 
-// Bytes is the memory the recorder holds: its rings and name tables.
+// Bytes bounds the memory the recorder holds: its rings and name tables
+// once grown to their bound.
 func (r *Recorder) Bytes() int {
-	return Shards * (len(r.shards[0].ring)*recordBytes + nameSlots*nameSlotBytes)
+	return Shards * (r.per*recordBytes + nameSlots*nameSlotBytes)
 }
 
 // Window is how far back r keeps traffic, ns.
@@ -86,14 +95,28 @@ func (r *Recorder) Record(key []byte, a Arrival) {
 	}
 	i := s.next
 	s.next++
+	if i == uint64(len(s.ring)) && len(s.ring) < r.per {
+		s.grow()
+	}
 	mask := uint64(len(s.ring) - 1)
-	if i&(mask>>3) == 0 && i >= uint64(len(s.ring)/8) {
-		level = s.adapt(a.At, i, r.window)
+	if per := uint64(r.per); per >= 8 && i&(per/8-1) == 0 && i >= per/8 {
+		level = s.adapt(a.At, i, per, r.window)
 	}
 	s.ring[i&mask] = Record{At: a.At, Key: h, Cost: clip32(a.Cost), Total: clip32(a.TotalInFlight),
 		KeyIn: clip16(a.KeyInFlight), Outcome: a.Outcome, Level: uint8(level)}
+	if s.names == nil {
+		s.names = new(nameTable)
+	}
 	s.names.note(h, key)
 	s.mu.Unlock()
+}
+
+// grow doubles the shard's ring while it has not wrapped yet (its
+// records sit in order from index 0). The caller holds s.mu.
+func (s *shard) grow() {
+	ring := make([]Record, 2*len(s.ring))
+	copy(ring, s.ring)
+	s.ring = ring
 }
 
 // adapt sets the shard's level at write i (every eighth of the ring),
@@ -102,10 +125,12 @@ func (r *Recorder) Record(key []byte, a Arrival) {
 // would span less than the window), one lower when it took more than a
 // quarter (at the lower level the ring would still span the window). The
 // caller holds s.mu.
-func (s *shard) adapt(now int64, i uint64, window int64) uint32 {
+//
+// n is the ring's bound: a ring still growing holds every record since
+// the first (it has not wrapped), so the eighth is read from it alike.
+func (s *shard) adapt(now int64, i, n uint64, window int64) uint32 {
 	level := s.level.Load()
-	n := uint64(len(s.ring))
-	took := now - s.ring[(i-n/8)&(n-1)].At
+	took := now - s.ring[(i-n/8)&uint64(len(s.ring)-1)].At
 	switch {
 	case took < window/8 && level < maxLevel:
 		level++

@@ -133,3 +133,59 @@ func TestSnapshotShort(t *testing.T) {
 		t.Fatalf("%d records; approximate: %q", imp.Records, imp.Approximate)
 	}
 }
+
+// A shard's ring starts small and grows as it fills, its records kept in
+// order, up to its bound and no further.
+func TestRecordGrows(t *testing.T) {
+	rec := NewRecorder(DefaultWindow, Shards*1024)
+	key := []byte("k")
+	s := &rec.shards[keyHash(key)>>(64-3)]
+	if len(s.ring) != firstRing || s.names != nil {
+		t.Fatalf("a new shard holds %d records and names %v", len(s.ring), s.names != nil)
+	}
+	// A second apart: an eighth of the bound (128 records) spans between
+	// an eighth and a quarter of the window, so the level stays 0.
+	sec := int64(time.Second)
+	for i := range 500 {
+		rec.Record(key, Arrival{At: t0 + int64(i)*sec, Cost: 1})
+	}
+	if len(s.ring) != 512 {
+		t.Fatalf("ring of %d after 500 records, want 512", len(s.ring))
+	}
+	tr := rec.Snapshot(t0 + 500*sec)
+	if tr.Len() != 500 {
+		t.Fatalf("%d records, want 500", tr.Len())
+	}
+	for i, r := range tr.Shards[keyHash(key)>>(64-3)].Records {
+		if r.At != t0+int64(i)*sec {
+			t.Fatalf("record %d at %d, want %d", i, r.At-t0, int64(i)*sec)
+		}
+	}
+	for i := range 5000 {
+		rec.Record(key, Arrival{At: t0 + (500+int64(i))*sec, Cost: 1})
+	}
+	if len(s.ring) != 1024 {
+		t.Fatalf("ring of %d past its bound of 1024", len(s.ring))
+	}
+}
+
+// A trace narrowed to the last part of its window keeps the records of
+// that part only.
+func TestTraceSince(t *testing.T) {
+	rec := NewRecorder(int64(time.Minute), 1024)
+	for i := range 60 {
+		rec.Record([]byte("k"+strconv.Itoa(i%7)), Arrival{At: t0 + int64(i)*int64(time.Second)})
+	}
+	tr := rec.Snapshot(t0 + 59*int64(time.Second))
+	tr.Since(t0 + 39*int64(time.Second))
+	if tr.Len() != 20 || tr.To-tr.From != int64(20*time.Second) {
+		t.Fatalf("%d records over %v, want 20 over 20s", tr.Len(), time.Duration(tr.To-tr.From))
+	}
+	for i := range tr.Shards {
+		for _, r := range tr.Shards[i].Records {
+			if r.At <= tr.From {
+				t.Fatalf("record at %v kept, before %v", time.Duration(r.At-t0), time.Duration(tr.From-t0))
+			}
+		}
+	}
+}

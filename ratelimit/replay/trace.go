@@ -47,12 +47,7 @@ func (s *shard) snapshot(from, to int64) TraceShard {
 			level = max(level, rec.Level)
 		}
 	}
-	names := make(map[uint64]string)
-	for i := range s.names {
-		if name := s.names[i].name(); name != "" {
-			names[s.names[i].hash] = name
-		}
-	}
+	names := s.names.all()
 	s.mu.Unlock()
 	// Records of a lower level hold keys the highest one dropped.
 	recs = slices.DeleteFunc(recs, func(rec Record) bool { return rec.Key&(1<<level-1) != 0 })
@@ -72,4 +67,18 @@ func (tr *Trace) Len() int {
 		n += len(tr.Shards[i].Records)
 	}
 	return n
+}
+
+// Since narrows tr to the records after from (engine ns), for a preview
+// of less than the recorder's window.
+func (tr *Trace) Since(from int64) {
+	if from <= tr.From {
+		return
+	}
+	tr.From = from
+	for i := range tr.Shards {
+		recs := tr.Shards[i].Records
+		j, _ := slices.BinarySearchFunc(recs, from+1, func(r Record, at int64) int { return cmp.Compare(r.At, at) })
+		tr.Shards[i].Records = recs[j:]
+	}
 }

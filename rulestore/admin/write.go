@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 
@@ -60,7 +61,9 @@ func readBody(r *http.Request, patch bool) (f rulestore.Fields, unset []string, 
 // rule, or a whole rule); PATCH changes single fields of it (null unsets
 // one); DELETE removes it (a static rule comes back as declared).
 // If-Match makes the write conditional on the current ETag (412 else);
-// ?dry_run=true validates and answers the diff without writing;
+// ?dry_run=true validates and answers the diff without writing (with
+// &impact=10m, and what the rule would have done to that much recent
+// traffic: rulestore.App.Impact);
 // ?allow_missing=true accepts a binding to rules that do not exist yet.
 func serveWrite(w http.ResponseWriter, r *http.Request, a *rulestore.App, k rulestore.Kind, id string) error {
 	if err := rulestore.ValidID(id); err != nil {
@@ -72,6 +75,10 @@ func serveWrite(w http.ResponseWriter, r *http.Request, a *rulestore.App, k rule
 	q := r.URL.Query()
 	req := &rulestore.WriteRequest{Kind: k, ID: id, Op: "upsert", IfMatch: r.Header.Get("If-Match"),
 		DryRun: boolParam(q.Get("dry_run")), AllowMissing: boolParam(q.Get("allow_missing")), Via: via(r)}
+	var err error
+	if req.Impact, err = impactParam(r); err != nil {
+		return err
+	}
 	switch r.Method {
 	case http.MethodPut:
 		f, _, err := readBody(r, false)
@@ -130,6 +137,20 @@ func serveWrite(w http.ResponseWriter, r *http.Request, a *rulestore.App, k rule
 }
 
 func boolParam(v string) bool { b, _ := strconv.ParseBool(v); return b }
+
+// impactParam reads ?impact=<duration>, the window a dry run's preview
+// replays (0 without one).
+func impactParam(r *http.Request) (time.Duration, error) {
+	v := r.URL.Query().Get("impact")
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, apiError(http.StatusBadRequest, "impact=%s: want a duration, e.g. impact=10m", rulestore.Clip(v, 32))
+	}
+	return d, nil
+}
 
 // via names who made a change for the history: the CLI says so in a
 // header, anything else is the admin API.

@@ -178,8 +178,9 @@ func (s *redisSource) Destruct() error {
 func (s *redisSource) run(ctx context.Context) {
 	defer close(s.done)
 	var writer sync.WaitGroup
-	writer.Add(1)
+	writer.Add(2)
 	go func() { defer writer.Done(); s.writeDisk(ctx) }()
+	go func() { defer writer.Done(); s.answerPreviews(ctx) }()
 	defer writer.Wait()
 	backoff := minBackoff
 	for ctx.Err() == nil {

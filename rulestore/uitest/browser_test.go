@@ -552,8 +552,15 @@ func TestStatusPageInBrowser(t *testing.T) {
 	if got := p.text("#edit-result"); !strings.Contains(got, "changed burst: 2 → 3") || strings.Contains(got, "qps") {
 		t.Errorf("validate shows %q, want the burst change alone", got)
 	}
+	// A rate limit's dry run shows the change's impact on alice's recorded
+	// traffic, replayed on the one live instance.
+	if got := p.text("#edit-result"); !strings.Contains(got, "Impact on the last 10m0s of traffic (1 of 1 instances answered)") ||
+		!strings.Contains(got, "newly allowed") {
+		t.Errorf("validate shows %q, want the impact of the change, 1 of 1 instances answered", got)
+	}
 	p.click(`button[data-action="apply"]`)
 	dialogShows("changed burst: 2 → 3", "qps", "key_resolver")
+	dialogShows("Impact on the last 10m0s of traffic (1 of 1 instances answered)")
 	p.confirm("Write rate_limit rule ui_limited?")
 	p.waitFor(10*time.Second, "edited field shown from the overlay", `(document.getElementById("detail-fields") || {textContent: ""}).textContent.includes("burst3redis overlay")`)
 	if got := p.text("#detail-fields"); !strings.Contains(got, "qps1static") || !strings.Contains(got, "key_resolveruserIdstatic") {
@@ -585,7 +592,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 	var errs []string
 	for _, e := range consoleErrors() {
 		// The invalid and the stale edit above, refused by the dry run by design.
-		if (strings.Contains(e, "400") || strings.Contains(e, "412")) && strings.Contains(e, "network") && strings.HasSuffix(e, "/sluice/rules/rate_limit/bulk_0042?dry_run=true)") {
+		if (strings.Contains(e, "400") || strings.Contains(e, "412")) && strings.Contains(e, "network") && strings.HasSuffix(e, "/sluice/rules/rate_limit/bulk_0042?dry_run=true&impact=10m)") {
 			continue
 		}
 		errs = append(errs, e)

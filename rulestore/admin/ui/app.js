@@ -916,12 +916,30 @@
   const rulePath = (kind, id) => `${API}rules/${encodeURIComponent(kind)}/${encodeURIComponent(id)}`;
 
   // dryRun validates a write with ?dry_run=true. Only servers that send an
-  // ETag implement it; older ones would write, so they are not asked.
+  // ETag implement it; older ones would write, so they are not asked. A
+  // rate_limit rule's dry run also replays the last 10 minutes of its
+  // traffic on every live instance (impact=10m): what the change would
+  // have refused or allowed.
   async function dryRun(kind, id, fields, etag, method = 'PUT') {
     if (!etag) return null;
     const headers = { 'If-Match': etag };
-    const r = await request(method, `${rulePath(kind, id)}?dry_run=true`, { body: fields, headers });
+    const impact = kind === 'rate_limit' ? '&impact=10m' : '';
+    const r = await request(method, `${rulePath(kind, id)}?dry_run=true${impact}`, { body: fields, headers });
     return r.data || {};
+  }
+
+  // impactHTML shows a dry run's impact (none: '').
+  function impactHTML(res) {
+    const m = res && res.impact;
+    if (!m) return '';
+    const n = (v) => Number(v || 0).toLocaleString('en');
+    const top = (m.top_keys || []).filter((k) => k.newly_refused || k.newly_allowed).slice(0, 5)
+      .map((k) => `<li><code>${esc(k.key)}</code>: ${n(k.newly_refused)} newly refused, ${n(k.newly_allowed)} newly allowed</li>`).join('');
+    const approx = (m.approximate || []).map((a) => `<li>${esc(a)}</li>`).join('');
+    return `<div class="impact"><p>Impact on the last ${esc(m.window)} of traffic (${n(m.instances && m.instances.answered)} of ${n(m.instances && m.instances.asked)} instances answered): `
+      + `${n(m.requests)} requests, ${n(m.refused_now)} refused now, ${n(m.refused_proposed)} refused after the change; `
+      + `<strong>${n(m.newly_refused)} newly refused</strong> (${n(m.keys_newly_refused)} keys), <strong>${n(m.newly_allowed)} newly allowed</strong> (${n(m.keys_newly_allowed)} keys).</p>`
+      + (top ? `<ul>${top}</ul>` : '') + (approx ? `<p class="muted">Approximate:</p><ul class="muted">${approx}</ul>` : '') + '</div>';
   }
 
   function diffText(before, after, res) {
@@ -952,7 +970,7 @@
     const res = await dryRun(kind, id, fields, etag, method);
     const after = method === 'PATCH' ? patched(before, fields) : fields;
     const ok = await confirmDialog(`Write ${kind} rule ${id}?`,
-      `<p>${res ? 'The dry run passed. Changes:' : 'Changes (the server validates on write):'}</p><pre class="diff">${esc(diffText(before, after, res))}</pre>${note}`);
+      `<p>${res ? 'The dry run passed. Changes:' : 'Changes (the server validates on write):'}</p><pre class="diff">${esc(diffText(before, after, res))}</pre>${impactHTML(res)}${note}`);
     if (!ok) return null;
     const headers = etag ? { 'If-Match': etag } : {};
     const r = await request(method, rulePath(kind, id), { body: fields, headers });
@@ -1046,7 +1064,7 @@
       } else {
         const res = await dryRun(d.kind, d.id, patch, d.etag, 'PATCH');
         d.result = (res
-          ? `<p class="good">Valid.</p><pre class="diff">${esc(diffText(d.rule.fields, patched(d.rule.fields, patch), res))}</pre>`
+          ? `<p class="good">Valid.</p><pre class="diff">${esc(diffText(d.rule.fields, patched(d.rule.fields, patch), res))}</pre>${impactHTML(res)}`
           : '<p class="muted">This server has no dry run; Apply validates and writes nothing if the rule is invalid.</p>') + editNote(patch, kept);
       }
     } catch (e) {
