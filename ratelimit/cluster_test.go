@@ -438,10 +438,19 @@ func TestClusterLocalShareAcrossTwoCaddysWhenRedisDies(t *testing.T) {
 	admitted := map[string]int{}  // by key
 	fromShare := map[string]int{} // key b, by instance
 	var slowest time.Duration
-	var killed atomic.Bool
+	// Each client sends key a, then pauses while Redis is killed (so no
+	// request of key a meets an instance that has not yet seen it refused
+	// with Redis gone), then sends key b until this instance refuses it
+	// (its share spent), or the deadline.
+	var phase atomic.Int32 // 0: key a, 1: pause, 2: key b
+	parked := make(chan struct{}, 2)
+	resume := make(chan struct{})
+	defer func() {
+		if phase.Load() != 2 {
+			close(resume)
+		}
+	}()
 	refused := map[string]int{} // by key, then key b by instance
-	// Each client sends key a until Redis is killed, then key b until this
-	// instance refuses it (its share spent), or the deadline.
 	deadline := time.Now().Add(60 * time.Second)
 	var wg sync.WaitGroup
 	for _, u := range []string{url(p[0]), url(q[0])} {
@@ -449,8 +458,12 @@ func TestClusterLocalShareAcrossTwoCaddysWhenRedisDies(t *testing.T) {
 		go func(u string) {
 			defer wg.Done()
 			for {
+				if phase.Load() == 1 {
+					parked <- struct{}{}
+					<-resume
+				}
 				key := "a"
-				if killed.Load() {
+				if phase.Load() == 2 {
 					key = "b"
 				}
 				mu.Lock()
@@ -499,8 +512,17 @@ func TestClusterLocalShareAcrossTwoCaddysWhenRedisDies(t *testing.T) {
 		defer mu.Unlock()
 		return admitted["a"] >= 10 && refused["a"] > 0
 	})
+	phase.Store(1)
+	for range 2 {
+		select {
+		case <-parked:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the clients did not pause before Redis was killed")
+		}
+	}
 	rd.Kill()
-	killed.Store(true)
+	phase.Store(2)
+	close(resume)
 	wg.Wait()
 	t.Logf("admitted by key %v, key b from the local share by instance %v; slowest request %v", admitted, fromShare, slowest)
 	if admitted["a"] != 10 || admitted["b"] != 10 {
