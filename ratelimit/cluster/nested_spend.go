@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+
 	"github.com/sluicegw/sluice/ratelimit/nested"
 )
 
@@ -37,16 +39,12 @@ func NestedRedisKey(prefix, rootID string, rootKey []byte, id string, key []byte
 
 // NestedArgs are the script's arguments for a spend of n along path (the
 // leaf first; the nodes' states are not read: they are in Redis) at now
-// (Unix ns; 0: Redis's clock, for token buckets only, since calendar
-// windows are the instance's).
-func NestedArgs(path []nested.Node, n float64, now int64) []any {
+// (Unix ns; 0: Redis's clock), with calendar windows found at wall (the
+// instance's clock: Redis has no time zones).
+func NestedArgs(path []nested.Node, n float64, now, wall int64) []any {
 	var share [nested.MaxDepth]nested.Limit
 	var backed [nested.MaxDepth]bool
 	nested.Shares(path, &share, &backed)
-	wall := now
-	if wall == 0 {
-		wall = time.Now().UnixNano()
-	}
 	ttl := nestedTTL(path)
 	args := make([]any, 0, 3+nestedLevelArgs*len(path))
 	args = append(args, fmtFloat(n), "", len(path))
@@ -81,10 +79,15 @@ func nestedTTL(path []nested.Node) int64 {
 }
 
 // NestedSpend runs nested.Spend's decision in Redis over keys (one hash
-// per level of path, NestedRedisKey, the leaf first) in one round trip,
-// and fills out as nested.Spend does.
+// per level of path, NestedRedisKey, the leaf first) in one round trip at
+// now (0: Redis's clock), and fills out as nested.Spend does. It calls
+// Redis directly; a request's spend rides the batcher (SpendNested).
 func NestedSpend(ctx context.Context, c redis.Scripter, keys []string, path []nested.Node, n float64, now int64, out *nested.Outcome) (bool, error) {
-	res, err := NestedScript.Run(ctx, c, keys, NestedArgs(path, n, now)...).Slice()
+	wall := now
+	if wall == 0 {
+		wall = time.Now().UnixNano()
+	}
+	res, err := NestedScript.Run(ctx, c, keys, NestedArgs(path, n, now, wall)...).Slice()
 	if err != nil {
 		return false, err
 	}
@@ -137,4 +140,59 @@ func asString(v any) string {
 func toInt64(v any) int64 {
 	i, _ := v.(int64)
 	return i
+}
+
+// answerNested answers a call of RunNested, unless it timed out already.
+func (c *scriptCall) answerNested(res []any, err error) {
+	if c.state.CompareAndSwap(callWaiting, callAnswered) {
+		c.nres, c.err = res, err
+		c.done <- struct{}{}
+	}
+}
+
+// RunNested runs nestedLua on keys with args through the batcher, one
+// script call of its own in the next pipeline, and waits for its answer
+// at most timeout, as RunMulti does.
+func (b *Batcher) RunNested(keys []string, args []any, timeout time.Duration) ([]any, error) {
+	c := callPool.Get().(*scriptCall)
+	c.script, c.nested = NestedScript, true
+	if !b.runOwn(c, keys, args, timeout) {
+		return nil, c.err
+	}
+	res, err := c.nres, c.err
+	putOwn(c)
+	return res, err
+}
+
+// SpendNested decides a spend of n along path for leaf rule r (keys: one
+// hash per level, NestedRedisKey, the leaf first) in Redis, in the next
+// batch of the host's client, within r's redis_timeout: token buckets by
+// Redis's clock, calendar windows by wall (Unix ns). An error (no Redis,
+// Redis marked down, or the call failed, which marks an unreachable
+// Redis down) leaves the request to Fail, r's on_redis_error.
+func (e *Engine) SpendNested(r *Rule, keys []string, path []nested.Node, n float64, wall int64, out *nested.Outcome) (bool, error) {
+	ref := e.host.Backend()
+	if ref == nil || ref.B.Client() == nil {
+		return false, errNoRedis
+	}
+	g := ref.B.ClientState(GateKey, NewGate).(*Gate)
+	if g.Down.Load() {
+		return false, ErrGateDown
+	}
+	res, err := g.Batch.RunNested(keys, NestedArgs(path, n, 0, wall), r.RedisTimeout)
+	if err == nil {
+		var ok bool
+		if ok, err = ParseNested(res, len(path), out); err == nil {
+			e.counters.RedisCalls.Inc()
+			return ok, nil
+		}
+	}
+	e.counters.RedisErrors.Inc()
+	if Unreachable(err) {
+		g.Fail(err, keys[0], ref.Logger)
+	} else if e.warned.CompareAndSwap(false, true) && ref.Logger != nil {
+		ref.Logger.Warn("cluster rate limit: redis refused the nested quota's script; this decision follows on_redis_error",
+			zap.String("rule", r.ID), zap.Error(err))
+	}
+	return false, err
 }
