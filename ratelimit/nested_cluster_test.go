@@ -2,6 +2,9 @@ package ratelimit_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -11,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicegw/sluice/internal/redistest"
 	"github.com/sluicegw/sluice/internal/testcaddy"
+	"github.com/sluicegw/sluice/ratelimit"
 )
 
 // orgOf100Cluster is orgOf100 with scope cluster at both levels: the org's
@@ -114,20 +118,32 @@ func TestNestedClusterOrgCapUnderConcurrency(t *testing.T) {
 
 // A tree of scope cluster whose Redis is gone follows the leaf rule's
 // on_redis_error for the leaf's key: deny answers 503, allow lets the
-// request through; with Redis the org's burst of 2 is the fleet's.
+// request through; with Redis the org's burst of 2 is shared by its
+// teams, and the quota API reads each level's use from Redis (buckets
+// refill a token in 2.8 hours, so the thousandths do not move).
 func TestNestedClusterFollowsOnRedisError(t *testing.T) {
 	rd := redistest.Start(t)
 	team := func(id, mode string) string {
-		return "\t\trate_limit " + id + " {\n\t\t\tqps 0.01\n\t\t\tburst 2\n\t\t\tscope cluster\n\t\t\tredis_timeout 500ms\n\t\t\ton_redis_error " + mode +
+		return "\t\trate_limit " + id + " {\n\t\t\tqps 0.0001\n\t\t\tburst 2\n\t\t\tscope cluster\n\t\t\tredis_timeout 500ms\n\t\t\ton_redis_error " + mode +
 			"\n\t\t\tkey_resolver {http.request.header.X-Team}\n\t\t\tparent org\n\t\t\tparent_key global\n\t\t}\n"
 	}
-	rules := "\trulestore {\n\t\tredis " + rd.URL() + "\n\t\trate_limit org {\n\t\t\tqps 0.01\n\t\t\tburst 2\n\t\t\tscope cluster\n\t\t\tkey_resolver global\n\t\t}\n" +
+	rules := "\trulestore {\n\t\tredis " + rd.URL() + "\n\t\trate_limit org {\n\t\t\tqps 0.0001\n\t\t\tburst 2\n\t\t\tscope cluster\n\t\t\tkey_resolver global\n\t\t}\n" +
 		team("tdeny", "deny") + team("tallow", "allow") + "\t}"
 	s := caddyfile(t, rules, "\tratelimit tdeny\n\trespond \"ok\"", "\tratelimit tallow\n\trespond \"ok\"")
 	testcaddy.Run(t, s.cfg)
 	expect(t, s.urls[0], []int{200}, "X-Team: a")
 	expect(t, s.urls[1], []int{200, 429}, "X-Team: b")
 	expect(t, s.urls[0], []int{429}, "X-Team: a")
+	resp, body := testcaddy.Get(t, fmt.Sprintf("http://localhost:%d/sluice/quota_tree/tdeny?header.X-Team=a", s.adminPort))
+	var tree ratelimit.QuotaTree
+	if err := json.Unmarshal([]byte(body), &tree); resp.StatusCode != http.StatusOK || err != nil || len(tree.Levels) != 2 {
+		t.Fatalf("quota_tree: %d %v\n%s", resp.StatusCode, err, body)
+	}
+	leaf, org := tree.Levels[0], tree.Levels[1]
+	if leaf.Rule != "tdeny" || leaf.Used != 1 || leaf.Remaining != 1 || !leaf.Tracked ||
+		org.Rule != "org" || org.Used != 2 || org.Remaining != 0 || !org.Tracked {
+		t.Fatalf("quota_tree: %+v, want tdeny used 1 of 2 and org 2 of 2, both tracked", tree)
+	}
 	rd.Kill()
 	expect(t, s.urls[0], []int{503}, "X-Team: a")
 	expect(t, s.urls[1], []int{200, 200}, "X-Team: b")
