@@ -280,3 +280,25 @@ func TestNestedSpendOnRedisCluster(t *testing.T) {
 		t.Fatalf("12 trees on %d of 3 nodes; want them spread", n)
 	}
 }
+
+// A bucket so slow that its refill from the deepest debt takes longer
+// than int64 ms still gets an expiry Redis keeps (a negative one would
+// delete the node at once): the spend stays counted.
+func TestNestedSlowBucketKeepsItsNode(t *testing.T) {
+	rd := redistest.Start(t)
+	c := rd.Client()
+	ctx := context.Background()
+	path := []nested.Node{{Limit: &nested.Limit{QPS: 1e-12, Burst: 1e9}}}
+	keys := []string{cluster.NestedRedisKey("", "r", []byte("k"), "r", []byte("k"))}
+	var out nested.Outcome
+	if ok, err := cluster.NestedSpend(ctx, c, keys, path, 5, 0, &out); err != nil || !ok {
+		t.Fatalf("spend: %v %+v", err, out)
+	}
+	ttl, err := c.PTTL(ctx, keys[0]).Result()
+	if err != nil || ttl < 365*24*time.Hour {
+		t.Fatalf("node's TTL %v (%v), want years", ttl, err)
+	}
+	if used := redisState(t, c, keys[0]).Level; used != 1e9-5 {
+		t.Fatalf("node holds %v tokens, want %v", used, 1e9-5)
+	}
+}

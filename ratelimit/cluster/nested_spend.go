@@ -67,7 +67,7 @@ func NestedArgs(path []nested.Node, n float64, now, wall int64) []any {
 
 // nestedTTL is the ms after which every bucket on the path has refilled
 // from its deepest debt (the design's bound: the depth times its burst),
-// plus the margin.
+// plus the margin, and at most maxNestedTTL.
 func nestedTTL(path []nested.Node) int64 {
 	var secs float64
 	for i := range path {
@@ -75,8 +75,12 @@ func nestedTTL(path []nested.Node) int64 {
 			secs = max(secs, float64(len(path)+1)*l.Burst/l.QPS)
 		}
 	}
-	return int64(math.Ceil(secs*1e3)) + nestedKeyMargin.Milliseconds()
+	return int64(math.Ceil(min(secs*1e3, maxNestedTTL))) + nestedKeyMargin.Milliseconds()
 }
+
+// maxNestedTTL (ms, ten years) keeps a slow bucket's expiry a number
+// Redis takes: far below int64, and past any refill that matters.
+const maxNestedTTL = 10 * 365 * 24 * 3600 * 1e3
 
 // NestedSpend runs nested.Spend's decision in Redis over keys (one hash
 // per level of path, NestedRedisKey, the leaf first) in one round trip at
