@@ -35,3 +35,45 @@ func BenchmarkNestedGuaranteeGoodput(b *testing.B) {
 	b.ReportMetric(aRatio/float64(b.N), "a-alone/ceiling")
 	b.ReportMetric(orgRate/float64(b.N), "org-req/s")
 }
+
+// BenchmarkNestedClusterGoodput is BenchmarkNestedGuaranteeGoodput with
+// the tree in scope cluster on two Caddy processes sharing Redis, each
+// team's demand split evenly over them. Run it with -benchtime 1x.
+func BenchmarkNestedClusterGoodput(b *testing.B) {
+	urls, _ := twoCaddysOnOneTree(b)
+	const d = 5 * time.Second
+	split := func(team string, rate float64) [2]*flow {
+		return [2]*flow{{team: team, rate: rate / 2}, {team: team, rate: rate / 2}}
+	}
+	both := func(fs ...[2]*flow) time.Duration {
+		done := make(chan time.Duration, 1)
+		go func() {
+			var on1 []*flow
+			for _, f := range fs {
+				on1 = append(on1, f[1])
+			}
+			done <- drive(b, urls[1], d, on1...)
+		}()
+		var on0 []*flow
+		for _, f := range fs {
+			on0 = append(on0, f[0])
+		}
+		return max(drive(b, urls[0], d, on0...), <-done)
+	}
+	okOf := func(f [2]*flow) float64 { return float64(f[0].ok.Load() + f[1].ok.Load()) }
+	sentOf := func(f [2]*flow) float64 { return float64(f[0].sent.Load() + f[1].sent.Load()) }
+	var bRatio, aRatio, orgRate float64
+	for i := 0; i < b.N; i++ {
+		ta, tb := split(fmt.Sprint("a", i), 300), split(fmt.Sprint("b", i), 40)
+		took := both(ta, tb)
+		bRatio += okOf(tb) / sentOf(tb)
+		orgRate += (okOf(ta) + okOf(tb)) / took.Seconds()
+		time.Sleep(200 * time.Millisecond) // sleep: the org's bucket refills (burst 10 at 100/s: 100 ms) before a runs alone
+		alone := split(ta[0].team, 300)
+		took = both(alone)
+		aRatio += okOf(alone) / (100 * took.Seconds())
+	}
+	b.ReportMetric(bRatio/float64(b.N), "b-goodput/asked")
+	b.ReportMetric(aRatio/float64(b.N), "a-alone/ceiling")
+	b.ReportMetric(orgRate/float64(b.N), "org-req/s")
+}

@@ -19,7 +19,7 @@ import (
 
 // fleetConfig is a Caddyfile for testcaddy.Start (admin {{admin}}) with the
 // rule store on redisURL and one site per body on the given ports.
-func fleetConfig(t *testing.T, redisGlobal string, ports []int, bodies ...string) string {
+func fleetConfig(t testing.TB, redisGlobal string, ports []int, bodies ...string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "{\n\tadmin localhost:{{admin}}\n\tpersist_config off\n\tstorage file_system %s\n\trulestore {\n\t\t%s\n\t}\n}\n", t.TempDir(), redisGlobal)
 	for i, body := range bodies {
@@ -28,7 +28,7 @@ func fleetConfig(t *testing.T, redisGlobal string, ports []int, bodies ...string
 	return b.String()
 }
 
-func ports(t *testing.T, n int) []int {
+func ports(t testing.TB, n int) []int {
 	out := make([]int, n)
 	for i := range out {
 		out[i] = testcaddy.FreePort(t)

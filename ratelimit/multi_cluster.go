@@ -7,9 +7,11 @@ import "github.com/sluicegw/sluice/ratelimit/cluster"
 // every rule or on none.
 
 // atomicFits reports whether rule r can be decided with the others in
-// one script: exact cluster counting, refusals that count.
+// one script: exact cluster counting, refusals that count, no parent (a
+// nested quota spends along its tree in a script of its own).
 func atomicFits(r *Rule) bool {
-	return r.Cluster() && r.LeaseSize == 0 && !r.Shadow && r.Flow.Behavior == Reject && r.Flow.Adaptive == nil
+	return r.Cluster() && r.LeaseSize == 0 && !r.Shadow && r.Flow.Behavior == Reject && r.Flow.Adaptive == nil &&
+		r.Nest.Parent == ""
 }
 
 // decideAtomic decides ts (keys in kb and costs set, engines cluster

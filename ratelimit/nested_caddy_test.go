@@ -80,6 +80,8 @@ func TestNestedTreesThatDoNotHoldFailValidate(t *testing.T) {
 		{org + team("a", "\t\t\tparent org\n\t\t\tparent_key ip\n\t\t\tguarantee 101\n"), `guarantee`},
 		{org + team("a", "\t\t\tguarantee 10\n"), `applies to a rule with a parent only`},
 		{org + team("a", "\t\t\tparent org\n\t\t\tparent_key ip\n\t\t\tmax_concurrent 3\n"), `field max_concurrent="3": does not apply to a rule with a parent`},
+		{"\t\trate_limit org {\n\t\t\tqps 100\n\t\t\tscope cluster\n\t\t}\n" + team("a", "\t\t\tparent org\n\t\t\tparent_key ip\n"),
+			`rate_limit rule "org", the parent of "a": field scope: cluster, and every level of a tree has its leaf's scope, local`},
 	}
 	for _, c := range cases {
 		s := caddyfile(t, "\trulestore {\n"+c.rules+"\t}", "\tratelimit a\n\trespond \"ok\"")

@@ -62,19 +62,18 @@ func takeNested(t *taken, kb []byte) Decision {
 	wall := engine.Wall(now)
 	var path [nested.MaxDepth]nested.Node
 	for i := range nw.n {
-		var parent *Rule
-		if i+1 < nw.n {
-			parent = nw.rules[i+1]
-		}
-		key := kb[nw.from[i]:nw.to[i]:nw.to[i]]
-		path[i] = nested.Node{Limit: &nw.rules[i].Nest.limit, Guarantee: nw.rules[i].Nest.Guarantee,
-			State: nw.lims[i].nodes.node(key, now, nodeIdle(nw.rules[i], parent))}
+		path[i] = nested.Node{Limit: &nw.rules[i].Nest.limit, Guarantee: nw.rules[i].Nest.Guarantee}
 	}
-	root := nw.n - 1
-	mu := nw.lims[root].nodes.path(kb[nw.from[root]:nw.to[root]])
-	mu.Lock()
-	ok := nested.Spend(path[:nw.n], float64(t.cost), wall, &nw.out)
-	mu.Unlock()
+	var ok bool
+	if rule.Cluster() {
+		var failed bool
+		var d Decision
+		if ok, d, failed = spendCluster(t, kb, path[:nw.n], now, wall); failed {
+			return d
+		}
+	} else {
+		ok = spendLocal(nw, kb, path[:nw.n], float64(t.cost), now, wall)
+	}
 	d := Decision{Limits: &rule.Limits}
 	leaf := &nw.out.Levels[0]
 	d.Remaining = int64(treeRemaining(&nw.out))
@@ -88,6 +87,24 @@ func takeNested(t *taken, kb []byte) Decision {
 		d.Reason, d.RetryAfter = RateLimited, nw.out.Wait
 	}
 	return d
+}
+
+// spendLocal decides a spend of n along path on the nodes this process
+// keeps, under the lock of its root key.
+func spendLocal(nw *nestWalk, kb []byte, path []nested.Node, n float64, now, wall int64) bool {
+	for i := range nw.n {
+		var parent *Rule
+		if i+1 < nw.n {
+			parent = nw.rules[i+1]
+		}
+		key := kb[nw.from[i]:nw.to[i]:nw.to[i]]
+		path[i].State = nw.lims[i].nodes.node(key, now, nodeIdle(nw.rules[i], parent))
+	}
+	root := nw.n - 1
+	mu := nw.lims[root].nodes.path(kb[nw.from[root]:nw.to[root]])
+	mu.Lock()
+	defer mu.Unlock()
+	return nested.Spend(path, n, wall, &nw.out)
 }
 
 // treeRemaining is a hint of what the leaf could spend next: its own

@@ -73,7 +73,7 @@ func serveQuotaTree(ctx context.Context, app *rulestore.App, rest string) (any, 
 	if err != nil {
 		return nil, err
 	}
-	return quotaTreeOf(chain, keys), nil
+	return quotaTreeOf(ctx, chain, keys)
 }
 
 // treeKeys finds the key at every level of chain above key: by each
@@ -98,8 +98,9 @@ func treeKeys(req *http.Request, app *rulestore.App, chain []*Rule, key string, 
 }
 
 // quotaTreeOf reads the nodes of keys in chain without changing them,
-// under the root key's lock, and what each level's use is now.
-func quotaTreeOf(chain []*Rule, keys []string) *QuotaTree {
+// under the root key's lock (in Redis, for a tree of scope cluster), and
+// what each level's use is now.
+func quotaTreeOf(ctx context.Context, chain []*Rule, keys []string) (*QuotaTree, error) {
 	n := len(chain)
 	var states [nested.MaxDepth]nested.State
 	var tracked [nested.MaxDepth]bool
@@ -122,7 +123,13 @@ func quotaTreeOf(chain []*Rule, keys []string) *QuotaTree {
 		path[i] = nested.Node{Limit: &r.Nest.limit, Guarantee: r.Nest.Guarantee, State: &states[i]}
 	}
 	var out nested.Outcome
-	nested.Usage(path[:n], engine.Wall(engine.Now()), &out)
+	if chain[0].Cluster() {
+		if err := clusterUsage(ctx, lims[0], chain, keys, path[:n], &out, tracked[:n]); err != nil {
+			return nil, err
+		}
+	} else {
+		nested.Usage(path[:n], engine.Wall(engine.Now()), &out)
+	}
 	t := &QuotaTree{Rule: chain[0].ID, Levels: make([]QuotaLevel, n)}
 	for i, r := range chain {
 		lv := &out.Levels[i]
@@ -132,7 +139,7 @@ func quotaTreeOf(chain []*Rule, keys []string) *QuotaTree {
 			t.Levels[i].GuaranteePercent = r.Nest.Guarantee * 100
 		}
 	}
-	return t
+	return t, nil
 }
 
 // peek is key's node state, if the table holds one; the caller holds the

@@ -120,14 +120,12 @@ func (r *Rule) parseNest(p *ruleParse) error {
 }
 
 // nestableWhy says why r cannot be a level of a tree ("" when it can): a
-// level is a local token bucket or calendar quota, decided whole by
-// nested.Spend.
+// level is a token bucket or calendar quota, decided whole by
+// nested.Spend (scope local) or its script (scope cluster).
 func (r *Rule) nestableWhy() string {
 	switch {
 	case r.Type == SlidingWindow:
 		return "a nested quota is a token_bucket or a calendar quota, not a sliding_window"
-	case r.Cluster():
-		return "a nested quota is decided in this process (scope local) for now"
 	case r.InFlightOnly:
 		return "a nested quota needs a rate (qps) or a quota"
 	case r.Settles:

@@ -44,6 +44,10 @@ func chainOf(chain []*Rule, leaf *Rule, find ruleLookup) ([]*Rule, error) {
 		if why := p.nestableWhy(); why != "" {
 			return chain, fmt.Errorf("rate_limit rule %q, the parent of %q: %s", p.ID, r.ID, why)
 		}
+		if p.Scope != leaf.Scope {
+			return chain, fmt.Errorf("rate_limit rule %q, the parent of %q: field scope: %s, and every level of a tree has its leaf's scope, %s",
+				p.ID, r.ID, p.Scope, leaf.Scope)
+		}
 		chain = append(chain, p)
 		r = p
 	}

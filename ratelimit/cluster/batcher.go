@@ -87,10 +87,14 @@ type scriptCall struct {
 	nargs  int // how many of args the script takes
 	// multi: a decision under several rules (runMulti), whose keys and
 	// args these are instead, answered in mres.
-	multi    bool
-	mkeys    []string
-	margs    []any
-	mres     []Grant
+	multi bool
+	mkeys []string
+	margs []any
+	mres  []Grant
+	// nested: a spend along a nested quota's path (RunNested), on mkeys
+	// and margs too, answered in nres.
+	nested   bool
+	nres     []any
 	deadline time.Time
 	state    atomic.Int32 // callWaiting until answered or timed out
 	done     chan struct{}
@@ -131,14 +135,14 @@ func (c *scriptCall) answerMulti(res []Grant, err error) {
 // callKeys and callArgs are what the script call of a call that is not
 // grouped with others names.
 func (c *scriptCall) callKeys() []string {
-	if c.multi {
+	if c.multi || c.nested {
 		return c.mkeys
 	}
 	return c.keys[:]
 }
 
 func (c *scriptCall) callArgs() []any {
-	if c.multi {
+	if c.multi || c.nested {
 		return c.margs
 	}
 	return c.args[:c.nargs]
@@ -200,17 +204,30 @@ func (b *Batcher) RunScript(script *redis.Script, many bool, key string, args [4
 // answered: a flusher may still read them after a timeout.
 func (b *Batcher) RunMulti(keys []string, args []any, timeout time.Duration) ([]Grant, error) {
 	c := callPool.Get().(*scriptCall)
-	c.script, c.many, c.multi = multiScript, false, true
-	c.mkeys, c.margs = keys, args
+	c.script, c.multi = multiScript, true
+	if !b.runOwn(c, keys, args, timeout) {
+		return nil, c.err
+	}
+	gs, err := c.mres, c.err
+	putOwn(c)
+	return gs, err
+}
+
+// runOwn runs c (its script and kind set) on keys with args as a script
+// call of its own and waits for its answer at most timeout. It reports
+// whether c was answered: one that timed out is not reused, since its
+// flusher may still read it.
+func (b *Batcher) runOwn(c *scriptCall, keys []string, args []any, timeout time.Duration) (answered bool) {
+	c.many, c.mkeys, c.margs = false, keys, args
 	b.submit(c, time.Now().Add(timeout))
 	<-c.done
-	gs, err := c.mres, c.err
-	if c.state.Load() == callTimedOut {
-		return nil, err // not reused: its flusher may still read it
-	}
-	c.multi, c.mkeys, c.margs, c.mres, c.err = false, nil, nil, nil, nil
+	return c.state.Load() != callTimedOut
+}
+
+// putOwn clears an answered call of runOwn and pools it.
+func putOwn(c *scriptCall) {
+	c.multi, c.nested, c.mkeys, c.margs, c.mres, c.nres, c.err = false, false, nil, nil, nil, nil, nil
 	callPool.Put(c)
-	return gs, err
 }
 
 // submit queues c to be decided by deadline. The deadline and the waiting
@@ -345,6 +362,8 @@ func (b *Batcher) send(batch, live []*scriptCall) {
 			parseGrants(cmds[i], g.calls)
 		case c.multi:
 			c.answerMulti(parseMulti(cmds[i], len(c.mkeys)))
+		case c.nested:
+			c.answerNested(cmds[i].Slice())
 		default:
 			g.calls[0].answer(parseGrant(cmds[i]))
 		}

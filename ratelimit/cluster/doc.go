@@ -18,8 +18,10 @@
 //     decisions over many keys (redisscript.go, script_source.go,
 //     script_floor.go), several rules at once (redisscript_multi.go),
 //     pacing (cluster_pace_script.go), warm-up (cluster_warm_script.go),
-//     calendar windows (script_calendar.go) and settlements
-//     (script_settle.go), with the checks that treat a damaged value as
+//     calendar windows (script_calendar.go), settlements
+//     (script_settle.go) and a nested quota's spend along its tree
+//     (script_nested.go, nested_spend.go: nested.Spend in Lua, its keys
+//     under the tree's root key), with the checks that treat a damaged value as
 //     none (script_valid.go);
 //   - the names of the keys in Redis, and Redis Cluster hash slots
 //     (redisscript.go, script_calendar.go, keyslot.go), and the reads of

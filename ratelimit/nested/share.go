@@ -32,3 +32,9 @@ func shares(path []Node, share *[MaxDepth]Limit, backed *[MaxDepth]bool) {
 func sameWindows(a, b *Limit) bool {
 	return a.Calendar.Period == b.Calendar.Period && a.Calendar.Zone.String() == b.Calendar.Zone.String()
 }
+
+// Shares is shares for a caller that decides elsewhere (the cluster
+// script, which takes each level's share as an argument).
+func Shares(path []Node, share *[MaxDepth]Limit, backed *[MaxDepth]bool) {
+	shares(path, share, backed)
+}
