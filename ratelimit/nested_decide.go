@@ -21,19 +21,19 @@ type nestWalk struct {
 
 // nestKeys is the keys step of a rule with a parent: the tree's rules in
 // force, and the key at every level above the leaf, appended to kb. A
-// tree that does not hold (a parent missing, a cycle) fails the request
-// (500, logged); a level without a key is answered as an empty key.
+// tree with no path (a parent missing, a cycle) fails the request (500,
+// logged); guarantees over 100 % are logged and the request decided:
+// the guarantees are then first come, first served, and the parent's
+// bounds still hold. A level without a key is answered as an empty key.
 func (p *pass) nestKeys(w http.ResponseWriter, r *http.Request, t *taken, kb []byte) (_ []byte, answered bool, err error) {
 	app := p.h.app
 	nw := &nestWalk{}
 	var chain [nested.MaxDepth]*Rule
 	rules, err := chainOf(chain[:0], t.m.rule, storeRules(app))
-	if err == nil {
-		err = p.h.treeChecked(t.m.lim, rules)
-	}
 	if err != nil {
 		return kb, true, caddyhttp.Error(http.StatusInternalServerError, err)
 	}
+	p.h.treeChecked(t.m.lim, rules)
 	now := t.m.lim.now()
 	nw.n = len(rules)
 	nw.rules[0], nw.lims[0], nw.from[0], nw.to[0] = t.m.rule, t.m.lim, int32(t.kfrom), int32(t.kto)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicegw/sluice/ratelimit/nested"
 	"github.com/sluicegw/sluice/rulestore"
+	"go.uber.org/zap"
 )
 
 // ruleLookup finds a rate_limit rule by id (nil when there is none).
@@ -144,11 +145,14 @@ type treeCheck struct {
 
 // treeChecked checks the guarantees at every parent of chain (the rules
 // of lim's leaf and its ancestors) against the rules in force, at most
-// once per parentTTL for the same chain.
+// once per parentTTL for the same chain, and logs guarantees over 100 %
+// when the verdict changes (a rule written to Redis past the admin API's
+// checks).
 func (h *Handler) treeChecked(lim *limiter, chain []*Rule) error {
 	now := lim.now()
-	if c := lim.nodes.checked.Load(); c != nil && now-c.at < int64(parentTTL) && slices.Equal(c.rules[:c.n], chain) {
-		return c.err
+	prev := lim.nodes.checked.Load()
+	if prev != nil && now-prev.at < int64(parentTTL) && slices.Equal(prev.rules[:prev.n], chain) {
+		return prev.err
 	}
 	c := &treeCheck{n: len(chain), at: now}
 	copy(c.rules[:], chain)
@@ -159,6 +163,10 @@ func (h *Handler) treeChecked(lim *limiter, chain []*Rule) error {
 		}
 	}
 	lim.nodes.checked.Store(c)
+	if c.err != nil && (prev == nil || prev.err == nil || prev.err.Error() != c.err.Error()) {
+		h.logger.Error("nested quota: guarantees over 100 %; they are first come, first served until fixed, within the parent's bounds",
+			zap.String("rule", chain[0].ID), zap.Error(c.err))
+	}
 	return c.err
 }
 
