@@ -2,7 +2,9 @@ package ratelimit_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,5 +48,26 @@ func TestNestedParentKeyFromRedisAndAnOversubscribedRule(t *testing.T) {
 			t.Fatalf("team b with the org oversubscribed: status %d, want 429 (its guarantee spent)", got)
 		}
 		time.Sleep(50 * time.Millisecond) // sleep: paces requests across the check's period
+	}
+
+	// The admin API checks a write among the rules in force: team2 back to
+	// 50 % is stored; a third team's 1 % more is refused, naming the rules
+	// and the field.
+	put := func(id, body string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPut, fmt.Sprintf("http://localhost:%d/sluice/rules/rate_limit/%s", s.adminPort, id),
+			strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, text := testcaddy.Do(t, req)
+		return resp.StatusCode, text
+	}
+	if code, body := put("team2", `{"qps": "1", "key_resolver": "global", "parent": "org", "guarantee": "50"}`); code != http.StatusOK {
+		t.Fatalf("PUT team2 at 50 %%: %d %s, want 200", code, body)
+	}
+	code, body := put("team3", `{"qps": "1", "key_resolver": "global", "parent": "org", "guarantee": "1"}`)
+	if code != http.StatusBadRequest || !strings.Contains(body, "team3") || !strings.Contains(body, "guarantee") || !strings.Contains(body, "101%") {
+		t.Fatalf("PUT team3 at 1 %% over a full org: %d %s, want 400 naming team3, guarantee and 101%%", code, body)
+	}
+	if n := c.Exists(ctx, "rate_limit:rule:team3").Val(); n != 0 {
+		t.Fatalf("the refused rule team3 is in Redis")
 	}
 }

@@ -155,6 +155,24 @@ func (r *Rule) Refs() []rulestore.Ref {
 
 var _ rulestore.Referrer = (*Rule)(nil)
 
+// CheckAmong checks r, a write of rule id, among the rules of its kind:
+// the guarantees of its parent's children, r's new one included, add up
+// to at most 100 % (the error names each rule and field).
+func (r *Rule) CheckAmong(id string, rules map[string]any) error {
+	if r.Nest.Parent == "" {
+		return nil
+	}
+	typed := make(map[string]*Rule, len(rules))
+	for rid, v := range rules {
+		if rr, ok := v.(*Rule); ok {
+			typed[rid] = rr
+		}
+	}
+	return checkShares(r.Nest.Parent, typed)
+}
+
+var _ rulestore.Grouped = (*Rule)(nil)
+
 // guaranteePct is the guarantee as the operator wrote it, in percent.
 func (r *Rule) guaranteePct() string {
 	return strconv.FormatFloat(r.Nest.Guarantee*100, 'f', -1, 64)

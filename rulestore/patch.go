@@ -41,6 +41,9 @@ func (a *App) Patch(ctx context.Context, k Kind, id string, expect, patch Fields
 		merged[name] = v
 	}
 	value, err := Parse(k, id, merged)
+	if err == nil {
+		err = a.checkAmong(k, id, value)
+	}
 	if err != nil {
 		EmitRejected(k, id, "admin_api", err)
 		return false, err

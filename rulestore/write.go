@@ -195,6 +195,9 @@ func (a *App) plan(ctx context.Context, req *WriteRequest, cur Fields, res *Writ
 		if perr = CheckSize(raw); perr == nil {
 			value, after, perr = ParseOver(k, id, st, raw)
 		}
+		if perr == nil {
+			perr = a.checkAmong(k, id, value)
+		}
 		if perr != nil {
 			perr = storedFieldError(req, cur, perr)
 			adminWrites.WithLabelValues(k.String(), req.Op, "invalid").Inc()
