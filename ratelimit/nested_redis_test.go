@@ -70,4 +70,23 @@ func TestNestedParentKeyFromRedisAndAnOversubscribedRule(t *testing.T) {
 	if n := c.Exists(ctx, "rate_limit:rule:team3").Val(); n != 0 {
 		t.Fatalf("the refused rule team3 is in Redis")
 	}
+
+	// An apply is checked as a whole: moving 10 % from team to team2 in
+	// one set holds; giving team2 20 % more without taking it from team
+	// does not.
+	apply := func(teamPct, team2Pct string) (int, string) {
+		body := `{"rules": {"rate_limit": {` +
+			`"team": {"qps": "0.0001", "burst": "10", "key_resolver": "{http.request.header.X-Team}", "parent": "org", "guarantee": "` + teamPct + `"},` +
+			`"team2": {"qps": "1", "key_resolver": "global", "parent": "org", "guarantee": "` + team2Pct + `"}}}}`
+		req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("http://localhost:%d/sluice/apply?dry_run=true", s.adminPort), strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, text := testcaddy.Do(t, req)
+		return resp.StatusCode, text
+	}
+	if code, body := apply("40", "60"); code != http.StatusOK {
+		t.Fatalf("apply moving 10 %% from team to team2: %d %s, want 200", code, body)
+	}
+	if code, body := apply("50", "70"); code == http.StatusOK || !strings.Contains(body, "guarantee") || !strings.Contains(body, "120%") {
+		t.Fatalf("apply taking org to 120 %%: %d %s, want a failure naming guarantee and 120%%", code, body)
+	}
 }

@@ -28,3 +28,32 @@ func (a *App) checkAmong(k Kind, id string, value any) error {
 	rules[id] = value
 	return g.CheckAmong(id, rules)
 }
+
+// checkAmongAfter fails an object of an apply whose rule does not hold
+// among the rules of its kind as the whole apply leaves them.
+func (a *App) checkAmongAfter(p *applyPlan, ref RuleRef, fail func(ErrorClass, string, ...any)) {
+	g, ok := p.values[ref].(Grouped)
+	if !ok {
+		return
+	}
+	rules := map[string]any{}
+	for id, r := range a.Rules(ref.Kind) {
+		rules[id] = r.Value
+	}
+	for _, d := range p.prune {
+		if d.Kind == ref.Kind && a.Static(d.Kind, d.ID) == nil {
+			delete(rules, d.ID)
+		}
+	}
+	for id, f := range p.req.Rules[ref.Kind.String()] {
+		switch v := p.values[RuleRef{ref.Kind, id}]; {
+		case f == nil:
+			delete(rules, id)
+		case v != nil:
+			rules[id] = v
+		}
+	}
+	if err := g.CheckAmong(ref.ID, rules); err != nil {
+		fail(ErrInvalid, "%v", err)
+	}
+}

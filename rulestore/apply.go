@@ -254,6 +254,7 @@ func (a *App) decideOne(p *applyPlan, held map[RuleRef]Fields, ref RuleRef, raw 
 		fail(ErrInvalid, "%v", err)
 	}
 	a.checkRefs(p, held, ref, fail)
+	a.checkAmongAfter(p, ref, fail)
 	if !listed && st == nil {
 		if by := a.referrers(p, held, ref); len(by) > 0 {
 			fail(ErrInvalid, "still named by %s", strings.Join(by, ", "))
