@@ -846,11 +846,43 @@
       + `<p>Source: <b>${esc(r.source)}</b> · version <code>${esc(r.version)}</code>${d.etag ? ` · ETag <code>${esc(d.etag)}</code>` : ''}</p>`
       + `<table id="detail-fields"><tr><th>Field</th><th>Value</th><th>From</th></tr>${fields}</table>`
       + '<h2>Live</h2><div id="detail-live"></div>'
+      + (r.kind === 'rate_limit' ? quotaBox(r) : '')
       + `<h2>Edit</h2><p class="muted">The rule's fields as JSON. Apply writes only the fields you change (PATCH); a field you remove or set to null is unset${r.static ? ' from the overlay, back to its value in the config' : ''}. ${d.etag ? 'Validate runs a dry run; Apply writes only if the rule is still at the version shown (If-Match).' : 'This server has no dry run: Apply validates the rule and writes nothing if it is invalid.'}</p>`
       + `<label for="edit-fields" class="sr-only">Fields of ${esc(r.id)} as JSON</label><textarea id="edit-fields" spellcheck="false">${esc(JSON.stringify(r.fields || {}, null, 2))}</textarea>`
       + `<p><button type="button" data-action="validate">Validate</button> <button type="button" data-action="apply" class="primary">Apply…</button> <span id="write-blocked" class="warn"></span></p><div id="edit-result" role="status">${d.result}</div>`
       + `<h2>History</h2>${hist}`;
     renderDetailLive();
+  }
+
+  // quotaBox asks for one key's use of a rate_limit rule: GET quota, or
+  // for a level of a nested quota GET quota_tree, its use at every level.
+  function quotaBox(r) {
+    const tree = !!(r.fields && r.fields.parent);
+    return `<h2>Quota of a key</h2><p class="muted">${tree ? 'A key\'s use at every level of its tree: used, guaranteed, borrowed, ceiling.' : 'A key\'s use of this rule.'} Give the key as stored, or the request values a request would carry (<code>header.X-Team=a&amp;header.X-Org=acme</code>).</p>`
+      + '<p><label for="quota-key">Key or request values</label> <input id="quota-key" type="search"> <button type="button" data-action="quota">Show</button></p><div id="quota-result" role="status"></div>';
+  }
+
+  async function onQuota() {
+    const d = model.detail;
+    const input = $('quota-key');
+    if (!d || !d.rule || !input) return;
+    const v = input.value.trim();
+    const view = d.rule.fields && d.rule.fields.parent ? 'quota_tree' : 'quota';
+    const path = `${API}${view}/${encodeURIComponent(d.id)}${v.includes('=') ? `?${v}` : `/${encodeURIComponent(v)}`}`;
+    try {
+      setHTML($('quota-result'), quotaHTML(await getJSON(path)));
+    } catch (e) {
+      setHTML($('quota-result'), `<div class="problem">${esc(e.message)}</div>`);
+    }
+  }
+
+  // quotaHTML is a key's use, one row per level (a flat rule is one level).
+  function quotaHTML(q) {
+    const levels = q.levels || [{ rule: q.rule, key: q.key, ceiling: q.limit, used: q.used, remaining: q.remaining }];
+    const row = (l) => `<tr><td><code>${esc(l.rule)}</code></td><td><code class="key">${esc(l.key)}</code></td><td class="num">${num(l.used)}</td>`
+      + `<td class="num">${l.guarantee_percent ? `${num(l.guarantee_percent)}%` : '—'}</td><td class="num">${l.guarantee_percent ? num(l.guaranteed_used) : '—'}</td>`
+      + `<td class="num">${l.guarantee_percent ? num(Math.max(l.used - l.guaranteed_used, 0)) : '—'}</td><td class="num">${num(l.remaining)}</td><td class="num">${num(l.ceiling)}</td></tr>`;
+    return `<table id="quota-levels"><tr><th>Level</th><th>Key</th><th>Used</th><th>Guarantee</th><th>Guaranteed used</th><th>Borrowed</th><th>Remaining</th><th>Ceiling</th></tr>${levels.map(row).join('')}</table>`;
   }
 
   // renderDetailLive refreshes what changes under an open rule page: its
@@ -1146,6 +1178,7 @@
       case 'validate': onValidate(); break;
       case 'apply': onApply(); break;
       case 'keys': showKeys(b.dataset.id); break;
+      case 'quota': onQuota(); break;
       case 'transitions':
         ev.preventDefault();
         model.transRule = b.dataset.id;
