@@ -73,3 +73,27 @@ func TestOverLimitTagsAndDemotes(t *testing.T) {
 		}
 	}
 }
+
+// A gray rule that matches the mark sends the traffic over a limit to a
+// best-effort version: the first two requests reach v1, the tagged ones
+// best_effort.
+func TestOverLimitMarkRoutesToABestEffortVersion(t *testing.T) {
+	global := strings.TrimSuffix(softRules, "\n\t}") + `
+		gray over {
+			match_tag      X-RateLimit-Over-Limit
+			target_version best_effort
+		}
+	}`
+	s := caddyfile(t, global, `	ratelimit soft
+	grayroute over
+	@best vars gray_version best_effort
+	respond @best "best_effort"
+	respond "v1"`)
+	testcaddy.Run(t, s.cfg)
+	for i, want := range []string{"v1", "v1", "best_effort", "best_effort"} {
+		resp, body := testcaddy.Get(t, s.urls[0])
+		if resp.StatusCode != http.StatusOK || body != want {
+			t.Fatalf("request %d: %d %q, want 200 %q", i+1, resp.StatusCode, body, want)
+		}
+	}
+}
