@@ -48,17 +48,30 @@ func (g *Rule) Threshold(now func() time.Time) uint32 {
 // The choice is a stable hash of the rule id and the request's hash key;
 // only when no key resolves is it random (random reports that).
 func (g *Rule) Canary(r *http.Request, now func() time.Time) (canary, random bool) {
-	t := g.Threshold(now)
-	if t == 0 {
-		return false, false
-	}
-	if t >= Buckets {
-		return true, false
+	s := g.split(r, g.Threshold(now), false)
+	return s.canary, s.random
+}
+
+// splitOf is a request's split: its bucket and key hash are set when the
+// threshold needed them or all is set (a recorded rule, weights_glue.go).
+type splitOf struct {
+	canary, random bool
+	bucket         uint32
+	key            uint64
+}
+
+// split decides a request at threshold t (Canary).
+func (g *Rule) split(r *http.Request, t uint32, all bool) splitOf {
+	if !all && (t == 0 || t >= Buckets) {
+		return splitOf{canary: t != 0}
 	}
 	var buf [128]byte
 	key, ok := g.HashKey.Append(buf[:0], r)
 	if !ok {
-		return rand.Uint32N(Buckets) < t, true
+		b := rand.Uint32N(Buckets)
+		return splitOf{canary: t >= Buckets || b < t, random: t != 0 && t < Buckets, bucket: b}
 	}
-	return InCanary(bucketFrom(g.idHash, key), t), false
+	m := mix64(keyState(g.idHash, key))
+	b := uint32(m % Buckets)
+	return splitOf{canary: t >= Buckets || InCanary(b, t), bucket: b, key: m | 1}
 }

@@ -134,6 +134,7 @@ func (h *Handler) setup(store *rulestore.App, reg *prometheus.Registry, logger *
 	}
 	h.defaultCtr = metrics.requests.WithLabelValues("", h.DefaultVersion)
 	h.holdRules()
+	h.recordSplits(store)
 	return h.attachHub(store, reg, logger)
 }
 
@@ -230,7 +231,8 @@ func (h *Handler) decide(r *http.Request) (*decision, *cohortCounts) {
 
 // apply splits a matching request between the rule's target and fallback.
 func (h *Handler) apply(g *Rule, r *http.Request) (*decision, *cohortCounts) {
-	canary, random := g.Canary(r, h.now)
+	s := g.split(r, g.Threshold(h.now), true)
+	canary, random := s.canary, s.random
 	forced := false
 	if random {
 		metrics.random.WithLabelValues(g.ID).Inc()
@@ -246,6 +248,7 @@ func (h *Handler) apply(g *Rule, r *http.Request) (*decision, *cohortCounts) {
 		fallback = g.fallbackTo(h.DefaultVersion)
 	}
 	ctrs := g.countersFor(fallback.version)
+	h.recordSplit(g, s, forced)
 	if canary {
 		ctrs.target.Inc()
 		return g.toTarget, h.cohort(g, true, forced)

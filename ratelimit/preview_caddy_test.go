@@ -136,7 +136,7 @@ http://127.0.0.1:%d {
 		{"/sluice/rules/rate_limit/pv?impact=10m", `{"qps": "1"}`, "add dry_run=true"},
 		{"/sluice/rules/rate_limit/pv?dry_run=true&impact=ten", `{"qps": "1"}`, "want a duration"},
 		{"/sluice/rules/rate_limit/pv?dry_run=true&impact=11m", `{"qps": "1"}`, "want from 1s to 10m0s"},
-		{"/sluice/rules/circuit_breaker/cb?dry_run=true&impact=10m", `{"failure_threshold": "3"}`, "rate_limit rules only"},
+		{"/sluice/rules/circuit_breaker/cb?dry_run=true&impact=10m", `{"failure_threshold": "3"}`, "rate_limit and gray rules only"},
 	} {
 		req, _ := http.NewRequest(http.MethodPatch, fmt.Sprintf("http://localhost:%d%s", admin, c.path), strings.NewReader(c.body))
 		resp, out := testcaddy.Do(t, req)
