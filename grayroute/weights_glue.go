@@ -36,7 +36,7 @@ func (x *splitIndex) of(g *Rule) *splitRecorder {
 	}
 	rec := x.m[g.ID].Value()
 	if rec == nil {
-		rec = new(splitRecorder)
+		rec = newSplitRecorder()
 		x.m[g.ID] = weak.Make(rec)
 		runtime.AddCleanup(rec, x.drop, g.ID)
 	}

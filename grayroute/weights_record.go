@@ -1,9 +1,11 @@
 package grayroute
 
 import (
+	"cmp"
 	"slices"
-	"sync"
 	"sync/atomic"
+
+	"github.com/sluicegw/sluice/ratelimit/replay"
 )
 
 // A gray rule's record of its recent split, for previews of its weights
@@ -32,59 +34,28 @@ type splitRecord struct {
 // says so.
 const splitRing = 1 << 15
 
-// splitRingMin is the ring's first size; it doubles as it fills, up to
-// splitRing (ten allocations in a busy rule's life), so a rule that sees
-// little traffic holds little.
-const splitRingMin = 64
-
-// splitRecorder keeps a rule's last splitRing records, written under a
-// mutex; the handler's default_version rides along.
+// splitRecorder keeps a rule's last splitRing records (replay.Ring: it
+// grows from 64 records as it fills); the handler's default_version
+// rides along.
 type splitRecorder struct {
-	mu   sync.Mutex
-	ring []splitRecord
-	n    uint64 // records written, ever
+	ring replay.Ring[splitRecord]
 
 	// dflt is the recording handler's default_version: the fallback of
 	// a rule that sets none.
 	dflt atomic.Pointer[string]
 }
 
-// add records one request.
-func (s *splitRecorder) add(r splitRecord) {
-	s.mu.Lock()
-	if s.n == uint64(len(s.ring)) && len(s.ring) < splitRing {
-		// Not wrapped yet: the records sit at 0..n-1 in order.
-		grown := make([]splitRecord, max(splitRingMin, 2*len(s.ring)))
-		copy(grown, s.ring)
-		s.ring = grown
-	}
-	s.ring[s.n&uint64(len(s.ring)-1)] = r
-	s.n++
-	s.mu.Unlock()
+func newSplitRecorder() *splitRecorder {
+	return &splitRecorder{ring: replay.Ring[splitRecord]{Max: splitRing}}
 }
+
+// add records one request.
+func (s *splitRecorder) add(r splitRecord) { s.ring.Add(r) }
 
 // since copies the records from from on, in arrival order, and reports
 // whether the ring overwrote records at or after from (short).
 func (s *splitRecorder) since(from int64) (out []splitRecord, short bool) {
-	s.mu.Lock()
-	n, size := s.n, uint64(len(s.ring))
-	held := min(n, size)
-	out = make([]splitRecord, 0, held)
-	for i := n - held; i < n; i++ {
-		if r := s.ring[i&(size-1)]; r.At >= from {
-			out = append(out, r)
-		}
-	}
-	s.mu.Unlock()
-	short = n > size && len(out) == int(held)
-	slices.SortStableFunc(out, func(a, b splitRecord) int {
-		switch {
-		case a.At < b.At:
-			return -1
-		case a.At > b.At:
-			return 1
-		}
-		return 0
-	})
+	out, short = s.ring.Copy(func(r *splitRecord) bool { return r.At >= from })
+	slices.SortStableFunc(out, func(a, b splitRecord) int { return cmp.Compare(a.At, b.At) })
 	return out, short
 }

@@ -57,7 +57,7 @@ func TestMergeVersions(t *testing.T) {
 // The record keeps the last splitRing requests in arrival order and says
 // when it overwrote records of the window asked for.
 func TestSplitRecorderSince(t *testing.T) {
-	var s splitRecorder
+	s := newSplitRecorder()
 	for i := range int64(splitRing + 10) {
 		s.add(splitRecord{At: i})
 	}

@@ -69,13 +69,13 @@ func (a *App) previewer(k Kind) Previewer {
 }
 
 // previewable reports whether kind k's rules have previews.
-func previewable(k Kind) bool { return k == RateLimit || k == Gray }
+func previewable(k Kind) bool { return k == RateLimit || k == Gray || k == CircuitBreaker }
 
 // checkImpact fails a query the store cannot answer: a kind without
 // previews, a window out of range.
 func checkImpact(k Kind, window time.Duration) error {
 	if !previewable(k) {
-		return Errorf(ErrInvalid, "impact: previews replay rate_limit and gray rules only, not %s", k)
+		return Errorf(ErrInvalid, "impact: previews replay rate_limit, gray and circuit_breaker rules only, not %s", k)
 	}
 	if window <= 0 || window > MaxImpactWindow {
 		return Errorf(ErrInvalid, "impact window %v: want from 1s to %v (what a rule's record keeps)", window, MaxImpactWindow)

@@ -34,8 +34,9 @@ type Impact struct {
 	// when it is exact.
 	Approximate []string `json:"approximate,omitempty"`
 	// Versions is a gray rule's split between its versions (versions.go);
-	// absent for other kinds.
+	// Breaker a circuit breaker's trips (breaker.go). Absent for other kinds.
 	Versions []VersionShare `json:"versions,omitempty"`
+	Breaker  *BreakerTrips  `json:"breaker,omitempty"`
 }
 
 // Instances counts the instances asked for an impact and those that
@@ -76,6 +77,7 @@ func (a *Impact) Merge(b *Impact) {
 	a.Records += b.Records
 	a.TopKeys = topOf(append(slices.Clone(a.TopKeys), b.TopKeys...))
 	a.Versions = MergeVersions(a.Versions, b.Versions)
+	a.Breaker = mergeBreaker(a.Breaker, b.Breaker)
 	for _, r := range b.Approximate {
 		if !slices.Contains(a.Approximate, r) {
 			a.Approximate = append(a.Approximate, r)
