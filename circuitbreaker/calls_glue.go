@@ -10,19 +10,15 @@ import (
 )
 
 // recordCall records a call of breaker b of st that arrived at start:
-// refused, or ended with o. The key is b's identity: the calls of one
-// breaker replay on one fresh breaker (a key's breaker dropped and made
-// again is a new one, live and in the replay).
-func (st *ruleState) recordCall(b *Breaker, start time.Time, o callOutcome) {
+// refused, or ended with o after lat. The key is b's identity: the calls
+// of one breaker replay on one fresh breaker (a key's breaker dropped and
+// made again is a new one, live and in the replay).
+func (st *ruleState) recordCall(b *Breaker, start time.Time, lat time.Duration, o callOutcome) {
 	var key uint64
 	if b != st.def {
 		key = uint64(uintptr(unsafe.Pointer(b)))
 	}
-	var lat int64
-	if o != callRefused {
-		lat = int64(time.Since(start))
-	}
-	st.calls.ring.Add(callRecord{At: start.UnixNano(), Lat: lat, Key: key, Outcome: o})
+	st.calls.ring.Add(callRecord{At: start.UnixNano(), Lat: int64(lat), Key: key, Outcome: o})
 }
 
 // callsPreviewer answers the store's previews of circuit_breaker rules

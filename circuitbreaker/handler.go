@@ -197,7 +197,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	start := time.Now()
 	ticket, ok, retryAfter := b.Allow()
 	if !ok {
-		st.recordCall(b, start, callRefused)
+		st.recordCall(b, start, 0, callRefused)
 		st.metrics.rejected.Inc()
 		return h.reject(w, r, pub, rule, b, retryAfter)
 	}
@@ -213,19 +213,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	*sw = handlerkit.StatusWriter{ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: w}}
 	done := false
 	record := func(o Outcome) {
-		slow := rule.SlowCallDuration > 0 && time.Since(start) >= rule.SlowCallDuration
+		lat := time.Since(start)
+		slow := rule.SlowCallDuration > 0 && lat >= rule.SlowCallDuration
 		if keyLater {
 			if kb := st.forKey(repl.ReplaceKnown(rule.Key, "")); kb != b {
 				b.Record(ticket, Ignored, false)
 				kb.Observe(o, slow)
 				st.metrics.calls[o].Inc()
-				st.recordCall(kb, start, callOutcome(o))
+				st.recordCall(kb, start, lat, callOutcome(o))
 				return
 			}
 		}
 		b.Record(ticket, o, slow)
 		st.metrics.calls[o].Inc()
-		st.recordCall(b, start, callOutcome(o))
+		st.recordCall(b, start, lat, callOutcome(o))
 	}
 	// A panic below still records its outcome, exactly once, then goes on.
 	defer func() {
