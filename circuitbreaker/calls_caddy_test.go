@@ -1,10 +1,8 @@
 package circuitbreaker_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"strings"
 	"testing"
 
 	"github.com/sluicegw/sluice/internal/testcaddy"
@@ -38,19 +36,11 @@ http://127.0.0.1:%d {
 		}
 	}
 	dry := func(body string) *replay.Impact {
-		req, err := http.NewRequest(http.MethodPatch, fmt.Sprintf("http://localhost:%d/sluice/rules/circuit_breaker/threshold-preview?dry_run=true&impact=10m", admin),
-			strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
+		imp := testcaddy.DryRunImpact(t, admin, http.MethodPatch, "/sluice/rules/circuit_breaker/threshold-preview?dry_run=true&impact=10m", body)
+		if imp.Breaker == nil {
+			t.Fatalf("PATCH %s: no breaker in %+v", body, *imp)
 		}
-		resp, out := testcaddy.Do(t, req)
-		var a struct {
-			Impact *replay.Impact `json:"impact"`
-		}
-		if resp.StatusCode != http.StatusOK || json.Unmarshal([]byte(out), &a) != nil || a.Impact == nil || a.Impact.Breaker == nil {
-			t.Fatalf("PATCH %s: %d %s", body, resp.StatusCode, out)
-		}
-		return a.Impact
+		return imp
 	}
 	same := dry(`{"failure_threshold": "50"}`)
 	t.Logf("against itself: %+v %+v", *same, *same.Breaker)

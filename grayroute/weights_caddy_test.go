@@ -1,32 +1,13 @@
 package grayroute_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"strings"
 	"testing"
 
 	"github.com/sluicegw/sluice/internal/testcaddy"
 	"github.com/sluicegw/sluice/ratelimit/replay"
 )
-
-// grayDryRun sends a dry-run write with ?impact=10m and returns its impact.
-func grayDryRun(t *testing.T, admin int, method, path, body string) *replay.Impact {
-	t.Helper()
-	req, err := http.NewRequest(method, fmt.Sprintf("http://localhost:%d%s", admin, path), strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, out := testcaddy.Do(t, req)
-	var a struct {
-		Impact *replay.Impact `json:"impact"`
-	}
-	if resp.StatusCode != http.StatusOK || json.Unmarshal([]byte(out), &a) != nil || a.Impact == nil {
-		t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, out)
-	}
-	return a.Impact
-}
 
 // A dry run of a gray rule's weights with ?impact=10m replays the split
 // the rule made here: against the weight in force it gives the versions
@@ -61,7 +42,7 @@ http://127.0.0.1:%d {
 	}
 
 	path := "/sluice/rules/gray/weights-preview?dry_run=true&impact=10m"
-	imp := grayDryRun(t, admin, http.MethodPatch, path, `{"weight": "50"}`)
+	imp := testcaddy.DryRunImpact(t, admin, http.MethodPatch, path, `{"weight": "50"}`)
 	t.Logf("weight 10 → 50: %+v", *imp)
 	if imp.Requests != users*each || imp.Instances != (replay.Instances{Asked: 1, Answered: 1}) || len(imp.Versions) != 2 {
 		t.Fatalf("impact %+v", *imp)
@@ -79,7 +60,7 @@ http://127.0.0.1:%d {
 		t.Errorf("shares now %.3f, proposed %.3f", v2.ShareNow, v2.ShareProposed)
 	}
 
-	put := grayDryRun(t, admin, http.MethodPut, path, `{"target_version": "v2", "weight": "0", "hash_key": "{http.request.header.X-User}"}`)
+	put := testcaddy.DryRunImpact(t, admin, http.MethodPut, path, `{"target_version": "v2", "weight": "0", "hash_key": "{http.request.header.X-User}"}`)
 	t.Logf("weight 0: %+v", *put)
 	if len(put.Versions) != 2 || put.Versions[0].RequestsProposed != users*each || put.Versions[0].RequestsMoved != served["v2"] ||
 		put.Versions[1].RequestsProposed != 0 {

@@ -11,26 +11,11 @@ import (
 	"github.com/sluicegw/sluice/ratelimit/replay"
 )
 
-// previewAnswer is what a dry run with an impact window answers.
-type previewAnswer struct {
-	DryRun bool           `json:"dry_run"`
-	Impact *replay.Impact `json:"impact"`
-}
-
 // dryRunImpact sends a dry-run write with ?impact=10m to the admin API
 // and returns its impact.
 func dryRunImpact(t *testing.T, admin int, method, path, body string) *replay.Impact {
 	t.Helper()
-	req, err := http.NewRequest(method, fmt.Sprintf("http://localhost:%d%s", admin, path), strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, out := testcaddy.Do(t, req)
-	var a previewAnswer
-	if resp.StatusCode != http.StatusOK || json.Unmarshal([]byte(out), &a) != nil || a.Impact == nil {
-		t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, out)
-	}
-	return a.Impact
+	return testcaddy.DryRunImpact(t, admin, method, path, body)
 }
 
 // A dry run with ?impact=10m replays the rule's recorded traffic (local
