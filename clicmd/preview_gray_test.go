@@ -1,18 +1,14 @@
 package clicmd_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sluicegw/sluice/internal/redistest"
-	"github.com/sluicegw/sluice/internal/testcaddy"
 	"github.com/sluicegw/sluice/ratelimit/replay"
 )
 
@@ -37,22 +33,7 @@ func TestPreviewOfGrayWeightsSumsTwoInstances(t *testing.T) {
 	c := rd.Client()
 	redistest.Push(t, c, "gray:rule:gv", "gateway:rules:gray", "gv", "target_version", "v2", "weight", "10",
 		"hash_key", "{http.request.header.X-User}")
-	ports := []int{testcaddy.FreePort(t), testcaddy.FreePort(t)}
-	var ps []*testcaddy.Process
-	for _, port := range ports {
-		ps = append(ps, testcaddy.Start(t, fmt.Sprintf(grayPreviewCaddyfile, rd.URL(), port)))
-	}
-	ctx := context.Background()
-	for _, p := range ps {
-		testcaddy.Eventually(t, 10*time.Second, "gv loaded from redis", func() bool {
-			_, _, ok := sluice(t, p, "rules", "get", "gray", "gv")
-			return ok
-		})
-	}
-	testcaddy.Eventually(t, 15*time.Second, "two live instances, both listening for previews", func() bool {
-		subs := c.PubSubNumSub(ctx, "gateway:preview").Val()["gateway:preview"]
-		return subs == 2 && c.ZCount(ctx, "gateway:instances", strconv.FormatInt(time.Now().UnixMilli(), 10), "+inf").Val() == 2
-	})
+	ports, ps := startPreviewFleet(t, rd, grayPreviewCaddyfile, "gray", "gv")
 	const users, each = 300, 2
 	served := map[string]int64{}
 	for i, port := range ports {
