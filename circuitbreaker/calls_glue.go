@@ -9,16 +9,41 @@ import (
 	"github.com/sluicegw/sluice/rulestore"
 )
 
-// recordCall records a call of breaker b of st that arrived at start:
-// refused, or ended with o after lat. The key is b's identity: the calls
-// of one breaker replay on one fresh breaker (a key's breaker dropped and
-// made again is a new one, live and in the replay).
-func (st *ruleState) recordCall(b *Breaker, start time.Time, lat time.Duration, o callOutcome) {
+// callClock times a call, for its record and slow_call_duration.
+type callClock struct {
+	start time.Time // the precise arrival, read only for slow_call_duration
+	at    int64     // the arrival, wall ns: start's, or replay.Coarse's
+}
+
+// startCall reads the clock at a call's arrival: precisely when the
+// rule's slow_call_duration needs it, else the coarse clock (one atomic
+// load; the record's latency is then good to its tick, 1 ms).
+func startCall(precise bool) callClock {
+	if precise {
+		now := time.Now()
+		return callClock{start: now, at: now.UnixNano()}
+	}
+	return callClock{at: replay.Coarse.Now()}
+}
+
+// latency is the time since the call's arrival, by the clock it read.
+func (c callClock) latency() time.Duration {
+	if !c.start.IsZero() {
+		return time.Since(c.start)
+	}
+	return time.Duration(replay.Coarse.Now() - c.at)
+}
+
+// recordCall records a call of breaker b of st that arrived at at (wall
+// ns): refused, or ended with o after lat. The key is b's identity: the
+// calls of one breaker replay on one fresh breaker (a key's breaker
+// dropped and made again is a new one, live and in the replay).
+func (st *ruleState) recordCall(b *Breaker, at int64, lat time.Duration, o callOutcome) {
 	var key uint64
 	if b != st.def {
 		key = uint64(uintptr(unsafe.Pointer(b)))
 	}
-	st.calls.ring.Add(callRecord{At: start.UnixNano(), Lat: int64(lat), Key: key, Outcome: o})
+	st.calls.add(callRecord{At: at, Lat: int64(lat), Key: key, Outcome: o})
 }
 
 // callsPreviewer answers the store's previews of circuit_breaker rules

@@ -194,10 +194,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	keyLater := rule.Key != "" && repl != nil && b == st.def
 
-	start := time.Now()
+	clk := startCall(rule.SlowCallDuration > 0)
 	ticket, ok, retryAfter := b.Allow()
 	if !ok {
-		st.recordCall(b, start, 0, callRefused)
+		st.recordCall(b, clk.at, 0, callRefused)
 		st.metrics.rejected.Inc()
 		return h.reject(w, r, pub, rule, b, retryAfter)
 	}
@@ -213,20 +213,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	*sw = handlerkit.StatusWriter{ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: w}}
 	done := false
 	record := func(o Outcome) {
-		lat := time.Since(start)
+		lat := clk.latency()
 		slow := rule.SlowCallDuration > 0 && lat >= rule.SlowCallDuration
 		if keyLater {
 			if kb := st.forKey(repl.ReplaceKnown(rule.Key, "")); kb != b {
 				b.Record(ticket, Ignored, false)
 				kb.Observe(o, slow)
 				st.metrics.calls[o].Inc()
-				st.recordCall(kb, start, lat, callOutcome(o))
+				st.recordCall(kb, clk.at, lat, callOutcome(o))
 				return
 			}
 		}
 		b.Record(ticket, o, slow)
 		st.metrics.calls[o].Inc()
-		st.recordCall(b, start, lat, callOutcome(o))
+		st.recordCall(b, clk.at, lat, callOutcome(o))
 	}
 	// A panic below still records its outcome, exactly once, then goes on.
 	defer func() {

@@ -52,26 +52,33 @@ func (g *Rule) Canary(r *http.Request, now func() time.Time) (canary, random boo
 	return s.canary, s.random
 }
 
-// splitOf is a request's split: its bucket and key hash are set when the
-// threshold needed them or all is set (a recorded rule, weights_glue.go).
+// splitOf is a request's split: its key hash and bucket when the
+// threshold needed them (0 and 100 % resolve no key), or the random draw
+// of a request without a key; drawn marks a draw made only for the
+// record (weights_glue.go).
 type splitOf struct {
-	canary, random bool
-	bucket         uint32
-	key            uint64
+	canary, random, drawn bool
+	bucket                uint32
+	key                   uint64
 }
 
-// split decides a request at threshold t (Canary).
-func (g *Rule) split(r *http.Request, t uint32, all bool) splitOf {
-	if !all && (t == 0 || t >= Buckets) {
-		return splitOf{canary: t != 0}
+// split decides a request at threshold t (Canary); a recorded rule's
+// split (draw) also draws a bucket at 0 and 100 %, for its record.
+func (g *Rule) split(r *http.Request, t uint32, draw bool) splitOf {
+	if t == 0 || t >= Buckets {
+		s := splitOf{canary: t != 0}
+		if draw {
+			s.bucket, s.drawn = rand.Uint32N(Buckets), true
+		}
+		return s
 	}
 	var buf [128]byte
 	key, ok := g.HashKey.Append(buf[:0], r)
 	if !ok {
 		b := rand.Uint32N(Buckets)
-		return splitOf{canary: t >= Buckets || b < t, random: t != 0 && t < Buckets, bucket: b}
+		return splitOf{canary: b < t, random: true, bucket: b}
 	}
 	m := mix64(keyState(g.idHash, key))
 	b := uint32(m % Buckets)
-	return splitOf{canary: t >= Buckets || InCanary(b, t), bucket: b, key: m | 1}
+	return splitOf{canary: InCanary(b, t), bucket: b, key: m | 1}
 }

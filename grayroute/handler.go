@@ -55,6 +55,7 @@ type Handler struct {
 	inlineIDs  []string  // the ids of inline, held in metrics.inline
 	defaultCtr *metrickit.Counter
 	now        func() time.Time
+	coarse     bool // records read replay.Coarse, not now (weights_glue.go)
 	isOpen     func(ruleID, key string) bool
 	hub        *analysisHub                                     // canary analysis (analysis_hub.go)
 	adapted    handlerkit.Adapted                               // while the Caddyfile is adapted
@@ -99,7 +100,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 func (h *Handler) setup(store *rulestore.App, reg *prometheus.Registry, logger *zap.Logger) error {
 	h.store, h.logger = store, logger
 	if h.now == nil {
-		h.now = time.Now
+		h.now, h.coarse = time.Now, true
 	}
 	if h.isOpen == nil {
 		h.isOpen = store.Breakers().IsOpen

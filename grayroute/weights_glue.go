@@ -78,7 +78,16 @@ func (h *Handler) recordSplit(g *Rule, s splitOf, forced bool) {
 	case s.canary:
 		sv = servedTarget
 	}
-	rec.add(splitRecord{At: h.now().UnixNano(), Key: s.key, Bucket: s.bucket, Served: sv})
+	rec.add(splitRecord{At: h.recordNow(), Key: s.key, Bucket: s.bucket, Served: sv, Drawn: s.drawn})
+}
+
+// recordNow is a record's arrival: the coarse clock (replay.Coarse), or
+// the handler's clock when a test injected one.
+func (h *Handler) recordNow() int64 {
+	if h.coarse {
+		return replay.Coarse.Now()
+	}
+	return h.now().UnixNano()
 }
 
 // weightsPreviewer answers the store's previews of gray rules

@@ -99,6 +99,12 @@ func splitApproximations(recs []splitRecord, short bool, cur, prop *Rule) []stri
 			break
 		}
 	}
+	for _, r := range recs {
+		if r.Drawn {
+			why = append(why, "weight 0/100: requests split at weight 0 or 100 resolved no hash key; they are replayed on a random draw and count no sticky keys")
+			break
+		}
+	}
 	if prop.HashKey.String() != cur.HashKey.String() {
 		why = append(why, "hash_key: requests split by the recorded buckets, of the hash key in force")
 	}

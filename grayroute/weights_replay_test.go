@@ -1,7 +1,10 @@
 package grayroute
 
 import (
+	"net/http/httptest"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicegw/sluice/ratelimit/replay"
 )
@@ -68,5 +71,32 @@ func TestSplitRecorderSince(t *testing.T) {
 	tail, short := s.since(splitRing)
 	if len(tail) != 10 || short {
 		t.Errorf("last 10: %d records, short %v", len(tail), short)
+	}
+}
+
+// A record round-trips through the ring's two words, and a split at
+// weight 100 resolves no key: it draws a bucket for the record, which
+// the replay marks as an approximation.
+func TestSplitRecordAtFullWeight(t *testing.T) {
+	s := newSplitRecorder()
+	in := splitRecord{At: 7, Key: 0xdeadbeefcafef00d | 1, Bucket: 9999, Served: servedForced, Drawn: true}
+	s.add(in)
+	got, _ := s.since(0)
+	if want := (splitRecord{At: 7, Key: in.Key>>keyShift | 1, Bucket: 9999, Served: servedForced, Drawn: true}); len(got) != 1 || got[0] != want {
+		t.Fatalf("round trip: %+v, want %+v", got, want)
+	}
+	g, err := ParseRule("full", map[string]string{"target_version": "v2", "weight": "100", "hash_key": "{http.request.header.X-User}"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Set("X-User", "u1")
+	sp := g.split(r, g.Threshold(time.Now), true)
+	if !sp.canary || sp.random || !sp.drawn || sp.key != 0 || sp.bucket >= Buckets {
+		t.Errorf("split at 100: %+v", sp)
+	}
+	why := splitApproximations([]splitRecord{{Drawn: true}}, false, g, g)
+	if len(why) != 1 || !strings.HasPrefix(why[0], "weight 0/100:") {
+		t.Errorf("approximations %q", why)
 	}
 }
