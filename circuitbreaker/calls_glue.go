@@ -31,7 +31,7 @@ func (c callClock) latency() time.Duration {
 	if !c.start.IsZero() {
 		return time.Since(c.start)
 	}
-	return time.Duration(replay.Coarse.Now() - c.at)
+	return time.Duration(max(0, replay.Coarse.Now()-c.at)) // the wall clock may step back
 }
 
 // recordCall records a call of breaker b of st that arrived at at (wall

@@ -109,7 +109,9 @@ func (r *Ring) Copy(keep func(Words) bool) (out []Words, short bool) {
 			all = false
 		}
 	}
-	return out, n > size && all
+	// Only a full ring overwrites: a copy of a smaller one taken while it
+	// grew may miss records, but none was overwritten.
+	return out, n > size && size == uint64(r.Max) && all
 }
 
 // read returns the slot's words if it holds record i, written (Copy
