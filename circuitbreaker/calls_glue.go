@@ -12,18 +12,19 @@ import (
 // callClock times a call, for its record and slow_call_duration.
 type callClock struct {
 	start time.Time // the precise arrival, read only for slow_call_duration
-	at    int64     // the arrival, wall ns: start's, or replay.Coarse's
+	at    int64     // the arrival, wall ns: start's, or the coarse clock's
+	clock *replay.Clock
 }
 
 // startCall reads the clock at a call's arrival: precisely when the
 // rule's slow_call_duration needs it, else the coarse clock (one atomic
 // load; the record's latency is then good to its tick, 1 ms).
-func startCall(precise bool) callClock {
+func startCall(precise bool, coarse *replay.Clock) callClock {
 	if precise {
 		now := time.Now()
 		return callClock{start: now, at: now.UnixNano()}
 	}
-	return callClock{at: replay.Coarse.Now()}
+	return callClock{at: coarse.Now(), clock: coarse}
 }
 
 // latency is the time since the call's arrival, by the clock it read.
@@ -31,7 +32,7 @@ func (c callClock) latency() time.Duration {
 	if !c.start.IsZero() {
 		return time.Since(c.start)
 	}
-	return time.Duration(max(0, replay.Coarse.Now()-c.at)) // the wall clock may step back
+	return time.Duration(max(0, c.clock.Now()-c.at)) // the wall clock may step back
 }
 
 // recordCall records a call of breaker b of st that arrived at at (wall

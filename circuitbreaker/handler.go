@@ -194,7 +194,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	keyLater := rule.Key != "" && repl != nil && b == st.def
 
-	clk := startCall(rule.SlowCallDuration > 0)
+	clk := startCall(rule.SlowCallDuration > 0, h.store.RecordClock())
 	ticket, ok, retryAfter := b.Allow()
 	if !ok {
 		st.recordCall(b, clk.at, 0, callRefused)

@@ -55,7 +55,7 @@ type Handler struct {
 	inlineIDs  []string  // the ids of inline, held in metrics.inline
 	defaultCtr *metrickit.Counter
 	now        func() time.Time
-	coarse     bool // records read replay.Coarse, not now (weights_glue.go)
+	coarse     bool // records read the store's RecordClock, not now (weights_glue.go)
 	isOpen     func(ruleID, key string) bool
 	hub        *analysisHub                                     // canary analysis (analysis_hub.go)
 	adapted    handlerkit.Adapted                               // while the Caddyfile is adapted

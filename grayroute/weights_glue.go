@@ -81,11 +81,11 @@ func (h *Handler) recordSplit(g *Rule, s splitOf, forced bool) {
 	rec.add(splitRecord{At: h.recordNow(), Key: s.key, Bucket: s.bucket, Served: sv, Drawn: s.drawn})
 }
 
-// recordNow is a record's arrival: the coarse clock (replay.Coarse), or
+// recordNow is a record's arrival: the store's coarse clock, or
 // the handler's clock when a test injected one.
 func (h *Handler) recordNow() int64 {
 	if h.coarse {
-		return replay.Coarse.Now()
+		return h.store.RecordClock().Now()
 	}
 	return h.now().UnixNano()
 }

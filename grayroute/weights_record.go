@@ -24,7 +24,7 @@ const (
 // splitRecord is one request a gray rule split; the ring keeps it in two
 // words (add).
 type splitRecord struct {
-	At     int64  // arrival, wall ns (replay.Coarse)
+	At     int64  // arrival, wall ns (the store's coarse RecordClock)
 	Key    uint64 // the hash key's hash (46 bits of mix64 of its FNV state); 0: none resolved
 	Bucket uint32 // the key's bucket in [0, Buckets), or a random draw without a key
 	Served served

@@ -165,3 +165,8 @@ func (a *App) applyImpacts(ctx context.Context, objs []ApplyObject, window time.
 	}
 	return nil
 }
+
+// RecordClock is the coarse clock the handlers' records of recent traffic
+// read (one atomic load where time.Now costs tens of ns): ticks of
+// replay.CoarseTick, its goroutine running only while it is read.
+func (a *App) RecordClock() *replay.Clock { return &a.recordClock }

@@ -10,7 +10,8 @@ import (
 // A goroutine sets it every Tick while it is read and stops after a
 // second unread; the first read after that sets it and starts the
 // goroutine again. It lags the wall clock by up to a Tick plus the
-// goroutine's scheduling delay. The zero value with Tick set is ready.
+// goroutine's scheduling delay. The zero value is ready (Tick 0 is
+// CoarseTick).
 type Clock struct {
 	Tick time.Duration
 
@@ -19,8 +20,8 @@ type Clock struct {
 	running atomic.Bool
 }
 
-// Coarse is the process's record clock: 1 ms ticks.
-var Coarse = &Clock{Tick: time.Millisecond}
+// CoarseTick is the tick of the clock the handlers' records read.
+const CoarseTick = time.Millisecond
 
 // Now is the clock's time, wall ns.
 func (c *Clock) Now() int64 {
@@ -45,9 +46,13 @@ func (c *Clock) start() {
 
 // run sets the clock every Tick and stops after a second unread.
 func (c *Clock) run() {
-	t := time.NewTicker(c.Tick)
+	tick := c.Tick
+	if tick <= 0 {
+		tick = CoarseTick
+	}
+	t := time.NewTicker(tick)
 	defer t.Stop()
-	idle := max(1, int(time.Second/c.Tick))
+	idle := max(1, int(time.Second/tick))
 	for n := 1; ; n++ {
 		now := <-t.C
 		c.ns.Store(now.UnixNano())
