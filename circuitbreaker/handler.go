@@ -108,6 +108,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := registerMetrics(ctx.GetMetricsRegistry()); err != nil {
 		return err
 	}
+	store.SetPreviewer(rulestore.CircuitBreaker, callsPreviewer{store: store})
 	h.holder = shared.Holder(newRuleState)
 	if cs := statesOf(store); cs != nil {
 		h.holder.OnHold(cs.add)
@@ -193,8 +194,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	keyLater := rule.Key != "" && repl != nil && b == st.def
 
+	clk := startCall(rule.SlowCallDuration > 0, h.store.RecordClock())
 	ticket, ok, retryAfter := b.Allow()
 	if !ok {
+		st.recordCall(b, clk.at, 0, callRefused)
 		st.metrics.rejected.Inc()
 		return h.reject(w, r, pub, rule, b, retryAfter)
 	}
@@ -203,10 +206,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		traceState(span, rule.ID, b.State().String())
 	}
 
-	var start time.Time
-	if rule.SlowCallDuration > 0 {
-		start = time.Now()
-	}
 	sw, _ := h.writers.Get().(*handlerkit.StatusWriter)
 	if sw == nil {
 		sw = new(handlerkit.StatusWriter)
@@ -214,17 +213,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	*sw = handlerkit.StatusWriter{ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: w}}
 	done := false
 	record := func(o Outcome) {
-		slow := rule.SlowCallDuration > 0 && time.Since(start) >= rule.SlowCallDuration
+		lat := clk.latency()
+		slow := rule.SlowCallDuration > 0 && lat >= rule.SlowCallDuration
 		if keyLater {
 			if kb := st.forKey(repl.ReplaceKnown(rule.Key, "")); kb != b {
 				b.Record(ticket, Ignored, false)
 				kb.Observe(o, slow)
 				st.metrics.calls[o].Inc()
+				st.recordCall(kb, clk.at, lat, callOutcome(o))
 				return
 			}
 		}
 		b.Record(ticket, o, slow)
 		st.metrics.calls[o].Inc()
+		st.recordCall(b, clk.at, lat, callOutcome(o))
 	}
 	// A panic below still records its outcome, exactly once, then goes on.
 	defer func() {

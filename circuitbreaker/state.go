@@ -37,10 +37,12 @@ type ruleState struct {
 	warnedTooMany atomic.Bool
 	// recent keeps the transitions of the last hour for the status page.
 	recent transitionLog
+	// calls is the record of recent calls, for previews (calls_record.go).
+	calls *callRecorder
 }
 
 func newRuleState(id string) *ruleState {
-	st := &ruleState{id: id, metrics: newRuleMetrics(id)}
+	st := &ruleState{id: id, metrics: newRuleMetrics(id), calls: newCallRecorder()}
 	st.def = NewBreaker(Settings{SuccessThreshold: 1, OpenDuration: 1, HalfOpenRequests: 1}, nil, st.onTransition("", true))
 	return st
 }

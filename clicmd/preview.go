@@ -89,6 +89,12 @@ func printImpact(w io.Writer, kind, id string, imp *replay.Impact) {
 			fmt.Fprintf(w, "    %-24s %8d %14d\n", k.Key, k.NewlyRefused, k.NewlyAllowed)
 		}
 	}
+	if len(imp.Versions) > 0 {
+		fmt.Fprintln(w, "  versions          share now  share proposed  requests moved in  keys moved in")
+		for _, v := range imp.Versions {
+			fmt.Fprintf(w, "    %-14s %12.1f%% %14.1f%% %18d %14d\n", v.Version, 100*v.ShareNow, 100*v.ShareProposed, v.RequestsMoved, v.KeysMoved)
+		}
+	}
 	for _, r := range imp.Approximate {
 		fmt.Fprintf(w, "  approximate: %s\n", r)
 	}

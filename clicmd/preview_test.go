@@ -29,6 +29,30 @@ http://127.0.0.1:%d {
 	respond "ok"
 }`
 
+// startPreviewFleet starts two instances of caddyfile (its %s the Redis
+// URL, its %d the site's port) and waits until both hold rule kind/id
+// and listen for previews.
+func startPreviewFleet(t *testing.T, rd *redistest.Server, caddyfile, kind, id string) ([]int, []*testcaddy.Process) {
+	t.Helper()
+	ports := []int{testcaddy.FreePort(t), testcaddy.FreePort(t)}
+	var ps []*testcaddy.Process
+	for _, port := range ports {
+		ps = append(ps, testcaddy.Start(t, fmt.Sprintf(caddyfile, rd.URL(), port)))
+	}
+	for _, p := range ps {
+		testcaddy.Eventually(t, 10*time.Second, id+" loaded from redis", func() bool {
+			_, _, ok := sluice(t, p, "rules", "get", kind, id)
+			return ok
+		})
+	}
+	c, ctx := rd.Client(), context.Background()
+	testcaddy.Eventually(t, 15*time.Second, "two live instances, both listening for previews", func() bool {
+		subs := c.PubSubNumSub(ctx, "gateway:preview").Val()["gateway:preview"]
+		return subs == 2 && c.ZCount(ctx, "gateway:instances", strconv.FormatInt(time.Now().UnixMilli(), 10), "+inf").Val() == 2
+	})
+	return ports, ps
+}
+
 // `caddy sluice preview` asks every live instance through Redis: two
 // instances each replay their own traffic, and the CLI prints the sum and
 // that both answered. A tightened limit newly refuses requests of named
@@ -38,22 +62,8 @@ func TestPreviewSumsTwoInstances(t *testing.T) {
 	c := rd.Client()
 	redistest.Push(t, c, "rate_limit:rule:pv", "gateway:rules:rate_limit", "pv", "limit_type", "token_bucket",
 		"qps", "2", "burst", "3", "key_resolver", "{http.request.header.X-K}", "raw_keys", "true")
-	ports := []int{testcaddy.FreePort(t), testcaddy.FreePort(t)}
-	var ps []*testcaddy.Process
-	for _, port := range ports {
-		ps = append(ps, testcaddy.Start(t, fmt.Sprintf(previewCaddyfile, rd.URL(), port)))
-	}
+	ports, ps := startPreviewFleet(t, rd, previewCaddyfile, "rate_limit", "pv")
 	ctx := context.Background()
-	for _, p := range ps {
-		testcaddy.Eventually(t, 10*time.Second, "pv loaded from redis", func() bool {
-			_, _, ok := sluice(t, p, "rules", "get", "rate_limit", "pv")
-			return ok
-		})
-	}
-	testcaddy.Eventually(t, 15*time.Second, "two live instances, both listening for previews", func() bool {
-		subs := c.PubSubNumSub(ctx, "gateway:preview").Val()["gateway:preview"]
-		return subs == 2 && c.ZCount(ctx, "gateway:instances", strconv.FormatInt(time.Now().UnixMilli(), 10), "+inf").Val() == 2
-	})
 	const each = 2000
 	refused := 0
 	for i, port := range ports {

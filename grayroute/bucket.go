@@ -28,12 +28,15 @@ func idHash(ruleID string) uint64 {
 }
 
 // bucketFrom is Bucket from the rule's idHash.
-func bucketFrom(h uint64, key []byte) uint32 {
+func bucketFrom(h uint64, key []byte) uint32 { return uint32(mix64(keyState(h, key)) % Buckets) }
+
+// keyState is the FNV-1a state after key, from the rule's idHash.
+func keyState(h uint64, key []byte) uint64 {
 	for _, c := range key {
 		h ^= uint64(c)
 		h *= fnvPrime64
 	}
-	return uint32(mix64(h) % Buckets)
+	return h
 }
 
 // mix64 is MurmurHash3's finalizer: FNV-1a alone spreads the last bytes of a

@@ -48,17 +48,37 @@ func (g *Rule) Threshold(now func() time.Time) uint32 {
 // The choice is a stable hash of the rule id and the request's hash key;
 // only when no key resolves is it random (random reports that).
 func (g *Rule) Canary(r *http.Request, now func() time.Time) (canary, random bool) {
-	t := g.Threshold(now)
-	if t == 0 {
-		return false, false
-	}
-	if t >= Buckets {
-		return true, false
+	s := g.split(r, g.Threshold(now), false)
+	return s.canary, s.random
+}
+
+// splitOf is a request's split: its key hash and bucket when the
+// threshold needed them (0 and 100 % resolve no key), or the random draw
+// of a request without a key; drawn marks a draw made only for the
+// record (weights_glue.go).
+type splitOf struct {
+	canary, random, drawn bool
+	bucket                uint32
+	key                   uint64
+}
+
+// split decides a request at threshold t (Canary); a recorded rule's
+// split (draw) also draws a bucket at 0 and 100 %, for its record.
+func (g *Rule) split(r *http.Request, t uint32, draw bool) splitOf {
+	if t == 0 || t >= Buckets {
+		s := splitOf{canary: t != 0}
+		if draw {
+			s.bucket, s.drawn = rand.Uint32N(Buckets), true
+		}
+		return s
 	}
 	var buf [128]byte
 	key, ok := g.HashKey.Append(buf[:0], r)
 	if !ok {
-		return rand.Uint32N(Buckets) < t, true
+		b := rand.Uint32N(Buckets)
+		return splitOf{canary: b < t, random: true, bucket: b}
 	}
-	return InCanary(bucketFrom(g.idHash, key), t), false
+	m := mix64(keyState(g.idHash, key))
+	b := uint32(m % Buckets)
+	return splitOf{canary: InCanary(b, t), bucket: b, key: m | 1}
 }

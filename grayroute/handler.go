@@ -55,6 +55,7 @@ type Handler struct {
 	inlineIDs  []string  // the ids of inline, held in metrics.inline
 	defaultCtr *metrickit.Counter
 	now        func() time.Time
+	coarse     bool // records read the store's RecordClock, not now (weights_glue.go)
 	isOpen     func(ruleID, key string) bool
 	hub        *analysisHub                                     // canary analysis (analysis_hub.go)
 	adapted    handlerkit.Adapted                               // while the Caddyfile is adapted
@@ -99,7 +100,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 func (h *Handler) setup(store *rulestore.App, reg *prometheus.Registry, logger *zap.Logger) error {
 	h.store, h.logger = store, logger
 	if h.now == nil {
-		h.now = time.Now
+		h.now, h.coarse = time.Now, true
 	}
 	if h.isOpen == nil {
 		h.isOpen = store.Breakers().IsOpen
@@ -134,6 +135,7 @@ func (h *Handler) setup(store *rulestore.App, reg *prometheus.Registry, logger *
 	}
 	h.defaultCtr = metrics.requests.WithLabelValues("", h.DefaultVersion)
 	h.holdRules()
+	h.recordSplits(store)
 	return h.attachHub(store, reg, logger)
 }
 
@@ -230,7 +232,8 @@ func (h *Handler) decide(r *http.Request) (*decision, *cohortCounts) {
 
 // apply splits a matching request between the rule's target and fallback.
 func (h *Handler) apply(g *Rule, r *http.Request) (*decision, *cohortCounts) {
-	canary, random := g.Canary(r, h.now)
+	s := g.split(r, g.Threshold(h.now), true)
+	canary, random := s.canary, s.random
 	forced := false
 	if random {
 		metrics.random.WithLabelValues(g.ID).Inc()
@@ -246,6 +249,7 @@ func (h *Handler) apply(g *Rule, r *http.Request) (*decision, *cohortCounts) {
 		fallback = g.fallbackTo(h.DefaultVersion)
 	}
 	ctrs := g.countersFor(fallback.version)
+	h.recordSplit(g, s, forced)
 	if canary {
 		ctrs.target.Inc()
 		return g.toTarget, h.cohort(g, true, forced)

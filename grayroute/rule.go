@@ -46,6 +46,9 @@ type Rule struct {
 	toDefault            atomic.Pointer[decision]
 	// counters caches this rule's metric series; a changed rule is a new *Rule.
 	counters atomic.Pointer[ruleCounters]
+	// splits is the record of its id's split (weights_glue.go), set on
+	// its first request.
+	splits atomic.Pointer[splitRecorder]
 }
 
 // ParseRule validates a gray rule's fields. Errors name the field.

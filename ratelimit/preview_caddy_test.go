@@ -11,26 +11,11 @@ import (
 	"github.com/sluicegw/sluice/ratelimit/replay"
 )
 
-// previewAnswer is what a dry run with an impact window answers.
-type previewAnswer struct {
-	DryRun bool           `json:"dry_run"`
-	Impact *replay.Impact `json:"impact"`
-}
-
 // dryRunImpact sends a dry-run write with ?impact=10m to the admin API
 // and returns its impact.
 func dryRunImpact(t *testing.T, admin int, method, path, body string) *replay.Impact {
 	t.Helper()
-	req, err := http.NewRequest(method, fmt.Sprintf("http://localhost:%d%s", admin, path), strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, out := testcaddy.Do(t, req)
-	var a previewAnswer
-	if resp.StatusCode != http.StatusOK || json.Unmarshal([]byte(out), &a) != nil || a.Impact == nil {
-		t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, out)
-	}
-	return a.Impact
+	return testcaddy.DryRunImpact(t, admin, method, path, body)
 }
 
 // A dry run with ?impact=10m replays the rule's recorded traffic (local
@@ -105,9 +90,9 @@ http://127.0.0.1:%d {
 	}
 }
 
-// An impact window needs a dry run, a rate_limit rule and a window the
-// record keeps: anything else is a 400 that says so. A rule that served
-// nothing, or records nothing (record false), answers zero counts.
+// An impact window needs a dry run and a window the record keeps:
+// anything else is a 400 that says so. A rule that served nothing, or
+// records nothing (record false), answers zero counts.
 func TestDryRunImpactRefusals(t *testing.T) {
 	admin, port := testcaddy.FreePort(t), testcaddy.FreePort(t)
 	testcaddy.Run(t, fmt.Sprintf(`{
@@ -136,7 +121,6 @@ http://127.0.0.1:%d {
 		{"/sluice/rules/rate_limit/pv?impact=10m", `{"qps": "1"}`, "add dry_run=true"},
 		{"/sluice/rules/rate_limit/pv?dry_run=true&impact=ten", `{"qps": "1"}`, "want a duration"},
 		{"/sluice/rules/rate_limit/pv?dry_run=true&impact=11m", `{"qps": "1"}`, "want from 1s to 10m0s"},
-		{"/sluice/rules/circuit_breaker/cb?dry_run=true&impact=10m", `{"failure_threshold": "3"}`, "rate_limit rules only"},
 	} {
 		req, _ := http.NewRequest(http.MethodPatch, fmt.Sprintf("http://localhost:%d%s", admin, c.path), strings.NewReader(c.body))
 		resp, out := testcaddy.Do(t, req)
@@ -148,6 +132,11 @@ http://127.0.0.1:%d {
 	imp := dryRunImpact(t, admin, http.MethodPatch, "/sluice/rules/rate_limit/pv?dry_run=true&impact=5m", `{"qps": "1"}`)
 	if imp.Requests != 0 || imp.Window != "5m0s" || imp.Instances != (replay.Instances{Asked: 1, Answered: 1}) {
 		t.Errorf("no traffic: %+v", *imp)
+	}
+	// A breaker no handler here uses: zero counts too.
+	imp = dryRunImpact(t, admin, http.MethodPatch, "/sluice/rules/circuit_breaker/cb?dry_run=true&impact=10m", `{"failure_threshold": "3"}`)
+	if imp.Requests != 0 || imp.Instances != (replay.Instances{Asked: 1, Answered: 1}) {
+		t.Errorf("a breaker without traffic: %+v", *imp)
 	}
 	for range 3 {
 		if resp, body := testcaddy.Get(t, fmt.Sprintf("http://127.0.0.1:%d/", port)); resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusTooManyRequests {

@@ -3,6 +3,7 @@ package rulestore
 import (
 	"crypto/sha256"
 	"fmt"
+	"github.com/sluicegw/sluice/ratelimit/replay"
 	"sync"
 	"time"
 
@@ -58,14 +59,15 @@ type App struct {
 
 	eventQueue *eventqueue.Queue // see Emit
 
-	seqMu      sync.Mutex
-	seq        map[string]int               // see Occurrence
-	declared   map[string][sha256.Size]byte // see SameAsDeclared
-	logger     *zap.Logger
-	missing    missing.Tracker[RuleRef] // rules asked for and not held (status.go, missing_log.go)
-	used       sync.Map                 // RuleRef -> true: ids a handler holds a Handle on (see Uses)
-	breakers   breakers                 // see Breakers
-	previewers previewers               // see SetPreviewer
+	seqMu       sync.Mutex
+	seq         map[string]int               // see Occurrence
+	declared    map[string][sha256.Size]byte // see SameAsDeclared
+	logger      *zap.Logger
+	missing     missing.Tracker[RuleRef] // rules asked for and not held (status.go, missing_log.go)
+	used        sync.Map                 // RuleRef -> true: ids a handler holds a Handle on (see Uses)
+	breakers    breakers                 // see Breakers
+	previewers  previewers               // see SetPreviewer
+	recordClock replay.Clock             // see RecordClock
 }
 
 // CaddyModule returns the Caddy module information.
@@ -102,6 +104,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
 	a.ctx = ctx
 	a.missing.Open()
+	a.recordClock.Tick = replay.CoarseTick
 	m, _, err := memoryPool.LoadOrNew(memoryKey, newMemoryLayer)
 	if err != nil {
 		return err

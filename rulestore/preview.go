@@ -68,11 +68,14 @@ func (a *App) previewer(k Kind) Previewer {
 	return a.previewers.m[k]
 }
 
+// previewable reports whether kind k's rules have previews.
+func previewable(k Kind) bool { return k == RateLimit || k == Gray || k == CircuitBreaker }
+
 // checkImpact fails a query the store cannot answer: a kind without
 // previews, a window out of range.
 func checkImpact(k Kind, window time.Duration) error {
-	if k != RateLimit {
-		return Errorf(ErrInvalid, "impact: previews replay rate_limit rules only, not %s", k)
+	if !previewable(k) {
+		return Errorf(ErrInvalid, "impact: previews replay rate_limit, gray and circuit_breaker rules only, not %s", k)
 	}
 	if window <= 0 || window > MaxImpactWindow {
 		return Errorf(ErrInvalid, "impact window %v: want from 1s to %v (what a rule's record keeps)", window, MaxImpactWindow)
@@ -142,12 +145,12 @@ func checkImpactRequest(k Kind, dryRun bool, window time.Duration) error {
 	return checkImpact(k, window)
 }
 
-// applyImpacts sets the impact of each rate_limit rule a dry-run apply
+// applyImpacts sets the impact of each previewable rule a dry-run apply
 // creates or changes (window 0: none).
 func (a *App) applyImpacts(ctx context.Context, objs []ApplyObject, window time.Duration) error {
 	for i := range objs {
 		o := &objs[i]
-		if window == 0 || o.kind != RateLimit || o.raw == nil || (o.Result != ApplyCreated && o.Result != ApplyChanged) {
+		if window == 0 || !previewable(o.kind) || o.raw == nil || (o.Result != ApplyCreated && o.Result != ApplyChanged) {
 			continue
 		}
 		_, f, err := ParseOver(o.kind, o.ID, a.Static(o.kind, o.ID), o.raw)
@@ -162,3 +165,8 @@ func (a *App) applyImpacts(ctx context.Context, objs []ApplyObject, window time.
 	}
 	return nil
 }
+
+// RecordClock is the coarse clock the handlers' records of recent traffic
+// read (one atomic load where time.Now costs tens of ns): ticks of
+// replay.CoarseTick, its goroutine running only while it is read.
+func (a *App) RecordClock() *replay.Clock { return &a.recordClock }

@@ -33,6 +33,10 @@ type Impact struct {
 	// Approximate says what the replay could not reproduce exactly; empty
 	// when it is exact.
 	Approximate []string `json:"approximate,omitempty"`
+	// Versions is a gray rule's split between its versions (versions.go);
+	// Breaker a circuit breaker's trips (breaker.go). Absent for other kinds.
+	Versions []VersionShare `json:"versions,omitempty"`
+	Breaker  *BreakerTrips  `json:"breaker,omitempty"`
 }
 
 // Instances counts the instances asked for an impact and those that
@@ -72,6 +76,8 @@ func (a *Impact) Merge(b *Impact) {
 	a.KeysNewlyAllowed += b.KeysNewlyAllowed
 	a.Records += b.Records
 	a.TopKeys = topOf(append(slices.Clone(a.TopKeys), b.TopKeys...))
+	a.Versions = MergeVersions(a.Versions, b.Versions)
+	a.Breaker = mergeBreaker(a.Breaker, b.Breaker)
 	for _, r := range b.Approximate {
 		if !slices.Contains(a.Approximate, r) {
 			a.Approximate = append(a.Approximate, r)
